@@ -1,0 +1,1 @@
+"""The ``dotattn`` command line (installed as the subpackage ``dotattn.cli``)."""

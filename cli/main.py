@@ -1,0 +1,48 @@
+"""Entry point of the ``dotattn`` console script: a thin shell over the library."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dotattn import __version__
+from dotattn.problem import ParameterError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="dotattn")
+def cli() -> None:
+    """dotattn: when does dot-product attention learn by position, and when by meaning?
+
+    Replica predictions (solve, phase-diagram) and finite-size PyTorch experiments
+    (train-erm, compare) for tied low-rank dot-product attention.
+    """
+
+
+def _register() -> None:
+    from dotattn.cli import commands  # noqa: F401  (imports register the subcommands)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI. Invalid input: one line on stderr and exit status 2."""
+    _register()
+    try:
+        rv = cli.main(args=argv, prog_name="dotattn", standalone_mode=False)
+    except ParameterError as err:
+        click.echo(f"Error: {err}", err=True)
+        sys.exit(2)
+    except click.exceptions.Exit as err:
+        sys.exit(err.exit_code)
+    except click.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(1)
+    except click.ClickException as err:
+        msg = err.format_message().replace("\n", " ")
+        click.echo(f"Error: {msg}", err=True)
+        sys.exit(err.exit_code)
+    sys.exit(rv if isinstance(rv, int) else 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

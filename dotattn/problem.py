@@ -1,0 +1,186 @@
+"""The problem specification: everything that defines one teacher-student attention model.
+
+SPEC section 1. A :class:`Problem` is a frozen, validated value object; arrays are exposed as
+read-only numpy views. Invalid input raises :class:`ParameterError` with one line naming the
+field and its allowed range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = ["ParameterError", "Problem", "TOY_A", "TOY_GRAM", "parse_matrix"]
+
+TOY_A: tuple[tuple[float, ...], ...] = ((0.6, 0.4), (0.4, 0.6))
+TOY_GRAM: tuple[tuple[float, ...], ...] = ((1.0, -1.0), (-1.0, 1.0))
+_STOCHASTIC_TOL = 1e-9
+
+
+class ParameterError(ValueError):
+    """Invalid user input; the message is one line naming the parameter and its allowed range."""
+
+
+def _as_matrix(name: str, value: Any, L: int) -> tuple[tuple[float, ...], ...]:
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a {L} x {L} matrix of real numbers") from None
+    if arr.shape != (L, L):
+        raise ParameterError(f"{name} must be a {L} x {L} matrix (L = {L}), got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ParameterError(f"{name} must be finite (no NaN or inf)")
+    return tuple(tuple(float(x) for x in row) for row in arr)
+
+
+def parse_matrix(text: str) -> list[list[float]]:
+    """Parse ``"0.6,0.4;0.4,0.6"`` (rows separated by ';', entries by ',' or spaces)."""
+    rows = [r for r in text.replace("[", "").replace("]", "").split(";") if r.strip()]
+    try:
+        return [[float(x) for x in r.replace(",", " ").split()] for r in rows]
+    except ValueError:
+        raise ParameterError(f"matrix {text!r} must be numbers, rows separated by ';'") from None
+
+
+def _check_number(name: str, value: Any, low: float | None, low_open: bool,
+                  high: float | None = None, allowed: str = "") -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a real number {allowed}".strip()) from None
+    if not math.isfinite(x):
+        raise ParameterError(f"{name} must be finite {allowed}, got {x}".strip())
+    bad_low = low is not None and (x <= low if low_open else x < low)
+    bad_high = high is not None and x > high
+    if bad_low or bad_high:
+        raise ParameterError(f"{name} must be {allowed}, got {x:g}")
+    return x
+
+
+def _check_int(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not float(value).is_integer():
+        raise ParameterError(f"{name} must be an integer >= {low}, got {value!r}")
+    v = int(value)
+    if v < low:
+        raise ParameterError(f"{name} must be an integer >= {low}, got {v}")
+    return v
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One teacher-student model (SPEC section 1).
+
+    Attributes
+    ----------
+    L : sequence length (number of tokens), >= 2.
+    rank : student rank r, >= 1.
+    teacher_rank : teacher rank r_t, >= 1.
+    sigma : token noise standard deviation σ > 0.
+    ridge : ridge strength λ > 0.
+    omega : positional fraction ω of the target, in [0, 1].
+    positional_attention : the teacher's positional attention A (L x L, row-stochastic).
+    positional_gram : Gram matrix G_ll' = p_l . p_l' of the positional embeddings (L x L, PSD).
+    """
+
+    L: int = 2
+    rank: int = 1
+    teacher_rank: int = 1
+    sigma: float = 0.5
+    ridge: float = 0.01
+    omega: float = 0.3
+    positional_attention: tuple[tuple[float, ...], ...] | None = None
+    positional_gram: tuple[tuple[float, ...], ...] | None = None
+    _arrays: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        L = _check_int("L", self.L, 2)
+        object.__setattr__(self, "L", L)
+        object.__setattr__(self, "rank", _check_int("rank", self.rank, 1))
+        object.__setattr__(self, "teacher_rank", _check_int("teacher_rank", self.teacher_rank, 1))
+        object.__setattr__(self, "sigma", _check_number("sigma", self.sigma, 0.0, True, None, "> 0"))
+        object.__setattr__(self, "ridge", _check_number("lambda", self.ridge, 0.0, True, None, "> 0"))
+        object.__setattr__(self, "omega", _check_number("omega", self.omega, 0.0, False, 1.0, "in [0, 1]"))
+
+        A_in = self.positional_attention
+        if A_in is None:
+            if L != 2:
+                raise ParameterError(f"A (positional attention) must be given for L = {L}; only L = 2 has a default")
+            A_in = TOY_A
+        A = _as_matrix("A", A_in, L)
+        arrA = np.array(A)
+        if np.any(arrA < 0):
+            raise ParameterError("A must be row-stochastic: entries >= 0 and rows summing to 1")
+        if np.any(np.abs(arrA.sum(axis=1) - 1.0) > _STOCHASTIC_TOL):
+            raise ParameterError("A must be row-stochastic: rows must sum to 1 (tolerance 1e-9)")
+        object.__setattr__(self, "positional_attention", A)
+
+        G_in = self.positional_gram
+        if G_in is None:
+            G_in = TOY_GRAM if L == 2 else np.eye(L)
+        G = _as_matrix("positional_gram", G_in, L)
+        arrG = np.array(G)
+        if np.max(np.abs(arrG - arrG.T)) > 1e-12 * max(1.0, np.max(np.abs(arrG))):
+            raise ParameterError("positional_gram must be symmetric positive semi-definite")
+        if np.min(np.linalg.eigvalsh(arrG)) < -1e-10 * max(1.0, np.max(np.abs(arrG))):
+            raise ParameterError("positional_gram must be symmetric positive semi-definite (an eigenvalue is < 0)")
+        object.__setattr__(self, "positional_gram", G)
+
+    # -- derived, read-only arrays ---------------------------------------------------------
+    def _array(self, key: str, build) -> np.ndarray:
+        if key not in self._arrays:
+            arr = np.asarray(build(), dtype=float)
+            arr.setflags(write=False)
+            self._arrays[key] = arr
+        return self._arrays[key]
+
+    @property
+    def A(self) -> np.ndarray:
+        """Positional attention matrix A, shape (L, L)."""
+        return self._array("A", lambda: self.positional_attention)
+
+    @property
+    def G(self) -> np.ndarray:
+        """Positional Gram matrix G, shape (L, L)."""
+        return self._array("G", lambda: self.positional_gram)
+
+    @property
+    def rho(self) -> np.ndarray:
+        """Teacher self-overlap ρ = σ² I_{r_t}, shape (r_t, r_t)."""
+        return self._array("rho", lambda: self.sigma**2 * np.eye(self.teacher_rank))
+
+    @property
+    def is_toy_layout(self) -> bool:
+        """L = 2, r = r_t = 1 with the antisymmetric Gram [[g,-g],[-g,g]] (fast paths, scalar m)."""
+        G = self.G
+        return (self.L == 2 and self.rank == 1 and self.teacher_rank == 1
+                and np.isclose(G[0, 0], G[1, 1]) and np.isclose(G[0, 1], -G[0, 0]))
+
+    @property
+    def gaussian_dim(self) -> int:
+        """Dimension L (r + r_t) of the Gaussian expectations."""
+        return self.L * (self.rank + self.teacher_rank)
+
+    def replace(self, **changes: Any) -> "Problem":
+        """A copy with some fields changed (validated again)."""
+        values = {k: getattr(self, k) for k in
+                  ("L", "rank", "teacher_rank", "sigma", "ridge", "omega",
+                   "positional_attention", "positional_gram")}
+        values.update(changes)
+        return Problem(**values)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready parameters."""
+        return {"L": self.L, "rank": self.rank, "teacher_rank": self.teacher_rank,
+                "sigma": self.sigma, "lambda": self.ridge, "omega": self.omega,
+                "A": [list(r) for r in self.positional_attention],
+                "positional_gram": [list(r) for r in self.positional_gram]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Problem":
+        return cls(L=d["L"], rank=d["rank"], teacher_rank=d["teacher_rank"], sigma=d["sigma"],
+                   ridge=d["lambda"], omega=d["omega"], positional_attention=d["A"],
+                   positional_gram=d["positional_gram"])
+
