@@ -1,1 +1,2 @@
 """Imports every command module so that each registers itself on the ``cli`` group."""
+from dotattn.cli import erm  # noqa: F401

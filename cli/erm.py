@@ -1,0 +1,107 @@
+"""``dotattn train-erm``: finite-size ERM of tied low-rank attention (a thin shell over :func:`dotattn.erm.run_erm`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import torch
+
+from dotattn.cli.main import cli
+from dotattn.cli.options import parse_grid, problem_from_options, problem_options
+from dotattn.erm.experiment import (COLUMN_DOCS, DEVICE_CHOICES, INIT_CHOICES, RUN_COLUMNS, SUMMARY_COLUMNS,
+                                    ErmConfig, run_config)
+from dotattn.erm.training import DEFAULT_LR, OPTIMIZERS
+from dotattn.io import ensure_writable_dir, provenance, write_csv, write_json
+from dotattn.problem import ParameterError
+
+
+@cli.command("train-erm")
+@click.option("--d", "d", type=int, default=1000, show_default=True, help="Token dimension d (>= 2, >= L).")
+@click.option("--alpha", "alpha", multiple=True, default=("0.25:2:8",), show_default=True,
+              help="Sample ratios alpha = n/d: values, comma lists or start:stop:count (repeatable).")
+@click.option("--omega", type=float, default=0.3, show_default=True, help="Positional fraction omega in [0, 1].")
+@problem_options
+@click.option("--init", "init", type=str, default="both", show_default=True,
+              help=f"Initialisations: {', '.join(INIT_CHOICES)} (both = semantic + positional).")
+@click.option("--seeds", type=int, default=4, show_default=True, help="Number of seeds (>= 1).")
+@click.option("--first-seed", type=int, default=0, show_default=True, help="First seed (seeds are consecutive).")
+@click.option("--optimizer", type=str, default="gd", show_default=True,
+              help=f"Optimiser: {', '.join(OPTIMIZERS)} (full-batch).")
+@click.option("--steps", type=int, default=5000, show_default=True, help="Step budget per run (>= 1).")
+@click.option("--lr", type=float, default=None,
+              help="Learning rate (> 0); default " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_LR.items())
+                   + ". GD step: Q <- Q - lr grad_Q R(Q), i.e. lr on R/d w.r.t. Q/sqrt(d).")
+@click.option("--tol", type=float, default=1e-10, show_default=True,
+              help="A run stops when the relative change of R per step is <= tol (>= 0).")
+@click.option("--test-samples", type=int, default=10_000, show_default=True, help="Fresh samples for the test error.")
+@click.option("--dtype", type=str, default="float64", show_default=True, help="float64 or float32.")
+@click.option("--device", type=str, default="auto", show_default=True,
+              help=f"Torch device: {DEVICE_CHOICES} (auto: CUDA when available).")
+@click.option("--threads", type=int, default=0, show_default=True,
+              help="CPU threads for torch (0: torch's default). Use 1 when other jobs share the cores.")
+@click.option("--out", "out", type=click.Path(file_okay=False), required=True,
+              help="Output folder (runs.csv, summary.csv, summary.json).")
+@click.option("--quiet", is_flag=True, help="No progress bar and no summary table.")
+def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, teacher_rank: int, sigma: float,
+              ridge: float, A: str | None, positional_gram: str | None, init: str, seeds: int, first_seed: int,
+              optimizer: str, steps: int, lr: float | None, tol: float, test_samples: int, dtype: str,
+              device: str, threads: int, out: str, quiet: bool) -> None:
+    """Train tied low-rank attention by ERM on n = alpha*d samples, for all (alpha, init, seed) at once.
+
+    Writes OUT/runs.csv (one row per run), OUT/summary.csv (mean and std over seeds per alpha x init,
+    plus 'selected' rows: the informed initialisation of lower training loss) and OUT/summary.json
+    (provenance, column descriptions, summary and runs).
+    """
+    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram)
+    if seeds < 1:
+        raise ParameterError(f"seeds must be an integer >= 1 (number of seeds), got {seeds}")
+    if first_seed < 0:
+        raise ParameterError(f"first-seed must be an integer >= 0, got {first_seed}")
+    if threads < 0:
+        raise ParameterError(f"threads must be an integer >= 0 (0: torch's default), got {threads}")
+    config = ErmConfig(d=d, alphas=tuple(parse_grid("alpha", alpha)), inits=init,
+                       seeds=tuple(range(first_seed, first_seed + seeds)), optimizer=optimizer, steps=steps, lr=lr,
+                       tol=tol, test_samples=test_samples, dtype=dtype, device=device)
+    config.check(problem)
+    folder = ensure_writable_dir(out)
+    if threads:
+        torch.set_num_threads(threads)
+
+    show = not quiet and sys.stderr.isatty()
+    if show:
+        with click.progressbar(length=config.steps, label=f"train-erm d={d}", show_eta=True, show_pos=True,
+                               file=sys.stderr) as bar:
+            result = run_config(problem, config, progress=bar.update)
+    else:
+        result = run_config(problem, config)
+
+    ctx = click.get_current_context()
+    params: dict[str, Any] = {**result.parameters(), "command": "train-erm", "cli": dict(ctx.params)}
+    prov = provenance(params, seconds=result.seconds)
+    comment = "dotattn train-erm; provenance: " + json.dumps(prov, separators=(",", ":"))
+    write_csv(folder / "runs.csv", result.run_rows(), RUN_COLUMNS, comment=comment)
+    summary = result.summary_rows()
+    write_csv(folder / "summary.csv", summary, SUMMARY_COLUMNS, comment=comment)
+    write_json(folder / "summary.json", {"provenance": prov, "columns": COLUMN_DOCS, "summary": summary,
+                                         "runs": result.run_rows()})
+    if not quiet:
+        _echo_table(summary)
+        click.echo(f"wrote {Path(folder) / 'runs.csv'}, summary.csv, summary.json  ({result.seconds:.1f} s, "
+                   f"{result.device})")
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.5g}" if isinstance(v, float) else ("-" if v in (None, "") else str(v))
+
+
+def _echo_table(summary: list[dict[str, Any]]) -> None:
+    cols = [("alpha", "alpha"), ("init", "init"), ("m_mean", "m"), ("theta_over_sigma2_mean", "theta/s2"),
+            ("train_loss_mean", "train_loss"), ("test_error_mean", "eps_g"), ("linear_test_error_mean", "eps_lin"),
+            ("converged", "conv"), ("runs", "runs")]
+    click.echo("  ".join(f"{h:>11s}" for _, h in cols))
+    for row in summary:
+        click.echo("  ".join(f"{_fmt(row.get(k)):>11s}" for k, _ in cols))

@@ -1,0 +1,186 @@
+"""The per-sample attention loss of SPEC section 1 and its derivatives, batched over nodes.
+
+    ℓ(h, h*) = (σ²/2) ‖softmax(h hᵀ) − T(h*)‖²_F,   T(h*) = (1−ω) softmax(h* h*ᵀ) + ω A
+
+Shapes: h (N, L, r) student fields, h* (N, L, r_t) teacher fields. All functions are pure and
+vectorised over the leading node axis N. Two implementations of the same maths:
+
+* a general one (any L, r, r_t), with the analytic gradient and an analytic Hessian built from
+  Hessian-vector products of the softmax;
+* the L = 2, r = 1 fast path in the scalar variables a = h₁(h₁−h₂), b = h₂(h₂−h₁), where
+  ℓ = σ²[(s(a) − T₁₁)² + (s(b) − T₂₂)²] with s the logistic function.
+
+The student-side functions take the target matrix T(h*) (N, L, L), computed once per node by
+:func:`teacher_attention`, rather than h* itself: the proximal solver never needs more.
+
+:func:`loss_derivatives` picks the fast path when it applies; tests check both against each
+other and against finite differences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from dotattn.problem import Problem
+
+__all__ = ["LossDerivatives", "softmax_rows", "teacher_attention", "attention_loss",
+           "loss_derivatives", "teacher_gradient"]
+
+
+@dataclass(frozen=True)
+class LossDerivatives:
+    """ℓ and its derivatives at N points: value (N,), grad (N, L, r), hess (N, L·r, L·r) or None."""
+
+    value: np.ndarray
+    grad: np.ndarray
+    hess: np.ndarray | None
+
+
+def softmax_rows(Z: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of (..., L, L) scores, numerically stable."""
+    Z = Z - Z.max(axis=-1, keepdims=True)
+    E = np.exp(Z)
+    return E / E.sum(axis=-1, keepdims=True)
+
+
+def _softmax_vjp(S: np.ndarray, G: np.ndarray) -> np.ndarray:
+    """Pull a gradient G = ∂f/∂S back through S = softmax_rows(Z): returns ∂f/∂Z, (..., L, L)."""
+    return S * (G - np.sum(G * S, axis=-1, keepdims=True))
+
+
+def teacher_attention(h_star: np.ndarray, problem: Problem) -> np.ndarray:
+    """T(h*) = (1−ω) softmax(h* h*ᵀ) + ω A, shape (N, L, L)."""
+    S_star = softmax_rows(h_star @ np.swapaxes(h_star, -1, -2))
+    return (1.0 - problem.omega) * S_star + problem.omega * problem.A
+
+
+def attention_loss(h: np.ndarray, target: np.ndarray, problem: Problem,
+                   general: bool | None = None) -> np.ndarray:
+    """ℓ for N points, shape (N,). h (N, L, r); target T(h*) (N, L, L) from :func:`teacher_attention`."""
+    if general is None:
+        general = not _is_fast(h)
+    if not general:
+        h1, h2 = h[:, 0, 0], h[:, 1, 0]
+        ra = expit(h1 * (h1 - h2)) - target[:, 0, 0]
+        rb = expit(h2 * (h2 - h1)) - target[:, 1, 1]
+        return problem.sigma**2 * (ra * ra + rb * rb)
+    R = softmax_rows(h @ np.swapaxes(h, -1, -2)) - target
+    return 0.5 * problem.sigma**2 * np.sum(R * R, axis=(-2, -1))
+
+
+def _is_fast(h: np.ndarray) -> bool:
+    return h.shape[-2] == 2 and h.shape[-1] == 1
+
+
+# ----------------------------------------------------------------------------------------------
+# L = 2, r = r_t = 1 fast path
+# ----------------------------------------------------------------------------------------------
+def _toy_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool) -> LossDerivatives:
+    h1, h2 = h[:, 0, 0], h[:, 1, 0]
+    t1, t2 = target[:, 0, 0], target[:, 1, 1]
+    s2 = problem.sigma**2
+    a = h1 * (h1 - h2)
+    b = h2 * (h2 - h1)
+    sa, sb = expit(a), expit(b)
+    ra, rb = sa - t1, sb - t2
+    da, db = sa * (1 - sa), sb * (1 - sb)  # s'
+    ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db  # ∂ℓ/∂a, ∂ℓ/∂b
+    value = s2 * (ra * ra + rb * rb)
+    a1, a2 = 2 * h1 - h2, -h1  # ∇a
+    b1, b2 = -h2, 2 * h2 - h1  # ∇b
+    grad = np.stack([ga * a1 + gb * b1, ga * a2 + gb * b2], axis=1)[:, :, None]
+    hess = None
+    if hessian:
+        haa = 2 * s2 * (da * da + ra * da * (1 - 2 * sa))
+        hbb = 2 * s2 * (db * db + rb * db * (1 - 2 * sb))
+        H11 = haa * a1 * a1 + hbb * b1 * b1 + 2 * ga
+        H22 = haa * a2 * a2 + hbb * b2 * b2 + 2 * gb
+        H12 = haa * a1 * a2 + hbb * b1 * b2 - ga - gb
+        hess = np.stack([np.stack([H11, H12], -1), np.stack([H12, H22], -1)], -2)
+    return LossDerivatives(value=value, grad=grad, hess=hess)
+
+
+def _toy_teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem) -> np.ndarray:
+    h1, h2 = h[:, 0, 0], h[:, 1, 0]
+    u1, u2 = h_star[:, 0, 0], h_star[:, 1, 0]
+    w, A = problem.omega, problem.A
+    sa_, sb_ = expit(u1 * (u1 - u2)), expit(u2 * (u2 - u1))
+    t1 = (1 - w) * sa_ + w * A[0, 0]
+    t2 = (1 - w) * sb_ + w * A[1, 1]
+    s2 = problem.sigma**2
+    ra = expit(h1 * (h1 - h2)) - t1
+    rb = expit(h2 * (h2 - h1)) - t2
+    gA = -2 * s2 * ra * (1 - w) * sa_ * (1 - sa_)  # ∂ℓ/∂a*
+    gB = -2 * s2 * rb * (1 - w) * sb_ * (1 - sb_)
+    g1 = gA * (2 * u1 - u2) + gB * (-u2)
+    g2 = gA * (-u1) + gB * (2 * u2 - u1)
+    return np.stack([g1, g2], axis=1)[:, :, None]
+
+
+# ----------------------------------------------------------------------------------------------
+# general path
+# ----------------------------------------------------------------------------------------------
+def _general_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool) -> LossDerivatives:
+    N, L, r = h.shape
+    s2 = problem.sigma**2
+    S = softmax_rows(h @ np.swapaxes(h, -1, -2))
+    R = S - target
+    value = 0.5 * s2 * np.sum(R * R, axis=(-2, -1))
+    P = _softmax_vjp(S, s2 * R)  # ∂ℓ/∂Z, Z = h hᵀ
+    Psym = P + np.swapaxes(P, -1, -2)
+    grad = Psym @ h
+    hess = None
+    if hessian:
+        n = L * r
+        E = np.eye(n).reshape(n, L, r)  # basis directions
+        # dZ = E hᵀ + h Eᵀ for every direction: (N, n, L, L)
+        EhT = np.einsum("klr,nmr->nklm", E, h)
+        dZ = EhT + np.swapaxes(EhT, -1, -2)
+        Sx = S[:, None]
+        Rx = R[:, None]
+        dS = Sx * (dZ - np.sum(Sx * dZ, axis=-1, keepdims=True))
+        c = np.sum(Rx * Sx, axis=-1, keepdims=True)
+        dc = np.sum(dS * (Sx + Rx), axis=-1, keepdims=True)
+        dP = s2 * (dS * (Rx - c) + Sx * (dS - dc))
+        dG = (dP + np.swapaxes(dP, -1, -2)) @ h[:, None] + np.einsum("nlm,kmr->nklr", Psym, E)
+        hess = dG.reshape(N, n, n)
+        hess = 0.5 * (hess + np.swapaxes(hess, -1, -2))
+    return LossDerivatives(value=value, grad=grad, hess=hess)
+
+
+def _general_teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem) -> np.ndarray:
+    s2, w = problem.sigma**2, problem.omega
+    S = softmax_rows(h @ np.swapaxes(h, -1, -2))
+    S_star = softmax_rows(h_star @ np.swapaxes(h_star, -1, -2))
+    R = S - ((1 - w) * S_star + w * problem.A)
+    P_star = _softmax_vjp(S_star, -(1 - w) * s2 * R)
+    return (P_star + np.swapaxes(P_star, -1, -2)) @ h_star
+
+
+# ----------------------------------------------------------------------------------------------
+# public entry points
+# ----------------------------------------------------------------------------------------------
+def loss_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool = True,
+                     general: bool | None = None) -> LossDerivatives:
+    """ℓ, ∂ℓ/∂h (N, L, r) and optionally ∂²ℓ/∂h² (N, L·r, L·r; index l·r + i).
+
+    target : T(h*) (N, L, L) from :func:`teacher_attention`.
+    ``general=True`` forces the general path (used by tests to check the fast path).
+    """
+    if general is None:
+        general = not _is_fast(h)
+    if general:
+        return _general_derivatives(h, target, problem, hessian)
+    return _toy_derivatives(h, target, problem, hessian)
+
+
+def teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem, general: bool | None = None) -> np.ndarray:
+    """∂ℓ/∂h* at fixed h, shape (N, L, r_t)."""
+    if general is None:
+        general = not (_is_fast(h) and h_star.shape[-1] == 1)
+    if general:
+        return _general_teacher_gradient(h, h_star, problem)
+    return _toy_teacher_gradient(h, h_star, problem)

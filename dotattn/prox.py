@@ -1,0 +1,216 @@
+"""Batched global proximal operator (Moreau envelope) of the attention loss.
+
+For every node n (SPEC section 3)
+
+    M(c, T; V) = min_h  Σ_l ½ (h_l − c_l)ᵀ V⁻¹ (h_l − c_l) + ℓ(h, T)
+
+with c (N, L, r) the Gaussian centres (SPEC's ω_l), T = T(h*) (N, L, L) the teacher's attention
+(:func:`dotattn.loss.teacher_attention`) and V
+(r, r) the response matrix. The objective is non-convex, so the minimiser is found by damped
+Newton from several starts at once (all nodes × all starts in one vectorised loop) and the
+lowest value is kept:
+
+* the canonical starts: c, 0, −c and, for every cyclic shift of the token order, the shifted
+  c and its negative (ℓ is invariant under h → −h and under joint token permutations);
+* ``random_starts`` points drawn uniformly in the ball ‖h − c‖ ≤ R that must contain the global
+  minimiser (the quadratic alone exceeds ℓ(c) outside it).
+
+Newton steps use the analytic Hessian with eigenvalues reflected and floored (positive-definite
+safeguard) and an Armijo backtracking line search, so every step decreases the objective.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from dotattn.loss import attention_loss, loss_derivatives
+from dotattn.problem import Problem
+
+__all__ = ["ProxResult", "prox_objective", "prox", "multistart_points"]
+
+_EIG_FLOOR = 1e-8
+_ARMIJO = 1e-4
+
+
+@dataclass(frozen=True)
+class ProxResult:
+    """Global proximal points for N nodes.
+
+    h : (N, L, r) minimiser ĥ.    value : (N,) envelope M.    f : (N, L, r) V⁻¹(ĥ − c).
+    iterations : Newton iterations of the slowest start.    grad_norm : max ∞-norm of the
+    objective's gradient at ĥ.    n_starts : starts per node.
+    """
+
+    h: np.ndarray
+    value: np.ndarray
+    f: np.ndarray
+    iterations: int
+    grad_norm: float
+    n_starts: int
+
+    @property
+    def converged(self) -> bool:
+        return bool(self.grad_norm < 1e-8)
+
+
+def _apply_right(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
+    """x @ mat for x (..., r) and a small (r, r) matrix, as one 2-D product."""
+    if mat.shape == (1, 1):
+        return x * mat[0, 0]
+    return (x.reshape(-1, x.shape[-1]) @ mat).reshape(x.shape)
+
+
+def prox_objective(h: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.ndarray,
+                   problem: Problem) -> np.ndarray:
+    """Objective Σ_l ½ (h_l − c_l)ᵀ V⁻¹ (h_l − c_l) + ℓ(h, T), shape (N,)."""
+    d = h - centre
+    quad = np.sum(_apply_right(d, V_inv) * d, axis=(1, 2))
+    return 0.5 * quad + attention_loss(h, target, problem)
+
+
+def _solve_safeguarded(H: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """−H₊⁻¹ g with H₊ = H with eigenvalues |λ| floored at 1e-8 relative; H (M, n, n), g (M, n)."""
+    n = H.shape[-1]
+    if n == 2:  # closed-form symmetric 2 x 2 eigen-decomposition
+        a, b, c = H[:, 0, 0], H[:, 0, 1], H[:, 1, 1]
+        mean, half = 0.5 * (a + c), np.sqrt(0.25 * (a - c) ** 2 + b * b)
+        lam1, lam2 = mean - half, mean + half
+        # eigenvector of lam2: (b, lam2 - a) or (lam2 - c, b), the better conditioned one
+        v1, v2 = b, lam2 - a
+        alt = np.abs(a - c) > 0
+        use_alt = (np.abs(v1) + np.abs(v2)) < 1e-300
+        v1 = np.where(use_alt, np.where(alt & (a > c), 1.0, 0.0), v1)
+        v2 = np.where(use_alt, np.where(alt & (a > c), 0.0, 1.0), v2)
+        nrm = np.hypot(v1, v2)
+        v1, v2 = v1 / nrm, v2 / nrm  # unit eigenvector of lam2; (−v2, v1) for lam1
+        scale = np.maximum(np.abs(lam2), np.abs(lam1))
+        floor = _EIG_FLOOR * np.maximum(scale, 1e-300)
+        l1 = np.maximum(np.abs(lam1), floor)
+        l2 = np.maximum(np.abs(lam2), floor)
+        p2 = (v1 * g[:, 0] + v2 * g[:, 1]) / l2
+        p1 = (-v2 * g[:, 0] + v1 * g[:, 1]) / l1
+        return -np.stack([p2 * v1 - p1 * v2, p2 * v2 + p1 * v1], axis=1)
+    lam, U = np.linalg.eigh(H)
+    floor = _EIG_FLOOR * np.max(np.abs(lam), axis=-1, keepdims=True)
+    lam = np.maximum(np.abs(lam), floor)
+    coef = np.einsum("mji,mj->mi", U, g) / lam
+    return -np.einsum("mij,mj->mi", U, coef)
+
+
+def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.ndarray, problem: Problem,
+            max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """Damped safeguarded Newton from h0 (M, L, r); returns (h, value, iterations).
+
+    Works on a compacted copy of the still-active points, so late iterations cost little.
+    """
+    M, L, r = h0.shape
+    n = L * r
+    block = np.kron(np.eye(L), V_inv)  # Hessian of the quadratic, (n, n)
+    h_out = h0.copy()
+    v_out = prox_objective(h_out, centre, target, V_inv, problem)
+    idx = np.arange(M)  # global index of each active point
+    ha, ca, ta, fa = h_out.copy(), centre, target, v_out.copy()
+    it = 0
+    for it in range(1, max_iter + 1):
+        der = loss_derivatives(ha, ta, problem, hessian=True)
+        g = (_apply_right(ha - ca, V_inv) + der.grad).reshape(-1, n)
+        gsmall = np.max(np.abs(g), axis=1) < gtol
+        step = _solve_safeguarded(der.hess + block, g).reshape(-1, L, r)
+        slope = np.einsum("mi,mi->m", g, step.reshape(-1, n))
+        # full Newton step for everybody first (no gathering); a tiny Newton decrement means the
+        # point is inside the quadratic basin, where objective differences drown in rounding
+        trial = ha + step
+        ft = prox_objective(trial, ca, ta, V_inv, problem)
+        ok = (ft <= fa + _ARMIJO * slope) | (-slope < 1e-13 * (1.0 + np.abs(fa)))
+        h_new = np.where(ok[:, None, None], trial, ha)
+        f_new = np.where(ok, ft, fa)
+        todo = np.flatnonzero(~ok)
+        t = 0.5
+        for _ in range(60):  # backtracking on the few points that need it
+            if todo.size == 0:
+                break
+            h_sub, s_sub = np.take(ha, todo, axis=0), np.take(step, todo, axis=0)
+            trial = h_sub + t * s_sub
+            ft = prox_objective(trial, np.take(ca, todo, axis=0), np.take(ta, todo, axis=0), V_inv, problem)
+            good = ft <= np.take(fa, todo) + _ARMIJO * t * np.take(slope, todo)
+            h_new[todo[good]] = trial[good]
+            f_new[todo[good]] = ft[good]
+            ok[todo[good]] = True
+            todo = todo[~good]
+            t *= 0.5
+        # finished: gradient below tolerance before the step (keep that point), or a failed
+        # line search (a minimum to rounding precision)
+        done = gsmall | ~ok
+        if np.any(done):
+            fin = np.flatnonzero(done)
+            keep_old = gsmall[fin]
+            h_out[idx[fin]] = np.where(keep_old[:, None, None], ha[fin], h_new[fin])
+            v_out[idx[fin]] = np.where(keep_old, fa[fin], f_new[fin])
+            keep = ~done
+            if not np.any(keep):
+                break
+            idx = np.compress(keep, idx)
+            ha, ca, ta, fa = (np.compress(keep, x, axis=0) for x in (h_new, ca, ta, f_new))
+        else:
+            ha, fa = h_new, f_new
+    else:
+        h_out[idx], v_out[idx] = ha, fa
+    return h_out, v_out, it
+
+
+def multistart_points(centre: np.ndarray, V: np.ndarray, problem: Problem, random_starts: int = 0,
+                      seed: int = 0) -> np.ndarray:
+    """Starting points (S, N, L, r): canonical starts plus random points in the trust ball."""
+    N, L, r = centre.shape
+    starts = [centre, np.zeros_like(centre), -centre]
+    for shift in range(1, L):
+        rolled = np.roll(centre, shift, axis=1)
+        starts += [rolled, -rolled]
+    if random_starts > 0:
+        rng = np.random.default_rng(seed)
+        # ℓ ≤ σ² L, so ‖h − c‖² ≤ 2 λ_max(V) σ² L for any point better than h = c
+        radius = np.sqrt(2.0 * np.max(np.linalg.eigvalsh(V)) * problem.sigma**2 * L)
+        dim = L * r
+        for _ in range(random_starts):
+            u = rng.normal(size=(N, dim))
+            u *= (rng.random((N, 1)) ** (1.0 / dim)) * radius / np.linalg.norm(u, axis=1, keepdims=True)
+            starts.append(centre + u.reshape(N, L, r))
+    return np.stack(starts)
+
+
+def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem, *,
+         warm: np.ndarray | None = None, random_starts: int | None = None, seed: int = 0,
+         max_iter: int = 100, gtol: float = 1e-11) -> ProxResult:
+    """Global proximal point for every node.
+
+    centre (N, L, r), target (N, L, L) = T(h*), V (r, r) symmetric positive definite.
+    ``warm`` (N, L, r): start only from these points (a previous iteration's ĥ), no global
+    search; otherwise a multi-start search (``random_starts`` extra random starts per node;
+    default 0 for L = 2, r = 1 and 8 otherwise).
+    """
+    centre = np.asarray(centre, dtype=float)
+    target = np.asarray(target, dtype=float)
+    V = np.atleast_2d(np.asarray(V, dtype=float))
+    N, L, r = centre.shape
+    V_inv = np.linalg.inv(V)
+    if warm is not None:
+        starts = np.asarray(warm, dtype=float)[None]
+    else:
+        if random_starts is None:
+            random_starts = 0 if (L == 2 and r == 1) else 8
+        starts = multistart_points(centre, V, problem, random_starts, seed)
+    S = starts.shape[0]
+    flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
+    flat_s = np.broadcast_to(target, (S,) + target.shape).reshape(S * N, L, L)
+    h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_s, V_inv, problem, max_iter, gtol)
+    h = h.reshape(S, N, L, r)
+    value = value.reshape(S, N)
+    best = np.argmin(value, axis=0)
+    idx = np.arange(N)
+    h_best, v_best = h[best, idx], value[best, idx]
+    der = loss_derivatives(h_best, target, problem, hessian=False)
+    f = _apply_right(h_best - centre, V_inv)
+    resid = np.max(np.abs(f + der.grad)) if N else 0.0
+    return ProxResult(h=h_best, value=v_best, f=f, iterations=iters, grad_norm=float(resid), n_starts=S)

@@ -1,0 +1,201 @@
+"""The iterator: damped state evolution to one fixed point of the replica potential Φ.
+
+One step (SPEC section 3): overlaps → fields → batched global prox → hats (loss channel) →
+overlaps (regulariser channel), then a damped update ``damping · old + (1 − damping) · update``
+accelerated by Anderson mixing over the last ``anderson`` steps (0 turns it off); a proposal
+outside the admissible set falls back to the plain damped step.
+The prox is warm-started from the previous ĥ; the global multi-start search runs at the
+first step, every ``global_every`` steps and again once converged (if it changes the answer
+the iteration continues).
+
+The result is a :class:`FixedPoint`, with a status that is never silently "ok":
+``converged``, ``not_converged`` (iteration budget spent; the last residual is kept) or
+``invalid`` (q, ρ − θᵀq⁻¹θ or K lost positive definiteness; the reason is kept).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from dotattn.loss_channel import hat_update, test_error
+from dotattn.overlaps import Hats, InvalidOverlaps, Overlaps, field_factors
+from dotattn.problem import Problem
+from dotattn.quadrature import GaussianRule
+from dotattn.regulariser import overlap_update, regulariser_potential
+
+__all__ = ["FixedPoint", "SolverOptions", "potential", "iterate", "CONVERGED", "NOT_CONVERGED", "INVALID"]
+
+CONVERGED, NOT_CONVERGED, INVALID = "converged", "not_converged", "invalid"
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """Iteration controls. damping ∈ [0, 1) is the weight kept on the old overlaps."""
+
+    tol: float = 1e-8
+    damping: float = 0.5
+    max_iter: int = 1000
+    hat_form: str = "gradient"
+    global_every: int = 25
+    random_starts: int | None = None
+    anderson: int = 4
+    coarse_tol: float = 1e-6
+
+
+@dataclass(frozen=True)
+class FixedPoint:
+    """Result of one state-evolution run (like scipy's OptimizeResult).
+
+    status : 'converged' | 'not_converged' | 'invalid';  message : why.
+    iterations, residual : steps taken and the last max relative overlap change.
+    overlaps, hats : at the last iterate.  train_loss e_t = −Φ, test_error ε_g (NaN unless
+    converged).  quadrature_error : QMC standard errors of (e_t, ε_g) (0 for Gauss-Hermite).
+    """
+
+    status: str
+    message: str
+    iterations: int
+    residual: float
+    overlaps: Overlaps | None
+    hats: Hats | None
+    train_loss: float
+    test_error: float
+    alpha: float
+    seconds: float
+    quadrature_error: dict = field(default_factory=dict)
+    prox_h: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def converged(self) -> bool:
+        return self.status == CONVERGED
+
+
+def potential(overlaps: Overlaps, hats: Hats, envelope: float, alpha: float, problem: Problem) -> float:
+    """Φ = ½Tr(V̂q) − ½Tr(q̂V) − Σ_l μ_l·μ̂_l − Tr(θᵀθ̂) + Ψ_w − α E[M]."""
+    return (0.5 * np.sum(hats.V_hat * overlaps.q) - 0.5 * np.sum(hats.q_hat * overlaps.V)
+            - np.sum(overlaps.mu * hats.mu_hat) - np.sum(overlaps.theta * hats.theta_hat)
+            + regulariser_potential(hats, problem) - alpha * envelope)
+
+
+def _residual(old: Overlaps, new: Overlaps) -> float:
+    a, b = old.vector(), new.vector()
+    return float(np.max(np.abs(a - b) / np.maximum(1.0, np.abs(b))))
+
+
+class _Anderson:
+    """Anderson mixing (type II) of the fixed-point map x → F(x) on the flat overlap vector.
+
+    With memory 0 it is plain damping x + β (F(x) − x), β = 1 − damping.
+    """
+
+    def __init__(self, memory: int, beta: float) -> None:
+        self.memory, self.beta = memory, beta
+        self.xs: list[np.ndarray] = []
+        self.gs: list[np.ndarray] = []
+
+    def reset(self) -> None:
+        self.xs.clear()
+        self.gs.clear()
+
+    def step(self, x: np.ndarray, fx: np.ndarray) -> np.ndarray:
+        g = fx - x
+        self.xs.append(x)
+        self.gs.append(g)
+        if len(self.xs) > self.memory + 1:
+            self.xs.pop(0)
+            self.gs.pop(0)
+        new = x + self.beta * g
+        if len(self.xs) >= 2:
+            dX = np.diff(np.array(self.xs), axis=0).T
+            dG = np.diff(np.array(self.gs), axis=0).T
+            gamma, *_ = np.linalg.lstsq(dG, g, rcond=1e-10)
+            new = new - (dX + self.beta * dG) @ gamma
+        return new
+
+
+def _restrict(update: Overlaps, zero_theta: bool, zero_mu: bool) -> Overlaps:
+    """Keep the invariant subspaces θ = 0 / μ = 0 exactly (see :func:`iterate`)."""
+    if not (zero_theta or zero_mu):
+        return update
+    return Overlaps(q=update.q, V=update.V, theta=0 * update.theta if zero_theta else update.theta,
+                    mu=0 * update.mu if zero_mu else update.mu)
+
+
+def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, options: SolverOptions,
+         tol: float, warm: np.ndarray | None, zero_theta: bool, zero_mu: bool):
+    """Iterate on one rule to ``tol``. Returns (overlaps, prox_h, residual, iterations, ok)."""
+    overlaps = init
+    prox_h = warm
+    residual = np.inf
+    mixer = _Anderson(options.anderson, 1.0 - options.damping)
+    since_global = 0
+    for it in range(1, options.max_iter + 1):
+        do_global = prox_h is None or since_global >= options.global_every
+        ch = hat_update(overlaps, alpha, rule, problem, warm=None if do_global else prox_h,
+                        form=options.hat_form, random_starts=options.random_starts)
+        since_global = 0 if do_global else since_global + 1
+        prox_h = ch.prox.h
+        update = _restrict(overlap_update(ch.hats, problem), zero_theta, zero_mu)
+        residual = _residual(overlaps, update)
+        if residual < tol:
+            if do_global:
+                return update, prox_h, residual, it, True
+            since_global = options.global_every  # confirm with the global search
+            overlaps = update
+            mixer.reset()
+            continue
+        proposal = Overlaps.from_vector(mixer.step(overlaps.vector(), update.vector()), problem)
+        try:
+            field_factors(proposal, problem)
+            if np.min(np.linalg.eigvalsh(proposal.V)) <= 0:
+                raise InvalidOverlaps("V")
+            overlaps = proposal
+        except InvalidOverlaps:  # extrapolation left the admissible set: plain damped step
+            mixer.reset()
+            overlaps = overlaps.mix(update, options.damping)
+    return overlaps, prox_h, residual, options.max_iter, False
+
+
+def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
+            options: SolverOptions = SolverOptions(), warm: np.ndarray | None = None,
+            coarse_rule: GaussianRule | None = None) -> FixedPoint:
+    """Run state evolution from ``init`` to a fixed point at sample complexity ``alpha``.
+
+    If ``coarse_rule`` is given, iterate there first to ``options.coarse_tol`` and then refine on
+    ``rule``; only the fine rule's fixed point is reported. If the initial θ (or μ) is exactly
+    zero, it stays exactly zero: θ = 0 and μ = 0 are invariant subspaces of the exact equations
+    (the Gaussian measure is symmetric under η → −η and under (ξ, η) → (−ξ, −η)), and keeping
+    them exact stops rounding noise from seeding an unstable direction of the iteration, so the
+    positional and semantic branches can be followed where they exist.
+    """
+    t0 = time.perf_counter()
+    zero_theta = not np.any(init.theta)
+    zero_mu = not np.any(init.mu)
+    overlaps, prox_h, residual, iters, ok = init, warm, np.inf, 0, True
+    try:
+        if coarse_rule is not None and warm is None:
+            overlaps, _, residual, iters, ok = _run(problem, alpha, init, coarse_rule, options,
+                                                    options.coarse_tol, None, zero_theta, zero_mu)
+        if ok:
+            overlaps, prox_h, residual, it2, ok = _run(problem, alpha, overlaps, rule, options, options.tol,
+                                                       warm, zero_theta, zero_mu)
+            iters += it2
+        if not ok:
+            return FixedPoint(NOT_CONVERGED, f"no convergence in {options.max_iter} iterations "
+                              f"(last change {residual:.2e}); try more iterations or more damping",
+                              iters, residual, overlaps, None, np.nan, np.nan, alpha, time.perf_counter() - t0,
+                              prox_h=prox_h)
+        # final evaluation at the converged overlaps (global prox)
+        ch = hat_update(overlaps, alpha, rule, problem, form=options.hat_form, random_starts=options.random_starts)
+        phi = potential(overlaps, ch.hats, ch.envelope, alpha, problem)
+        eps_g, eps_err = test_error(overlaps, rule, problem)
+        env_err = float(rule.standard_error(ch.prox.value)) * alpha
+        return FixedPoint(CONVERGED, f"converged to {residual:.1e}", iters, residual, overlaps, ch.hats,
+                          float(-phi), eps_g, alpha, time.perf_counter() - t0,
+                          quadrature_error={"train_loss": env_err, "test_error": eps_err}, prox_h=ch.prox.h)
+    except InvalidOverlaps as err:
+        return FixedPoint(INVALID, f"invalid overlaps: {err}", iters, float(residual), overlaps, None,
+                          np.nan, np.nan, alpha, time.perf_counter() - t0)
