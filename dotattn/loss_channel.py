@@ -74,18 +74,24 @@ def _expect(rule: GaussianRule, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Problem, *,
-               warm: np.ndarray | None = None, form: str = "gradient",
+               search: str = "global", warm: np.ndarray | None = None, form: str = "gradient",
                random_starts: int | None = None) -> LossChannelResult:
     """Hats from the overlaps (one loss-channel step).
 
-    ``warm`` (N, L, r): previous ĥ for a warm-started local prox; None runs the global
-    multi-start search. Raises InvalidOverlaps if the fields cannot be formed.
+    ``search='global'``: multi-start global prox. ``search='local'``: one Newton run from
+    ``warm`` (N, L, r; a previous ĥ) or, if None, from the centres ω. Raises InvalidOverlaps if
+    the fields cannot be formed.
     """
+    if search not in ("global", "local"):
+        raise ValueError(f"search must be 'global' or 'local', got {search!r}")
     if form not in HAT_FORMS:
         raise ValueError(f"hat form must be one of {HAT_FORMS}, got {form!r}")
     fl = local_fields(overlaps, rule, problem)
     target = teacher_attention(fl.h_star, problem)
-    px = prox(fl.centre, target, overlaps.V, problem, warm=warm, random_starts=random_starts)
+    if search == "local" and warm is None:
+        warm = fl.centre
+    px = prox(fl.centre, target, overlaps.V, problem, warm=warm if search == "local" else None,
+              random_starts=random_starts)
     f = px.f  # V⁻¹(ĥ − ω), (N, L, r)
     w = rule.weights
     envelope = float(w @ px.value)

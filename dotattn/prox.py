@@ -22,13 +22,36 @@ safeguard) and an Armijo backtracking line search, so every step decreases the o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from dotattn.loss import attention_loss, loss_derivatives
+from dotattn.loss import LossDerivatives, attention_loss, loss_derivatives
 from dotattn.problem import Problem
 
-__all__ = ["ProxResult", "prox_objective", "prox", "multistart_points"]
+__all__ = ["ProxResult", "PointLoss", "AttentionPointLoss", "prox_objective", "prox", "minimise_envelope",
+           "multistart_points"]
+
+
+class PointLoss(Protocol):
+    """A per-node loss ℓ(h; data) with data (M, ...) carried along with the points."""
+
+    def value(self, h: np.ndarray, data: np.ndarray) -> np.ndarray: ...
+
+    def derivatives(self, h: np.ndarray, data: np.ndarray) -> LossDerivatives: ...
+
+
+@dataclass(frozen=True)
+class AttentionPointLoss:
+    """The attention loss of SPEC section 1 with data = T(h*) (M, L, L)."""
+
+    problem: Problem
+
+    def value(self, h: np.ndarray, data: np.ndarray) -> np.ndarray:
+        return attention_loss(h, data, self.problem)
+
+    def derivatives(self, h: np.ndarray, data: np.ndarray) -> LossDerivatives:
+        return loss_derivatives(h, data, self.problem, hessian=True)
 
 _EIG_FLOOR = 1e-8
 _ARMIJO = 1e-4
@@ -62,12 +85,12 @@ def _apply_right(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
     return (x.reshape(-1, x.shape[-1]) @ mat).reshape(x.shape)
 
 
-def prox_objective(h: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.ndarray,
-                   problem: Problem) -> np.ndarray:
-    """Objective Σ_l ½ (h_l − c_l)ᵀ V⁻¹ (h_l − c_l) + ℓ(h, T), shape (N,)."""
+def prox_objective(h: np.ndarray, centre: np.ndarray, data: np.ndarray, V_inv: np.ndarray,
+                   loss: PointLoss) -> np.ndarray:
+    """Objective Σ_l ½ (h_l − c_l)ᵀ V⁻¹ (h_l − c_l) + ℓ(h; data), shape (N,)."""
     d = h - centre
     quad = np.sum(_apply_right(d, V_inv) * d, axis=(1, 2))
-    return 0.5 * quad + attention_loss(h, target, problem)
+    return 0.5 * quad + loss.value(h, data)
 
 
 def _solve_safeguarded(H: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -99,7 +122,7 @@ def _solve_safeguarded(H: np.ndarray, g: np.ndarray) -> np.ndarray:
     return -np.einsum("mij,mj->mi", U, coef)
 
 
-def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.ndarray, problem: Problem,
+def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.ndarray, loss: PointLoss,
             max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
     """Damped safeguarded Newton from h0 (M, L, r); returns (h, value, iterations).
 
@@ -109,12 +132,12 @@ def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.nd
     n = L * r
     block = np.kron(np.eye(L), V_inv)  # Hessian of the quadratic, (n, n)
     h_out = h0.copy()
-    v_out = prox_objective(h_out, centre, target, V_inv, problem)
+    v_out = prox_objective(h_out, centre, target, V_inv, loss)
     idx = np.arange(M)  # global index of each active point
     ha, ca, ta, fa = h_out.copy(), centre, target, v_out.copy()
     it = 0
     for it in range(1, max_iter + 1):
-        der = loss_derivatives(ha, ta, problem, hessian=True)
+        der = loss.derivatives(ha, ta)
         g = (_apply_right(ha - ca, V_inv) + der.grad).reshape(-1, n)
         gsmall = np.max(np.abs(g), axis=1) < gtol
         step = _solve_safeguarded(der.hess + block, g).reshape(-1, L, r)
@@ -122,7 +145,7 @@ def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.nd
         # full Newton step for everybody first (no gathering); a tiny Newton decrement means the
         # point is inside the quadratic basin, where objective differences drown in rounding
         trial = ha + step
-        ft = prox_objective(trial, ca, ta, V_inv, problem)
+        ft = prox_objective(trial, ca, ta, V_inv, loss)
         ok = (ft <= fa + _ARMIJO * slope) | (-slope < 1e-13 * (1.0 + np.abs(fa)))
         h_new = np.where(ok[:, None, None], trial, ha)
         f_new = np.where(ok, ft, fa)
@@ -133,7 +156,7 @@ def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.nd
                 break
             h_sub, s_sub = np.take(ha, todo, axis=0), np.take(step, todo, axis=0)
             trial = h_sub + t * s_sub
-            ft = prox_objective(trial, np.take(ca, todo, axis=0), np.take(ta, todo, axis=0), V_inv, problem)
+            ft = prox_objective(trial, np.take(ca, todo, axis=0), np.take(ta, todo, axis=0), V_inv, loss)
             good = ft <= np.take(fa, todo) + _ARMIJO * t * np.take(slope, todo)
             h_new[todo[good]] = trial[good]
             f_new[todo[good]] = ft[good]
@@ -160,9 +183,13 @@ def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.nd
     return h_out, v_out, it
 
 
-def multistart_points(centre: np.ndarray, V: np.ndarray, problem: Problem, random_starts: int = 0,
+def multistart_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, random_starts: int = 0,
                       seed: int = 0) -> np.ndarray:
-    """Starting points (S, N, L, r): canonical starts plus random points in the trust ball."""
+    """Starting points (S, N, L, r): canonical starts plus random points in the trust ball.
+
+    ``loss_bound`` bounds ℓ from above (σ² L for the attention loss), so that the global
+    minimiser lies within ‖h − c‖² ≤ 2 λ_max(V) · loss_bound.
+    """
     N, L, r = centre.shape
     starts = [centre, np.zeros_like(centre), -centre]
     for shift in range(1, L):
@@ -170,14 +197,35 @@ def multistart_points(centre: np.ndarray, V: np.ndarray, problem: Problem, rando
         starts += [rolled, -rolled]
     if random_starts > 0:
         rng = np.random.default_rng(seed)
-        # ℓ ≤ σ² L, so ‖h − c‖² ≤ 2 λ_max(V) σ² L for any point better than h = c
-        radius = np.sqrt(2.0 * np.max(np.linalg.eigvalsh(V)) * problem.sigma**2 * L)
+        radius = np.sqrt(2.0 * np.max(np.linalg.eigvalsh(V)) * loss_bound)
         dim = L * r
         for _ in range(random_starts):
             u = rng.normal(size=(N, dim))
             u *= (rng.random((N, 1)) ** (1.0 / dim)) * radius / np.linalg.norm(u, axis=1, keepdims=True)
             starts.append(centre + u.reshape(N, L, r))
     return np.stack(starts)
+
+
+def minimise_envelope(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, V: np.ndarray, loss: PointLoss,
+                      *, max_iter: int = 100, gtol: float = 1e-11) -> ProxResult:
+    """Best of safeguarded Newton runs from ``starts`` (S, N, L, r) for every node (the prox machinery).
+
+    centre (N, L, r), data (N, ...) per-node loss data, V (r, r) symmetric positive definite.
+    """
+    N, L, r = centre.shape
+    V_inv = np.linalg.inv(V)
+    S = starts.shape[0]
+    flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
+    flat_d = np.broadcast_to(data, (S,) + data.shape).reshape((S * N,) + data.shape[1:])
+    h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv, loss, max_iter, gtol)
+    h = h.reshape(S, N, L, r)
+    value = value.reshape(S, N)
+    best = np.argmin(value, axis=0)
+    idx = np.arange(N)
+    h_best, v_best = h[best, idx], value[best, idx]
+    f = _apply_right(h_best - centre, V_inv)
+    resid = np.max(np.abs(f + loss.derivatives(h_best, data).grad)) if N else 0.0
+    return ProxResult(h=h_best, value=v_best, f=f, iterations=iters, grad_norm=float(resid), n_starts=S)
 
 
 def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem, *,
@@ -194,23 +242,10 @@ def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem
     target = np.asarray(target, dtype=float)
     V = np.atleast_2d(np.asarray(V, dtype=float))
     N, L, r = centre.shape
-    V_inv = np.linalg.inv(V)
     if warm is not None:
         starts = np.asarray(warm, dtype=float)[None]
     else:
         if random_starts is None:
             random_starts = 0 if (L == 2 and r == 1) else 8
-        starts = multistart_points(centre, V, problem, random_starts, seed)
-    S = starts.shape[0]
-    flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
-    flat_s = np.broadcast_to(target, (S,) + target.shape).reshape(S * N, L, L)
-    h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_s, V_inv, problem, max_iter, gtol)
-    h = h.reshape(S, N, L, r)
-    value = value.reshape(S, N)
-    best = np.argmin(value, axis=0)
-    idx = np.arange(N)
-    h_best, v_best = h[best, idx], value[best, idx]
-    der = loss_derivatives(h_best, target, problem, hessian=False)
-    f = _apply_right(h_best - centre, V_inv)
-    resid = np.max(np.abs(f + der.grad)) if N else 0.0
-    return ProxResult(h=h_best, value=v_best, f=f, iterations=iters, grad_norm=float(resid), n_starts=S)
+        starts = multistart_points(centre, V, problem.sigma**2 * L, random_starts, seed)
+    return minimise_envelope(starts, centre, target, V, AttentionPointLoss(problem), max_iter=max_iter, gtol=gtol)

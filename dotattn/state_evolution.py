@@ -36,13 +36,12 @@ class SolverOptions:
     """Iteration controls. damping ∈ [0, 1) is the weight kept on the old overlaps."""
 
     tol: float = 1e-8
-    damping: float = 0.5
+    damping: float = 0.8
     max_iter: int = 1000
     hat_form: str = "gradient"
     global_every: int = 25
     random_starts: int | None = None
-    anderson: int = 4
-    coarse_tol: float = 1e-6
+    anderson: int = 3
 
 
 @dataclass(frozen=True)
@@ -120,76 +119,90 @@ def _restrict(update: Overlaps, zero_theta: bool, zero_mu: bool) -> Overlaps:
     """Keep the invariant subspaces θ = 0 / μ = 0 exactly (see :func:`iterate`)."""
     if not (zero_theta or zero_mu):
         return update
-    return Overlaps(q=update.q, V=update.V, theta=0 * update.theta if zero_theta else update.theta,
-                    mu=0 * update.mu if zero_mu else update.mu)
+    return Overlaps(q=update.q, V=update.V,
+                    theta=np.zeros_like(update.theta) if zero_theta else update.theta,
+                    mu=np.zeros_like(update.mu) if zero_mu else update.mu)
 
 
 def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, options: SolverOptions,
-         tol: float, warm: np.ndarray | None, zero_theta: bool, zero_mu: bool):
-    """Iterate on one rule to ``tol``. Returns (overlaps, prox_h, residual, iterations, ok)."""
+         tol: float, zero_theta: bool, zero_mu: bool, warm: np.ndarray | None = None):
+    """Iterate on one rule to ``tol``.
+
+    The prox is local (warm-started from the previous ĥ, or from the centres at the start) and
+    global every ``global_every`` steps; convergence is only accepted on a step whose prox was
+    the global search. Returns (overlaps, last loss-channel result, residual, iterations, ok);
+    on success the hats of that result belong to the returned overlaps.
+    """
     overlaps = init
     prox_h = warm
     residual = np.inf
     mixer = _Anderson(options.anderson, 1.0 - options.damping)
     since_global = 0
+    ch = None
+    fallback: tuple[Overlaps, Overlaps] | None = None  # (last valid iterate, its update)
+    extrapolated = False
     for it in range(1, options.max_iter + 1):
-        do_global = prox_h is None or since_global >= options.global_every
-        ch = hat_update(overlaps, alpha, rule, problem, warm=None if do_global else prox_h,
-                        form=options.hat_form, random_starts=options.random_starts)
+        do_global = since_global >= options.global_every
+        try:
+            ch = hat_update(overlaps, alpha, rule, problem, search="global" if do_global else "local",
+                            warm=prox_h, form=options.hat_form, random_starts=options.random_starts)
+            update = _restrict(overlap_update(ch.hats, problem), zero_theta, zero_mu)
+        except InvalidOverlaps:
+            if not extrapolated or fallback is None:
+                raise
+            # an Anderson extrapolation left the admissible region: plain damped step instead
+            mixer.reset()
+            extrapolated = False
+            overlaps = fallback[0].mix(fallback[1], options.damping)
+            continue
         since_global = 0 if do_global else since_global + 1
         prox_h = ch.prox.h
-        update = _restrict(overlap_update(ch.hats, problem), zero_theta, zero_mu)
         residual = _residual(overlaps, update)
         if residual < tol:
             if do_global:
-                return update, prox_h, residual, it, True
+                return overlaps, ch, residual, it, True
             since_global = options.global_every  # confirm with the global search
-            overlaps = update
             mixer.reset()
+            overlaps = update
+            extrapolated = False
             continue
+        fallback = (overlaps, update)
         proposal = Overlaps.from_vector(mixer.step(overlaps.vector(), update.vector()), problem)
         try:
             field_factors(proposal, problem)
             if np.min(np.linalg.eigvalsh(proposal.V)) <= 0:
                 raise InvalidOverlaps("V")
             overlaps = proposal
+            extrapolated = len(mixer.xs) >= 2
         except InvalidOverlaps:  # extrapolation left the admissible set: plain damped step
             mixer.reset()
             overlaps = overlaps.mix(update, options.damping)
-    return overlaps, prox_h, residual, options.max_iter, False
+            extrapolated = False
+    return overlaps, ch, residual, options.max_iter, False
 
 
 def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
-            options: SolverOptions = SolverOptions(), warm: np.ndarray | None = None,
-            coarse_rule: GaussianRule | None = None) -> FixedPoint:
-    """Run state evolution from ``init`` to a fixed point at sample complexity ``alpha``.
+            options: SolverOptions = SolverOptions(), warm: np.ndarray | None = None) -> FixedPoint:
+    """Run state evolution from ``init`` to a fixed point at sample complexity ``alpha`` on ``rule``.
 
-    If ``coarse_rule`` is given, iterate there first to ``options.coarse_tol`` and then refine on
-    ``rule``; only the fine rule's fixed point is reported. If the initial θ (or μ) is exactly
-    zero, it stays exactly zero: θ = 0 and μ = 0 are invariant subspaces of the exact equations
-    (the Gaussian measure is symmetric under η → −η and under (ξ, η) → (−ξ, −η)), and keeping
-    them exact stops rounding noise from seeding an unstable direction of the iteration, so the
-    positional and semantic branches can be followed where they exist.
+    ``warm`` (N, L, r): prox points of a previous run on the same rule to start the prox from.
+    If the initial θ (or μ) is exactly zero, it stays exactly zero: θ = 0 and μ = 0 are
+    invariant subspaces of the exact equations (the Gaussian measure is symmetric under η → −η
+    and under (ξ, η) → (−ξ, −η)), and keeping them exact stops rounding noise from seeding an
+    unstable direction of the iteration, so the positional and semantic branches can be
+    followed wherever they exist as fixed points.
     """
     t0 = time.perf_counter()
     zero_theta = not np.any(init.theta)
     zero_mu = not np.any(init.mu)
-    overlaps, prox_h, residual, iters, ok = init, warm, np.inf, 0, True
+    overlaps, residual, iters = init, np.inf, 0
     try:
-        if coarse_rule is not None and warm is None:
-            overlaps, _, residual, iters, ok = _run(problem, alpha, init, coarse_rule, options,
-                                                    options.coarse_tol, None, zero_theta, zero_mu)
-        if ok:
-            overlaps, prox_h, residual, it2, ok = _run(problem, alpha, overlaps, rule, options, options.tol,
-                                                       warm, zero_theta, zero_mu)
-            iters += it2
+        overlaps, ch, residual, iters, ok = _run(problem, alpha, init, rule, options, options.tol,
+                                                 zero_theta, zero_mu, warm)
         if not ok:
-            return FixedPoint(NOT_CONVERGED, f"no convergence in {options.max_iter} iterations "
-                              f"(last change {residual:.2e}); try more iterations or more damping",
-                              iters, residual, overlaps, None, np.nan, np.nan, alpha, time.perf_counter() - t0,
-                              prox_h=prox_h)
-        # final evaluation at the converged overlaps (global prox)
-        ch = hat_update(overlaps, alpha, rule, problem, form=options.hat_form, random_starts=options.random_starts)
+            return FixedPoint(NOT_CONVERGED, f"no convergence in {iters} iterations "
+                              f"(last change {residual:.2e}); try more iterations (--max-iter) or more damping",
+                              iters, residual, overlaps, None, np.nan, np.nan, alpha, time.perf_counter() - t0)
         phi = potential(overlaps, ch.hats, ch.envelope, alpha, problem)
         eps_g, eps_err = test_error(overlaps, rule, problem)
         env_err = float(rule.standard_error(ch.prox.value)) * alpha

@@ -1,0 +1,152 @@
+"""``dotattn solve``: every fixed point at one (alpha, omega), the selected one, the baseline."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+import numpy as np
+
+from dotattn.catalogue import QuadratureSpec, default_quadrature, solve
+from dotattn.cli.main import cli
+from dotattn.cli.options import problem_from_options, problem_options
+from dotattn.io import to_jsonable
+from dotattn.problem import ParameterError
+from dotattn.state_evolution import SolverOptions
+
+
+def quadrature_options(func):
+    """--quad, --quad-order, --coarse-order shared by solve and phase-diagram."""
+    for opt in reversed([
+        click.option("--quad", "quad_kind", type=click.Choice(["gauss-hermite", "qmc"]), default=None,
+                     help="Quadrature rule (default: Gauss-Hermite up to 6 dimensions, QMC beyond)."),
+        click.option("--quad-order", type=int, default=None,
+                     help="Points per axis (Gauss-Hermite) or log2 of the points (QMC). Default: 12 for the "
+                          "4-D toy model (see the convergence study in the README)."),
+        click.option("--coarse-order", type=int, default=None,
+                     help="Order of the coarse rule used for the first pass (0 disables)."),
+    ]):
+        func = opt(func)
+    return func
+
+
+def solver_options(func):
+    for opt in reversed([
+        click.option("--tol", type=float, default=1e-8, show_default=True, help="Convergence tolerance on the overlaps."),
+        click.option("--damping", type=float, default=0.8, show_default=True,
+                     help="Weight kept on the old overlaps in each step, in [0, 1)."),
+        click.option("--max-iter", type=int, default=1000, show_default=True, help="Iteration budget per fixed point."),
+        click.option("--hat-form", type=click.Choice(["gradient", "stein"]), default="gradient", show_default=True,
+                     help="Hat updates: gradient of the discretised E[M] (any rank) or Stein form (r = r_t = 1)."),
+    ]):
+        func = opt(func)
+    return func
+
+
+def build_quadrature(problem, quad_kind, quad_order, coarse_order) -> QuadratureSpec:
+    base = default_quadrature(problem)
+    kind = quad_kind or base.kind
+    if quad_kind is not None and quad_kind != base.kind and quad_order is None:
+        base = QuadratureSpec(kind, 12 if kind == "gauss-hermite" else 14, 6 if kind == "gauss-hermite" else 11)
+    order = base.order if quad_order is None else quad_order
+    if order < 1:
+        raise ParameterError(f"quad-order must be >= 1, got {order}")
+    coarse = base.coarse_order if coarse_order is None else (None if coarse_order == 0 else coarse_order)
+    if coarse is not None and coarse >= order:
+        coarse = None
+    spec = QuadratureSpec(kind, order, coarse)
+    if kind == "gauss-hermite" and order ** problem.gaussian_dim > 3_000_000:
+        raise ParameterError(f"quad-order {order} needs {order ** problem.gaussian_dim:,} Gauss-Hermite nodes in "
+                             f"{problem.gaussian_dim} dimensions (more than this machine can integrate); "
+                             f"use a lower order or --quad qmc")
+    return spec
+
+
+def build_solver_options(tol, damping, max_iter, hat_form, problem) -> SolverOptions:
+    if not tol > 0:
+        raise ParameterError(f"tol must be > 0, got {tol}")
+    if not 0 <= damping < 1:
+        raise ParameterError(f"damping must be in [0, 1), got {damping}")
+    if max_iter < 1:
+        raise ParameterError(f"max-iter must be >= 1, got {max_iter}")
+    if hat_form == "stein" and (problem.rank != 1 or problem.teacher_rank != 1):
+        raise ParameterError("hat-form stein needs rank = teacher-rank = 1")
+    return SolverOptions(tol=tol, damping=damping, max_iter=max_iter, hat_form=hat_form)
+
+
+def _fmt(x) -> str:
+    if isinstance(x, (list, tuple, np.ndarray)):
+        return "[" + ", ".join(_fmt(v) for v in np.ravel(x)) + "]"
+    if x is None or (isinstance(x, float) and not np.isfinite(x)):
+        return "-"
+    return f"{x:.6g}"
+
+
+def format_table(cat) -> str:
+    """Readable table of the catalogue."""
+    toy = cat.problem.is_toy_layout
+    cols = ["branch", "status", "q", "m" if toy else "mu", "theta", "V", "e_t", "eps_g", "selected"]
+    rows = []
+    for e in cat.fixed_points:
+        d = e.to_dict(cat.problem)
+        rows.append([d["branch"], d["status"], _fmt(d["q"]), _fmt(d["m"] if toy else d["mu"]), _fmt(d["theta"]),
+                     _fmt(d["V"]), _fmt(d["train_loss"]), _fmt(d["test_error"]), "*" if d["selected"] else ""])
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    lines = [f"alpha = {cat.alpha:g}, omega = {cat.problem.omega:g}  "
+             f"(quadrature {cat.quadrature['kind']} order {cat.quadrature['order']}, {cat.quadrature['nodes']} nodes; "
+             f"{cat.seconds:.1f} s)",
+             "  ".join(c.ljust(w) for c, w in zip(cols, widths)),
+             "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
+    for e in cat.fixed_points:
+        if not e.converged:
+            lines.append(f"  note: start '{e.init}': {e.result.message}")
+    lines.append(f"linear baseline eps_lin = {cat.linear_baseline_test_error:.6g}")
+    sel = cat.selected
+    if sel is not None:
+        verdict = "attention beats the linear baseline" if sel.test_error < cat.linear_baseline_test_error \
+            else "the linear baseline is better"
+        lines.append(f"selected (global minimum of the training loss): {sel.branch}, eps_g = {sel.test_error:.6g}; {verdict}")
+    if cat.quadrature_check:
+        lines.append("quadrature check (finer rule minus this rule):")
+        for row in cat.quadrature_check:
+            ch = row.get("change")
+            if ch is None:
+                lines.append(f"  {row['branch']}: finer rule {row['status']}")
+                continue
+            lines.append(f"  {row['branch']:<13} nodes {row['finer_rule']['nodes']}: "
+                         + ", ".join(f"d{k} = {v:+.2e}" for k, v in ch.items()))
+    return "\n".join(lines)
+
+
+@cli.command("solve")
+@click.option("--alpha", type=float, required=True, help="Sample complexity alpha = n/d (> 0).")
+@click.option("--omega", type=float, default=0.3, show_default=True, help="Positional fraction omega of the target, in [0, 1].")
+@problem_options
+@quadrature_options
+@solver_options
+@click.option("--random-starts", type=int, default=8, show_default=True, help="Random initialisations (>= 0).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random initialisations.")
+@click.option("--check-quadrature", is_flag=True, help="Solve again on a finer rule and report every change.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
+def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, quad_kind, quad_order,
+                  coarse_order, tol, damping, max_iter, hat_form, random_starts, seed, check_quadrature, as_json):
+    """All fixed points of the replica equations at one (alpha, omega), and the selected one."""
+    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram)
+    if not alpha > 0:
+        raise ParameterError(f"alpha must be > 0, got {alpha:g}")
+    if random_starts < 0:
+        raise ParameterError(f"random-starts must be >= 0, got {random_starts}")
+    quad = build_quadrature(problem, quad_kind, quad_order, coarse_order)
+    options = build_solver_options(tol, damping, max_iter, hat_form, problem)
+    cat = solve(problem, alpha, quadrature=quad, n_random=random_starts, options=options, seed=seed,
+                check_quadrature=check_quadrature)
+    if as_json:
+        click.echo(json.dumps(to_jsonable(cat.to_dict())))
+    else:
+        click.echo(format_table(cat))
+    if not cat.any_converged:
+        click.echo("Error: no fixed point converged; try more iterations (--max-iter) or more damping (--damping 0.9)",
+                   err=True)
+        sys.exit(1)

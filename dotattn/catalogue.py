@@ -1,0 +1,295 @@
+"""The catalogue of fixed points at one (α, ω), the selector, and the public :func:`solve`.
+
+SPEC section 4. Every initialisation (informed positional, informed semantic, uninformative
+and ``n_random`` random ones) is iterated first on a coarse rule (cheap), the coarse fixed
+points are de-duplicated, and only the distinct ones are refined on the fine rule. Fine fixed
+points are de-duplicated again (by invariants: e_t, ε_g, ‖θ‖, ‖μ‖, Tr q), labelled
+positional / semantic / mixed / uninformative, and the converged one with the lowest
+training loss e_t is *selected*: it is the global minimum of the empirical risk and its ε_g
+is the theory's prediction.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from dotattn.baseline import linear_baseline_test_error
+from dotattn.overlaps import Overlaps, overlaps_from_scalars
+from dotattn.problem import ParameterError, Problem
+from dotattn.quadrature import GaussianRule, make_rule
+from dotattn.state_evolution import CONVERGED, FixedPoint, SolverOptions, iterate
+
+__all__ = ["CatalogueEntry", "Catalogue", "QuadratureSpec", "solve", "branch_label", "initialisations",
+           "default_quadrature", "BRANCHES"]
+
+BRANCHES = ("positional", "semantic", "mixed", "uninformative")
+_LABEL_THRESHOLD = 1e-6  # ‖θ‖/σ² or ‖μ‖ below this counts as zero
+
+
+@dataclass(frozen=True)
+class QuadratureSpec:
+    """Which Gaussian rule to use: kind 'gauss-hermite' (order per axis) or 'qmc' (order = log2 points)."""
+
+    kind: str = "gauss-hermite"
+    order: int = 12
+    coarse_order: int | None = 6
+    scramblings: int = 8
+    seed: int = 0
+
+    def rule(self, dim: int) -> GaussianRule:
+        return make_rule(dim, self.kind, self.order, self.scramblings, self.seed)
+
+    def coarse_rule(self, dim: int) -> GaussianRule | None:
+        if self.coarse_order is None:
+            return None
+        return make_rule(dim, self.kind, self.coarse_order, self.scramblings, self.seed)
+
+    def finer(self) -> "QuadratureSpec":
+        """The rule used by the quadrature check: +4 points per axis (GH) or 4x the points (QMC)."""
+        return replace(self, order=self.order + (4 if self.kind == "gauss-hermite" else 2))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "order": self.order, "coarse_order": self.coarse_order,
+                **({"scramblings": self.scramblings, "seed": self.seed} if self.kind == "qmc" else {})}
+
+
+def default_quadrature(problem: Problem) -> QuadratureSpec:
+    """Gauss-Hermite order 12 in 4 dimensions (the toy model; from the convergence study in the
+    README), a tensor rule of at most ~50k nodes up to 6 dimensions, QMC beyond."""
+    D = problem.gaussian_dim
+    if D <= 4:
+        return QuadratureSpec("gauss-hermite", 12, 6)
+    if D <= 6:
+        return QuadratureSpec("gauss-hermite", 6, 4)
+    return QuadratureSpec("qmc", 14, 11)
+
+
+def branch_label(overlaps: Overlaps, problem: Problem) -> str:
+    """positional / semantic / mixed / uninformative from ‖μ‖ and ‖θ‖/σ²."""
+    pos = np.linalg.norm(overlaps.mu) > _LABEL_THRESHOLD
+    sem = np.linalg.norm(overlaps.theta) / problem.sigma**2 > _LABEL_THRESHOLD
+    return {(True, False): "positional", (False, True): "semantic",
+            (True, True): "mixed", (False, False): "uninformative"}[(bool(pos), bool(sem))]
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """One fixed point of the catalogue: the solver result plus its label and selection flag."""
+
+    init: str
+    branch: str
+    selected: bool
+    result: FixedPoint
+
+    # convenience views used by the CLI, the sweeps and the ERM comparison
+    @property
+    def status(self) -> str:
+        return self.result.status
+
+    @property
+    def converged(self) -> bool:
+        return self.result.converged
+
+    @property
+    def overlaps(self) -> Overlaps:
+        return self.result.overlaps
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.result.overlaps.q
+
+    @property
+    def V(self) -> np.ndarray:
+        return self.result.overlaps.V
+
+    @property
+    def theta(self) -> np.ndarray:
+        return self.result.overlaps.theta
+
+    @property
+    def mu(self) -> np.ndarray:
+        return self.result.overlaps.mu
+
+    @property
+    def m(self) -> float:
+        return self.result.overlaps.m
+
+    @property
+    def train_loss(self) -> float:
+        return self.result.train_loss
+
+    @property
+    def test_error(self) -> float:
+        return self.result.test_error
+
+    def to_dict(self, problem: Problem) -> dict[str, Any]:
+        o = self.result.overlaps
+        d: dict[str, Any] = {"branch": self.branch, "status": self.status, "init": self.init,
+                             "message": self.result.message}
+        if problem.rank == 1 and problem.teacher_rank == 1:
+            d.update(q=float(o.q[0, 0]), theta=float(o.theta[0, 0]), V=float(o.V[0, 0]))
+            if problem.is_toy_layout:
+                d["m"] = float(o.m)
+            d["mu"] = o.mu[:, 0].tolist()
+        else:
+            d.update(q=o.q.tolist(), theta=o.theta.tolist(), V=o.V.tolist(), mu=o.mu.tolist())
+        d.update(train_loss=self.train_loss, test_error=self.test_error, selected=self.selected,
+                 iterations=self.result.iterations, residual=self.result.residual,
+                 quadrature_error=self.result.quadrature_error)
+        return d
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """All fixed points found at one (α, ω), the selected one, and the linear baseline."""
+
+    problem: Problem
+    alpha: float
+    fixed_points: tuple[CatalogueEntry, ...]
+    linear_baseline_test_error: float
+    quadrature: dict
+    seconds: float
+    quadrature_check: list | None = field(default=None)
+
+    @property
+    def selected(self) -> CatalogueEntry | None:
+        for e in self.fixed_points:
+            if e.selected:
+                return e
+        return None
+
+    @property
+    def any_converged(self) -> bool:
+        return any(e.converged for e in self.fixed_points)
+
+    def branch(self, name: str) -> CatalogueEntry | None:
+        """The converged fixed point with this label and lowest e_t, or None."""
+        cands = [e for e in self.fixed_points if e.converged and e.branch == name]
+        return min(cands, key=lambda e: e.train_loss) if cands else None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"params": {**self.problem.to_dict(), "alpha": self.alpha},
+             "fixed_points": [e.to_dict(self.problem) for e in self.fixed_points],
+             "linear_baseline_test_error": self.linear_baseline_test_error,
+             "quadrature": self.quadrature, "seconds": round(self.seconds, 3)}
+        if self.quadrature_check is not None:
+            d["quadrature_check"] = self.quadrature_check
+        return d
+
+
+def initialisations(problem: Problem, n_random: int, seed: int = 0) -> list[tuple[str, Overlaps]]:
+    """Informed positional, informed semantic, uninformative, then ``n_random`` random starts."""
+    inits = [("positional", overlaps_from_scalars(problem, 0.02, 0.2, 15.0, 0.0)),
+             ("semantic", overlaps_from_scalars(problem, 0.9, 0.0, 15.0, 0.35)),
+             ("uninformative", overlaps_from_scalars(problem, 0.1, 0.0, 25.0, 0.0))]
+    rng = np.random.default_rng(seed)
+    r, rt, L = problem.rank, problem.teacher_rank, problem.L
+    s2 = problem.sigma**2
+    w, U = np.linalg.eigh(problem.G)
+    G_half = (U * np.sqrt(np.clip(w, 0, None))) @ U.T
+    for i in range(n_random):
+        q = rng.uniform(0.1, 1.0)
+        th = np.zeros((r, rt))
+        k = min(r, rt)
+        th[np.arange(k), np.arange(k)] = rng.uniform(-0.9, 0.9, size=k) * np.sqrt(q * s2)
+        mu = G_half @ rng.uniform(-0.3, 0.3, size=(L, r))
+        V = rng.uniform(5.0, 30.0)
+        inits.append((f"random-{i + 1}", Overlaps(q=q * np.eye(r), V=V * np.eye(r), theta=th, mu=mu)))
+    return inits
+
+
+def _same(a: FixedPoint, b: FixedPoint, rtol: float) -> bool:
+    def inv(fp: FixedPoint) -> np.ndarray:
+        o = fp.overlaps
+        return np.array([fp.train_loss, fp.test_error, np.linalg.norm(o.theta), np.linalg.norm(o.mu),
+                         np.trace(o.q), np.trace(o.V)])
+    x, y = inv(a), inv(b)
+    return bool(np.all(np.abs(x - y) <= rtol * np.maximum(np.abs(x), np.abs(y)) + 1e-7))
+
+
+def _dedupe(results: list[tuple[str, FixedPoint]], rtol: float) -> list[tuple[str, FixedPoint]]:
+    """Drop converged duplicates (keep the first); failures are kept once per distinct status."""
+    kept: list[tuple[str, FixedPoint]] = []
+    for name, fp in results:
+        if fp.converged:
+            if any(k.converged and _same(k, fp, rtol) for _, k in kept):
+                continue
+        kept.append((name, fp))
+    return kept
+
+
+def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None = None, n_random: int = 8,
+          options: SolverOptions = SolverOptions(), seed: int = 0, check_quadrature: bool = False,
+          inits: list[tuple[str, Overlaps]] | None = None) -> Catalogue:
+    """All fixed points at sample complexity ``alpha`` for ``problem``, with the selected one.
+
+    Parameters: ``quadrature`` (default :func:`default_quadrature`), ``n_random`` random
+    initialisations, ``options`` for the iteration, ``check_quadrature`` to solve every
+    converged fixed point again on a finer rule and report the change of every output.
+    """
+    t0 = time.perf_counter()
+    alpha = _check_alpha(alpha)
+    quad = quadrature or default_quadrature(problem)
+    D = problem.gaussian_dim
+    try:
+        rule = quad.rule(D)
+        coarse = quad.coarse_rule(D)
+    except ValueError as err:
+        raise ParameterError(f"quad-order: {err}") from None
+    inits = inits if inits is not None else initialisations(problem, n_random, seed)
+    if coarse is not None:
+        # cheap pass on the coarse rule; a start that fails there is reported as it failed
+        coarse_results = _dedupe([(name, iterate(problem, alpha, init, coarse, options)) for name, init in inits], 1e-4)
+        fine = [(name, iterate(problem, alpha, fp.overlaps, rule, options) if fp.converged
+                 else replace(fp, message=f"{fp.message} (on the coarse rule)"))
+                for name, fp in coarse_results]
+    else:
+        fine = [(name, iterate(problem, alpha, init, rule, options)) for name, init in inits]
+    fine = _dedupe(fine, 1e-6)
+    converged = [(i, fp) for i, (_, fp) in enumerate(fine) if fp.converged]
+    best = min(converged, key=lambda t: t[1].train_loss)[0] if converged else -1
+    entries = tuple(CatalogueEntry(init=name, branch=branch_label(fp.overlaps, problem) if fp.converged
+                                   else "none", selected=(i == best), result=fp)
+                    for i, (name, fp) in enumerate(fine))
+    check = _quadrature_check(problem, alpha, entries, quad, options) if check_quadrature else None
+    return Catalogue(problem=problem, alpha=alpha, fixed_points=entries,
+                     linear_baseline_test_error=linear_baseline_test_error(problem),
+                     quadrature={**quad.to_dict(), "nodes": rule.size}, seconds=time.perf_counter() - t0,
+                     quadrature_check=check)
+
+
+def _check_alpha(alpha: float) -> float:
+    try:
+        a = float(alpha)
+    except (TypeError, ValueError):
+        raise ParameterError("alpha must be a number > 0") from None
+    if not np.isfinite(a) or a <= 0:
+        raise ParameterError(f"alpha must be > 0, got {alpha}")
+    return a
+
+
+def _quadrature_check(problem: Problem, alpha: float, entries: tuple[CatalogueEntry, ...],
+                      quad: QuadratureSpec, options: SolverOptions) -> list[dict[str, Any]]:
+    """Re-solve each converged fixed point on a finer rule; report every output's change."""
+    finer = quad.finer()
+    rule = finer.rule(problem.gaussian_dim)
+    out = []
+    for e in entries:
+        if not e.converged:
+            continue
+        fp = iterate(problem, alpha, e.overlaps, rule, options)
+        row: dict[str, Any] = {"branch": e.branch, "init": e.init, "finer_rule": {**finer.to_dict(), "nodes": rule.size},
+                               "status": fp.status}
+        if fp.converged:
+            a, b = e.overlaps, fp.overlaps
+            row["change"] = {"q": float(np.max(np.abs(b.q - a.q))), "V": float(np.max(np.abs(b.V - a.V))),
+                             "theta": float(np.max(np.abs(b.theta - a.theta))),
+                             "mu": float(np.max(np.abs(b.mu - a.mu))),
+                             "train_loss": fp.train_loss - e.train_loss, "test_error": fp.test_error - e.test_error}
+            row["finer"] = {"train_loss": fp.train_loss, "test_error": fp.test_error}
+        out.append(row)
+    return out

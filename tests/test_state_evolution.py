@@ -1,0 +1,182 @@
+"""Channels, hat forms, the potential and the iterator."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dotattn.loss_channel import hat_update
+from dotattn.overlaps import Hats, Overlaps, overlaps_from_scalars
+from dotattn.problem import Problem
+from dotattn.quadrature import gauss_hermite
+from dotattn.regulariser import overlap_update, regulariser_potential
+from dotattn.state_evolution import SolverOptions, iterate, potential
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_overlap_update_closed_form_r1(toy):
+    hats = Hats(q_hat=[[0.003]], V_hat=[[0.05]], theta_hat=[[0.02]], mu_hat=[[0.01], [-0.01]])
+    o = overlap_update(hats, toy)
+    s2, lam = toy.sigma**2, toy.ridge
+    K = lam + s2 * 0.05
+    mh = np.array([0.01, -0.01])
+    X = s2 * 0.003 + s2**2 * 0.02**2 + mh @ toy.G @ mh
+    np.testing.assert_allclose(o.V[0, 0], s2 / K)
+    np.testing.assert_allclose(o.q[0, 0], s2 * X / K**2)
+    np.testing.assert_allclose(o.theta[0, 0], s2**2 * 0.02 / K)
+    np.testing.assert_allclose(o.mu[:, 0], [0.02 / K, -0.02 / K])
+
+
+def test_overlap_update_is_stationary_in_the_hats():
+    """∂Φ/∂(hats) = 0 at overlaps = overlap_update(hats), for a matrix case (r = 2, r_t = 1, L = 3)."""
+    p = Problem(L=3, rank=2, teacher_rank=1, positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]],
+                positional_gram=[[1.0, 0.2, 0.0], [0.2, 1.0, 0.1], [0.0, 0.1, 0.5]])
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(2, 2)) * 0.01
+    hats = Hats(q_hat=A @ A.T + 0.002 * np.eye(2), V_hat=np.diag([0.05, 0.08]) + 0.01, theta_hat=rng.normal(size=(2, 1)) * 0.02,
+                mu_hat=rng.normal(size=(3, 2)) * 0.01)
+    o = overlap_update(hats, p)
+
+    def phi(h):
+        return potential(o, h, 0.0, 1.0, p)
+
+    eps = 1e-7
+    for name in ("q_hat", "V_hat", "theta_hat", "mu_hat"):
+        base = getattr(hats, name)
+        for idx in np.ndindex(base.shape):
+            d = np.zeros_like(base)
+            d[idx] = eps
+            if name in ("q_hat", "V_hat"):
+                d = 0.5 * (d + d.T)
+            plus = Hats(**{**hats.__dict__, name: base + d})
+            minus = Hats(**{**hats.__dict__, name: base - d})
+            assert abs((phi(plus) - phi(minus)) / (2 * eps)) < 1e-6
+
+
+@pytest.mark.parametrize("point, rule, rtol", [
+    ((2.0, 0.1148, 0.0, 12.7, 0.158), ("gh", 12), 5e-3),  # near the semantic fixed point
+    ((2.0, 0.0511, 0.2583, 11.35, 0.0), ("gh", 12), 5e-3),  # near the positional fixed point
+    ((1.0, 0.3, 0.12, 16.0, 0.2), ("qmc", 15), 2e-2),  # arbitrary points: the prox jumps between
+    ((0.7, 0.05, 0.1, 22.0, 0.05), ("qmc", 15), 2e-2),  # minima, so use a rule that does not need smoothness
+])
+def test_stein_and_gradient_hats_agree(toy, point, rule, rtol):
+    from dotattn.quadrature import make_rule
+    alpha, q, m, V, th = point
+    o = overlaps_from_scalars(toy, q, m, V, th)
+    rule = make_rule(4, "gauss-hermite" if rule[0] == "gh" else "qmc", rule[1])
+    g = hat_update(o, alpha, rule, toy, form="gradient").hats
+    s = hat_update(o, alpha, rule, toy, form="stein").hats
+    for name in ("q_hat", "mu_hat"):  # identical formulas
+        np.testing.assert_allclose(getattr(g, name), getattr(s, name), rtol=1e-12, atol=1e-15)
+    for name in ("V_hat", "theta_hat"):
+        a, b = getattr(g, name)[0, 0], getattr(s, name)[0, 0]
+        assert abs(a - b) <= rtol * max(abs(a), 1e-4), (name, a, b)
+
+
+@pytest.mark.parametrize("p", [Problem(omega=0.3), Problem(L=2, rank=2, teacher_rank=1)])
+def test_gradient_hats_are_the_gradient_of_the_discretised_envelope(p):
+    """V̂ = 2α ∂E[M]/∂q, θ̂ = −α ∂E[M]/∂θ, μ̂ = −α ∂E[M]/∂μ, q̂ = −2α ∂E[M]/∂V by finite differences."""
+    alpha = 1.5
+    r, rt = p.rank, p.teacher_rank
+    o = Overlaps(q=0.2 * np.eye(r) + 0.03 * (r > 1) * (np.ones((r, r)) - np.eye(r)), V=14.0 * np.eye(r),
+                 theta=0.1 * np.ones((r, rt)) / r, mu=np.array([[0.15] * r, [-0.15] * r]))
+    rule = gauss_hermite(p.gaussian_dim, 3 if p.gaussian_dim > 4 else 8)
+    ch = hat_update(o, alpha, rule, p)
+
+    def EM(**kw):
+        return hat_update(Overlaps(**{**o.__dict__, **kw}), alpha, rule, p).envelope
+
+    eps = 1e-6
+    for i, j in [(0, 0)] + ([(0, 1)] if r > 1 else []):
+        d = np.zeros((r, r))
+        d[i, j] = d[j, i] = eps
+        fd_q = (EM(q=o.q + d) - EM(q=o.q - d)) / (2 * eps)
+        fd_V = (EM(V=o.V + d) - EM(V=o.V - d)) / (2 * eps)
+        k = 1.0 if i == j else 2.0
+        np.testing.assert_allclose(ch.hats.V_hat[i, j] * k, 2 * alpha * fd_q, rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(ch.hats.q_hat[i, j] * k, -2 * alpha * fd_V, rtol=1e-5, atol=1e-9)
+    d = np.zeros((r, rt))
+    d[0, 0] = eps
+    np.testing.assert_allclose(ch.hats.theta_hat[0, 0], -alpha * (EM(theta=o.theta + d) - EM(theta=o.theta - d)) / (2 * eps),
+                               rtol=1e-5, atol=1e-9)
+    d = np.zeros_like(o.mu)
+    d[0, 0] = eps
+    np.testing.assert_allclose(ch.hats.mu_hat[0, 0], -alpha * (EM(mu=o.mu + d) - EM(mu=o.mu - d)) / (2 * eps),
+                               rtol=1e-5, atol=1e-9)
+
+
+def test_fixed_point_is_stationary_point_of_discretised_potential(toy):
+    rule = gauss_hermite(4, 8)
+    fp = iterate(toy, 2.0, overlaps_from_scalars(toy, 0.9, 0.0, 15.0, 0.35), rule)
+    assert fp.converged and fp.residual < 1e-8
+    o, h = fp.overlaps, fp.hats
+
+    def phi(ov):
+        ch = hat_update(ov, 2.0, rule, toy)
+        return potential(ov, h, ch.envelope, 2.0, toy)
+
+    eps = 1e-6
+    for name in ("q", "V", "theta"):
+        d = np.zeros((1, 1))
+        d[0, 0] = eps
+        plus = Overlaps(**{**o.__dict__, name: getattr(o, name) + d})
+        minus = Overlaps(**{**o.__dict__, name: getattr(o, name) - d})
+        assert abs(phi(plus) - phi(minus)) / (2 * eps) < 1e-6
+
+
+def test_invalid_and_unconverged_are_reported(toy):
+    rule = gauss_hermite(4, 6)
+    fp = iterate(toy, 2.0, overlaps_from_scalars(toy, 0.02, 0.0, 5.0, 0.0), rule)
+    assert fp.status == "invalid" and "positive definite" in fp.message and np.isnan(fp.train_loss)
+    fp = iterate(toy, 2.0, overlaps_from_scalars(toy, 0.9, 0.0, 15.0, 0.35), rule, SolverOptions(max_iter=3))
+    assert fp.status == "not_converged" and np.isnan(fp.test_error) and "3 iterations" in fp.message
+
+
+def _spec():
+    return json.loads((DATA / "spec_reference.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def catalogues():
+    from dotattn.catalogue import solve
+    p = Problem(omega=0.3)
+    return {a: solve(p, a, n_random=0) for a in (2.0, 1.25, 0.5)}
+
+
+@pytest.mark.parametrize("ref", _spec()["fixed_points"], ids=lambda r: f"{r['branch']}-{r['alpha']}")
+def test_regression_against_published_values(catalogues, ref):
+    e = catalogues[ref["alpha"]].branch(ref["branch"])
+    assert e is not None and e.converged
+    for key, tol in [("q", 0.03), ("theta", 0.03), ("m", 0.03), ("test_error", 0.03), ("train_loss", 0.03), ("V", 0.08)]:
+        got = {"q": e.q[0, 0], "theta": e.theta[0, 0], "m": e.m, "V": e.V[0, 0],
+               "test_error": e.test_error, "train_loss": e.train_loss}[key]
+        if ref[key] == 0:
+            assert abs(got) < 1e-9, key
+        else:
+            assert abs(got - ref[key]) <= tol * abs(ref[key]), (key, got, ref[key])
+
+
+def test_selection_switches_between_alphas(catalogues):
+    c2, c05 = catalogues[2.0], catalogues[0.5]
+    assert c2.branch("semantic").train_loss < c2.branch("positional").train_loss
+    assert c2.selected.branch == "semantic"
+    assert c05.branch("semantic") is not None
+    assert c05.branch("semantic").train_loss > c05.branch("positional").train_loss
+    assert c05.selected.branch == "positional"
+
+
+def test_linear_baseline_against_published_value(catalogues):
+    ref = _spec()["linear_baseline_test_error"]
+    assert abs(catalogues[2.0].linear_baseline_test_error - ref) <= 0.03 * ref
+
+
+def test_linear_baseline_against_monte_carlo():
+    from dotattn.baseline import linear_baseline_test_error
+    from dotattn.loss import teacher_attention
+    p = Problem(L=3, teacher_rank=2, positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
+    rng = np.random.default_rng(0)
+    T = teacher_attention(p.sigma * rng.normal(size=(400_000, 3, 2)), p)
+    mc = 0.5 * p.sigma**2 * np.mean(np.sum((T - T.mean(0)) ** 2, axis=(1, 2)))
+    assert abs(linear_baseline_test_error(p) - mc) < 0.01 * mc
