@@ -10,7 +10,33 @@ from dotattn import __version__
 from dotattn.problem import ParameterError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# command name -> module that defines it (imported only when the command is used, so that
+# `dotattn solve` does not pay for importing torch)
+LAZY_COMMANDS = {
+    "solve": "dotattn.cli.solve",
+    "phase-diagram": "dotattn.cli.phase",
+    "train-erm": "dotattn.cli.erm",
+    "compare": "dotattn.cli.compare",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(self.commands) | set(LAZY_COMMANDS))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in self.commands and name in LAZY_COMMANDS:
+            import importlib
+            try:
+                importlib.import_module(LAZY_COMMANDS[name])
+            except ModuleNotFoundError:
+                return None
+        return self.commands.get(name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dotattn")
 def cli() -> None:
     """dotattn: when does dot-product attention learn by position, and when by meaning?
@@ -20,13 +46,8 @@ def cli() -> None:
     """
 
 
-def _register() -> None:
-    from dotattn.cli import commands  # noqa: F401  (imports register the subcommands)
-
-
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI. Invalid input: one line on stderr and exit status 2."""
-    _register()
     try:
         rv = cli.main(args=argv, prog_name="dotattn", standalone_mode=False)
     except ParameterError as err:

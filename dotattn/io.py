@@ -18,7 +18,7 @@ import numpy as np
 from dotattn.problem import ParameterError
 
 __all__ = ["provenance", "git_commit", "atomic_write_text", "atomic_write_bytes", "write_json",
-           "write_csv", "read_csv", "save_figure", "ensure_writable_dir", "to_jsonable"]
+           "write_csv", "read_csv", "read_json_if_valid", "save_figure", "ensure_writable_dir", "to_jsonable"]
 
 
 def git_commit() -> str | None:
@@ -115,6 +115,15 @@ def write_csv(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]], column
     for row in rows:
         writer.writerow({k: _csv_value(row.get(k)) for k in columns})
     atomic_write_text(path, buf.getvalue())
+
+
+def read_json_if_valid(path: str | os.PathLike) -> Any | None:
+    """The parsed JSON file, or None if it is missing or unreadable (e.g. cut short)."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
 
 
 def read_csv(path: str | os.PathLike) -> list[dict[str, str]]:

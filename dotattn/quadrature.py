@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 __all__ = ["GaussianRule", "gauss_hermite", "sobol_qmc", "make_rule", "MAX_TENSOR_NODES"]
 
@@ -90,10 +90,12 @@ def sobol_qmc(dim: int, log2_points: int, scramblings: int = 8, seed: int = 0) -
     """Scrambled Sobol rule: ``scramblings`` independent randomisations of 2**log2_points points each."""
     if scramblings < 2:
         raise ValueError("QMC needs at least 2 scramblings for an error estimate")
+    from scipy.stats.qmc import Sobol  # imported here: scipy.stats is slow to import
+
     rng = np.random.default_rng(seed)
     blocks = []
     for _ in range(scramblings):
-        engine = stats.qmc.Sobol(d=dim, scramble=True, seed=rng)
+        engine = Sobol(d=dim, scramble=True, seed=rng)
         u = engine.random_base2(m=log2_points)
         blocks.append(special.ndtri(np.clip(u, 1e-16, 1 - 1e-16)))
     n = 2**log2_points

@@ -33,10 +33,12 @@ CONVERGED, NOT_CONVERGED, INVALID = "converged", "not_converged", "invalid"
 
 @dataclass(frozen=True)
 class SolverOptions:
-    """Iteration controls. damping ∈ [0, 1) is the weight kept on the old overlaps."""
+    """Iteration controls. damping ∈ [0, 1) is the weight kept on the old overlaps; runs that are
+    warm-started from a neighbouring fixed point (continuation) use ``warm_damping``."""
 
     tol: float = 1e-8
     damping: float = 0.8
+    warm_damping: float = 0.5
     max_iter: int = 1000
     hat_form: str = "gradient"
     global_every: int = 25
@@ -136,7 +138,8 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
     overlaps = init
     prox_h = warm
     residual = np.inf
-    mixer = _Anderson(options.anderson, 1.0 - options.damping)
+    damping = options.damping if warm is None else min(options.damping, options.warm_damping)
+    mixer = _Anderson(options.anderson, 1.0 - damping)
     since_global = 0
     ch = None
     fallback: tuple[Overlaps, Overlaps] | None = None  # (last valid iterate, its update)
@@ -153,7 +156,7 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
             # an Anderson extrapolation left the admissible region: plain damped step instead
             mixer.reset()
             extrapolated = False
-            overlaps = fallback[0].mix(fallback[1], options.damping)
+            overlaps = fallback[0].mix(fallback[1], damping)
             continue
         since_global = 0 if do_global else since_global + 1
         prox_h = ch.prox.h
@@ -176,7 +179,7 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
             extrapolated = len(mixer.xs) >= 2
         except InvalidOverlaps:  # extrapolation left the admissible set: plain damped step
             mixer.reset()
-            overlaps = overlaps.mix(update, options.damping)
+            overlaps = overlaps.mix(update, damping)
             extrapolated = False
     return overlaps, ch, residual, options.max_iter, False
 

@@ -1,0 +1,137 @@
+"""Figures from computed rows and summaries. Plotting never computes physics: it only reads
+the rows (one per ω, α, branch) and the per-ω summaries that the sweeps produced."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import SymLogNorm  # noqa: E402
+
+__all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "branch_series"]
+
+COLOURS = {"positional": "tab:blue", "semantic": "tab:red"}
+
+
+def _num(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def branch_series(rows: Sequence[dict], omega: float, branch: str, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(α, value, selected) of one branch at one ω, converged points only, sorted by α."""
+    pts = [r for r in rows if abs(_num(r["omega"]) - omega) < 1e-9 and r["branch"] == branch
+           and r["status"] == "converged"]
+    pts.sort(key=lambda r: _num(r["alpha"]))
+    a = np.array([_num(r["alpha"]) for r in pts])
+    v = np.array([_num(r[key]) for r in pts])
+    sel = np.array([str(r["selected"]).lower() in ("true", "1") for r in pts], dtype=bool)
+    return a, v, sel
+
+
+def _solid_dashed(ax, a: np.ndarray, v: np.ndarray, sel: np.ndarray, colour: str, label: str) -> None:
+    """Selected stretches solid, metastable stretches dashed."""
+    ax.plot(a, v, ls="--", color=colour, lw=1.2, alpha=0.8)
+    vs = np.where(sel, v, np.nan)
+    ax.plot(a, vs, ls="-", color=colour, lw=2.4, label=label)
+
+
+def figure_test_error(rows: Sequence[dict], summary: dict, title: str = "") -> plt.Figure:
+    """(a) ε_g against α at one ω: both branches (selected solid, metastable dashed), α_c, baseline."""
+    omega = _num(summary["omega"])
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for b in ("positional", "semantic"):
+        a, v, sel = branch_series(rows, omega, b, "test_error")
+        if a.size:
+            _solid_dashed(ax, a, v, sel, COLOURS[b], f"{b} branch")
+    ax.axhline(_num(summary["linear_baseline_test_error"]), color="k", ls=":", lw=1.5, label="linear baseline")
+    if summary.get("alpha_c") is not None:
+        ax.axvline(summary["alpha_c"], color="0.4", lw=1, ls="-.")
+        ax.annotate(rf"$\alpha_c = {summary['alpha_c']:.3f}$", (summary["alpha_c"], ax.get_ylim()[1]),
+                    xytext=(4, -14), textcoords="offset points", fontsize=9)
+    if summary.get("alpha_lin") is not None:
+        ax.axvline(summary["alpha_lin"], color="k", lw=0.8, ls=":")
+    ax.set_xlabel(r"sample complexity $\alpha = n/d$")
+    ax.set_ylabel(r"test error $\varepsilon_g$")
+    ax.set_title(title or rf"Test error at $\omega = {omega:g}$ (solid: global minimum; dashed: metastable)",
+                 fontsize=10)
+    ax.legend(frameon=False, fontsize=9)
+    ax.grid(alpha=0.25)
+    fig.tight_layout()
+    return fig
+
+
+def figure_overlaps(rows: Sequence[dict], summary: dict, sigma: float) -> plt.Figure:
+    """(b) m/σ² and θ/σ² against α at one ω, for both branches."""
+    omega = _num(summary["omega"])
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for b in ("positional", "semantic"):
+        for key, marker, name in (("m", "o", r"$m/\sigma^2$"), ("theta", "s", r"$\theta/\sigma^2$")):
+            a, v, sel = branch_series(rows, omega, b, key)
+            if a.size and np.any(np.isfinite(v)):
+                ax.plot(a, v / sigma**2, ls="-" if key == "m" else "--", marker=marker, ms=3, color=COLOURS[b],
+                        label=f"{name}, {b} branch")
+    if summary.get("alpha_c") is not None:
+        ax.axvline(summary["alpha_c"], color="0.4", lw=1, ls="-.", label=r"$\alpha_c$")
+    ax.set_xlabel(r"sample complexity $\alpha$")
+    ax.set_ylabel("overlap / $\\sigma^2$")
+    ax.set_title(rf"Positional and semantic overlaps at $\omega = {omega:g}$", fontsize=10)
+    ax.legend(frameon=False, fontsize=8)
+    ax.grid(alpha=0.25)
+    fig.tight_layout()
+    return fig
+
+
+def figure_phase_plane(rows: Sequence[dict], summaries: Sequence[dict]) -> plt.Figure:
+    """(c) (α, ω) plane coloured by e_t(semantic) − e_t(positional), with α_c(ω) and α_lin(ω)."""
+    omegas = sorted({_num(s["omega"]) for s in summaries})
+    alphas = sorted({_num(r["alpha"]) for r in rows})
+    gap = np.full((len(omegas), len(alphas)), np.nan)
+    only = np.full_like(gap, np.nan)
+    idx_w = {w: i for i, w in enumerate(omegas)}
+    idx_a = {a: j for j, a in enumerate(alphas)}
+    et: dict[tuple, float] = {}
+    for r in rows:
+        if r["status"] == "converged":
+            et[(_num(r["omega"]), _num(r["alpha"]), r["branch"])] = _num(r["train_loss"])
+    for w in omegas:
+        for a in alphas:
+            s, p = et.get((w, a, "semantic")), et.get((w, a, "positional"))
+            if s is not None and p is not None:
+                gap[idx_w[w], idx_a[a]] = s - p
+            elif s is not None or p is not None:
+                only[idx_w[w], idx_a[a]] = -1.0 if s is not None else 1.0
+    fig, ax = plt.subplots(figsize=(7.2, 4.8))
+    a_edges = _edges(np.array(alphas))
+    w_edges = _edges(np.array(omegas))
+    lim = np.nanmax(np.abs(gap)) if np.any(np.isfinite(gap)) else 1.0
+    mesh = ax.pcolormesh(a_edges, w_edges, gap, cmap="RdBu_r", shading="flat",
+                         norm=SymLogNorm(linthresh=max(lim * 1e-2, 1e-9), vmin=-lim, vmax=lim))
+    ax.pcolormesh(a_edges, w_edges, np.ma.masked_invalid(only), cmap="Greys", vmin=-3, vmax=3, shading="flat")
+    cb = fig.colorbar(mesh, ax=ax)
+    cb.set_label(r"$e_t^{\rm sem} - e_t^{\rm pos}$  (red: positional is the global minimum)")
+    wc = [(s["alpha_c"], _num(s["omega"])) for s in summaries if s.get("alpha_c") is not None]
+    if wc:
+        ax.plot(*zip(*wc), "k-o", ms=3, lw=2, label=r"$\alpha_c(\omega)$: positional $\to$ semantic")
+    wl = [(s["alpha_lin"], _num(s["omega"])) for s in summaries if s.get("alpha_lin") is not None]
+    if wl:
+        ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
+    ax.set_xlabel(r"sample complexity $\alpha$")
+    ax.set_ylabel(r"positional fraction of the target $\omega$")
+    ax.set_title("Phase diagram of dot-product attention (grey: one branch only)", fontsize=10)
+    ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    fig.tight_layout()
+    return fig
+
+
+def _edges(x: np.ndarray) -> np.ndarray:
+    if x.size == 1:
+        return np.array([x[0] - 0.5, x[0] + 0.5])
+    mid = 0.5 * (x[1:] + x[:-1])
+    return np.concatenate([[x[0] - (mid[0] - x[0])], mid, [x[-1] + (x[-1] - mid[-1])]])
