@@ -1,0 +1,95 @@
+"""Sweeps: continuation, Brent roots, executors and the cache."""
+
+import numpy as np
+import pytest
+
+from dotattn.catalogue import QuadratureSpec
+from dotattn.phase_diagram import SweepSettings, omega_column, run_phase_diagram
+from dotattn.problem import ParameterError, Problem
+
+SETTINGS = SweepSettings(QuadratureSpec("gauss-hermite", 6, None))
+
+
+@pytest.fixture(scope="module")
+def column():
+    p = Problem(omega=0.3)
+    return omega_column(p.to_dict(), 0.3, [1.0, 1.5, 2.0], SETTINGS.to_dict())
+
+
+def test_alpha_c_is_where_the_training_losses_cross(column):
+    from dotattn.phase_diagram import _Branch
+    a_c = column["summary"]["alpha_c"]
+    assert a_c is not None and 1.0 < a_c < 1.5
+    p = Problem(omega=0.3)
+    rule = SETTINGS.quadrature.rule(4)
+    gaps = []
+    for a in (a_c - 2e-3, a_c + 2e-3):
+        pos, sem = _Branch("positional", p, rule, None, SETTINGS.options), _Branch("semantic", p, rule, None,
+                                                                                       SETTINGS.options)
+        pos.follow([a], [0])
+        sem.follow([a], [0])
+        gaps.append(sem.points[a].train_loss - pos.points[a].train_loss)
+    assert gaps[0] > 0 > gaps[1]
+
+
+def test_rows_and_selection(column):
+    rows = column["rows"]
+    for a in (1.0, 1.5, 2.0):
+        here = [r for r in rows if r["alpha"] == a and r["status"] == "converged"]
+        assert {r["branch"] for r in here} == {"positional", "semantic"}
+        sel = [r for r in here if r["selected"]]
+        assert len(sel) == 1 and sel[0]["train_loss"] == min(r["train_loss"] for r in here)
+    assert [r for r in rows if r["alpha"] == 2.0 and r["selected"]][0]["branch"] == "semantic"
+
+
+def test_alpha_lin_is_where_the_selected_test_error_meets_the_baseline(column):
+    s = column["summary"]
+    a_lin = s["alpha_lin"]
+    assert a_lin is not None and s["alpha_c"] <= a_lin < 2.0
+    from dotattn.phase_diagram import _Branch
+    p = Problem(omega=0.3)
+    b = _Branch("semantic", p, SETTINGS.quadrature.rule(4), None, SETTINGS.options)
+    b.follow([a_lin], [0])
+    assert abs(b.points[a_lin].test_error - s["linear_baseline_test_error"]) < 2e-6
+
+
+def test_spinodal_is_bracketed():
+    """At ω = 0 the target has no positional part; a positional branch that ends inside the grid
+    must have its end bracketed to 1e-3."""
+    p = Problem(omega=0.0)
+    col = omega_column(p.to_dict(), 0.0, [0.5, 1.0, 1.5, 2.0], SETTINGS.to_dict())
+    for name, ends in col["summary"]["spinodals"].items():
+        for side, value in ends.items():
+            if value is not None:
+                assert 0.5 <= value <= 2.0
+
+
+def test_executors_and_cache_give_identical_results(tmp_path):
+    p = Problem()
+    args = dict(settings=SETTINGS)
+    serial = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=1, cache_dir=tmp_path / "c1", **args)
+    pool = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=2, **args)
+    assert serial.rows == pool.rows and [s["alpha_c"] for s in serial.summaries] == [s["alpha_c"] for s in pool.summaries]
+    calls = []
+    again = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=1, cache_dir=tmp_path / "c1",
+                              progress=lambda d, t, w: calls.append(d), **args)
+    assert again.from_cache == 2 and again.rows == serial.rows and calls == [2]
+
+
+def test_dask_local_cluster_matches_pool():
+    distributed = pytest.importorskip("distributed")
+    p = Problem()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        viadask = run_phase_diagram(p, [0.3], [1.2, 1.4], settings=SETTINGS, dask_address=client)
+    local = run_phase_diagram(p, [0.3], [1.2, 1.4], settings=SETTINGS, workers=1)
+    assert viadask.rows == local.rows and viadask.summaries[0]["alpha_c"] == local.summaries[0]["alpha_c"]
+
+
+def test_bad_grids():
+    with pytest.raises(ParameterError):
+        run_phase_diagram(Problem(), [], [1.0])
+    with pytest.raises(ParameterError):
+        run_phase_diagram(Problem(), [0.3], [-1.0])
+    with pytest.raises(ParameterError):
+        run_phase_diagram(Problem(), [1.3], [1.0])
