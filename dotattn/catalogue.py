@@ -244,8 +244,8 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
     if coarse is not None:
         # cheap pass on the coarse rule; a start that fails there is reported as it failed
         coarse_results = _dedupe([(name, iterate(problem, alpha, init, coarse, options)) for name, init in inits], 1e-4)
-        fine = [(name, iterate(problem, alpha, fp.overlaps, rule, options) if fp.converged
-                 else replace(fp, message=f"{fp.message} (on the coarse rule)"))
+        fine = [(name, _with_coarse_error(iterate(problem, alpha, fp.overlaps, rule, options), fp, quad)
+                 if fp.converged else replace(fp, message=f"{fp.message} (on the coarse rule)"))
                 for name, fp in coarse_results]
     else:
         fine = [(name, iterate(problem, alpha, init, rule, options)) for name, init in inits]
@@ -260,6 +260,17 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
                      linear_baseline_test_error=linear_baseline_test_error(problem),
                      quadrature={**quad.to_dict(), "nodes": rule.size}, seconds=time.perf_counter() - t0,
                      quadrature_check=check)
+
+
+def _with_coarse_error(fine: FixedPoint, coarse: FixedPoint, quad: QuadratureSpec) -> FixedPoint:
+    """Attach a quadrature-error estimate: the QMC standard error, or for Gauss-Hermite the change
+    from the coarse rule (a conservative bound: the coarse rule is much cruder than the fine one)."""
+    if not fine.converged or quad.kind == "qmc":
+        return fine
+    est = {"train_loss": abs(fine.train_loss - coarse.train_loss),
+           "test_error": abs(fine.test_error - coarse.test_error),
+           "method": f"|order {quad.order} - order {quad.coarse_order}|"}
+    return replace(fine, quadrature_error=est)
 
 
 def _check_alpha(alpha: float) -> float:

@@ -53,7 +53,9 @@ class FixedPoint:
     status : 'converged' | 'not_converged' | 'invalid';  message : why.
     iterations, residual : steps taken and the last max relative overlap change.
     overlaps, hats : at the last iterate.  train_loss e_t = −Φ, test_error ε_g (NaN unless
-    converged).  quadrature_error : QMC standard errors of (e_t, ε_g) (0 for Gauss-Hermite).
+    converged).  quadrature_error : estimated quadrature errors of e_t and ε_g (QMC: standard
+    errors over the scramblings, of α E[M] for e_t; Gauss-Hermite: filled in by the catalogue
+    from the coarse rule; empty if unknown).
     """
 
     status: str
@@ -208,10 +210,13 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
                               iters, residual, overlaps, None, np.nan, np.nan, alpha, time.perf_counter() - t0)
         phi = potential(overlaps, ch.hats, ch.envelope, alpha, problem)
         eps_g, eps_err = test_error(overlaps, rule, problem)
-        env_err = float(rule.standard_error(ch.prox.value)) * alpha
+        quad_err = {}
+        if rule.groups is not None:  # QMC: standard errors over the scramblings
+            quad_err = {"train_loss": float(rule.standard_error(ch.prox.value)) * alpha, "test_error": eps_err,
+                        "method": "QMC standard error"}
         return FixedPoint(CONVERGED, f"converged to {residual:.1e}", iters, residual, overlaps, ch.hats,
                           float(-phi), eps_g, alpha, time.perf_counter() - t0,
-                          quadrature_error={"train_loss": env_err, "test_error": eps_err}, prox_h=ch.prox.h)
+                          quadrature_error=quad_err, prox_h=ch.prox.h)
     except InvalidOverlaps as err:
         return FixedPoint(INVALID, f"invalid overlaps: {err}", iters, float(residual), overlaps, None,
                           np.nan, np.nan, alpha, time.perf_counter() - t0)
