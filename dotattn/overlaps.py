@@ -66,6 +66,26 @@ class Overlaps:
         return Overlaps(q=w * self.q + (1 - w) * other.q, V=w * self.V + (1 - w) * other.V,
                         theta=w * self.theta + (1 - w) * other.theta, mu=w * self.mu + (1 - w) * other.mu)
 
+    def canonical(self) -> "Overlaps":
+        """The same physical state in a canonical student frame (r > 1).
+
+        Everything is invariant under Q → QU (U orthogonal r x r), which maps
+        (q, V, θ, μ) → (Uᵀ q U, Uᵀ V U, Uᵀ θ, μ U). The frame here diagonalises q (eigenvalues in
+        decreasing order) and makes the largest entry of each row of [θ, μᵀ] positive; fixing
+        the gauge removes the neutral directions along which state evolution drifts.
+        """
+        r = self.q.shape[0]
+        if r == 1:
+            return self
+        w, U = np.linalg.eigh(self.q)
+        U = U[:, ::-1]
+        M = U.T @ np.hstack([self.theta, self.mu.T])
+        idx = np.argmax(np.abs(M), axis=1)
+        signs = np.sign(M[np.arange(r), idx])
+        signs[signs == 0] = 1.0
+        U = U * signs
+        return Overlaps(q=U.T @ self.q @ U, V=U.T @ self.V @ U, theta=U.T @ self.theta, mu=self.mu @ U)
+
     @property
     def m(self) -> float:
         """Scalar positional overlap μ_1 (the toy model's m, μ_1 = −μ_2) for r = 1."""

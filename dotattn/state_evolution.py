@@ -151,7 +151,7 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
         try:
             ch = hat_update(overlaps, alpha, rule, problem, search="global" if do_global else "local",
                             warm=prox_h, form=options.hat_form, random_starts=options.random_starts)
-            update = _restrict(overlap_update(ch.hats, problem), zero_theta, zero_mu)
+            update = _restrict(overlap_update(ch.hats, problem), zero_theta, zero_mu).canonical()
         except InvalidOverlaps:
             if not extrapolated or fallback is None:
                 raise
@@ -195,9 +195,13 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     invariant subspaces of the exact equations (the Gaussian measure is symmetric under η → −η
     and under (ξ, η) → (−ξ, −η)), and keeping them exact stops rounding noise from seeding an
     unstable direction of the iteration, so the positional and semantic branches can be
-    followed wherever they exist as fixed points.
+    followed wherever they exist as fixed points. For r > 1 every iterate is put in the
+    canonical student frame (:meth:`Overlaps.canonical`): the equations are invariant under
+    rotations of the student, and fixing that gauge removes directions along which the
+    iteration would otherwise drift.
     """
     t0 = time.perf_counter()
+    init = init.canonical()
     zero_theta = not np.any(init.theta)
     zero_mu = not np.any(init.mu)
     overlaps, residual, iters = init, np.inf, 0
