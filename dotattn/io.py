@@ -22,18 +22,27 @@ __all__ = ["provenance", "git_commit", "atomic_write_text", "atomic_write_bytes"
 
 
 def git_commit() -> str | None:
-    """The commit of the dotattn source tree (with '-dirty' if modified), or None outside git."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                             timeout=5).stdout.strip()
-        if not sha:
-            return None
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return None
+    """Commit of the dotattn source tree ('-dirty' if modified), or None if unknown.
+
+    Looks at the tree the package was imported from, then (for a non-editable install run
+    from a clone) at the current directory's repository if it holds the dotattn sources.
+    """
+    for root in (Path(__file__).resolve().parent.parent, Path.cwd()):
+        try:
+            top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True,
+                                 text=True, timeout=5).stdout.strip()
+            if not top or not (Path(top) / "dotattn" / "__init__.py").exists():
+                continue
+            sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=top, capture_output=True, text=True,
+                                 timeout=5).stdout.strip()
+            if not sha:
+                continue
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=top,
+                                   capture_output=True, text=True, timeout=5).stdout.strip()
+            return sha + ("-dirty" if dirty else "")
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return None
 
 
 def provenance(parameters: Mapping[str, Any], seconds: float | None = None) -> dict[str, Any]:
