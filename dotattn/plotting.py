@@ -135,3 +135,70 @@ def _edges(x: np.ndarray) -> np.ndarray:
         return np.array([x[0] - 0.5, x[0] + 0.5])
     mid = 0.5 * (x[1:] + x[:-1])
     return np.concatenate([[x[0] - (mid[0] - x[0])], mid, [x[-1] + (x[-1] - mid[-1])]])
+
+
+def figure_comparison(theory: Sequence[dict], table: Sequence[dict], erm_summary: Sequence[dict], omega: float,
+                      sigma: float, d: int, eps_lin: float | None = None) -> plt.Figure:
+    """Theory curves (lines) against ERM means ± std (points): ε_g, m/σ², θ/σ² against α."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    ax = axes[0]
+    for b in ("positional", "semantic"):
+        a, v, sel = branch_series(theory, omega, b, "test_error")
+        if a.size:
+            _solid_dashed(ax, a, v, sel, COLOURS[b], f"theory, {b}")
+        pts = [r for r in table if r["branch"] == b]
+        if pts:
+            ax.errorbar([r["alpha"] for r in pts], [r["erm_test_error_mean"] for r in pts],
+                        yerr=[r["erm_test_error_std"] for r in pts], fmt="o", color=COLOURS[b], mfc="white",
+                        capsize=3, label=f"ERM d={d}, {b} init")
+    lin = [r for r in erm_summary if r.get("init") == "semantic"]
+    if lin:
+        ax.errorbar([_num(r["alpha"]) for r in lin], [_num(r["linear_test_error_mean"]) for r in lin],
+                    yerr=[_num(r["linear_test_error_std"]) for r in lin], fmt="^", color="k", mfc="white", ms=4,
+                    capsize=2, label="ERM linear baseline")
+    if eps_lin is not None:
+        ax.axhline(eps_lin, color="k", ls=":", lw=1.2, label="theory linear baseline")
+    ax.set_xlabel(r"$\alpha$")
+    ax.set_ylabel(r"test error $\varepsilon_g$")
+    ax.set_title(rf"Test error, $\omega = {omega:g}$", fontsize=10)
+    ax.legend(frameon=False, fontsize=7)
+    ax.grid(alpha=0.25)
+    ax = axes[1]
+    for b, key, tkey, name in (("positional", "m", "erm_m", r"$m/\sigma^2$"),
+                               ("semantic", "theta", "erm_theta_over_sigma2", r"$\theta/\sigma^2$")):
+        a, v, sel = branch_series(theory, omega, b, key)
+        if a.size:
+            ax.plot(a, np.abs(v) / sigma**2, color=COLOURS[b], lw=2, label=f"theory {name} ({b})")
+        pts = [r for r in table if r["branch"] == b]
+        if pts:
+            ax.errorbar([r["alpha"] for r in pts], [r[f"{tkey}_mean"] for r in pts], yerr=[r[f"{tkey}_std"] for r in pts],
+                        fmt="o", color=COLOURS[b], mfc="white", capsize=3, label=f"ERM {name} ({b} init)")
+    ax.set_xlabel(r"$\alpha$")
+    ax.set_ylabel("overlap / $\\sigma^2$")
+    ax.set_title("Overlaps", fontsize=10)
+    ax.legend(frameon=False, fontsize=7)
+    ax.grid(alpha=0.25)
+    fig.tight_layout()
+    return fig
+
+
+def figure_finite_size(points: Sequence[dict], theory: dict[str, float], alpha: float, omega: float) -> plt.Figure:
+    """ERM ε_g of each informed branch against 1/d, with the theory's d → ∞ values at 1/d = 0."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for b in ("positional", "semantic"):
+        pts = sorted((p for p in points if p["branch"] == b), key=lambda p: p["d"])
+        if pts:
+            x = [1.0 / p["d"] for p in pts]
+            ax.errorbar(x, [p["mean"] for p in pts], yerr=[p["std"] for p in pts], fmt="o-", color=COLOURS[b],
+                        mfc="white", capsize=3, label=f"ERM, {b} init")
+        if b in theory:
+            ax.plot([0.0], [theory[b]], marker="*", ms=14, color=COLOURS[b], ls="none",
+                    label=rf"theory $d\to\infty$, {b}")
+    ax.set_xlabel(r"$1/d$")
+    ax.set_ylabel(r"test error $\varepsilon_g$")
+    ax.set_title(rf"Finite-size drift at $\alpha = {alpha:g}$, $\omega = {omega:g}$", fontsize=10)
+    ax.set_xlim(left=-0.0005)
+    ax.legend(frameon=False, fontsize=8)
+    ax.grid(alpha=0.25)
+    fig.tight_layout()
+    return fig
