@@ -127,9 +127,14 @@ def overlaps_from_scalars(problem: Problem, q: float, m: float, V: float, theta:
 
 
 def positional_direction(problem: Problem) -> np.ndarray:
-    """Top eigenvector of G scaled to max |entry| = 1 with a positive first non-zero entry, (L,)."""
+    """Direction of the informed positional init, (L,): G^{1/2} applied to alternating signs
+    (1, −1, 1, …), scaled to max |entry| = 1. For the toy Gram [[1,−1],[−1,1]] it is (1, −1),
+    so μ_1 = −μ_2 = m; it is well defined for any PSD G, also with repeated eigenvalues."""
     w, U = np.linalg.eigh(problem.G)
-    v = U[:, -1]
+    G_half = (U * np.sqrt(np.clip(w, 0.0, None))) @ U.T
+    v = G_half @ np.array([(-1.0) ** l for l in range(problem.L)])
+    if np.max(np.abs(v)) < 1e-12:  # alternating signs in the null space of G: use the top eigenvector
+        v = U[:, -1]
     v = v / np.max(np.abs(v))
     first = v[np.flatnonzero(np.abs(v) > 1e-12)[0]]
     return v * np.sign(first)
