@@ -412,7 +412,8 @@ def write_outputs(pd: PhaseDiagram, out_dir: str | os.PathLike, figure_omega: fl
             "linear_baseline_test_error", "spinodals", "seconds")
     summary = {"omegas": [{k: s.get(k) for k in keep} for s in pd.summaries],
                "quadrature": pd.settings.quadrature.to_dict(), **prov,
-               "wall_seconds": round(pd.seconds, 3), "columns_from_cache": pd.from_cache}
+               "wall_seconds": round(pd.seconds, 3), "columns_from_cache": pd.from_cache,
+               "column_compute_seconds_total": round(sum(s["seconds"] for s in pd.summaries), 1)}
     paths = {"csv": str(out / "phase_diagram.csv"), "summary": str(out / "summary.json")}
     write_csv(paths["csv"], pd.rows, ROW_COLUMNS,
               comment=f"dotattn {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; "

@@ -71,17 +71,18 @@ def figure_overlaps(rows: Sequence[dict], summary: dict, sigma: float) -> plt.Fi
     """(b) m/σ² and θ/σ² against α at one ω, for both branches."""
     omega = _num(summary["omega"])
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for b in ("positional", "semantic"):
-        for key, marker, name in (("m", "o", r"$m/\sigma^2$"), ("theta", "s", r"$\theta/\sigma^2$")):
-            a, v, sel = branch_series(rows, omega, b, key)
-            if a.size and np.any(np.isfinite(v)):
-                ax.plot(a, v / sigma**2, ls="-" if key == "m" else "--", marker=marker, ms=3, color=COLOURS[b],
-                        label=f"{name}, {b} branch")
+    # the other overlap of each branch is zero by symmetry (θ = 0 positional, m = 0 semantic)
+    for b, key, marker, name in (("positional", "m", "o", r"$m/\sigma^2$"), ("semantic", "theta", "s", r"$\theta/\sigma^2$")):
+        a, v, sel = branch_series(rows, omega, b, key)
+        if a.size and np.any(np.isfinite(v)):
+            ax.plot(a, np.abs(v) / sigma**2, ls="--", marker=marker, ms=3, color=COLOURS[b], lw=1)
+            ax.plot(a, np.where(sel, np.abs(v), np.nan) / sigma**2, ls="-", marker=marker, ms=4, color=COLOURS[b],
+                    lw=2.4, label=f"{name}, {b} branch")
     if summary.get("alpha_c") is not None:
         ax.axvline(summary["alpha_c"], color="0.4", lw=1, ls="-.", label=r"$\alpha_c$")
     ax.set_xlabel(r"sample complexity $\alpha$")
     ax.set_ylabel("overlap / $\\sigma^2$")
-    ax.set_title(rf"Positional and semantic overlaps at $\omega = {omega:g}$", fontsize=10)
+    ax.set_title(rf"Overlaps at $\omega = {omega:g}$ (solid: global minimum; dashed: metastable)", fontsize=10)
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.25)
     fig.tight_layout()
