@@ -53,6 +53,11 @@ def _softmax_vjp(S: np.ndarray, G: np.ndarray) -> np.ndarray:
 
 def teacher_attention(h_star: np.ndarray, problem: Problem) -> np.ndarray:
     """T(h*) = (1−ω) softmax(h* h*ᵀ) + ω A, shape (N, L, L)."""
+    if h_star.shape[-2:] == (2, 1):  # L = 2, r_t = 1: logistic of the score differences
+        u1, u2 = h_star[:, 0, 0], h_star[:, 1, 0]
+        s1, s2 = expit(u1 * (u1 - u2)), expit(u2 * (u2 - u1))
+        S_star = np.stack([np.stack([s1, 1 - s1], -1), np.stack([1 - s2, s2], -1)], -2)
+        return (1.0 - problem.omega) * S_star + problem.omega * problem.A
     S_star = softmax_rows(h_star @ np.swapaxes(h_star, -1, -2))
     return (1.0 - problem.omega) * S_star + problem.omega * problem.A
 

@@ -85,11 +85,26 @@ def _apply_right(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
     return (x.reshape(-1, x.shape[-1]) @ mat).reshape(x.shape)
 
 
+def _row_sum(x: np.ndarray) -> np.ndarray:
+    """Σ over all but the first axis; unrolled for two entries (numpy reductions over tiny axes are slow)."""
+    x = x.reshape(len(x), -1)
+    if x.shape[1] == 2:
+        return x[:, 0] + x[:, 1]
+    return x.sum(axis=1)
+
+
+def _row_absmax(x: np.ndarray) -> np.ndarray:
+    x = np.abs(x.reshape(len(x), -1))
+    if x.shape[1] == 2:
+        return np.maximum(x[:, 0], x[:, 1])
+    return x.max(axis=1)
+
+
 def prox_objective(h: np.ndarray, centre: np.ndarray, data: np.ndarray, V_inv: np.ndarray,
                    loss: PointLoss) -> np.ndarray:
     """Objective Σ_l ½ (h_l − c_l)ᵀ V⁻¹ (h_l − c_l) + ℓ(h; data), shape (N,)."""
     d = h - centre
-    quad = np.sum(_apply_right(d, V_inv) * d, axis=(1, 2))
+    quad = _row_sum(_apply_right(d, V_inv) * d)
     return 0.5 * quad + loss.value(h, data)
 
 
@@ -139,9 +154,9 @@ def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.nd
     for it in range(1, max_iter + 1):
         der = loss.derivatives(ha, ta)
         g = (_apply_right(ha - ca, V_inv) + der.grad).reshape(-1, n)
-        gsmall = np.max(np.abs(g), axis=1) < gtol
+        gsmall = _row_absmax(g) < gtol
         step = _solve_safeguarded(der.hess + block, g).reshape(-1, L, r)
-        slope = np.einsum("mi,mi->m", g, step.reshape(-1, n))
+        slope = _row_sum(g * step.reshape(-1, n))
         # full Newton step for everybody first (no gathering); a tiny Newton decrement means the
         # point is inside the quadratic basin, where objective differences drown in rounding
         trial = ha + step
