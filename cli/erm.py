@@ -35,7 +35,7 @@ from dotattn.problem import ParameterError
 @click.option("--lr", type=float, default=None,
               help="Learning rate (> 0); default " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_LR.items())
                    + ". GD step: Q <- Q - lr grad_Q R(Q), i.e. lr on R/d w.r.t. Q/sqrt(d).")
-@click.option("--tol", type=float, default=1e-10, show_default=True,
+@click.option("--tol", type=float, default=1e-9, show_default=True,
               help="A run stops when the relative change of R per step is <= tol (>= 0).")
 @click.option("--test-samples", type=int, default=10_000, show_default=True, help="Fresh samples for the test error.")
 @click.option("--dtype", type=str, default="float64", show_default=True, help="float64 or float32.")

@@ -132,7 +132,7 @@ class ErmConfig:
     optimizer: str = "gd"
     steps: int = 5000
     lr: float | None = None
-    tol: float = 1e-10
+    tol: float = 1e-9
     test_samples: int = 10_000
     dtype: str = "float64"
     device: str = "auto"
@@ -436,7 +436,7 @@ def _risk_function(X: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor, cyy: t
 
 def run_erm(problem: Problem, d: int, alphas: float | Sequence[float], inits: str | Sequence[str] = "both",
             seeds: int | Sequence[int] = 4, *, optimizer: str = "gd", steps: int = 5000,
-            lr: float | None = None, tol: float = 1e-10, test_samples: int = 10_000,
+            lr: float | None = None, tol: float = 1e-9, test_samples: int = 10_000,
             dtype: str = "float64", device: str = "auto",
             progress: Callable[[int], None] | None = None, **options: Any) -> ErmResult:
     """Train and measure every (alpha, init, seed) run at dimension ``d``; see :class:`ErmConfig`.
