@@ -1,20 +1,10 @@
-"""The real commands on small inputs, through the installed console entry point."""
+"""The real commands on small inputs, through the installed console script."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ENV = {**os.environ, "MPLBACKEND": "Agg"}
-
-
-def run(*args, cwd=None):
-    code = "import sys; from dotattn.cli.main import main; sys.argv[0] = 'dotattn'; main()"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          env=ENV, cwd=cwd, timeout=900)
+from clitools import run
 
 
 def test_help_and_version():

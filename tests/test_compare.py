@@ -2,7 +2,7 @@
 
 import json
 
-from tests.test_cli import run
+from clitools import run
 
 
 def test_compare_on_tiny_erm_run(tmp_path):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,6 +19,8 @@ from dotattn.erm.models import (attention, fit_linear_baseline, linear_normal_eq
                                 quadratic_residual_pf, residual_sq_norm, sample_stats)
 from dotattn.erm.training import train
 from dotattn.io import read_csv
+
+from clitools import dotattn_command
 
 F64 = torch.float64
 L3_A = [[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6]]
@@ -345,20 +345,14 @@ def test_cli_bad_input_exits_2_with_one_line_and_no_files(tmp_path, capsys, args
     assert not out.exists()
 
 
-def _dotattn_command() -> list[str]:
-    """The installed console script, or the same entry point through the interpreter."""
-    exe = shutil.which("dotattn")
-    return [exe] if exe else [sys.executable, "-c", "from dotattn.cli.main import main; main()"]
-
-
 def test_installed_entry_point_runs(tmp_path):
     out = tmp_path / "e"
-    proc = subprocess.run([*_dotattn_command(), "train-erm", "--d", "16", "--alpha", "1", "--seeds", "1",
+    proc = subprocess.run([*dotattn_command(), "train-erm", "--d", "16", "--alpha", "1", "--seeds", "1",
                            "--steps", "5", "--test-samples", "50", "--quiet", "--threads", "1", "--out", str(out)],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert (out / "summary.json").exists() and proc.stdout == ""
-    proc = subprocess.run([*_dotattn_command(), "train-erm", "--steps", "0", "--out", str(tmp_path / "x")],
+    proc = subprocess.run([*dotattn_command(), "train-erm", "--steps", "0", "--out", str(tmp_path / "x")],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and not (tmp_path / "x").exists()
 
