@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dotattn.problem import Problem
+from dotattn.problem import Problem, readonly_array
 
 __all__ = ["Overlaps", "Hats", "FieldFactors", "InvalidOverlaps", "field_factors", "factor_jvp", "positional_direction",
            "symmetric_basis", "overlaps_from_scalars"]
@@ -26,12 +26,6 @@ __all__ = ["Overlaps", "Hats", "FieldFactors", "InvalidOverlaps", "field_factors
 
 class InvalidOverlaps(ArithmeticError):
     """Overlaps outside the admissible set (q not PD, ρ − θᵀq⁻¹θ not PD, K not PD)."""
-
-
-def _frozen(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=float)
-    a.setflags(write=False)
-    return a
 
 
 @dataclass(frozen=True)
@@ -45,7 +39,7 @@ class Overlaps:
 
     def __post_init__(self) -> None:
         for name in ("q", "V", "theta", "mu"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+            object.__setattr__(self, name, readonly_array(getattr(self, name)))
 
     def vector(self) -> np.ndarray:
         """All entries in one flat vector (for residuals and damping)."""
@@ -67,15 +61,19 @@ class Overlaps:
                         theta=w * self.theta + (1 - w) * other.theta, mu=w * self.mu + (1 - w) * other.mu)
 
     def canonical(self) -> "Overlaps":
-        """The same physical state in a canonical student frame (r > 1).
+        """The same physical state in a canonical student frame.
 
         Everything is invariant under Q → QU (U orthogonal r x r), which maps
         (q, V, θ, μ) → (Uᵀ q U, Uᵀ V U, Uᵀ θ, μ U). The frame here diagonalises q (eigenvalues in
-        decreasing order) and makes the largest entry of each row of [θ, μᵀ] positive; fixing
-        the gauge removes the neutral directions along which state evolution drifts.
+        decreasing order) and makes the largest entry of each row of [θ, μᵀ] positive (for r = 1
+        only that sign); fixing the gauge removes the neutral directions along which state
+        evolution drifts and makes sign-flipped duplicates identical.
         """
         r = self.q.shape[0]
-        if r == 1:
+        if r == 1:  # only the sign: Q → −Q
+            M = np.concatenate([self.theta.ravel(), self.mu.ravel()])
+            if M.size and M[np.argmax(np.abs(M))] < 0:
+                return Overlaps(q=self.q, V=self.V, theta=-self.theta, mu=-self.mu)
             return self
         w, U = np.linalg.eigh(self.q)
         U = U[:, ::-1]
@@ -106,7 +104,7 @@ class Hats:
 
     def __post_init__(self) -> None:
         for name in ("q_hat", "V_hat", "theta_hat", "mu_hat"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+            object.__setattr__(self, name, readonly_array(getattr(self, name)))
 
     def to_dict(self) -> dict:
         return {"q_hat": self.q_hat.tolist(), "V_hat": self.V_hat.tolist(),

@@ -243,6 +243,22 @@ class _BranchLost(RuntimeError):
     pass
 
 
+def _branch_root(branch: _Branch, key: str, level: float, a: float, b: float, known: dict[float, float],
+                 tol: float) -> float | None:
+    """Root in [a, b] of (``key`` of the branch's fixed point) − ``level`` by Brent's method."""
+    def f(x: float) -> float:
+        if x in known:
+            return known[x]
+        fp = branch.at(x)
+        if fp is None:
+            raise _BranchLost(x)
+        return getattr(fp, key) - level
+    try:
+        return float(brentq(f, a, b, xtol=tol))
+    except (_BranchLost, ValueError):
+        return None
+
+
 def _baseline_alpha(branches: dict[str, _Branch], alphas: list[float], alpha_c: float | None, eps_lin: float,
                     tol: float) -> float | None:
     """Smallest α where ε_g of the selected branch falls below ε_lin (None if not in range)."""
@@ -263,37 +279,13 @@ def _baseline_alpha(branches: dict[str, _Branch], alphas: list[float], alpha_c: 
         if eb >= 0:
             continue
         if sa == sb:
-            br = branches[sa]
-
-            def f(x: float) -> float:
-                if x == a:
-                    return ea
-                if x == b:
-                    return eb
-                fp = br.at(x)
-                if fp is None:
-                    raise _BranchLost(x)
-                return fp.test_error - eps_lin
-            try:
-                return float(brentq(f, a, b, xtol=tol))
-            except _BranchLost:
-                return None
+            return _branch_root(branches[sa], "test_error", eps_lin, a, b, {a: ea, b: eb}, tol)
         # the selected branch switches inside (a, b): at α_c if the switch crosses the line
         if alpha_c is not None and a <= alpha_c <= b:
             fp = branches[sb].at(alpha_c)
             if fp is not None and fp.test_error < eps_lin:
                 return alpha_c
-            brb = branches[sb]
-
-            def g(x: float) -> float:
-                fp = brb.at(x)
-                if fp is None:
-                    raise _BranchLost(x)
-                return fp.test_error - eps_lin
-            try:
-                return float(brentq(g, alpha_c, b, xtol=tol))
-            except (_BranchLost, ValueError):
-                return None
+            return _branch_root(branches[sb], "test_error", eps_lin, alpha_c, b, {b: eb}, tol)
         return b
     return None
 

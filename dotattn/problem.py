@@ -13,11 +13,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-__all__ = ["ParameterError", "Problem", "TOY_A", "TOY_GRAM", "parse_matrix"]
+__all__ = ["ParameterError", "Problem", "TOY_A", "TOY_GRAM", "parse_matrix", "readonly_array"]
 
 TOY_A: tuple[tuple[float, ...], ...] = ((0.6, 0.4), (0.4, 0.6))
 TOY_GRAM: tuple[tuple[float, ...], ...] = ((1.0, -1.0), (-1.0, 1.0))
 _STOCHASTIC_TOL = 1e-9
+
+
+def readonly_array(a) -> np.ndarray:
+    """A float copy of ``a`` that cannot be written to (state in frozen dataclasses)."""
+    arr = np.array(a, dtype=float)
+    arr.setflags(write=False)
+    return arr
 
 
 class ParameterError(ValueError):
@@ -131,9 +138,7 @@ class Problem:
     # -- derived, read-only arrays ---------------------------------------------------------
     def _array(self, key: str, build) -> np.ndarray:
         if key not in self._arrays:
-            arr = np.asarray(build(), dtype=float)
-            arr.setflags(write=False)
-            self._arrays[key] = arr
+            self._arrays[key] = readonly_array(build())
         return self._arrays[key]
 
     @property

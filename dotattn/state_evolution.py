@@ -4,9 +4,9 @@ One step (SPEC section 3): overlaps → fields → batched global prox → hats 
 overlaps (regulariser channel), then a damped update ``damping · old + (1 − damping) · update``
 accelerated by Anderson mixing over the last ``anderson`` steps (0 turns it off); a proposal
 outside the admissible set falls back to the plain damped step.
-The prox is warm-started from the previous ĥ; the global multi-start search runs at the
-first step, every ``global_every`` steps and again once converged (if it changes the answer
-the iteration continues).
+The prox is local (Newton from the previous ĥ, or from the centres ω at the first step); the
+global multi-start search runs every ``global_every`` steps and always on the step that
+accepts convergence (if it changes the answer the iteration continues).
 
 The result is a :class:`FixedPoint`, with a status that is never silently "ok":
 ``converged``, ``not_converged`` (iteration budget spent; the last residual is kept) or
@@ -54,8 +54,9 @@ class FixedPoint:
     iterations, residual : steps taken and the last max relative overlap change.
     overlaps, hats : at the last iterate.  train_loss e_t = −Φ, test_error ε_g (NaN unless
     converged).  quadrature_error : estimated quadrature errors of e_t and ε_g (QMC: standard
-    errors over the scramblings, of α E[M] for e_t; Gauss-Hermite: filled in by the catalogue
-    from the coarse rule; empty if unknown).
+    errors over the scramblings at the fixed overlaps, which leave out how the fixed point
+    itself moves with the rule, so they are lower bounds, several times too small for ε_g;
+    Gauss-Hermite: filled in by the catalogue from the coarse rule; empty if unknown).
     """
 
     status: str
@@ -195,8 +196,8 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     invariant subspaces of the exact equations (the Gaussian measure is symmetric under η → −η
     and under (ξ, η) → (−ξ, −η)), and keeping them exact stops rounding noise from seeding an
     unstable direction of the iteration, so the positional and semantic branches can be
-    followed wherever they exist as fixed points. For r > 1 every iterate is put in the
-    canonical student frame (:meth:`Overlaps.canonical`): the equations are invariant under
+    followed wherever they exist as fixed points. Every iterate is put in the canonical
+    student frame (:meth:`Overlaps.canonical`): the equations are invariant under
     rotations of the student, and fixing that gauge removes directions along which the
     iteration would otherwise drift.
     """

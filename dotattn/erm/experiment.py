@@ -35,7 +35,7 @@ from dotattn.erm.data import (STREAM_INIT, STREAM_TEST, STREAM_TRAIN, generator,
 from dotattn.erm.models import (attention_matrix_pf, fit_linear_baseline, quadratic_residual_pf,
                                 residual_sq_norm, sample_stats)
 from dotattn.erm.training import DEFAULT_LR, OPTIMIZERS, STATUS, train
-from dotattn.problem import ParameterError, Problem
+from dotattn.problem import ParameterError, Problem, readonly_array
 
 __all__ = ["INIT_KINDS", "INIT_CHOICES", "DTYPES", "DEVICE_CHOICES", "BRANCH_THETA", "BRANCH_M",
            "RUN_COLUMNS", "SUMMARY_COLUMNS", "COLUMN_DOCS", "ErmConfig", "RunRecord", "ErmResult",
@@ -191,12 +191,6 @@ class ErmConfig:
                 "tol": self.tol, "test_samples": self.test_samples, "dtype": self.dtype, "device": self.device,
                 "positional_m0": self.positional_m0, "random_scale": self.random_scale,
                 "baseline_ridge": self.baseline_ridge, "test_batch": self.test_batch}
-
-
-def _readonly(a: np.ndarray) -> np.ndarray:
-    a = np.array(a, dtype=float)
-    a.setflags(write=False)
-    return a
 
 
 @dataclass(frozen=True)
@@ -550,8 +544,8 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
                     grad_norm=float(arr["grad"][k, a, i]), train_loss=float(arr["train_loss"][k, a, i]),
                     train_error=float(arr["train_error"][k, a, i]), test_error=float(arr["test_err"][k, a, i]),
                     test_error_se=float(arr["test_se"][k, a, i]), linear_train_error=float(arr["lin_train"][k, a]),
-                    linear_test_error=float(arr["lin_test"][k, a]), m=m_val, mu=_readonly(mu_k),
-                    theta=_readonly(sig2 * th), q=_readonly(sig2 * qq), theta_over_sigma2=_readonly(th),
-                    q_over_sigma2=_readonly(qq), branch=branch, selected=bool(sel[k, a, i])))
+                    linear_test_error=float(arr["lin_test"][k, a]), m=m_val, mu=readonly_array(mu_k),
+                    theta=readonly_array(sig2 * th), q=readonly_array(sig2 * qq), theta_over_sigma2=readonly_array(th),
+                    q_over_sigma2=readonly_array(qq), branch=branch, selected=bool(sel[k, a, i])))
     return ErmResult(problem=problem, config=config, runs=tuple(runs), device=str(dev),
                      seconds=time.perf_counter() - t0, threads=torch.get_num_threads())
