@@ -180,3 +180,18 @@ def test_linear_baseline_against_monte_carlo():
     T = teacher_attention(p.sigma * rng.normal(size=(400_000, 3, 2)), p)
     mc = 0.5 * p.sigma**2 * np.mean(np.sum((T - T.mean(0)) ** 2, axis=(1, 2)))
     assert abs(linear_baseline_test_error(p) - mc) < 0.01 * mc
+
+
+def _stored():
+    return json.loads((DATA / "reference_fixed_points.json").read_text())["fixed_points"]
+
+
+@pytest.mark.parametrize("ref", _stored(), ids=lambda r: f"stored-{r['branch']}-{r['alpha']}")
+def test_regression_against_stored_fixed_points(catalogues, ref):
+    """The solver's own converged values (tests/data/make_reference.py): a change beyond the
+    convergence tolerance means the numerics changed."""
+    e = catalogues[ref["alpha"]].branch(ref["branch"])
+    got = {"q": e.q[0, 0], "m": e.m, "theta": e.theta[0, 0], "V": e.V[0, 0], "train_loss": e.train_loss,
+           "test_error": e.test_error}
+    for key, value in got.items():
+        assert abs(value - ref[key]) <= 1e-6 * max(abs(ref[key]), 1e-3), (key, value, ref[key])
