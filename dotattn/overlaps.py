@@ -66,8 +66,7 @@ class Overlaps:
         Everything is invariant under Q → QU (U orthogonal r x r), which maps
         (q, V, θ, μ) → (Uᵀ q U, Uᵀ V U, Uᵀ θ, μ U). The frame here diagonalises q (eigenvalues in
         decreasing order) and makes the largest entry of each row of [θ, μᵀ] positive (for r = 1
-        only that sign); fixing the gauge removes the neutral directions along which state
-        evolution drifts and makes sign-flipped duplicates identical.
+        only that sign). Used for initial states, so that gauge copies start alike.
         """
         r = self.q.shape[0]
         if r == 1:  # only the sign: Q → −Q

@@ -152,7 +152,7 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
         try:
             ch = hat_update(overlaps, alpha, rule, problem, search="global" if do_global else "local",
                             warm=prox_h, form=options.hat_form, random_starts=options.random_starts)
-            update = _restrict(overlap_update(ch.hats, problem), zero_theta, zero_mu).canonical()
+            update = _restrict(overlap_update(ch.hats, problem), zero_theta, zero_mu)
         except InvalidOverlaps:
             if not extrapolated or fallback is None:
                 raise
@@ -196,10 +196,10 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     invariant subspaces of the exact equations (the Gaussian measure is symmetric under η → −η
     and under (ξ, η) → (−ξ, −η)), and keeping them exact stops rounding noise from seeding an
     unstable direction of the iteration, so the positional and semantic branches can be
-    followed wherever they exist as fixed points. Every iterate is put in the canonical
-    student frame (:meth:`Overlaps.canonical`): the equations are invariant under
-    rotations of the student, and fixing that gauge removes directions along which the
-    iteration would otherwise drift.
+    followed wherever they exist as fixed points. The initial state is put in the canonical
+    student frame (:meth:`Overlaps.canonical`); the iterates are not, because an update that
+    only maps the state to a gauge copy of itself (e.g. μ → −μ) is a cycle, not a fixed point,
+    and must not pass the convergence test.
     """
     t0 = time.perf_counter()
     init = init.canonical()

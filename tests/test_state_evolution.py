@@ -195,3 +195,12 @@ def test_regression_against_stored_fixed_points(catalogues, ref):
            "test_error": e.test_error}
     for key, value in got.items():
         assert abs(value - ref[key]) <= 1e-6 * max(abs(ref[key]), 1e-3), (key, value, ref[key])
+
+
+def test_a_sign_flipping_cycle_is_not_a_fixed_point():
+    """An update that maps μ to −μ is a 2-cycle of the iteration; it must not count as converged."""
+    from dotattn.state_evolution import _residual
+    o = overlaps_from_scalars(Problem(), 0.05, 0.25, 11.0, 0.0)
+    flipped = Overlaps(q=o.q, V=o.V, theta=-o.theta, mu=-o.mu)
+    assert flipped.canonical().mu[0, 0] == o.mu[0, 0]
+    assert _residual(o, flipped) > 0.4
