@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"setup + first chunk  {stamps[0][0] - t0:9.1f} s")
     print(f"per step (all runs)  {1e3 * per_step:9.2f} ms   ({1e3 * per_step / runs:.3f} ms per run-step)")
     print(f"evaluation           {wall - (stamps[-1][0] - t0):9.1f} s   ({args.test_samples} test samples per seed)")
-    print(f"status               " + ", ".join(f"{s}: {sum(r.status == s for r in res.runs)}"
+    print("status               " + ", ".join(f"{s}: {sum(r.status == s for r in res.runs)}"
                                               for s in ("converged", "max_steps", "diverged")))
     top = res.select(alpha=max(res.config.alphas), init="selected")
     print(f"alpha={max(res.config.alphas):g} selected: " + ", ".join(f"{r.init} (eps_g {r.test_error:.5f})" for r in top))

@@ -21,7 +21,7 @@ from dotattn.problem import ParameterError
 @click.option("--quad-order", type=int, default=None, help="Gauss-Hermite order for theory computed now.")
 def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_order):
     """Theory curves against ERM means and error bars (eps_g and overlaps against alpha)."""
-    from dotattn.catalogue import QuadratureSpec, default_quadrature
+    from dotattn.catalogue import QuadratureSpec
     from dotattn.comparison import compare_and_write
     from dotattn.phase_diagram import SweepSettings
 

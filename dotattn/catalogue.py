@@ -21,7 +21,7 @@ from dotattn.baseline import linear_baseline_test_error
 from dotattn.overlaps import Overlaps, overlaps_from_scalars
 from dotattn.problem import ParameterError, Problem
 from dotattn.quadrature import GaussianRule, make_rule
-from dotattn.state_evolution import CONVERGED, FixedPoint, SolverOptions, iterate
+from dotattn.state_evolution import FixedPoint, SolverOptions, iterate
 
 __all__ = ["CatalogueEntry", "Catalogue", "QuadratureSpec", "solve", "branch_label", "initialisations",
            "default_quadrature", "BRANCHES"]

@@ -73,10 +73,6 @@ class ProxResult:
     grad_norm: float
     n_starts: int
 
-    @property
-    def converged(self) -> bool:
-        return bool(self.grad_norm < 1e-8)
-
 
 def _apply_right(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
     """x @ mat for x (..., r) and a small (r, r) matrix, as one 2-D product."""

@@ -1,6 +1,5 @@
 """Sweeps: continuation, Brent roots, executors and the cache."""
 
-import numpy as np
 import pytest
 
 from dotattn.catalogue import QuadratureSpec

@@ -10,7 +10,7 @@ from dotattn.loss_channel import hat_update
 from dotattn.overlaps import Hats, Overlaps, overlaps_from_scalars
 from dotattn.problem import Problem
 from dotattn.quadrature import gauss_hermite
-from dotattn.regulariser import overlap_update, regulariser_potential
+from dotattn.regulariser import overlap_update
 from dotattn.state_evolution import SolverOptions, iterate, potential
 
 DATA = Path(__file__).parent / "data"
