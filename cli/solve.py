@@ -13,6 +13,7 @@ from dotattn.cli.main import cli
 from dotattn.cli.options import problem_from_options, problem_options
 from dotattn.io import to_jsonable
 from dotattn.problem import ParameterError
+from dotattn.quadrature import MAX_TENSOR_NODES
 from dotattn.state_evolution import SolverOptions
 
 
@@ -56,7 +57,7 @@ def build_quadrature(problem, quad_kind, quad_order, coarse_order) -> Quadrature
     if coarse is not None and coarse >= order:
         coarse = None
     spec = QuadratureSpec(kind, order, coarse)
-    if kind == "gauss-hermite" and order ** problem.gaussian_dim > 3_000_000:
+    if kind == "gauss-hermite" and order ** problem.gaussian_dim > MAX_TENSOR_NODES:
         raise ParameterError(f"quad-order {order} needs {order ** problem.gaussian_dim:,} Gauss-Hermite nodes in "
                              f"{problem.gaussian_dim} dimensions (more than this machine can integrate); "
                              f"use a lower order or --quad qmc")
@@ -134,8 +135,6 @@ def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, position
                   coarse_order, tol, damping, max_iter, hat_form, random_starts, seed, check_quadrature, as_json):
     """All fixed points of the replica equations at one (alpha, omega), and the selected one."""
     problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram)
-    if not alpha > 0:
-        raise ParameterError(f"alpha must be > 0, got {alpha:g}")
     if random_starts < 0:
         raise ParameterError(f"random-starts must be >= 0, got {random_starts}")
     quad = build_quadrature(problem, quad_kind, quad_order, coarse_order)

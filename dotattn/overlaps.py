@@ -14,7 +14,7 @@ of the hat updates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -28,18 +28,22 @@ class InvalidOverlaps(ArithmeticError):
     """Overlaps outside the admissible set (q not PD, ρ − θᵀq⁻¹θ not PD, K not PD)."""
 
 
+class _ArrayState:
+    """Frozen-dataclass mixin: every field is stored as a read-only float array."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            object.__setattr__(self, f.name, readonly_array(getattr(self, f.name)))
+
+
 @dataclass(frozen=True)
-class Overlaps:
+class Overlaps(_ArrayState):
     """q (r, r) self-overlap, V (r, r) response, θ (r, r_t) semantic overlap, μ (L, r) positional."""
 
     q: np.ndarray
     V: np.ndarray
     theta: np.ndarray
     mu: np.ndarray
-
-    def __post_init__(self) -> None:
-        for name in ("q", "V", "theta", "mu"):
-            object.__setattr__(self, name, readonly_array(getattr(self, name)))
 
     def vector(self) -> np.ndarray:
         """All entries in one flat vector (for residuals and damping)."""
@@ -88,26 +92,15 @@ class Overlaps:
         """Scalar positional overlap μ_1 (the toy model's m, μ_1 = −μ_2) for r = 1."""
         return float(self.mu[0, 0])
 
-    def to_dict(self) -> dict:
-        return {"q": self.q.tolist(), "V": self.V.tolist(), "theta": self.theta.tolist(), "mu": self.mu.tolist()}
-
 
 @dataclass(frozen=True)
-class Hats:
+class Hats(_ArrayState):
     """Conjugates: q̂ (r, r), V̂ (r, r), θ̂ (r, r_t), μ̂ (L, r)."""
 
     q_hat: np.ndarray
     V_hat: np.ndarray
     theta_hat: np.ndarray
     mu_hat: np.ndarray
-
-    def __post_init__(self) -> None:
-        for name in ("q_hat", "V_hat", "theta_hat", "mu_hat"):
-            object.__setattr__(self, name, readonly_array(getattr(self, name)))
-
-    def to_dict(self) -> dict:
-        return {"q_hat": self.q_hat.tolist(), "V_hat": self.V_hat.tolist(),
-                "theta_hat": self.theta_hat.tolist(), "mu_hat": self.mu_hat.tolist()}
 
 
 def overlaps_from_scalars(problem: Problem, q: float, m: float, V: float, theta: float) -> Overlaps:

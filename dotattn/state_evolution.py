@@ -130,8 +130,8 @@ def _restrict(update: Overlaps, zero_theta: bool, zero_mu: bool) -> Overlaps:
 
 
 def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, options: SolverOptions,
-         tol: float, zero_theta: bool, zero_mu: bool, warm: np.ndarray | None = None):
-    """Iterate on one rule to ``tol``.
+         zero_theta: bool, zero_mu: bool, warm: np.ndarray | None = None):
+    """Iterate on one rule to ``options.tol``.
 
     The prox is local (warm-started from the previous ĥ, or from the centres at the start) and
     global every ``global_every`` steps; convergence is only accepted on a step whose prox was
@@ -164,7 +164,7 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
         since_global = 0 if do_global else since_global + 1
         prox_h = ch.prox.h
         residual = _residual(overlaps, update)
-        if residual < tol:
+        if residual < options.tol:
             if do_global:
                 return overlaps, ch, residual, it, True
             since_global = options.global_every  # confirm with the global search
@@ -207,8 +207,7 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     zero_mu = not np.any(init.mu)
     overlaps, residual, iters = init, np.inf, 0
     try:
-        overlaps, ch, residual, iters, ok = _run(problem, alpha, init, rule, options, options.tol,
-                                                 zero_theta, zero_mu, warm)
+        overlaps, ch, residual, iters, ok = _run(problem, alpha, init, rule, options, zero_theta, zero_mu, warm)
         if not ok:
             return FixedPoint(NOT_CONVERGED, f"no convergence in {iters} iterations "
                               f"(last change {residual:.2e}); try more iterations (--max-iter) or more damping",
