@@ -7,8 +7,13 @@ from pathlib import Path
 import click
 
 from dotattn.cli.main import cli
+from dotattn.cli.solve import build_quadrature, quadrature_options
 from dotattn.io import ensure_writable_dir
 from dotattn.problem import ParameterError
+
+
+def _fmt(x: float, spec: str) -> str:
+    return "-" if x != x else format(x, spec)  # NaN -> "-"
 
 
 @cli.command("compare")
@@ -18,23 +23,30 @@ from dotattn.problem import ParameterError
 @click.option("--finite-size", "finite_dirs", multiple=True,
               help="train-erm folders at several d (same alpha, omega) for the finite-size figure; repeatable.")
 @click.option("--out", "out_dir", default=None, help="Output folder (default: the --erm folder).")
-@click.option("--quad-order", type=int, default=None, help="Gauss-Hermite order for theory computed now.")
-def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_order):
-    """Theory curves against ERM means and error bars (eps_g and overlaps against alpha)."""
-    from dotattn.catalogue import QuadratureSpec
-    from dotattn.comparison import compare_and_write
+@quadrature_options
+@click.option("--tolerance", type=float, default=0.05, show_default=True,
+              help="Relative tolerance (> 0) on eps_g and the branch's overlaps for the 'agrees' column.")
+def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_kind, quad_order, coarse_order, tolerance):
+    """Theory against ERM: eps_g, overlaps and training loss per alpha and informed branch.
+
+    Overlaps are compared through gauge invariants: ||mu_1||, ||theta||_F/sigma^2 and
+    Tr q/sigma^2; ERM runs count for a branch when they started and ended on it.
+    """
+    from dotattn.comparison import compare_and_write, load_erm
     from dotattn.phase_diagram import SweepSettings
 
+    if not tolerance > 0:
+        raise ParameterError(f"tolerance must be > 0, got {tolerance}")
+    problem = load_erm(erm_dir).problem
+    settings = SweepSettings(build_quadrature(problem, quad_kind, quad_order, coarse_order))
     out = ensure_writable_dir(out_dir or erm_dir)
-    if quad_order is not None and quad_order < 1:
-        raise ParameterError(f"quad-order must be >= 1, got {quad_order}")
-    settings = None
-    if quad_order is not None:
-        settings = SweepSettings(QuadratureSpec("gauss-hermite", quad_order, None))
-    paths, table = compare_and_write(Path(erm_dir), out, theory_dir, list(finite_dirs), settings)
-    click.echo(f"{'alpha':>6} {'branch':<11} {'eps_g theory':>12} {'eps_g ERM':>20} {'rel diff':>9}")
+    paths, table = compare_and_write(Path(erm_dir), out, theory_dir, list(finite_dirs), settings, tolerance)
+    click.echo(f"{'alpha':>6} {'branch':<11} {'runs':>5} {'eps_g theory':>12} {'eps_g ERM':>22} "
+               f"{'max rel diff':>12}  agrees")
     for r in table:
-        click.echo(f"{r['alpha']:>6g} {r['branch']:<11} {r['theory_test_error']:>12.6f} "
-                   f"{r['erm_test_error_mean']:>10.6f} ± {r['erm_test_error_std']:<8.6f} {r['test_error_rel_diff']:>+8.2%}")
+        click.echo(f"{r['alpha']:>6g} {r['branch']:<11} {r['erm_runs_on_branch']:>2}/{r['erm_runs']:<2} "
+                   f"{r['theory_test_error']:>12.6f} {_fmt(r['erm_test_error_mean'], '>10.6f')} ± "
+                   f"{_fmt(r['erm_test_error_std'], '<9.6f')} {_fmt(r['max_rel_diff'], '>12.2%')}  "
+                   f"{'yes' if r['agrees'] else 'no'}")
     for name, path in paths.items():
         click.echo(f"  wrote {path}")

@@ -182,10 +182,23 @@ class Catalogue:
 
 
 def initialisations(problem: Problem, n_random: int, seed: int = 0) -> list[tuple[str, Overlaps]]:
-    """Informed positional, informed semantic, uninformative, then ``n_random`` random starts."""
+    """Informed positional, informed semantic, (for r >= 2) informed mixed, uninformative, then
+    ``n_random`` random starts.
+
+    The mixed start gives the student one positional direction (q = 0.02, μ = 0.2 along the
+    positional direction) and one semantic direction (q = 0.9, θ = 0.35), the two informed
+    starts side by side; with r = 1 a student cannot hold both.
+    """
     inits = [("positional", overlaps_from_scalars(problem, 0.02, 0.2, 15.0, 0.0)),
-             ("semantic", overlaps_from_scalars(problem, 0.9, 0.0, 15.0, 0.35)),
-             ("uninformative", overlaps_from_scalars(problem, 0.1, 0.0, 25.0, 0.0))]
+             ("semantic", overlaps_from_scalars(problem, 0.9, 0.0, 15.0, 0.35))]
+    if problem.rank >= 2:
+        pos, sem = inits[0][1], inits[1][1]
+        q = np.array(sem.q)
+        q[0, 0] = pos.q[0, 0]
+        theta = np.zeros_like(sem.theta)
+        theta[1] = sem.theta[0]
+        inits.append(("mixed", Overlaps(q=q, V=sem.V, theta=theta, mu=pos.mu)))
+    inits.append(("uninformative", overlaps_from_scalars(problem, 0.1, 0.0, 25.0, 0.0)))
     rng = np.random.default_rng(seed)
     r, rt, L = problem.rank, problem.teacher_rank, problem.L
     s2 = problem.sigma**2

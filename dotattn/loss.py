@@ -7,8 +7,9 @@ vectorised over the leading node axis N. Two implementations of the same maths:
 
 * a general one (any L, r, r_t), with the analytic gradient and an analytic Hessian built from
   Hessian-vector products of the softmax;
-* the L = 2, r = 1 fast path in the scalar variables a = h₁(h₁−h₂), b = h₂(h₂−h₁), where
-  ℓ = σ²[(s(a) − T₁₁)² + (s(b) − T₂₂)²] with s the logistic function.
+* the L = 2 fast path in the scalar scores a = h₁·(h₁−h₂), b = h₂·(h₂−h₁), where
+  ℓ = σ²[(s(a) − T₁₁)² + (s(b) − T₂₂)²] with s the logistic function (scalar code for r = 1,
+  vectors h_l ∈ R^r otherwise).
 
 The student-side functions take the target matrix T(h*) (N, L, L), computed once per node by
 :func:`teacher_attention`, rather than h* itself: the proximal solver never needs more.
@@ -53,9 +54,13 @@ def _softmax_vjp(S: np.ndarray, G: np.ndarray) -> np.ndarray:
 
 def teacher_attention(h_star: np.ndarray, problem: Problem) -> np.ndarray:
     """T(h*) = (1−ω) softmax(h* h*ᵀ) + ω A, shape (N, L, L)."""
-    if h_star.shape[-2:] == (2, 1):  # L = 2, r_t = 1: logistic of the score differences
-        u1, u2 = h_star[:, 0, 0], h_star[:, 1, 0]
-        s1, s2 = expit(u1 * (u1 - u2)), expit(u2 * (u2 - u1))
+    if h_star.shape[-2] == 2:  # L = 2: logistic of the score differences
+        if h_star.shape[-1] == 1:
+            u1, u2 = h_star[:, 0, 0], h_star[:, 1, 0]
+            s1, s2 = expit(u1 * (u1 - u2)), expit(u2 * (u2 - u1))
+        else:
+            u1, u2 = h_star[:, 0], h_star[:, 1]
+            s1, s2 = expit(_dot(u1, u1 - u2)), expit(_dot(u2, u2 - u1))
         S_star = np.stack([np.stack([s1, 1 - s1], -1), np.stack([1 - s2, s2], -1)], -2)
         return (1.0 - problem.omega) * S_star + problem.omega * problem.A
     S_star = softmax_rows(h_star @ np.swapaxes(h_star, -1, -2))
@@ -68,20 +73,34 @@ def attention_loss(h: np.ndarray, target: np.ndarray, problem: Problem,
     if general is None:
         general = not _is_fast(h)
     if not general:
-        h1, h2 = h[:, 0, 0], h[:, 1, 0]
-        ra = expit(h1 * (h1 - h2)) - target[:, 0, 0]
-        rb = expit(h2 * (h2 - h1)) - target[:, 1, 1]
+        a, b = _pair_scores(h)
+        ra = expit(a) - target[:, 0, 0]
+        rb = expit(b) - target[:, 1, 1]
         return problem.sigma**2 * (ra * ra + rb * rb)
     R = softmax_rows(h @ np.swapaxes(h, -1, -2)) - target
     return 0.5 * problem.sigma**2 * np.sum(R * R, axis=(-2, -1))
 
 
 def _is_fast(h: np.ndarray) -> bool:
-    return h.shape[-2] == 2 and h.shape[-1] == 1
+    return h.shape[-2] == 2
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Row-wise dot product of (N, k) arrays, (N,)."""
+    return np.einsum("nk,nk->n", x, y)
+
+
+def _pair_scores(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """a = h₁·(h₁−h₂), b = h₂·(h₂−h₁) for h (N, 2, r)."""
+    if h.shape[-1] == 1:
+        h1, h2 = h[:, 0, 0], h[:, 1, 0]
+        return h1 * (h1 - h2), h2 * (h2 - h1)
+    h1, h2 = h[:, 0], h[:, 1]
+    return _dot(h1, h1 - h2), _dot(h2, h2 - h1)
 
 
 # ----------------------------------------------------------------------------------------------
-# L = 2, r = r_t = 1 fast path
+# L = 2 fast path (scalar code for r = r_t = 1)
 # ----------------------------------------------------------------------------------------------
 def _toy_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool) -> LossDerivatives:
     h1, h2 = h[:, 0, 0], h[:, 1, 0]
@@ -106,6 +125,47 @@ def _toy_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessia
         H12 = haa * a1 * a2 + hbb * b1 * b2 - ga - gb
         hess = np.stack([np.stack([H11, H12], -1), np.stack([H12, H22], -1)], -2)
     return LossDerivatives(value=value, grad=grad, hess=hess)
+
+
+def _pair_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool) -> LossDerivatives:
+    """L = 2, any r: the toy formulas with ∇a = (2h₁−h₂, −h₁), ∇b = (−h₂, 2h₂−h₁) and the
+    constant score Hessians [[2I, −I], [−I, 0]] and [[0, −I], [−I, 2I]]."""
+    N, _, r = h.shape
+    s2 = problem.sigma**2
+    h1, h2 = h[:, 0], h[:, 1]
+    a, b = _dot(h1, h1 - h2), _dot(h2, h2 - h1)
+    sa, sb = expit(a), expit(b)
+    ra, rb = sa - target[:, 0, 0], sb - target[:, 1, 1]
+    da, db = sa * (1 - sa), sb * (1 - sb)
+    ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db
+    value = s2 * (ra * ra + rb * rb)
+    grad_a = np.stack([2 * h1 - h2, -h1], axis=1)  # (N, 2, r)
+    grad_b = np.stack([-h2, 2 * h2 - h1], axis=1)
+    grad = ga[:, None, None] * grad_a + gb[:, None, None] * grad_b
+    hess = None
+    if hessian:
+        haa = 2 * s2 * (da * da + ra * da * (1 - 2 * sa))
+        hbb = 2 * s2 * (db * db + rb * db * (1 - 2 * sb))
+        va, vb = grad_a.reshape(N, 2 * r), grad_b.reshape(N, 2 * r)
+        eye = np.eye(r)
+        Ha = np.block([[2 * eye, -eye], [-eye, 0 * eye]])
+        Hb = np.block([[0 * eye, -eye], [-eye, 2 * eye]])
+        hess = (haa[:, None, None] * va[:, :, None] * va[:, None, :] + hbb[:, None, None] * vb[:, :, None] * vb[:, None, :]
+                + ga[:, None, None] * Ha + gb[:, None, None] * Hb)
+    return LossDerivatives(value=value, grad=grad, hess=hess)
+
+
+def _pair_teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem) -> np.ndarray:
+    """L = 2, any r and r_t: ∂ℓ/∂h* through the teacher scores a* = u₁·(u₁−u₂), b* = u₂·(u₂−u₁)."""
+    w, A, s2 = problem.omega, problem.A, problem.sigma**2
+    a, b = _pair_scores(h)
+    u1, u2 = h_star[:, 0], h_star[:, 1]
+    sa_, sb_ = expit(_dot(u1, u1 - u2)), expit(_dot(u2, u2 - u1))
+    ra = expit(a) - ((1 - w) * sa_ + w * A[0, 0])
+    rb = expit(b) - ((1 - w) * sb_ + w * A[1, 1])
+    gA = (-2 * s2 * ra * (1 - w) * sa_ * (1 - sa_))[:, None]  # ∂ℓ/∂a*
+    gB = (-2 * s2 * rb * (1 - w) * sb_ * (1 - sb_))[:, None]
+    return np.stack([gA * (2 * u1 - u2) - gB * u2, -gA * u1 + gB * (2 * u2 - u1)], axis=1)
 
 
 def _toy_teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem) -> np.ndarray:
@@ -173,19 +233,23 @@ def loss_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessia
     """ℓ, ∂ℓ/∂h (N, L, r) and optionally ∂²ℓ/∂h² (N, L·r, L·r; index l·r + i).
 
     target : T(h*) (N, L, L) from :func:`teacher_attention`.
-    ``general=True`` forces the general path (used by tests to check the fast path).
+    ``general=True`` forces the general path (used by tests to check the L = 2 fast path).
     """
     if general is None:
         general = not _is_fast(h)
     if general:
         return _general_derivatives(h, target, problem, hessian)
-    return _toy_derivatives(h, target, problem, hessian)
+    if h.shape[-1] == 1:
+        return _toy_derivatives(h, target, problem, hessian)
+    return _pair_derivatives(h, target, problem, hessian)
 
 
 def teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem, general: bool | None = None) -> np.ndarray:
     """∂ℓ/∂h* at fixed h, shape (N, L, r_t)."""
     if general is None:
-        general = not (_is_fast(h) and h_star.shape[-1] == 1)
+        general = not _is_fast(h)
     if general:
         return _general_teacher_gradient(h, h_star, problem)
-    return _toy_teacher_gradient(h, h_star, problem)
+    if h.shape[-1] == 1 and h_star.shape[-1] == 1:
+        return _toy_teacher_gradient(h, h_star, problem)
+    return _pair_teacher_gradient(h, h_star, problem)

@@ -38,7 +38,7 @@ from dotattn.io import read_json_if_valid, write_json
 from dotattn.problem import ParameterError, Problem
 from dotattn.state_evolution import FixedPoint, SolverOptions, iterate
 
-__all__ = ["SweepSettings", "omega_column", "PhaseDiagram", "run_phase_diagram", "DEFAULT_OMEGAS",
+__all__ = ["SweepSettings", "omega_column", "follow_branches", "branch_rows", "branch_points", "PhaseDiagram", "run_phase_diagram", "DEFAULT_OMEGAS",
            "DEFAULT_ALPHAS", "ROW_COLUMNS", "FOLLOWED_BRANCHES"]
 
 FOLLOWED_BRANCHES = ("positional", "semantic")
@@ -173,26 +173,25 @@ def _row(omega: float, alpha: float, branch: str, fp: FixedPoint, selected: bool
             "selected": selected, "iterations": fp.iterations, "residual": fp.residual}
 
 
-def omega_column(problem_dict: dict[str, Any], omega: float, alphas: list[float],
-                 settings_dict: dict[str, Any]) -> dict[str, Any]:
-    """Everything the phase diagram needs at one ω (plain dict in, plain dict out)."""
-    t0 = time.perf_counter()
-    problem = Problem.from_dict({**problem_dict, "omega": omega})
-    settings = SweepSettings.from_dict(settings_dict)
-    alphas = sorted(alphas)
+def follow_branches(problem: Problem, alphas: list[float], settings: SweepSettings) -> dict[str, "_Branch"]:
+    """The informed branches followed along the sorted ``alphas`` (step 1): positional and semantic,
+    and for a student of rank r >= 2 also the mixed branch (one positional and one semantic
+    direction), which the pure branches can be unstable towards."""
     D = problem.gaussian_dim
     rule, coarse = settings.quadrature.rule(D), settings.quadrature.coarse_rule(D)
     n = len(alphas)
-    branches = {name: _Branch(name, problem, rule, coarse, settings.options) for name in FOLLOWED_BRANCHES}
+    names = FOLLOWED_BRANCHES + (("mixed",) if problem.rank >= 2 else ())
+    branches = {name: _Branch(name, problem, rule, coarse, settings.options) for name in names}
     branches["positional"].follow(alphas, list(range(n)))
-    branches["semantic"].follow(alphas, list(range(n - 1, -1, -1)))
-    spinodals = {name: b.spinodals(alphas, settings.spinodal_tol) for name, b in branches.items()}
-    eps_lin = linear_baseline_test_error(problem)
-    alpha_c = _critical_alpha(branches, alphas, settings.critical_tol)
-    alpha_lin = _baseline_alpha(branches, alphas, alpha_c, eps_lin, settings.critical_tol)
+    for name in names[1:]:
+        branches[name].follow(alphas, list(range(n - 1, -1, -1)))
+    return branches
 
+
+def branch_rows(branches: dict[str, "_Branch"], omega: float, alphas: list[float]) -> list[dict[str, Any]]:
+    """One row per (α, branch): the fixed point, or why the branch is absent; the lowest e_t is selected."""
     rows = []
-    toy = problem.is_toy_layout
+    toy = next(iter(branches.values())).problem.is_toy_layout
     for a in alphas:
         present = {name: b.points[a] for name, b in branches.items() if a in b.points}
         best = min(present, key=lambda k: present[k].train_loss) if present else None
@@ -201,12 +200,35 @@ def omega_column(problem_dict: dict[str, Any], omega: float, alphas: list[float]
                 rows.append(_row(omega, a, name, b.points[a], name == best, toy))
             elif a in b.failed:
                 rows.append(_row(omega, a, name, b.failed[a], False, toy) | {"status": _absent_status(b, b.failed[a])})
+    return rows
+
+
+def branch_points(problem_dict: dict[str, Any], omega: float, alphas: list[float],
+                  settings_dict: dict[str, Any]) -> list[dict[str, Any]]:
+    """The branch rows at ``alphas`` only (no spinodals, α_c or α_lin): what a comparison with ERM needs."""
+    problem = Problem.from_dict({**problem_dict, "omega": omega})
+    alphas = sorted(alphas)
+    return branch_rows(follow_branches(problem, alphas, SweepSettings.from_dict(settings_dict)), omega, alphas)
+
+
+def omega_column(problem_dict: dict[str, Any], omega: float, alphas: list[float],
+                 settings_dict: dict[str, Any]) -> dict[str, Any]:
+    """Everything the phase diagram needs at one ω (plain dict in, plain dict out)."""
+    t0 = time.perf_counter()
+    problem = Problem.from_dict({**problem_dict, "omega": omega})
+    settings = SweepSettings.from_dict(settings_dict)
+    alphas = sorted(alphas)
+    branches = follow_branches(problem, alphas, settings)
+    spinodals = {name: branches[name].spinodals(alphas, settings.spinodal_tol) for name in FOLLOWED_BRANCHES}
+    eps_lin = linear_baseline_test_error(problem)
+    alpha_c = _critical_alpha(branches, alphas, settings.critical_tol)
+    alpha_lin = _baseline_alpha(branches, alphas, alpha_c, eps_lin, settings.critical_tol)
     summary = {"omega": omega, "alpha_c": alpha_c,
                "spinodal_semantic": spinodals["semantic"]["lower"],
                "spinodal_positional": spinodals["positional"]["upper"],
                "spinodals": spinodals, "alpha_lin": alpha_lin, "linear_baseline_test_error": eps_lin,
                "seconds": time.perf_counter() - t0}
-    return {"omega": omega, "rows": rows, "summary": summary}
+    return {"omega": omega, "rows": branch_rows(branches, omega, alphas), "summary": summary}
 
 
 def _absent_status(branch: _Branch, fp: FixedPoint) -> str:

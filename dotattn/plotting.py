@@ -15,6 +15,9 @@ from matplotlib.colors import SymLogNorm  # noqa: E402
 __all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "branch_series"]
 
 COLOURS = {"positional": "tab:blue", "semantic": "tab:red"}
+BRANCH_STYLE = {"positional": (COLOURS["positional"], "o"), "semantic": (COLOURS["semantic"], "o"),
+                "mixed": ("tab:purple", "s")}
+"""Colour and ERM marker per branch in the comparison figure."""
 
 
 def _num(x: Any) -> float:
@@ -139,46 +142,58 @@ def _edges(x: np.ndarray) -> np.ndarray:
 
 
 def figure_comparison(theory: Sequence[dict], table: Sequence[dict], erm_summary: Sequence[dict], omega: float,
-                      sigma: float, d: int, eps_lin: float | None = None) -> plt.Figure:
-    """Theory curves (lines) against ERM means ± std (points): ε_g, m/σ², θ/σ² against α."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+                      d: int, eps_lin: float | None = None, title: str = "") -> plt.Figure:
+    """Theory (lines, one point per α) against ERM means ± std (points): ε_g, the branch overlaps
+    (‖μ_1‖ and ‖θ‖_F/σ²) and Tr q/σ², against α, per branch.
+
+    ``theory`` rows carry the invariants ``m_norm``, ``theta_norm``, ``q_trace``; ``table`` rows are
+    those of :func:`dotattn.comparison.comparison_table` (ERM runs grouped by init and final branch).
+    """
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    overlap_keys = {"positional": [("m_norm", "m", r"$\|\mu_1\|$")],
+                    "semantic": [("theta_norm", "theta", r"$\|\theta\|_F/\sigma^2$")],
+                    "mixed": [("m_norm", "m", r"$\|\mu_1\|$"), ("theta_norm", "theta", r"$\|\theta\|_F/\sigma^2$")]}
+    panels = [(axes[0], lambda b: [("test_error", "test_error", "")], r"test error $\varepsilon_g$", "Test error"),
+              (axes[1], lambda b: overlap_keys[b], r"$\|\mu_1\|$,  $\|\theta\|_F/\sigma^2$", "Branch overlaps"),
+              (axes[2], lambda b: [("q_trace", "q", "")], r"Tr $q/\sigma^2$", "Self-overlap")]
+    branches = [b for b in BRANCH_STYLE if any(r["branch"] == b for r in list(theory) + list(table))]
+    for ax, keys, ylabel, name in panels:
+        for b in branches:
+            colour, marker = BRANCH_STYLE[b]
+            for tkey, ekey, what in keys(b):
+                tag = f"{b} {what}".strip()
+                style = "-" if tkey != "theta_norm" or b != "mixed" else "--"
+                a, v, _ = branch_series(theory, omega, b, tkey)
+                if a.size:
+                    ax.plot(a, v, ls=style, marker="x", color=colour, lw=1.8, label=f"theory, {tag}")
+                pts = [r for r in table if r["branch"] == b]
+                for init in ("positional", "semantic"):
+                    sub = [r for r in pts if r["init"] == init]
+                    if not sub:
+                        continue
+                    ax.errorbar([r["alpha"] for r in sub], [r[f"erm_{ekey}_mean"] for r in sub],
+                                yerr=[0.0 if not np.isfinite(_num(r[f"erm_{ekey}_std"])) else r[f"erm_{ekey}_std"]
+                                      for r in sub], fmt=marker if init == b or b == "mixed" else "D",
+                                color=colour, mfc="white" if init == "positional" else colour, capsize=3,
+                                label=f"ERM d={d}, {tag} ({init} init)")
+        ax.set_xlabel(r"$\alpha$")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{name}, {title}" if title else rf"{name}, $\omega = {omega:g}$", fontsize=9)
+        ax.grid(alpha=0.25)
     ax = axes[0]
-    for b in ("positional", "semantic"):
-        a, v, sel = branch_series(theory, omega, b, "test_error")
-        if a.size:
-            _solid_dashed(ax, a, v, sel, COLOURS[b], f"theory, {b}")
-        pts = [r for r in table if r["branch"] == b]
-        if pts:
-            ax.errorbar([r["alpha"] for r in pts], [r["erm_test_error_mean"] for r in pts],
-                        yerr=[r["erm_test_error_std"] for r in pts], fmt="o", color=COLOURS[b], mfc="white",
-                        capsize=3, label=f"ERM d={d}, {b} init")
-    lin = [r for r in erm_summary if r.get("init") == "semantic"]
-    if lin:
-        ax.errorbar([_num(r["alpha"]) for r in lin], [_num(r["linear_test_error_mean"]) for r in lin],
-                    yerr=[_num(r["linear_test_error_std"]) for r in lin], fmt="^", color="k", mfc="white", ms=4,
+    first: dict[float, dict] = {}
+    for r in erm_summary:
+        if r.get("init") in ("semantic", "positional"):
+            first.setdefault(_num(r["alpha"]), r)
+    if first:
+        rs = [first[a] for a in sorted(first)]
+        ax.errorbar([_num(r["alpha"]) for r in rs], [_num(r["linear_test_error_mean"]) for r in rs],
+                    yerr=[_num(r["linear_test_error_std"]) for r in rs], fmt="^", color="k", mfc="white", ms=4,
                     capsize=2, label="ERM linear baseline")
     if eps_lin is not None:
         ax.axhline(eps_lin, color="k", ls=":", lw=1.2, label="theory linear baseline")
-    ax.set_xlabel(r"$\alpha$")
-    ax.set_ylabel(r"test error $\varepsilon_g$")
-    ax.set_title(rf"Test error, $\omega = {omega:g}$", fontsize=10)
-    ax.legend(frameon=False, fontsize=7)
-    ax.grid(alpha=0.25)
-    ax = axes[1]
-    for b, key, tkey, name in (("positional", "m", "erm_m", r"$m/\sigma^2$"),
-                               ("semantic", "theta", "erm_theta_over_sigma2", r"$\theta/\sigma^2$")):
-        a, v, sel = branch_series(theory, omega, b, key)
-        if a.size:
-            ax.plot(a, np.abs(v) / sigma**2, color=COLOURS[b], lw=2, label=f"theory {name} ({b})")
-        pts = [r for r in table if r["branch"] == b]
-        if pts:
-            ax.errorbar([r["alpha"] for r in pts], [r[f"{tkey}_mean"] for r in pts], yerr=[r[f"{tkey}_std"] for r in pts],
-                        fmt="o", color=COLOURS[b], mfc="white", capsize=3, label=f"ERM {name} ({b} init)")
-    ax.set_xlabel(r"$\alpha$")
-    ax.set_ylabel("overlap / $\\sigma^2$")
-    ax.set_title("Overlaps", fontsize=10)
-    ax.legend(frameon=False, fontsize=7)
-    ax.grid(alpha=0.25)
+    for ax in axes:
+        ax.legend(frameon=False, fontsize=6)
     fig.tight_layout()
     return fig
 

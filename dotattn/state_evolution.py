@@ -120,17 +120,17 @@ class _Anderson:
         return new
 
 
-def _restrict(update: Overlaps, zero_theta: bool, zero_mu: bool) -> Overlaps:
-    """Keep the invariant subspaces θ = 0 / μ = 0 exactly (see :func:`iterate`)."""
-    if not (zero_theta or zero_mu):
+def _restrict(update: Overlaps, zero_theta: np.ndarray, zero_mu: bool) -> Overlaps:
+    """Keep the invariant subspaces exactly (see :func:`iterate`): the columns of θ flagged in
+    ``zero_theta`` (r_t,) and, if ``zero_mu``, all of μ stay zero."""
+    if not (np.any(zero_theta) or zero_mu):
         return update
-    return Overlaps(q=update.q, V=update.V,
-                    theta=np.zeros_like(update.theta) if zero_theta else update.theta,
+    return Overlaps(q=update.q, V=update.V, theta=np.where(zero_theta[None, :], 0.0, update.theta),
                     mu=np.zeros_like(update.mu) if zero_mu else update.mu)
 
 
 def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, options: SolverOptions,
-         zero_theta: bool, zero_mu: bool, warm: np.ndarray | None = None):
+         zero_theta: np.ndarray, zero_mu: bool, warm: np.ndarray | None = None):
     """Iterate on one rule to ``options.tol``.
 
     The prox is local (warm-started from the previous ĥ, or from the centres at the start) and
@@ -192,18 +192,21 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     """Run state evolution from ``init`` to a fixed point at sample complexity ``alpha`` on ``rule``.
 
     ``warm`` (N, L, r): prox points of a previous run on the same rule to start the prox from.
-    If the initial θ (or μ) is exactly zero, it stays exactly zero: θ = 0 and μ = 0 are
-    invariant subspaces of the exact equations (the Gaussian measure is symmetric under η → −η
-    and under (ξ, η) → (−ξ, −η)), and keeping them exact stops rounding noise from seeding an
-    unstable direction of the iteration, so the positional and semantic branches can be
-    followed wherever they exist as fixed points. The initial state is put in the canonical
+    If the initial μ, or a column k of the initial θ, is exactly zero, it stays exactly zero:
+    μ = 0 and θ_{:,k} = 0 are invariant subspaces of the exact equations (the Gaussian measure
+    is symmetric under (ξ, η) → (−ξ, −η), and T(h*) and the measure are symmetric under the
+    sign flip η_{·,k} → −η_{·,k} of one teacher component), and keeping them exact stops
+    rounding noise, or a quadrature rule without these symmetries (QMC), from seeding an
+    unstable or flat direction, so the positional and semantic branches can be followed
+    wherever they exist as fixed points. For r_t > r this also fixes the teacher's rotation
+    gauge: the informed semantic start has θ in the first min(r, r_t) columns only. The initial state is put in the canonical
     student frame (:meth:`Overlaps.canonical`); the iterates are not, because an update that
     only maps the state to a gauge copy of itself (e.g. μ → −μ) is a cycle, not a fixed point,
     and must not pass the convergence test.
     """
     t0 = time.perf_counter()
     init = init.canonical()
-    zero_theta = not np.any(init.theta)
+    zero_theta = ~np.any(init.theta, axis=0)  # (r_t,)
     zero_mu = not np.any(init.mu)
     overlaps, residual, iters = init, np.inf, 0
     try:

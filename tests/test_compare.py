@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from clitools import run
 
 
@@ -21,8 +23,8 @@ def test_compare_on_tiny_erm_run(tmp_path):
     r = run("compare", "--erm", str(erm), "--quad-order", "6", "--out", str(out), *fs)
     assert r.returncode == 0, r.stderr
     table = json.loads((out / "comparison.json").read_text())["table"]
-    assert {(row["alpha"], row["branch"]) for row in table} == {(a, b) for a in (1.5, 2.0)
-                                                                for b in ("semantic", "positional")}
+    assert {(row["alpha"], row["init"]) for row in table} == {(a, b) for a in (1.5, 2.0)
+                                                              for b in ("semantic", "positional")}
     for row in table:
         assert row["theory_test_error"] > 0 and row["erm_test_error_mean"] > 0
     for name in ("comparison.png", "comparison.csv", "finite_size.png", "finite_size.json"):
@@ -34,3 +36,47 @@ def test_compare_on_tiny_erm_run(tmp_path):
 def test_compare_bad_folder(tmp_path):
     r = run("compare", "--erm", str(tmp_path / "missing"), "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "summary.json" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def _run_row(alpha, init, branch, test_error, q, theta, mu):
+    return {"alpha": str(alpha), "init": init, "branch": branch, "test_error": str(test_error),
+            "train_loss": "0.004", "q": json.dumps(q), "theta": json.dumps(theta), "mu": json.dumps(mu)}
+
+
+def test_comparison_table_uses_gauge_invariants_and_runs_that_stayed_on_the_branch():
+    import numpy as np
+
+    from dotattn.comparison import ErmRun, comparison_table, overlap_invariants
+    from dotattn.problem import Problem
+
+    problem = Problem(L=2, rank=2, teacher_rank=1, sigma=0.5)
+    s2 = problem.sigma**2
+    # a rotated student frame must give the same invariants
+    U = np.array([[np.cos(0.7), -np.sin(0.7)], [np.sin(0.7), np.cos(0.7)]])
+    q, th, mu = np.array([[0.2, 0.01], [0.01, 0.05]]), np.array([[0.1], [0.02]]), np.array([[0.3, 0.0], [-0.3, 0.0]])
+    a = overlap_invariants(q.tolist(), th.tolist(), mu.tolist(), problem.sigma)
+    b = overlap_invariants((U.T @ q @ U).tolist(), (U.T @ th).tolist(), (mu @ U).tolist(), problem.sigma)
+    assert a == pytest.approx(b) and a["m"] == pytest.approx(0.3) and a["q"] == pytest.approx(0.25 / s2)
+    theory = [{"alpha": "1.0", "branch": "semantic", "status": "converged", "q": q.tolist(), "theta": th.tolist(),
+               "mu": [[0.0, 0.0], [0.0, 0.0]], "test_error": "0.004", "train_loss": "0.004", "selected": "True",
+               "omega": "0.3"}]
+    # runs: two on the branch (ε_g 3 % and 5 % high), one that flowed to the positional branch
+    runs = [_run_row(1.0, "semantic", "semantic", 0.00412, q.tolist(), th.tolist(), [[0, 0], [0, 0]]),
+            _run_row(1.0, "semantic", "semantic", 0.0042, (U.T @ q @ U).tolist(), (U.T @ th).tolist(), [[0, 0], [0, 0]]),
+            _run_row(1.0, "semantic", "positional", 0.009, q.tolist(), [[0.0], [0.0]], mu.tolist())]
+    erm = ErmRun(path=None, problem=problem, d=100, summary=({"alpha": "1.0", "init": "semantic"},), runs=tuple(runs))
+    (row,) = comparison_table(erm, theory, tolerance=0.05)
+    assert (row["erm_runs"], row["erm_runs_on_branch"]) == (3, 2)
+    assert row["test_error_rel_diff"] == pytest.approx(0.04)
+    assert row["theta_rel_diff"] == pytest.approx(0.0, abs=1e-12) and row["q_rel_diff"] == pytest.approx(0.0, abs=1e-12)
+    assert np.isnan(row["m_rel_diff"])  # zero on the semantic branch: not compared
+    assert row["max_rel_diff"] == pytest.approx(0.04) and row["agrees"]
+    (strict,) = comparison_table(erm, theory, tolerance=0.03)
+    assert not strict["agrees"]
+    # with a positional theory point, the run that flowed there is compared with it
+    theory.append({**theory[0], "branch": "positional", "theta": [[0.0], [0.0]], "mu": mu.tolist(),
+                   "test_error": "0.009"})
+    rows = comparison_table(erm, theory)
+    assert [(r["init"], r["branch"], r["erm_runs_on_branch"]) for r in rows] == [("semantic", "semantic", 2),
+                                                                                ("semantic", "positional", 1)]
+    assert rows[1]["test_error_rel_diff"] == pytest.approx(0.0) and np.isnan(rows[1]["erm_test_error_std"])

@@ -33,10 +33,13 @@ def test_toy_closed_form():
     np.testing.assert_allclose(closed, direct, rtol=1e-12)
 
 
-def test_fast_path_matches_general_path():
-    p = Problem(omega=0.3)
+@pytest.mark.parametrize("p", [Problem(omega=0.3), Problem(L=2, rank=2, teacher_rank=1),
+                               Problem(L=2, rank=1, teacher_rank=2), Problem(L=2, rank=3, teacher_rank=2, omega=0.1)])
+def test_fast_path_matches_general_path(p):
     h, hs = _fields(p, 40, seed=3)
     T = teacher_attention(hs, p)
+    direct = (1 - p.omega) * softmax_rows(hs @ hs.transpose(0, 2, 1)) + p.omega * p.A
+    np.testing.assert_allclose(T, direct, atol=1e-15)
     fast, gen = loss_derivatives(h, T, p), loss_derivatives(h, T, p, general=True)
     np.testing.assert_allclose(fast.value, gen.value, atol=1e-15)
     np.testing.assert_allclose(fast.grad, gen.grad, atol=1e-14)
@@ -47,8 +50,8 @@ def test_fast_path_matches_general_path():
 @pytest.mark.parametrize("p", CASES)
 @pytest.mark.parametrize("general", [True, False])
 def test_derivatives_against_finite_differences(p, general):
-    if not general and not (p.L == 2 and p.rank == 1):
-        pytest.skip("fast path is L = 2, r = 1")
+    if not general and p.L != 2:
+        pytest.skip("the fast path is L = 2")
     h, hs = _fields(p)
     T = teacher_attention(hs, p)
     der = loss_derivatives(h, T, p, general=general)
@@ -63,7 +66,7 @@ def test_derivatives_against_finite_differences(p, general):
         fd_h = (loss_derivatives(h + e, T, p, general=general).grad
                 - loss_derivatives(h - e, T, p, general=general).grad).reshape(-1, n) / (2 * eps)
         np.testing.assert_allclose(der.hess[:, :, i], fd_h, atol=1e-7)
-    g_star = teacher_gradient(h, hs, p, general=general if p.teacher_rank == 1 else True)
+    g_star = teacher_gradient(h, hs, p, general=general)
     for i in range(p.L * p.teacher_rank):
         e = np.zeros(p.L * p.teacher_rank)
         e[i] = eps

@@ -75,7 +75,8 @@ def test_stein_and_gradient_hats_agree(toy, point, rule, rtol):
         assert abs(a - b) <= rtol * max(abs(a), 1e-4), (name, a, b)
 
 
-@pytest.mark.parametrize("p", [Problem(omega=0.3), Problem(L=2, rank=2, teacher_rank=1)])
+@pytest.mark.parametrize("p", [Problem(omega=0.3), Problem(L=2, rank=2, teacher_rank=1),
+                               Problem(L=2, rank=1, teacher_rank=2)])
 def test_gradient_hats_are_the_gradient_of_the_discretised_envelope(p):
     """V̂ = 2α ∂E[M]/∂q, θ̂ = −α ∂E[M]/∂θ, μ̂ = −α ∂E[M]/∂μ, q̂ = −2α ∂E[M]/∂V by finite differences."""
     alpha = 1.5
@@ -97,10 +98,12 @@ def test_gradient_hats_are_the_gradient_of_the_discretised_envelope(p):
         k = 1.0 if i == j else 2.0
         np.testing.assert_allclose(ch.hats.V_hat[i, j] * k, 2 * alpha * fd_q, rtol=1e-5, atol=1e-9)
         np.testing.assert_allclose(ch.hats.q_hat[i, j] * k, -2 * alpha * fd_V, rtol=1e-5, atol=1e-9)
-    d = np.zeros((r, rt))
-    d[0, 0] = eps
-    np.testing.assert_allclose(ch.hats.theta_hat[0, 0], -alpha * (EM(theta=o.theta + d) - EM(theta=o.theta - d)) / (2 * eps),
-                               rtol=1e-5, atol=1e-9)
+    for i, k in np.ndindex(r, rt):
+        d = np.zeros((r, rt))
+        d[i, k] = eps
+        np.testing.assert_allclose(ch.hats.theta_hat[i, k],
+                                   -alpha * (EM(theta=o.theta + d) - EM(theta=o.theta - d)) / (2 * eps),
+                                   rtol=1e-5, atol=1e-9)
     d = np.zeros_like(o.mu)
     d[0, 0] = eps
     np.testing.assert_allclose(ch.hats.mu_hat[0, 0], -alpha * (EM(mu=o.mu + d) - EM(mu=o.mu - d)) / (2 * eps),
