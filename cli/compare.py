@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from dotattn.cli.main import cli
-from dotattn.cli.solve import build_quadrature, quadrature_options
+from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
 from dotattn.io import ensure_writable_dir
 from dotattn.problem import ParameterError
 
@@ -19,14 +19,17 @@ def _fmt(x: float, spec: str) -> str:
 @cli.command("compare")
 @click.option("--erm", "erm_dir", required=True, help="Output folder of `dotattn train-erm`.")
 @click.option("--theory", "theory_dir", default=None,
-              help="Phase-diagram output folder to read the theory from (default: compute it now).")
+              help="Read the theory from a phase-diagram folder or an earlier compare output for the same "
+                   "problem (default: compute it now).")
 @click.option("--finite-size", "finite_dirs", multiple=True,
               help="train-erm folders at several d (same alpha, omega) for the finite-size figure; repeatable.")
 @click.option("--out", "out_dir", default=None, help="Output folder (default: the --erm folder).")
 @quadrature_options
+@solver_options
 @click.option("--tolerance", type=float, default=0.05, show_default=True,
               help="Relative tolerance (> 0) on eps_g and the branch's overlaps for the 'agrees' column.")
-def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_kind, quad_order, coarse_order, tolerance):
+def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_kind, quad_order, coarse_order, tol, damping,
+                    max_iter, hat_form, tolerance):
     """Theory against ERM: eps_g, overlaps and training loss per alpha and informed branch.
 
     Overlaps are compared through gauge invariants: ||mu_1||, ||theta||_F/sigma^2 and
@@ -38,13 +41,14 @@ def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_kind, quad_o
     if not tolerance > 0:
         raise ParameterError(f"tolerance must be > 0, got {tolerance}")
     problem = load_erm(erm_dir).problem
-    settings = SweepSettings(build_quadrature(problem, quad_kind, quad_order, coarse_order))
+    settings = SweepSettings(build_quadrature(problem, quad_kind, quad_order, coarse_order),
+                             build_solver_options(tol, damping, max_iter, hat_form, problem))
     out = ensure_writable_dir(out_dir or erm_dir)
     paths, table = compare_and_write(Path(erm_dir), out, theory_dir, list(finite_dirs), settings, tolerance)
-    click.echo(f"{'alpha':>6} {'branch':<11} {'runs':>5} {'eps_g theory':>12} {'eps_g ERM':>22} "
+    click.echo(f"{'alpha':>6} {'init':<11} {'branch':<11} {'runs':>5} {'eps_g theory':>12} {'eps_g ERM':>22} "
                f"{'max rel diff':>12}  agrees")
     for r in table:
-        click.echo(f"{r['alpha']:>6g} {r['branch']:<11} {r['erm_runs_on_branch']:>2}/{r['erm_runs']:<2} "
+        click.echo(f"{r['alpha']:>6g} {r['init']:<11} {r['branch']:<11} {r['erm_runs_on_branch']:>2}/{r['erm_runs']:<2} "
                    f"{r['theory_test_error']:>12.6f} {_fmt(r['erm_test_error_mean'], '>10.6f')} ± "
                    f"{_fmt(r['erm_test_error_std'], '<9.6f')} {_fmt(r['max_rel_diff'], '>12.2%')}  "
                    f"{'yes' if r['agrees'] else 'no'}")

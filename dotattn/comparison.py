@@ -80,11 +80,22 @@ def theory_rows(problem: Problem, alphas: list[float], phase_diagram: str | Path
                 settings: SweepSettings | None = None) -> list[dict[str, Any]]:
     """Branch rows (omega, alpha, branch, status, q, mu, theta, V, train_loss, test_error, selected).
 
-    From a phase-diagram folder if given (rows at the problem's ω), else computed now at ``alphas``.
+    From ``phase_diagram`` if given: a phase-diagram folder, or the output folder of an earlier
+    comparison for the same problem (its ``comparison.json`` keeps the theory rows); rows at the
+    problem's ω. Otherwise computed now at ``alphas``.
     """
     if phase_diagram is not None:
-        rows = [r for r in read_csv(Path(phase_diagram) / "phase_diagram.csv")
-                if abs(float(r["omega"]) - problem.omega) < 1e-9]
+        folder = Path(phase_diagram)
+        if (folder / "comparison.json").is_file() and not (folder / "phase_diagram.csv").is_file():
+            saved = json.loads((folder / "comparison.json").read_text())
+            if Problem.from_dict(saved["parameters"]["problem"]) != problem:
+                raise ParameterError(f"theory folder {str(folder)!r} was computed for another problem")
+            return saved["theory"]
+        try:
+            table = read_csv(folder / "phase_diagram.csv")
+        except OSError:
+            raise ParameterError(f"theory folder {str(folder)!r} must hold phase_diagram.csv or comparison.json") from None
+        rows = [r for r in table if abs(float(r["omega"]) - problem.omega) < 1e-9]
         if not rows:
             raise ParameterError(f"phase diagram {str(phase_diagram)!r} has no rows at omega = {problem.omega:g}")
         return rows

@@ -120,17 +120,38 @@ class _Anderson:
         return new
 
 
-def _restrict(update: Overlaps, zero_theta: np.ndarray, zero_mu: bool) -> Overlaps:
-    """Keep the invariant subspaces exactly (see :func:`iterate`): the columns of θ flagged in
-    ``zero_theta`` (r_t,) and, if ``zero_mu``, all of μ stay zero."""
-    if not (np.any(zero_theta) or zero_mu):
-        return update
-    return Overlaps(q=update.q, V=update.V, theta=np.where(zero_theta[None, :], 0.0, update.theta),
-                    mu=np.zeros_like(update.mu) if zero_mu else update.mu)
+@dataclass(frozen=True)
+class _Subspace:
+    """The invariant subspace an initial state lies in (see :func:`iterate`), kept exactly.
+
+    zero_theta (r_t,): teacher columns k with θ_{:,k} = 0.  zero_mu: μ = 0.  noise (r,): student
+    directions i that carry nothing (θ_{i,:} = 0, μ_{:,i} = 0, q_ij = V_ij = 0 for j ≠ i).
+    """
+
+    zero_theta: np.ndarray
+    zero_mu: bool
+    noise: np.ndarray
+
+    @classmethod
+    def of(cls, init: Overlaps) -> "_Subspace":
+        r = init.q.shape[0]
+        off = ~np.eye(r, dtype=bool)
+        noise = np.array([r > 1 and not (np.any(init.theta[i]) or np.any(init.mu[:, i])
+                                         or np.any(init.q[i][off[i]]) or np.any(init.V[i][off[i]]))
+                          for i in range(r)], dtype=bool)
+        return cls(zero_theta=~np.any(init.theta, axis=0), zero_mu=not np.any(init.mu), noise=noise)
+
+    def apply(self, update: Overlaps) -> Overlaps:
+        if not (np.any(self.zero_theta) or self.zero_mu or np.any(self.noise)):
+            return update
+        theta = np.where(self.zero_theta[None, :] | self.noise[:, None], 0.0, update.theta)
+        mu = np.zeros_like(update.mu) if self.zero_mu else np.where(self.noise[None, :], 0.0, update.mu)
+        cross = (self.noise[:, None] | self.noise[None, :]) & ~np.eye(len(self.noise), dtype=bool)
+        return Overlaps(q=np.where(cross, 0.0, update.q), V=np.where(cross, 0.0, update.V), theta=theta, mu=mu)
 
 
 def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, options: SolverOptions,
-         zero_theta: np.ndarray, zero_mu: bool, warm: np.ndarray | None = None):
+         subspace: _Subspace, warm: np.ndarray | None = None):
     """Iterate on one rule to ``options.tol``.
 
     The prox is local (warm-started from the previous ĥ, or from the centres at the start) and
@@ -152,7 +173,7 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
         try:
             ch = hat_update(overlaps, alpha, rule, problem, search="global" if do_global else "local",
                             warm=prox_h, form=options.hat_form, random_starts=options.random_starts)
-            update = _restrict(overlap_update(ch.hats, problem), zero_theta, zero_mu)
+            update = subspace.apply(overlap_update(ch.hats, problem))
         except InvalidOverlaps:
             if not extrapolated or fallback is None:
                 raise
@@ -199,18 +220,22 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     rounding noise, or a quadrature rule without these symmetries (QMC), from seeding an
     unstable or flat direction, so the positional and semantic branches can be followed
     wherever they exist as fixed points. For r_t > r this also fixes the teacher's rotation
-    gauge: the informed semantic start has θ in the first min(r, r_t) columns only. The initial state is put in the canonical
+    gauge: the informed semantic start has θ in the first min(r, r_t) columns only. Likewise a
+    student direction i that carries nothing in the initial state (θ_{i,:} = 0, μ_{:,i} = 0,
+    q_ij = V_ij = 0 for j ≠ i) stays so: the state is then invariant under the reflection
+    Q_{:,i} → −Q_{:,i}, and so is the map (exactly, also for a tensor Gauss–Hermite rule). This
+    fixes the student's rotation gauge on the pure branches of a student with r >= 2, which
+    otherwise drift slowly along directions the rule's lack of rotation symmetry barely pins.
+    The initial state is put in the canonical
     student frame (:meth:`Overlaps.canonical`); the iterates are not, because an update that
     only maps the state to a gauge copy of itself (e.g. μ → −μ) is a cycle, not a fixed point,
     and must not pass the convergence test.
     """
     t0 = time.perf_counter()
     init = init.canonical()
-    zero_theta = ~np.any(init.theta, axis=0)  # (r_t,)
-    zero_mu = not np.any(init.mu)
     overlaps, residual, iters = init, np.inf, 0
     try:
-        overlaps, ch, residual, iters, ok = _run(problem, alpha, init, rule, options, zero_theta, zero_mu, warm)
+        overlaps, ch, residual, iters, ok = _run(problem, alpha, init, rule, options, _Subspace.of(init), warm)
         if not ok:
             return FixedPoint(NOT_CONVERGED, f"no convergence in {iters} iterations "
                               f"(last change {residual:.2e}); try more iterations (--max-iter) or more damping",

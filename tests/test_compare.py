@@ -31,6 +31,15 @@ def test_compare_on_tiny_erm_run(tmp_path):
         assert (out / name).stat().st_size > 0
     fsj = json.loads((out / "finite_size.json").read_text())
     assert {p["d"] for p in fsj["points"]} == {30, 40} and set(fsj["theory"]) == {"semantic", "positional"}
+    # the theory of one comparison serves another ERM run of the same problem
+    again = tmp_path / "again"
+    r = run("compare", "--erm", str(tmp_path / "fs30"), "--theory", str(out), "--out", str(again))
+    assert r.returncode == 0, r.stderr
+    reused = json.loads((again / "comparison.json").read_text())
+    assert reused["theory"] == [t for t in json.loads((out / "comparison.json").read_text())["theory"]]
+    assert {row["alpha"] for row in reused["table"]} == {1.5}
+    r = run("compare", "--erm", str(erm), "--theory", str(tmp_path / "fs30"), "--out", str(tmp_path / "bad"))
+    assert r.returncode == 2 and "theory folder" in r.stderr
 
 
 def test_compare_bad_folder(tmp_path):

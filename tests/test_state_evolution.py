@@ -207,3 +207,28 @@ def test_a_sign_flipping_cycle_is_not_a_fixed_point():
     flipped = Overlaps(q=o.q, V=o.V, theta=-o.theta, mu=-o.mu)
     assert flipped.canonical().mu[0, 0] == o.mu[0, 0]
     assert _residual(o, flipped) > 0.4
+
+
+@pytest.mark.parametrize("p, branch", [(Problem(L=2, rank=2, teacher_rank=1), "semantic"),
+                                       (Problem(L=2, rank=2, teacher_rank=1), "positional"),
+                                       (Problem(L=2, rank=1, teacher_rank=2), "semantic")])
+def test_symmetric_subspaces_hold_exact_fixed_points_of_the_full_map(p, branch):
+    """Pure branches are followed inside their invariant subspace (zero teacher columns, student
+    directions that carry nothing). The restricted entries stay exactly zero, the free entries
+    are a fixed point of the unrestricted map, and the unrestricted map moves the restricted
+    entries only slightly (by near-ties of the global prox between mirror-image minima)."""
+    from dotattn.catalogue import initialisations
+    from dotattn.state_evolution import _Subspace
+    init = dict(initialisations(p, 0))[branch]
+    rule = gauss_hermite(p.gaussian_dim, 4)  # even: no node at the origin, where ±ĥ tie exactly
+    fp = iterate(p, 2.0, init, rule)
+    assert fp.converged
+    o = fp.overlaps
+    sub = _Subspace.of(init.canonical())  # as iterate() sets it up
+    restricted = sub.apply(Overlaps(q=np.ones_like(o.q), V=np.ones_like(o.V), theta=np.ones_like(o.theta),
+                                    mu=np.ones_like(o.mu))).vector() == 0.0
+    assert restricted.any() and np.all(o.vector()[restricted] == 0.0)
+    full = overlap_update(hat_update(o, 2.0, rule, p).hats, p).vector()
+    free = ~restricted
+    assert np.max(np.abs(full[free] - o.vector()[free]) / np.maximum(1.0, np.abs(o.vector()[free]))) < 1e-6
+    assert np.max(np.abs(full[restricted])) < 5e-3
