@@ -140,7 +140,7 @@ def with_invariants(rows: list[dict[str, Any]], sigma: float) -> list[dict[str, 
 
 def _erm_values(run: dict[str, Any], sigma: float) -> dict[str, float]:
     """The compared quantities of one ERM run (runs.csv row)."""
-    inv = overlap_invariants(_matrix(run["q"]), _matrix(run["theta"]), run["mu"], sigma)
+    inv = overlap_invariants(run["q"], run["theta"], run["mu"], sigma)
     return {"test_error": _num(run["test_error"]), "train_loss": _num(run["train_loss"]), **inv}
 
 

@@ -55,12 +55,8 @@ def _softmax_vjp(S: np.ndarray, G: np.ndarray) -> np.ndarray:
 def teacher_attention(h_star: np.ndarray, problem: Problem) -> np.ndarray:
     """T(h*) = (1−ω) softmax(h* h*ᵀ) + ω A, shape (N, L, L)."""
     if h_star.shape[-2] == 2:  # L = 2: logistic of the score differences
-        if h_star.shape[-1] == 1:
-            u1, u2 = h_star[:, 0, 0], h_star[:, 1, 0]
-            s1, s2 = expit(u1 * (u1 - u2)), expit(u2 * (u2 - u1))
-        else:
-            u1, u2 = h_star[:, 0], h_star[:, 1]
-            s1, s2 = expit(_dot(u1, u1 - u2)), expit(_dot(u2, u2 - u1))
+        a_star, b_star = _pair_scores(h_star)
+        s1, s2 = expit(a_star), expit(b_star)
         S_star = np.stack([np.stack([s1, 1 - s1], -1), np.stack([1 - s2, s2], -1)], -2)
         return (1.0 - problem.omega) * S_star + problem.omega * problem.A
     S_star = softmax_rows(h_star @ np.swapaxes(h_star, -1, -2))
@@ -133,7 +129,7 @@ def _pair_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessi
     N, _, r = h.shape
     s2 = problem.sigma**2
     h1, h2 = h[:, 0], h[:, 1]
-    a, b = _dot(h1, h1 - h2), _dot(h2, h2 - h1)
+    a, b = _pair_scores(h)
     sa, sb = expit(a), expit(b)
     ra, rb = sa - target[:, 0, 0], sb - target[:, 1, 1]
     da, db = sa * (1 - sa), sb * (1 - sb)
@@ -160,7 +156,8 @@ def _pair_teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem) 
     w, A, s2 = problem.omega, problem.A, problem.sigma**2
     a, b = _pair_scores(h)
     u1, u2 = h_star[:, 0], h_star[:, 1]
-    sa_, sb_ = expit(_dot(u1, u1 - u2)), expit(_dot(u2, u2 - u1))
+    a_star, b_star = _pair_scores(h_star)
+    sa_, sb_ = expit(a_star), expit(b_star)
     ra = expit(a) - ((1 - w) * sa_ + w * A[0, 0])
     rb = expit(b) - ((1 - w) * sb_ + w * A[1, 1])
     gA = (-2 * s2 * ra * (1 - w) * sa_ * (1 - sa_))[:, None]  # ∂ℓ/∂a*
