@@ -48,8 +48,21 @@ class MissingExtraError(click.ClickException):
     exit_code = 2
 
 
+def missing_extra(command: str, err: ModuleNotFoundError) -> MissingExtraError | None:
+    """The one-line error naming the pip extra, if ``err`` is a missing optional package; else None."""
+    root = (err.name or "").split(".")[0]
+    if root not in OPTIONAL_PACKAGES:
+        return None
+    what, extra = OPTIONAL_PACKAGES[root]
+    return MissingExtraError(f'{command} needs {what}; install it with pip install "dotattn[{extra}]"')
+
+
 class LazyGroup(click.Group):
-    """A click group whose subcommands are listed from :data:`LAZY_COMMANDS` and imported on first use."""
+    """A click group whose subcommands are listed from :data:`LAZY_COMMANDS` and imported on first use.
+
+    A missing optional package (torch, dask), whether the command module imports it or the command
+    does when it runs, ends the command with one line naming the extra and exit status 2.
+    """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(LAZY_COMMANDS))
@@ -59,13 +72,20 @@ class LazyGroup(click.Group):
             try:
                 importlib.import_module(LAZY_COMMANDS[name].module)
             except ModuleNotFoundError as err:
-                root = (err.name or "").split(".")[0]
-                if root not in OPTIONAL_PACKAGES:
+                extra = missing_extra(name, err)
+                if extra is None:
                     raise
-                what, extra = OPTIONAL_PACKAGES[root]
-                raise MissingExtraError(f'{name} needs {what}; install it with pip install "dotattn[{extra}]"') \
-                    from None
+                raise extra from None
         return self.commands.get(name)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as err:
+            extra = missing_extra(ctx.invoked_subcommand or ctx.info_name or "dotattn", err)
+            if extra is None:
+                raise
+            raise extra from None
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """The command list with the one-line helps of the table, without importing any command module."""

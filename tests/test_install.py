@@ -85,3 +85,26 @@ def test_torch_is_an_extra_only():
     extras = project["optional-dependencies"]
     assert "torch" in names(extras["erm"])
     assert names(extras["erm"]) | names(extras["dask"]) | {"pytest", "cvxpy"} <= names(extras["test"])
+
+
+def test_missing_extra_inside_a_running_command():
+    """A command that imports an optional package only when it runs gets the same one line."""
+    from click.testing import CliRunner
+
+    from dotattn.cli.main import LazyGroup
+
+    group = LazyGroup("g")
+
+    @group.command("needs-torch")
+    def needs_torch():
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    @group.command("needs-other")
+    def needs_other():
+        raise ModuleNotFoundError("No module named 'not_an_extra'", name="not_an_extra")
+
+    r = CliRunner().invoke(group, ["needs-torch"])
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines()[-1] == 'Error: needs-torch needs PyTorch; install it with pip install "dotattn[erm]"'
+    r = CliRunner().invoke(group, ["needs-other"])  # a missing module that is no extra is a bug: not hidden
+    assert isinstance(r.exception, ModuleNotFoundError) and r.exception.name == "not_an_extra"
