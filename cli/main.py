@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
+from dataclasses import dataclass
 
 import click
 
@@ -10,30 +12,91 @@ from dotattn import __version__
 from dotattn.problem import ParameterError
 
 
-# command name -> module that defines it (imported only when the command is used, so that
-# `dotattn solve` does not pay for importing torch)
-LAZY_COMMANDS = {
-    "solve": "dotattn.cli.solve",
-    "phase-diagram": "dotattn.cli.phase",
-    "train-erm": "dotattn.cli.erm",
-    "compare": "dotattn.cli.compare",
+@dataclass(frozen=True)
+class LazyCommand:
+    """A subcommand imported only when invoked: the module that defines it and its one-line help."""
+
+    module: str
+    help: str
+
+
+# command name -> where it lives and its one-line help for `dotattn --help` (listing the commands
+# never imports them, so neither `dotattn --help` nor `dotattn solve` pays for importing torch).
+# Adding a command is one entry; tests check each help line against the command's docstring.
+LAZY_COMMANDS: dict[str, LazyCommand] = {
+    "solve": LazyCommand("dotattn.cli.solve", "All fixed points of the replica equations at one (alpha, "
+                                              "omega), and the selected one."),
+    "phase-diagram": LazyCommand("dotattn.cli.phase", "alpha sweeps of both branches, spinodals, alpha_c(omega), "
+                                                      "alpha_lin(omega) and figures."),
+    "train-erm": LazyCommand("dotattn.cli.erm", "Train tied low-rank attention by ERM on n = alpha*d samples, "
+                                                "for all (alpha, init, seed) at once."),
+    "compare": LazyCommand("dotattn.cli.compare", "Theory against ERM: eps_g, overlaps and training loss per "
+                                                  "alpha and informed branch."),
+}
+
+# optional top-level package -> (what to call it, the pip extra that installs it)
+OPTIONAL_PACKAGES = {
+    "torch": ("PyTorch", "erm"),
+    "dask": ("Dask", "dask"),
+    "distributed": ("Dask", "dask"),
 }
 
 
+class MissingExtraError(click.ClickException):
+    """A command needs an optional dependency that is not installed (exit status 2)."""
+
+    exit_code = 2
+
+
+def missing_extra(command: str, err: ModuleNotFoundError) -> MissingExtraError | None:
+    """The one-line error naming the pip extra, if ``err`` is a missing optional package; else None."""
+    root = (err.name or "").split(".")[0]
+    if root not in OPTIONAL_PACKAGES:
+        return None
+    what, extra = OPTIONAL_PACKAGES[root]
+    return MissingExtraError(f'{command} needs {what}; install it with pip install "dotattn[{extra}]"')
+
+
 class LazyGroup(click.Group):
-    """A click group whose subcommands are imported on first use."""
+    """A click group whose subcommands are listed from :data:`LAZY_COMMANDS` and imported on first use.
+
+    A missing optional package (torch, dask), whether the command module imports it or the command
+    does when it runs, ends the command with one line naming the extra and exit status 2.
+    """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(set(self.commands) | set(LAZY_COMMANDS))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name not in self.commands and name in LAZY_COMMANDS:
-            import importlib
             try:
-                importlib.import_module(LAZY_COMMANDS[name])
-            except ModuleNotFoundError:
-                return None
+                importlib.import_module(LAZY_COMMANDS[name].module)
+            except ModuleNotFoundError as err:
+                extra = missing_extra(name, err)
+                if extra is None:
+                    raise
+                raise extra from None
         return self.commands.get(name)
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as err:
+            extra = missing_extra(ctx.invoked_subcommand or ctx.info_name or "dotattn", err)
+            if extra is None:
+                raise
+            raise extra from None
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list with the one-line helps of the table, without importing any command module."""
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in LAZY_COMMANDS:
+                rows.append((name, LAZY_COMMANDS[name].help))
+            elif not self.commands[name].hidden:
+                rows.append((name, self.commands[name].get_short_help_str(formatter.width)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

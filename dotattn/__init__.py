@@ -14,9 +14,25 @@ The phase diagram: :func:`dotattn.phase_diagram.run_phase_diagram`; finite-size 
 
 __version__ = "0.1.0"
 
-from dotattn.catalogue import Catalogue, CatalogueEntry, QuadratureSpec, solve
 from dotattn.problem import ParameterError, Problem
-from dotattn.state_evolution import FixedPoint, SolverOptions
+
+# the solver is imported on first use (PEP 562), so that `import dotattn` (and the CLI's help)
+# does not pay for scipy
+_LAZY = {"Catalogue": "dotattn.catalogue", "CatalogueEntry": "dotattn.catalogue", "QuadratureSpec": "dotattn.catalogue",
+         "solve": "dotattn.catalogue", "FixedPoint": "dotattn.state_evolution", "SolverOptions": "dotattn.state_evolution"}
 
 __all__ = ["__version__", "Catalogue", "CatalogueEntry", "FixedPoint", "ParameterError", "Problem",
            "QuadratureSpec", "SolverOptions", "solve"]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'dotattn' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,112 @@
+"""The light install: the theory and the CLI's help never import torch; the ERM commands ask for the extra."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from clitools import ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Python run in a subprocess with `import torch` failing as on a machine without PyTorch
+# (a None entry in sys.modules makes the import raise ModuleNotFoundError(name="torch")).
+NO_TORCH = "import sys\nsys.modules['torch'] = None\n"
+
+
+def python(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=cwd,
+                          timeout=300)
+
+
+def test_help_lists_every_command_without_importing_any(tmp_path):
+    """`dotattn --help` imports neither torch, nor the solver, nor any command module."""
+    code = """
+import json, sys
+from dotattn.cli.main import LAZY_COMMANDS, main
+try:
+    main(["--help"])
+except SystemExit as exc:
+    code = exc.code
+loaded = sorted(m for m in ["torch", "dotattn.catalogue", *(c.module for c in LAZY_COMMANDS.values())]
+                if m in sys.modules)
+print(json.dumps({"code": code, "loaded": loaded, "help": {k: c.help for k, c in LAZY_COMMANDS.items()}}),
+      file=sys.stderr)
+"""
+    r = python(code, tmp_path)
+    info = json.loads(r.stderr.strip().splitlines()[-1])
+    assert info["code"] == 0 and info["loaded"] == [], info
+    listing = " ".join(r.stdout.split())
+    assert set(info["help"]) >= {"solve", "phase-diagram", "train-erm", "compare"}
+    for name, text in info["help"].items():
+        assert text.strip() and f"{name} {' '.join(text.split())}" in listing, (name, r.stdout)
+
+
+def test_table_help_is_the_command_docstring():
+    import importlib
+
+    from dotattn.cli.main import LAZY_COMMANDS, cli
+    for name, entry in LAZY_COMMANDS.items():
+        importlib.import_module(entry.module)
+        assert cli.commands[name].get_short_help_str(10_000) == entry.help, name
+
+
+def test_missing_torch_names_the_extra(tmp_path):
+    code = NO_TORCH + "from dotattn.cli.main import main\nmain(['train-erm', '--d', '10', '--alpha', '1'])\n"
+    r = python(code, tmp_path)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines == ['Error: train-erm needs PyTorch; install it with pip install "dotattn[erm]"'], r.stderr
+    assert r.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["solve", "phase-diagram", "compare"])
+def test_theory_commands_work_without_torch(command, tmp_path):
+    r = python(NO_TORCH + f"from dotattn.cli.main import main\nmain([{command!r}, '--help'])\n", tmp_path)
+    assert r.returncode == 0 and "Usage: dotattn" in r.stdout, r.stderr
+
+
+def test_theory_never_imports_torch(tmp_path):
+    modules = ["dotattn", "dotattn.catalogue", "dotattn.phase_diagram", "dotattn.comparison", "dotattn.plotting",
+               "dotattn.io", "dotattn.baseline", "dotattn.cli.solve", "dotattn.cli.phase", "dotattn.cli.compare"]
+    code = NO_TORCH + "".join(f"import {m}\n" for m in modules) + "print('ok')\n"
+    r = python(code, tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_torch_is_an_extra_only():
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+    def names(reqs):
+        return {req.split("[")[0].split(">")[0].split("=")[0].split("<")[0].strip() for req in reqs}
+
+    assert "torch" not in names(project["dependencies"])
+    extras = project["optional-dependencies"]
+    assert "torch" in names(extras["erm"])
+    assert names(extras["erm"]) | names(extras["dask"]) | {"pytest", "cvxpy"} <= names(extras["test"])
+
+
+def test_missing_extra_inside_a_running_command():
+    """A command that imports an optional package only when it runs gets the same one line."""
+    from click.testing import CliRunner
+
+    from dotattn.cli.main import LazyGroup
+
+    group = LazyGroup("g")
+
+    @group.command("needs-torch")
+    def needs_torch():
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    @group.command("needs-other")
+    def needs_other():
+        raise ModuleNotFoundError("No module named 'not_an_extra'", name="not_an_extra")
+
+    r = CliRunner().invoke(group, ["needs-torch"])
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines()[-1] == 'Error: needs-torch needs PyTorch; install it with pip install "dotattn[erm]"'
+    r = CliRunner().invoke(group, ["needs-other"])  # a missing module that is no extra is a bug: not hidden
+    assert isinstance(r.exception, ModuleNotFoundError) and r.exception.name == "not_an_extra"
