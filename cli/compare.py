@@ -35,8 +35,8 @@ def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_kind, quad_o
     Overlaps are compared through gauge invariants: ||mu_1||, ||theta||_F/sigma^2 and
     Tr q/sigma^2; ERM runs count for a branch when they started and ended on it.
     """
-    from dotattn.comparison import compare_and_write, load_erm
     from dotattn.phase_diagram import SweepSettings
+    from dotattn.results_io import compare_and_write, load_erm
 
     if not tolerance > 0:
         raise ParameterError(f"tolerance must be > 0, got {tolerance}")
