@@ -267,7 +267,7 @@ def _executor_map(tasks: list[tuple], workers: int, dask_address: str | None) ->
         try:
             from distributed import Client, as_completed as dask_completed
         except ImportError:  # pragma: no cover - depends on the optional extra
-            raise ParameterError("dask: install the optional extra 'dotattn[dask]' to use --dask") from None
+            raise ParameterError("dask: install the optional extra 'dotattn[dask]' to use a Dask scheduler (dask_address)") from None
         client = Client(dask_address) if isinstance(dask_address, str) else dask_address
         try:
             futures = [client.submit(omega_column, *t, pure=False) for t in tasks]
