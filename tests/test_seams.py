@@ -116,3 +116,12 @@ def test_figures_are_built_from_records():
         assert isinstance(fig, Figure)
     a, v, sel = plotting.branch_series(pts, 0.3, "positional", "m_norm")
     assert a.tolist() == [0.5, 1.5] and v.tolist() == [0.2, 0.2] and sel.tolist() == [True, False]
+
+
+def test_train_erm_rejects_bad_input_without_importing_torch(tmp_path):
+    code = ("import sys\nfrom dotattn.cli.main import main\n"
+            f"try:\n    main(['train-erm', '--seeds', '0', '--out', {str(tmp_path / 'x')!r}])\n"
+            "except SystemExit as e:\n    assert e.code == 2 and 'torch' not in sys.modules, sys.modules.get('torch')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and "seeds must be" in r.stderr, r.stderr
+    assert not (tmp_path / "x").exists()
