@@ -31,8 +31,9 @@ from dotattn.erm.records import RunRecord
 from dotattn.phase_diagram import SweepSettings, branch_points
 from dotattn.problem import Problem
 from dotattn.records import BranchPoint
+from dotattn.rows import read_bool, read_float, read_int, read_text
 
-__all__ = ["ErmRun", "theory_points", "comparison_table", "overlap_invariants", "theory_curves",
+__all__ = ["ErmRun", "ComparisonRow", "theory_points", "comparison_table", "overlap_invariants", "theory_curves",
            "finite_size_points", "linear_baseline_points", "COMPARE_COLUMNS", "COMPARED", "QUANTITIES",
            "DEFAULT_TOLERANCE"]
 
@@ -45,6 +46,49 @@ COMPARE_COLUMNS = (["alpha", "init", "branch", "d", "erm_runs", "erm_runs_on_bra
                    + [f"{p}{k}{s}" for k in QUANTITIES
                       for p, s in (("theory_", ""), ("erm_", "_mean"), ("erm_", "_std"), ("", "_rel_diff"))]
                    + ["max_rel_diff", "agrees"])
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One row of the comparison table: an (α, informed init, branch the runs ended on) group.
+
+    ``theory``, ``erm_mean``, ``erm_std``, ``rel_diff``: quantity (:data:`QUANTITIES`) -> value
+    (std NaN for one run; rel_diff NaN where the theory value is 0); ``max_rel_diff`` and
+    ``agrees`` over the quantities :data:`COMPARED` on the branch.
+    """
+
+    alpha: float
+    init: str
+    branch: str
+    d: int
+    erm_runs: int
+    erm_runs_on_branch: int
+    theory: dict
+    erm_mean: dict
+    erm_std: dict
+    rel_diff: dict
+    max_rel_diff: float
+    agrees: bool
+
+    def to_row(self) -> dict[str, Any]:
+        """The flat row (columns :data:`COMPARE_COLUMNS`)."""
+        row: dict[str, Any] = {"alpha": self.alpha, "init": self.init, "branch": self.branch, "d": self.d,
+                               "erm_runs": self.erm_runs, "erm_runs_on_branch": self.erm_runs_on_branch}
+        for k in QUANTITIES:
+            row.update({f"theory_{k}": self.theory[k], f"erm_{k}_mean": self.erm_mean[k],
+                        f"erm_{k}_std": self.erm_std[k], f"{k}_rel_diff": self.rel_diff[k]})
+        return {**row, "max_rel_diff": self.max_rel_diff, "agrees": self.agrees}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "ComparisonRow":
+        """Inverse of :meth:`to_row` (JSON or CSV cells)."""
+        q = {name: {k: read_float(row[pat.format(k)]) for k in QUANTITIES}
+             for name, pat in (("theory", "theory_{}"), ("erm_mean", "erm_{}_mean"), ("erm_std", "erm_{}_std"),
+                               ("rel_diff", "{}_rel_diff"))}
+        return cls(alpha=read_float(row["alpha"]), init=read_text(row["init"]), branch=read_text(row["branch"]),
+                   d=read_int(row["d"]), erm_runs=read_int(row["erm_runs"]),
+                   erm_runs_on_branch=read_int(row["erm_runs_on_branch"]), **q,
+                   max_rel_diff=read_float(row["max_rel_diff"]), agrees=read_bool(row["agrees"]))
 
 
 @dataclass(frozen=True)
@@ -82,12 +126,12 @@ def _values(x: BranchPoint | RunRecord, sigma: float) -> dict[str, float]:
 
 
 def comparison_table(erm: ErmRun, theory: Sequence[BranchPoint],
-                     tolerance: float = DEFAULT_TOLERANCE) -> list[dict[str, Any]]:
+                     tolerance: float = DEFAULT_TOLERANCE) -> list[ComparisonRow]:
     """One row per (α, informed initialisation, branch the ERM runs ended on) with a converged
     theory point on that branch: theory value, ERM mean ± std over those runs, relative
     differences, and whether ε_g and the branch's overlaps (:data:`COMPARED`) all agree within
     ``tolerance``. Runs that ended on a branch the theory did not follow are counted in
-    ``erm_runs`` only. Columns: :data:`COMPARE_COLUMNS`."""
+    ``erm_runs`` only."""
     sigma = erm.problem.sigma
     th = {(round(p.alpha, 9), p.branch): p for p in theory if p.converged}
     out = []
@@ -105,21 +149,18 @@ def comparison_table(erm: ErmRun, theory: Sequence[BranchPoint],
 
 
 def _compare_row(alpha: float, init: str, branch: str, d: int, n_started: int, runs: list[dict[str, float]],
-                 theory_vals: dict[str, float], tolerance: float) -> dict[str, Any]:
-    row: dict[str, Any] = {"alpha": alpha, "init": init, "branch": branch, "d": d, "erm_runs": n_started,
-                           "erm_runs_on_branch": len(runs)}
+                 theory_vals: dict[str, float], tolerance: float) -> ComparisonRow:
+    mean, std, rel = {}, {}, {}
     for k in QUANTITIES:
         vals = np.array([v[k] for v in runs])
-        mean = float(vals.mean())
-        row[f"theory_{k}"] = theory_vals[k]
-        row[f"erm_{k}_mean"] = mean
-        row[f"erm_{k}_std"] = float(vals.std(ddof=1)) if vals.size > 1 else float("nan")
+        mean[k] = float(vals.mean())
+        std[k] = float(vals.std(ddof=1)) if vals.size > 1 else float("nan")
         zero = abs(theory_vals[k]) < 1e-12
-        row[f"{k}_rel_diff"] = float("nan") if zero else (mean - theory_vals[k]) / abs(theory_vals[k])
-    diffs = [abs(row[f"{k}_rel_diff"]) for k in COMPARED[branch]]
-    row["max_rel_diff"] = max(diffs)
-    row["agrees"] = all(x <= tolerance for x in diffs)
-    return row
+        rel[k] = float("nan") if zero else (mean[k] - theory_vals[k]) / abs(theory_vals[k])
+    diffs = [abs(rel[k]) for k in COMPARED[branch]]
+    return ComparisonRow(alpha=alpha, init=init, branch=branch, d=d, erm_runs=n_started, erm_runs_on_branch=len(runs),
+                         theory={k: theory_vals[k] for k in QUANTITIES}, erm_mean=mean, erm_std=std, rel_diff=rel,
+                         max_rel_diff=max(diffs), agrees=all(x <= tolerance for x in diffs))
 
 
 def theory_curves(theory: Sequence[BranchPoint], omega: float, sigma: float) -> dict[str, dict[str, np.ndarray]]:

@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from dotattn.records import BranchPoint
 
 if TYPE_CHECKING:  # pragma: no cover
+    from dotattn.comparison import ComparisonRow
     from dotattn.phase_diagram import ColumnSummary
 
 __all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_comparison", "figure_finite_size",
@@ -151,7 +152,7 @@ def _edges(x: np.ndarray) -> np.ndarray:
     return np.concatenate([[x[0] - (mid[0] - x[0])], mid, [x[-1] + (x[-1] - mid[-1])]])
 
 
-def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence[dict],
+def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence["ComparisonRow"],
                       erm_linear: Sequence[dict], omega: float, d: int, eps_lin: float | None = None,
                       title: str = "") -> Figure:
     """Theory (lines, one point per α) against ERM means ± std (points): ε_g, the branch overlaps
@@ -170,7 +171,7 @@ def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence[
     panels = [(axes[0], lambda b: [("test_error", "")], r"test error $\varepsilon_g$", "Test error"),
               (axes[1], lambda b: overlap_keys[b], r"$\|\mu_1\|$,  $\|\theta\|_F/\sigma^2$", "Branch overlaps"),
               (axes[2], lambda b: [("q_trace", "")], r"Tr $q/\sigma^2$", "Self-overlap")]
-    branches = [b for b in BRANCH_STYLE if b in theory or any(r["branch"] == b for r in table)]
+    branches = [b for b in BRANCH_STYLE if b in theory or any(r.branch == b for r in table)]
     for ax, keys, ylabel, name in panels:
         for b in branches:
             colour, marker = BRANCH_STYLE[b]
@@ -180,13 +181,13 @@ def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence[
                 if b in theory:
                     ax.plot(theory[b]["alpha"], theory[b][key], ls=style, marker="x", color=colour, lw=1.8,
                             label=f"theory, {tag}")
-                pts = [r for r in table if r["branch"] == b]
+                pts = [r for r in table if r.branch == b]
                 for init in ("positional", "semantic"):
-                    sub = [r for r in pts if r["init"] == init]
+                    sub = [r for r in pts if r.init == init]
                     if not sub:
                         continue
-                    ax.errorbar([r["alpha"] for r in sub], [r[f"erm_{key}_mean"] for r in sub],
-                                yerr=[r[f"erm_{key}_std"] if np.isfinite(r[f"erm_{key}_std"]) else 0.0 for r in sub],
+                    ax.errorbar([r.alpha for r in sub], [r.erm_mean[key] for r in sub],
+                                yerr=[r.erm_std[key] if np.isfinite(r.erm_std[key]) else 0.0 for r in sub],
                                 fmt=marker if init == b or b == "mixed" else "D",
                                 color=colour, mfc="white" if init == "positional" else colour, capsize=3,
                                 label=f"ERM d={d}, {tag} ({init} init)")

@@ -25,8 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, ErmRun, comparison_table,
-                                finite_size_points, linear_baseline_points, theory_curves, theory_points)
+from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, ComparisonRow, ErmRun,
+                                comparison_table, finite_size_points, linear_baseline_points, theory_curves,
+                                theory_points)
 from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord
 from dotattn.io import provenance, read_csv, save_figure, write_csv, write_json
 from dotattn.phase_diagram import ROW_COLUMNS, PhaseDiagram, SweepSettings
@@ -137,7 +138,7 @@ def _shape_title(problem: Problem) -> str:
 
 def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_dirs: list[str],
                       settings: SweepSettings | None = None,
-                      tolerance: float = DEFAULT_TOLERANCE) -> tuple[dict[str, str], list[dict[str, Any]]]:
+                      tolerance: float = DEFAULT_TOLERANCE) -> tuple[dict[str, str], list[ComparisonRow]]:
     """Load the ERM run, get the theory (read or computed), tabulate, and write comparison.csv/json
     and figures; returns (paths, table)."""
     from dotattn import plotting
@@ -154,9 +155,9 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
                        **({} if theory_dir else settings.to_dict())}, seconds=time.perf_counter() - t0)
     paths = {"csv": str(out / "comparison.csv"), "json": str(out / "comparison.json"),
              "figure": str(out / "comparison.png")}
-    write_csv(paths["csv"], table, COMPARE_COLUMNS, comment=f"dotattn {prov['dotattn_version']} commit {prov['git_commit']}")
+    write_csv(paths["csv"], [r.to_row() for r in table], COMPARE_COLUMNS, comment=f"dotattn {prov['dotattn_version']} commit {prov['git_commit']}")
     eps_lin = linear_baseline_test_error(erm.problem)
-    write_json(paths["json"], {"table": table, "theory": [p.to_row() for p in theory],
+    write_json(paths["json"], {"table": [r.to_row() for r in table], "theory": [p.to_row() for p in theory],
                                "linear_baseline_test_error": eps_lin, **prov})
     fig = plotting.figure_comparison(theory_curves(theory, erm.problem.omega, erm.problem.sigma), table,
                                      linear_baseline_points(erm), erm.problem.omega, erm.d, eps_lin,

@@ -86,17 +86,19 @@ def test_comparison_table_uses_gauge_invariants_and_runs_that_stayed_on_the_bran
         assert type(r).from_row({k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in r.to_row().items()}) == r
     erm = ErmRun(path=None, problem=problem, d=100, runs=tuple(runs))
     (row,) = comparison_table(erm, theory, tolerance=0.05)
-    assert (row["erm_runs"], row["erm_runs_on_branch"]) == (3, 2)
-    assert row["test_error_rel_diff"] == pytest.approx(0.04)
-    assert row["theta_norm_rel_diff"] == pytest.approx(0.0, abs=1e-12)
-    assert row["q_trace_rel_diff"] == pytest.approx(0.0, abs=1e-12)
-    assert np.isnan(row["m_norm_rel_diff"])  # zero on the semantic branch: not compared
-    assert row["max_rel_diff"] == pytest.approx(0.04) and row["agrees"]
+    assert (row.erm_runs, row.erm_runs_on_branch) == (3, 2)
+    assert row.rel_diff["test_error"] == pytest.approx(0.04)
+    assert row.rel_diff["theta_norm"] == pytest.approx(0.0, abs=1e-12)
+    assert row.rel_diff["q_trace"] == pytest.approx(0.0, abs=1e-12)
+    assert np.isnan(row.rel_diff["m_norm"])  # zero on the semantic branch: not compared
+    assert row.max_rel_diff == pytest.approx(0.04) and row.agrees
+    back = type(row).from_row({k: str(v) for k, v in row.to_row().items()})  # CSV cells
+    assert json.dumps(back.to_row()) == json.dumps(row.to_row())
     (strict,) = comparison_table(erm, theory, tolerance=0.03)
-    assert not strict["agrees"]
+    assert not strict.agrees
     # with a positional theory point, the run that flowed there is compared with it
     theory.append(_point("positional", q, [[0.0], [0.0]], mu, 0.009))
     rows = comparison_table(erm, theory)
-    assert [(r["init"], r["branch"], r["erm_runs_on_branch"]) for r in rows] == [("semantic", "semantic", 2),
-                                                                                ("semantic", "positional", 1)]
-    assert rows[1]["test_error_rel_diff"] == pytest.approx(0.0) and np.isnan(rows[1]["erm_test_error_std"])
+    assert [(r.init, r.branch, r.erm_runs_on_branch) for r in rows] == [("semantic", "semantic", 2),
+                                                                       ("semantic", "positional", 1)]
+    assert rows[1].rel_diff["test_error"] == pytest.approx(0.0) and np.isnan(rows[1].erm_std["test_error"])
