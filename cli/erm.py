@@ -79,7 +79,7 @@ def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, t
         result = run_config(problem, config)
 
     ctx = click.get_current_context()
-    summary = write_erm(folder, result, {"command": "train-erm", "cli": dict(ctx.params)})["summary"]
+    summary = write_erm(folder, result, {"command": "train-erm", "cli": dict(ctx.params)})
     if not quiet:
         _echo_table(summary)
         click.echo(f"wrote {Path(folder) / 'runs.csv'}, summary.csv, summary.json  ({result.seconds:.1f} s, "
@@ -90,10 +90,12 @@ def _fmt(v: Any) -> str:
     return f"{v:.5g}" if isinstance(v, float) else ("-" if v in (None, "") else str(v))
 
 
-def _echo_table(summary: list[dict[str, Any]]) -> None:
+def _echo_table(summary: list) -> None:
+    """The summary records as a table (mean over seeds)."""
     cols = [("alpha", "alpha"), ("init", "init"), ("m_norm_mean", "|mu_1|"), ("theta_over_sigma2_mean", "theta/s2"),
             ("train_loss_mean", "train_loss"), ("test_error_mean", "eps_g"), ("linear_test_error_mean", "eps_lin"),
             ("converged", "conv"), ("runs", "runs")]
     click.echo("  ".join(f"{h:>11s}" for _, h in cols))
-    for row in summary:
+    for rec in summary:
+        row = rec.to_row()
         click.echo("  ".join(f"{_fmt(row.get(k)):>11s}" for k, _ in cols))

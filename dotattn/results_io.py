@@ -28,7 +28,7 @@ from typing import Any
 from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, ComparisonRow, ErmRun,
                                 comparison_table, finite_size_points, linear_baseline_points, theory_curves,
                                 theory_points)
-from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord
+from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord, SummaryRecord
 from dotattn.io import provenance, read_csv, save_figure, write_csv, write_json
 from dotattn.phase_diagram import ROW_COLUMNS, PhaseDiagram, SweepSettings
 from dotattn.problem import ParameterError, Problem
@@ -83,19 +83,21 @@ def read_phase_diagram(folder: str | os.PathLike, omega: float | None = None) ->
 # ----------------------------------------------------------------------------------------------
 # ERM
 # ----------------------------------------------------------------------------------------------
-def write_erm(folder: str | os.PathLike, result: Any, extra_parameters: dict[str, Any]) -> dict[str, Any]:
-    """runs.csv, summary.csv and summary.json of an :class:`dotattn.erm.ErmResult`; returns the summary rows."""
+def write_erm(folder: str | os.PathLike, result: Any, extra_parameters: dict[str, Any]) -> list[SummaryRecord]:
+    """runs.csv, summary.csv and summary.json of an :class:`dotattn.erm.ErmResult` (``extra_parameters``
+    join the provenance's parameters); returns the summary records."""
     folder = Path(folder)
     params: dict[str, Any] = {**result.parameters(), **extra_parameters}
     prov = provenance(params, seconds=result.seconds)
     comment = "dotattn train-erm; provenance: " + json.dumps(prov, separators=(",", ":"))
     runs = result.run_rows()
     write_csv(folder / "runs.csv", runs, RUN_COLUMNS, comment=comment)
-    summary = result.summary_rows()
+    records = result.summary_rows()
+    summary = [r.to_row() for r in records]
     write_csv(folder / "summary.csv", summary, SUMMARY_COLUMNS, comment=comment)
     write_json(folder / "summary.json", {"provenance": prov, "columns": COLUMN_DOCS, "summary": summary,
                                          "runs": runs})
-    return {"summary": summary, "paths": [str(folder / n) for n in ("runs.csv", "summary.csv", "summary.json")]}
+    return records
 
 
 def load_erm(path: str | os.PathLike) -> ErmRun:

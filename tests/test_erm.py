@@ -264,11 +264,16 @@ def test_small_run_end_to_end():
     sem, pos = res.select(alpha=2.0, init="semantic"), res.select(alpha=2.0, init="positional")
     assert all(r.theta_over_sigma2.item() > 0.4 for r in sem) and all(r.m_norm > 0.15 for r in pos)
     rows = res.summary_rows()
-    assert [(row["alpha"], row["init"]) for row in rows[:4]] == [
+    assert [(row.alpha, row.init) for row in rows[:4]] == [
         (0.5, "semantic"), (0.5, "positional"), (0.5, "random"), (0.5, "selected")]
     sel = rows[3]
-    assert sel["runs"] == 2 and sel["selected_inits"]
-    np.testing.assert_allclose(sel["test_error_mean"], np.mean([r.test_error for r in res.select(0.5, "selected")]))
+    assert sel.runs == 2 and sel.selected_inits
+    np.testing.assert_allclose(sel.mean["test_error"], np.mean([r.test_error for r in res.select(0.5, "selected")]))
+    for row in rows:  # the row form round-trips through JSON and CSV cells
+        flat = row.to_row()
+        assert type(row).from_row(json.loads(json.dumps(flat))) == row
+        cells = {k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in flat.items()}
+        assert json.dumps(type(row).from_row(cells).to_row()) == json.dumps(flat)
     # the same seeds reproduce the same numbers
     again = run_erm(Problem(omega=0.3), d=64, alphas=[0.5, 2.0], inits="all", seeds=2, steps=300,
                     test_samples=1000, device="cpu")

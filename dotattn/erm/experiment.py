@@ -37,7 +37,7 @@ from dotattn.erm.data import (STREAM_INIT, STREAM_TEST, STREAM_TRAIN, generator,
 from dotattn.erm.models import (attention_matrix_pf, fit_linear_baseline, quadratic_residual_pf,
                                 residual_sq_norm, sample_stats)
 from dotattn.erm.records import (BRANCH_M, BRANCH_THETA, COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, SUMMARY_METRICS,
-                                 RunRecord, run_branch)
+                                 RunRecord, SummaryRecord, run_branch)
 from dotattn.erm.training import STATUS, train
 from dotattn.problem import ParameterError, Problem, readonly_array
 from dotattn.rows import matrix_cell
@@ -99,8 +99,8 @@ class ErmResult:
         """One row per run (columns :data:`RUN_COLUMNS`)."""
         return [r.to_row() for r in self.runs]
 
-    def summary_rows(self) -> list[dict[str, Any]]:
-        """Mean and std over seeds per (alpha, init), plus 'selected' rows (columns :data:`SUMMARY_COLUMNS`)."""
+    def summary_rows(self) -> list[SummaryRecord]:
+        """Mean and std over seeds per (alpha, init), plus 'selected' rows."""
         rows = []
         groups = list(self.config.inits) + (["selected"] if any(k in INFORMED for k in self.config.inits) else [])
         for alpha, n in zip(self.config.alphas, self.config.ns):
@@ -121,19 +121,20 @@ def _counts(labels: Sequence[str]) -> str:
     return ";".join(f"{k}:{list(labels).count(k)}" for k in keys)
 
 
-def _summarise(runs: Sequence[RunRecord], alpha: float, n: int, d: int, init: str) -> dict[str, Any]:
-    row: dict[str, Any] = {"alpha": alpha, "n": n, "d": d, "init": init, "runs": len(runs),
-                           "converged": sum(r.status == CONVERGED for r in runs),
-                           "not_converged": sum(r.status == NOT_CONVERGED for r in runs),
-                           "diverged": sum(r.status == DIVERGED for r in runs),
-                           "branches": _counts([r.branch for r in runs]),
-                           "selected_inits": _counts([r.init for r in runs]) if init == "selected" else ""}
+def _summarise(runs: Sequence[RunRecord], alpha: float, n: int, d: int, init: str) -> SummaryRecord:
+    mean, std = {}, {}
     for k in SUMMARY_METRICS:
         vals = np.stack([np.asarray(getattr(r, k), dtype=float) for r in runs])
-        std = vals.std(axis=0, ddof=1) if len(runs) > 1 else np.full(vals.shape[1:], np.nan)
+        sd = vals.std(axis=0, ddof=1) if len(runs) > 1 else np.full(vals.shape[1:], np.nan)
         cell = (lambda a: float(a)) if vals.ndim == 1 else matrix_cell  # noqa: E731
-        row[f"{k}_mean"], row[f"{k}_std"] = cell(vals.mean(axis=0)), cell(std)
-    return row
+        mean[k], std[k] = cell(vals.mean(axis=0)), cell(sd)
+    return SummaryRecord(alpha=alpha, n=n, d=d, init=init, runs=len(runs),
+                         converged=sum(r.status == CONVERGED for r in runs),
+                         not_converged=sum(r.status == NOT_CONVERGED for r in runs),
+                         diverged=sum(r.status == DIVERGED for r in runs),
+                         branches=_counts([r.branch for r in runs]),
+                         selected_inits=_counts([r.init for r in runs]) if init == "selected" else "",
+                         mean=mean, std=std)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ finite-size thresholds :data:`BRANCH_THETA` and :data:`BRANCH_M`.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,7 @@ import numpy as np
 from dotattn.rows import matrix_cell, read_bool, read_float, read_int, read_matrix, read_text
 from dotattn.status import branch_label
 
-__all__ = ["RunRecord", "RUN_COLUMNS", "SUMMARY_COLUMNS", "SUMMARY_METRICS", "COLUMN_DOCS", "BRANCH_THETA",
+__all__ = ["RunRecord", "SummaryRecord", "RUN_COLUMNS", "SUMMARY_COLUMNS", "SUMMARY_METRICS", "COLUMN_DOCS", "BRANCH_THETA",
            "BRANCH_M", "run_branch"]
 
 BRANCH_THETA = 0.1
@@ -116,6 +117,54 @@ SUMMARY_METRICS: tuple[str, ...] = (
 SUMMARY_COLUMNS: tuple[str, ...] = (
     ("alpha", "n", "d", "init", "runs", "converged", "not_converged", "diverged", "branches", "selected_inits")
     + tuple(f"{k}_{s}" for k in SUMMARY_METRICS for s in ("mean", "std")))
+
+
+@dataclass(frozen=True, eq=False)
+class SummaryRecord:
+    """Mean and sample std (ddof = 1; NaN for one run) over the runs of one (alpha, init) group
+    (``init = "selected"``: per seed the informed run of lower train_loss).
+
+    ``mean``, ``std``: metric (:data:`SUMMARY_METRICS`) -> a number, or a nested list for a matrix;
+    ``branches``, ``selected_inits``: ``label:count`` pairs joined by ``;``.
+    """
+
+    alpha: float
+    n: int
+    d: int
+    init: str
+    runs: int
+    converged: int
+    not_converged: int
+    diverged: int
+    branches: str
+    selected_inits: str
+    mean: dict
+    std: dict
+
+    def to_row(self) -> dict[str, Any]:
+        """The flat row of ``summary.csv`` (columns :data:`SUMMARY_COLUMNS`)."""
+        row: dict[str, Any] = {k: getattr(self, k) for k in SUMMARY_COLUMNS[:10]}
+        for k in SUMMARY_METRICS:
+            row[f"{k}_mean"], row[f"{k}_std"] = self.mean[k], self.std[k]
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "SummaryRecord":
+        """Inverse of :meth:`to_row` (JSON or CSV cells)."""
+        def metric(x: Any) -> Any:  # a nested list (matrix metric) or a number
+            return read_matrix(x).tolist() if isinstance(x, list) or str(x).lstrip().startswith("[") else read_float(x)
+        return cls(alpha=read_float(row["alpha"]), init=read_text(row["init"]), branches=read_text(row["branches"]),
+                   selected_inits=read_text(row["selected_inits"]),
+                   **{k: read_int(row[k]) for k in ("n", "d", "runs", "converged", "not_converged", "diverged")},
+                   mean={k: metric(row[f"{k}_mean"]) for k in SUMMARY_METRICS},
+                   std={k: metric(row[f"{k}_std"]) for k in SUMMARY_METRICS})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SummaryRecord) and json.dumps(self.to_row()) == json.dumps(other.to_row())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 COLUMN_DOCS: dict[str, str] = {
     "alpha": "sample ratio; n = round(alpha*d) training samples",
     "init": "initialisation (semantic: Q=Q*, positional: Q along p_1, random: small N(0,1)); "
