@@ -59,7 +59,7 @@ class SolverOptions:
             raise ParameterError(f"hat_form must be one of {', '.join(HAT_FORMS)}, got {self.hat_form!r}")
         object.__setattr__(self, "global_every", check_int("global_every", self.global_every, 1))
         if self.random_starts is not None:
-            object.__setattr__(self, "random_starts", check_int("random_starts", self.random_starts, 1))
+            object.__setattr__(self, "random_starts", check_int("random_starts", self.random_starts, 0))
         object.__setattr__(self, "anderson", check_int("anderson", self.anderson, 0))
 
     def check(self, problem: Problem) -> None:

@@ -22,7 +22,7 @@ from dotattn.status import STATUSES, branch_label, from_training
     (lambda: SolverOptions(tol=0.0), "tol"), (lambda: SolverOptions(damping=1.0), "damping"),
     (lambda: SolverOptions(warm_damping=-0.1), "warm_damping"), (lambda: SolverOptions(max_iter=0), "max_iter"),
     (lambda: SolverOptions(hat_form="x"), "hat_form"), (lambda: SolverOptions(global_every=0), "global_every"),
-    (lambda: SolverOptions(anderson=-1), "anderson"), (lambda: SolverOptions(random_starts=0), "random_starts"),
+    (lambda: SolverOptions(anderson=-1), "anderson"), (lambda: SolverOptions(random_starts=-1), "random_starts"),
     (lambda: QuadratureSpec("simpson"), "kind"), (lambda: QuadratureSpec(order=0), "order"),
     (lambda: QuadratureSpec(coarse_order=0), "coarse_order"), (lambda: QuadratureSpec("qmc", scramblings=1), "scramblings"),
     (lambda: SweepSettings(QuadratureSpec(), spinodal_tol=0.0), "spinodal_tol"),
