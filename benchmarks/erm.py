@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"per step (all runs)  {1e3 * per_step:9.2f} ms   ({1e3 * per_step / runs:.3f} ms per run-step)")
     print(f"evaluation           {wall - (stamps[-1][0] - t0):9.1f} s   ({args.test_samples} test samples per seed)")
     print("status               " + ", ".join(f"{s}: {sum(r.status == s for r in res.runs)}"
-                                              for s in ("converged", "max_steps", "diverged")))
+                                              for s in ("converged", "not_converged", "diverged")))
     top = res.select(alpha=max(res.config.alphas), init="selected")
     print(f"alpha={max(res.config.alphas):g} selected: " + ", ".join(f"{r.init} (eps_g {r.test_error:.5f})" for r in top))
 

@@ -35,8 +35,8 @@ def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_kind, quad_o
     Overlaps are compared through gauge invariants: ||mu_1||, ||theta||_F/sigma^2 and
     Tr q/sigma^2; ERM runs count for a branch when they started and ended on it.
     """
-    from dotattn.comparison import compare_and_write, load_erm
     from dotattn.phase_diagram import SweepSettings
+    from dotattn.results_io import compare_and_write, load_erm
 
     if not tolerance > 0:
         raise ParameterError(f"tolerance must be > 0, got {tolerance}")
@@ -48,9 +48,9 @@ def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_kind, quad_o
     click.echo(f"{'alpha':>6} {'init':<11} {'branch':<11} {'runs':>5} {'eps_g theory':>12} {'eps_g ERM':>22} "
                f"{'max rel diff':>12}  agrees")
     for r in table:
-        click.echo(f"{r['alpha']:>6g} {r['init']:<11} {r['branch']:<11} {r['erm_runs_on_branch']:>2}/{r['erm_runs']:<2} "
-                   f"{r['theory_test_error']:>12.6f} {_fmt(r['erm_test_error_mean'], '>10.6f')} ± "
-                   f"{_fmt(r['erm_test_error_std'], '<9.6f')} {_fmt(r['max_rel_diff'], '>12.2%')}  "
-                   f"{'yes' if r['agrees'] else 'no'}")
+        click.echo(f"{r.alpha:>6g} {r.init:<11} {r.branch:<11} {r.erm_runs_on_branch:>2}/{r.erm_runs:<2} "
+                   f"{r.theory['test_error']:>12.6f} {_fmt(r.erm_mean['test_error'], '>10.6f')} ± "
+                   f"{_fmt(r.erm_std['test_error'], '<9.6f')} {_fmt(r.max_rel_diff, '>12.2%')}  "
+                   f"{'yes' if r.agrees else 'no'}")
     for name, path in paths.items():
         click.echo(f"  wrote {path}")

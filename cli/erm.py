@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import click
-import torch
 
 from dotattn.cli.main import cli
 from dotattn.cli.options import parse_grid, problem_from_options, problem_options
-from dotattn.erm.experiment import (COLUMN_DOCS, DEVICE_CHOICES, INIT_CHOICES, RUN_COLUMNS, SUMMARY_COLUMNS,
-                                    ErmConfig, run_config)
-from dotattn.erm.training import DEFAULT_LR, OPTIMIZERS
-from dotattn.io import ensure_writable_dir, provenance, write_csv, write_json
+from dotattn.erm.config import DEFAULT_LR, DEVICE_CHOICES, INIT_CHOICES, OPTIMIZERS, ErmConfig
+from dotattn.io import ensure_writable_dir
 from dotattn.problem import ParameterError
 
 
@@ -57,17 +53,20 @@ def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, t
     (provenance, column descriptions, summary and runs).
     """
     problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram)
-    if seeds < 1:
-        raise ParameterError(f"seeds must be an integer >= 1 (number of seeds), got {seeds}")
-    if first_seed < 0:
-        raise ParameterError(f"first-seed must be an integer >= 0, got {first_seed}")
     if threads < 0:
         raise ParameterError(f"threads must be an integer >= 0 (0: torch's default), got {threads}")
-    config = ErmConfig(d=d, alphas=tuple(parse_grid("alpha", alpha)), inits=init,
-                       seeds=tuple(range(first_seed, first_seed + seeds)), optimizer=optimizer, steps=steps, lr=lr,
-                       tol=tol, test_samples=test_samples, dtype=dtype, device=device)
+    config = ErmConfig(d=d, alphas=tuple(parse_grid("alpha", alpha)), inits=init, seeds=seeds, first_seed=first_seed,
+                       optimizer=optimizer, steps=steps, lr=lr, tol=tol, test_samples=test_samples, dtype=dtype,
+                       device=device)
     config.check(problem)
+    import torch  # only now: invalid input above is rejected without importing torch
+
+    from dotattn.erm.experiment import resolve_device, run_config
+    from dotattn.results_io import write_erm
+
+    resolve_device(config.device)  # is the requested device there? (before any folder is made)
     folder = ensure_writable_dir(out)
+
     if threads:
         torch.set_num_threads(threads)
 
@@ -80,14 +79,7 @@ def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, t
         result = run_config(problem, config)
 
     ctx = click.get_current_context()
-    params: dict[str, Any] = {**result.parameters(), "command": "train-erm", "cli": dict(ctx.params)}
-    prov = provenance(params, seconds=result.seconds)
-    comment = "dotattn train-erm; provenance: " + json.dumps(prov, separators=(",", ":"))
-    write_csv(folder / "runs.csv", result.run_rows(), RUN_COLUMNS, comment=comment)
-    summary = result.summary_rows()
-    write_csv(folder / "summary.csv", summary, SUMMARY_COLUMNS, comment=comment)
-    write_json(folder / "summary.json", {"provenance": prov, "columns": COLUMN_DOCS, "summary": summary,
-                                         "runs": result.run_rows()})
+    summary = write_erm(folder, result, {"command": "train-erm", "cli": dict(ctx.params)})
     if not quiet:
         _echo_table(summary)
         click.echo(f"wrote {Path(folder) / 'runs.csv'}, summary.csv, summary.json  ({result.seconds:.1f} s, "
@@ -98,10 +90,12 @@ def _fmt(v: Any) -> str:
     return f"{v:.5g}" if isinstance(v, float) else ("-" if v in (None, "") else str(v))
 
 
-def _echo_table(summary: list[dict[str, Any]]) -> None:
-    cols = [("alpha", "alpha"), ("init", "init"), ("m_mean", "m"), ("theta_over_sigma2_mean", "theta/s2"),
+def _echo_table(summary: list) -> None:
+    """The summary records as a table (mean over seeds)."""
+    cols = [("alpha", "alpha"), ("init", "init"), ("m_norm_mean", "|mu_1|"), ("theta_over_sigma2_mean", "theta/s2"),
             ("train_loss_mean", "train_loss"), ("test_error_mean", "eps_g"), ("linear_test_error_mean", "eps_lin"),
             ("converged", "conv"), ("runs", "runs")]
     click.echo("  ".join(f"{h:>11s}" for _, h in cols))
-    for row in summary:
+    for rec in summary:
+        row = rec.to_row()
         click.echo("  ".join(f"{_fmt(row.get(k)):>11s}" for k, _ in cols))

@@ -32,16 +32,11 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
                           quad_order, coarse_order, tol, damping, max_iter, hat_form, out_dir, workers,
                           dask_address, figure_omega, quiet):
     """alpha sweeps of both branches, spinodals, alpha_c(omega), alpha_lin(omega) and figures."""
-    from dotattn.phase_diagram import (DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, run_phase_diagram,
-                                       write_outputs)
+    from dotattn.phase_diagram import DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_grids, run_phase_diagram
+    from dotattn.results_io import write_phase_diagram
 
-    omega_grid = parse_grid("omega", omegas) if omegas else list(DEFAULT_OMEGAS)
-    alpha_grid = parse_grid("alpha", alphas) if alphas else list(DEFAULT_ALPHAS)
-    if min(alpha_grid) <= 0:
-        raise ParameterError(f"alpha must be > 0, got {min(alpha_grid):g}")
-    bad = [w for w in omega_grid if not 0 <= w <= 1]
-    if bad:
-        raise ParameterError(f"omega must be in [0, 1], got {bad[0]:g}")
+    omega_grid, alpha_grid = check_grids(parse_grid("omega", omegas) if omegas else DEFAULT_OMEGAS,
+                                         parse_grid("alpha", alphas) if alphas else DEFAULT_ALPHAS)
     problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram)
     quad = build_quadrature(problem, quad_kind, quad_order, coarse_order)
     options = build_solver_options(tol, damping, max_iter, hat_form, problem)
@@ -68,12 +63,12 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
     finally:
         if bar is not None:
             bar.render_finish()
-    paths = write_outputs(pd, out, figure_omega)
+    paths = write_phase_diagram(pd, out, figure_omega)
     click.echo(f"phase diagram: {len(omega_grid)} omega x {len(alpha_grid)} alpha in {time.perf_counter() - t0:.1f} s"
                f" ({pd.from_cache} columns from cache)")
     for s in pd.summaries:
         fmt = lambda x: "none in range" if x is None else f"{x:.4f}"  # noqa: E731
-        click.echo(f"  omega = {s['omega']:<5g} alpha_c = {fmt(s['alpha_c']):<14} alpha_lin = {fmt(s['alpha_lin']):<14}"
-                   f" spinodal(sem) = {fmt(s['spinodal_semantic']):<14} spinodal(pos) = {fmt(s['spinodal_positional'])}")
+        click.echo(f"  omega = {s.omega:<5g} alpha_c = {fmt(s.alpha_c):<14} alpha_lin = {fmt(s.alpha_lin):<14}"
+                   f" spinodal(sem) = {fmt(s.spinodal_semantic):<14} spinodal(pos) = {fmt(s.spinodal_positional)}")
     for name, path in paths.items():
         click.echo(f"  wrote {path}")

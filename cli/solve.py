@@ -13,7 +13,6 @@ from dotattn.cli.main import cli
 from dotattn.cli.options import problem_from_options, problem_options
 from dotattn.io import to_jsonable
 from dotattn.problem import ParameterError
-from dotattn.quadrature import MAX_TENSOR_NODES
 from dotattn.state_evolution import SolverOptions
 
 
@@ -46,39 +45,29 @@ def solver_options(func):
 
 
 def build_quadrature(problem, quad_kind, quad_order, coarse_order) -> QuadratureSpec:
-    base = default_quadrature(problem)
-    kind = quad_kind or base.kind
-    if quad_kind is not None and quad_kind != base.kind and quad_order is None:
-        base = QuadratureSpec(kind, 12 if kind == "gauss-hermite" else 14, 6 if kind == "gauss-hermite" else 11)
+    """Map --quad, --quad-order, --coarse-order onto the default rule (--coarse-order 0, or one not
+    below the order, disables the coarse pass); the spec validates itself."""
+    base = default_quadrature(problem, quad_kind)
     order = base.order if quad_order is None else quad_order
-    if order < 1:
-        raise ParameterError(f"quad-order must be >= 1, got {order}")
     coarse = base.coarse_order if coarse_order is None else (None if coarse_order == 0 else coarse_order)
     if coarse is not None and coarse >= order:
         coarse = None
-    spec = QuadratureSpec(kind, order, coarse)
-    if kind == "gauss-hermite" and order ** problem.gaussian_dim > MAX_TENSOR_NODES:
-        raise ParameterError(f"quad-order {order} needs {order ** problem.gaussian_dim:,} Gauss-Hermite nodes in "
-                             f"{problem.gaussian_dim} dimensions (more than this machine can integrate); "
-                             f"use a lower order or --quad qmc")
+    spec = QuadratureSpec(base.kind, order, coarse)
+    spec.check(problem)
     return spec
 
 
 def build_solver_options(tol, damping, max_iter, hat_form, problem) -> SolverOptions:
-    if not tol > 0:
-        raise ParameterError(f"tol must be > 0, got {tol}")
-    if not 0 <= damping < 1:
-        raise ParameterError(f"damping must be in [0, 1), got {damping}")
-    if max_iter < 1:
-        raise ParameterError(f"max-iter must be >= 1, got {max_iter}")
-    if hat_form == "stein" and (problem.rank != 1 or problem.teacher_rank != 1):
-        raise ParameterError("hat-form stein needs rank = teacher-rank = 1")
-    return SolverOptions(tol=tol, damping=damping, max_iter=max_iter, hat_form=hat_form)
+    """Map --tol, --damping, --max-iter, --hat-form (the options validate themselves)."""
+    options = SolverOptions(tol=tol, damping=damping, max_iter=max_iter, hat_form=hat_form)
+    options.check(problem)
+    return options
 
 
 def _fmt(x) -> str:
     if isinstance(x, (list, tuple, np.ndarray)):
-        return "[" + ", ".join(_fmt(v) for v in np.ravel(x)) + "]"
+        flat = np.ravel(x)
+        return _fmt(float(flat[0])) if flat.size == 1 else "[" + ", ".join(_fmt(v) for v in flat) + "]"
     if x is None or (isinstance(x, float) and not np.isfinite(x)):
         return "-"
     return f"{x:.6g}"
@@ -90,9 +79,9 @@ def format_table(cat) -> str:
     cols = ["branch", "status", "q", "m" if toy else "mu", "theta", "V", "e_t", "eps_g", "selected"]
     rows = []
     for e in cat.fixed_points:
-        d = e.to_dict(cat.problem)
-        rows.append([d["branch"], d["status"], _fmt(d["q"]), _fmt(d["m"] if toy else d["mu"]), _fmt(d["theta"]),
-                     _fmt(d["V"]), _fmt(d["train_loss"]), _fmt(d["test_error"]), "*" if d["selected"] else ""])
+        p = e.point(cat.problem.omega)
+        rows.append([p.branch, p.status, _fmt(p.q), _fmt(p.m if toy else p.mu), _fmt(p.theta),
+                     _fmt(p.V), _fmt(p.train_loss), _fmt(p.test_error), "*" if p.selected else ""])
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     lines = [f"alpha = {cat.alpha:g}, omega = {cat.problem.omega:g}  "
              f"(quadrature {cat.quadrature['kind']} order {cat.quadrature['order']}, {cat.quadrature['nodes']} nodes; "

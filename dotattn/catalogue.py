@@ -19,14 +19,18 @@ import numpy as np
 
 from dotattn.baseline import linear_baseline_test_error
 from dotattn.overlaps import Overlaps, overlaps_from_scalars
-from dotattn.problem import ParameterError, Problem
-from dotattn.quadrature import GaussianRule, make_rule
+from dotattn.problem import ParameterError, Problem, check_int
+from dotattn.quadrature import MAX_TENSOR_NODES, GaussianRule, make_rule
+from dotattn.records import BranchPoint
 from dotattn.state_evolution import FixedPoint, SolverOptions, iterate
+from dotattn.status import BRANCHES, NO_BRANCH
+from dotattn.status import branch_label as _label
 
 __all__ = ["CatalogueEntry", "Catalogue", "QuadratureSpec", "solve", "branch_label", "initialisations",
-           "default_quadrature", "BRANCHES"]
+           "default_quadrature", "BRANCHES", "QUADRATURE_KINDS"]
 
-BRANCHES = ("positional", "semantic", "mixed", "uninformative")
+QUADRATURE_KINDS: tuple[str, ...] = ("gauss-hermite", "qmc")
+_STANDARD = {"gauss-hermite": (12, 6), "qmc": (14, 11)}  # (order, coarse order) of each kind's standard rule
 _LABEL_THRESHOLD = 1e-6  # ‖θ‖/σ² or ‖μ‖ below this counts as zero
 
 
@@ -39,6 +43,31 @@ class QuadratureSpec:
     coarse_order: int | None = 6
     scramblings: int = 8
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        """Validate every field (ParameterError naming the field and its allowed range)."""
+        if self.kind not in QUADRATURE_KINDS:
+            raise ParameterError(f"quadrature kind must be one of {', '.join(QUADRATURE_KINDS)}, got {self.kind!r}")
+        object.__setattr__(self, "order", check_int("quadrature order", self.order, 1))
+        if self.coarse_order is not None:
+            object.__setattr__(self, "coarse_order", check_int("quadrature coarse_order", self.coarse_order, 1))
+        object.__setattr__(self, "scramblings", check_int("quadrature scramblings", self.scramblings, 2))
+        object.__setattr__(self, "seed", check_int("quadrature seed", self.seed, 0))
+
+    @classmethod
+    def standard(cls, kind: str) -> "QuadratureSpec":
+        """The standard rule of a kind: Gauss-Hermite order 12 (coarse 6), QMC 2^14 points (coarse 2^11)."""
+        if kind not in _STANDARD:
+            raise ParameterError(f"quadrature kind must be one of {', '.join(QUADRATURE_KINDS)}, got {kind!r}")
+        return cls(kind, *_STANDARD[kind])
+
+    def check(self, problem: Problem) -> None:
+        """Checks that involve the problem: a tensor rule must fit in memory (ParameterError)."""
+        D = problem.gaussian_dim
+        if self.kind == "gauss-hermite" and self.order**D > MAX_TENSOR_NODES:
+            raise ParameterError(f"quadrature order {self.order} needs {self.order ** D:,} Gauss-Hermite nodes in "
+                                 f"{D} dimensions (more than this machine can integrate); use a lower order "
+                                 f"or the qmc rule")
 
     def rule(self, dim: int) -> GaussianRule:
         return make_rule(dim, self.kind, self.order, self.scramblings, self.seed)
@@ -57,23 +86,24 @@ class QuadratureSpec:
                 **({"scramblings": self.scramblings, "seed": self.seed} if self.kind == "qmc" else {})}
 
 
-def default_quadrature(problem: Problem) -> QuadratureSpec:
+def default_quadrature(problem: Problem, kind: str | None = None) -> QuadratureSpec:
     """Gauss-Hermite order 12 in 4 dimensions (the toy model; from the convergence study in the
-    README), a tensor rule of at most ~50k nodes up to 6 dimensions, QMC beyond."""
+    README), a tensor rule of at most ~50k nodes up to 6 dimensions, QMC beyond. A ``kind`` other
+    than that default gives that kind's :meth:`QuadratureSpec.standard` rule."""
     D = problem.gaussian_dim
     if D <= 4:
-        return QuadratureSpec("gauss-hermite", 12, 6)
-    if D <= 6:
-        return QuadratureSpec("gauss-hermite", 6, 4)
-    return QuadratureSpec("qmc", 14, 11)
+        auto = QuadratureSpec("gauss-hermite", 12, 6)
+    elif D <= 6:
+        auto = QuadratureSpec("gauss-hermite", 6, 4)
+    else:
+        auto = QuadratureSpec.standard("qmc")
+    return auto if kind is None or kind == auto.kind else QuadratureSpec.standard(kind)
 
 
 def branch_label(overlaps: Overlaps, problem: Problem) -> str:
-    """positional / semantic / mixed / uninformative from ‖μ‖ and ‖θ‖/σ²."""
-    pos = np.linalg.norm(overlaps.mu) > _LABEL_THRESHOLD
-    sem = np.linalg.norm(overlaps.theta) / problem.sigma**2 > _LABEL_THRESHOLD
-    return {(True, False): "positional", (False, True): "semantic",
-            (True, True): "mixed", (False, False): "uninformative"}[(bool(pos), bool(sem))]
+    """positional / semantic / mixed / uninformative from ‖μ‖ and ‖θ‖/σ² (zero below 1e-6)."""
+    return _label(positional=np.linalg.norm(overlaps.mu) > _LABEL_THRESHOLD,
+                  semantic=np.linalg.norm(overlaps.theta) / problem.sigma**2 > _LABEL_THRESHOLD)
 
 
 @dataclass(frozen=True)
@@ -126,21 +156,9 @@ class CatalogueEntry:
     def test_error(self) -> float:
         return self.result.test_error
 
-    def to_dict(self, problem: Problem) -> dict[str, Any]:
-        o = self.result.overlaps
-        d: dict[str, Any] = {"branch": self.branch, "status": self.status, "init": self.init,
-                             "message": self.result.message}
-        if problem.rank == 1 and problem.teacher_rank == 1:
-            d.update(q=float(o.q[0, 0]), theta=float(o.theta[0, 0]), V=float(o.V[0, 0]))
-            if problem.is_toy_layout:
-                d["m"] = float(o.m)
-            d["mu"] = o.mu[:, 0].tolist()
-        else:
-            d.update(q=o.q.tolist(), theta=o.theta.tolist(), V=o.V.tolist(), mu=o.mu.tolist())
-        d.update(train_loss=self.train_loss, test_error=self.test_error, selected=self.selected,
-                 iterations=self.result.iterations, residual=self.result.residual,
-                 quadrature_error=self.result.quadrature_error)
-        return d
+    def point(self, omega: float) -> BranchPoint:
+        """This entry as a typed record (its row is what ``solve --json`` prints)."""
+        return BranchPoint.of(self.result, omega=omega, branch=self.branch, selected=self.selected, init=self.init)
 
 
 @dataclass(frozen=True)
@@ -173,7 +191,7 @@ class Catalogue:
 
     def to_dict(self) -> dict[str, Any]:
         d = {"params": {**self.problem.to_dict(), "alpha": self.alpha},
-             "fixed_points": [e.to_dict(self.problem) for e in self.fixed_points],
+             "fixed_points": [e.point(self.problem.omega).to_row() for e in self.fixed_points],
              "linear_baseline_test_error": self.linear_baseline_test_error,
              "quadrature": self.quadrature, "seconds": round(self.seconds, 3)}
         if self.quadrature_check is not None:
@@ -247,12 +265,11 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
     t0 = time.perf_counter()
     alpha = _check_alpha(alpha)
     quad = quadrature or default_quadrature(problem)
+    quad.check(problem)
+    options.check(problem)
     D = problem.gaussian_dim
-    try:
-        rule = quad.rule(D)
-        coarse = quad.coarse_rule(D)
-    except ValueError as err:
-        raise ParameterError(f"quad-order: {err}") from None
+    rule = quad.rule(D)
+    coarse = quad.coarse_rule(D)
     inits = inits if inits is not None else initialisations(problem, n_random, seed)
     if coarse is not None:
         # cheap pass on the coarse rule; a start that fails there is reported as it failed
@@ -268,7 +285,7 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
     converged = [(i, fp) for i, (_, fp) in enumerate(fine) if fp.converged]
     best = min(converged, key=lambda t: t[1].train_loss)[0] if converged else -1
     entries = tuple(CatalogueEntry(init=name, branch=branch_label(fp.overlaps, problem) if fp.converged
-                                   else "none", selected=(i == best), result=fp)
+                                   else NO_BRANCH, selected=(i == best), result=fp)
                     for i, (name, fp) in enumerate(fine))
     check = _quadrature_check(problem, alpha, entries, quad, options) if check_quadrature else None
     return Catalogue(problem=problem, alpha=alpha, fixed_points=entries,

@@ -1,18 +1,27 @@
-"""Figures from computed rows and summaries. Plotting never computes physics: it only reads
-the rows (one per ω, α, branch) and the per-ω summaries that the sweeps produced."""
+"""Figures from computed records and summaries, as ``matplotlib.figure.Figure`` objects.
+
+Plotting never computes physics: it only reads the records (one :class:`BranchPoint` per ω, α,
+branch), the per-ω :class:`ColumnSummary` objects that the sweeps produced, and the numbers the
+comparison assembled. It never touches pyplot's global state or the backend: save a figure with
+``fig.savefig`` (or :func:`dotattn.io.save_figure`), show it in a notebook by displaying it.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import matplotlib
+import numpy as np
+from matplotlib.colors import SymLogNorm
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.colors import SymLogNorm  # noqa: E402
+from dotattn.records import BranchPoint
 
-__all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "branch_series"]
+if TYPE_CHECKING:  # pragma: no cover
+    from dotattn.comparison import ComparisonRow
+    from dotattn.phase_diagram import ColumnSummary
+
+__all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_comparison", "figure_finite_size",
+           "branch_series"]
 
 COLOURS = {"positional": "tab:blue", "semantic": "tab:red"}
 BRANCH_STYLE = {"positional": (COLOURS["positional"], "o"), "semantic": (COLOURS["semantic"], "o"),
@@ -20,21 +29,19 @@ BRANCH_STYLE = {"positional": (COLOURS["positional"], "o"), "semantic": (COLOURS
 """Colour and ERM marker per branch in the comparison figure."""
 
 
-def _num(x: Any) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return float("nan")
+def _figure(**kw: Any) -> Figure:
+    """A figure detached from pyplot (no global state, any backend)."""
+    return Figure(**kw)
 
 
-def branch_series(rows: Sequence[dict], omega: float, branch: str, key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(α, value, selected) of one branch at one ω, converged points only, sorted by α."""
-    pts = [r for r in rows if abs(_num(r["omega"]) - omega) < 1e-9 and r["branch"] == branch
-           and r["status"] == "converged"]
-    pts.sort(key=lambda r: _num(r["alpha"]))
-    a = np.array([_num(r["alpha"]) for r in pts])
-    v = np.array([_num(r[key]) for r in pts])
-    sel = np.array([str(r["selected"]).lower() in ("true", "1") for r in pts], dtype=bool)
+def branch_series(points: Sequence[BranchPoint], omega: float, branch: str,
+                  key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(α, value of attribute ``key``, selected) of one branch at one ω, converged points only, sorted by α."""
+    pts = sorted((p for p in points if abs(p.omega - omega) < 1e-9 and p.branch == branch and p.converged),
+                 key=lambda p: p.alpha)
+    a = np.array([p.alpha for p in pts])
+    v = np.array([getattr(p, key) for p in pts], dtype=float)
+    sel = np.array([p.selected for p in pts], dtype=bool)
     return a, v, sel
 
 
@@ -45,21 +52,22 @@ def _solid_dashed(ax, a: np.ndarray, v: np.ndarray, sel: np.ndarray, colour: str
     ax.plot(a, vs, ls="-", color=colour, lw=2.4, label=label)
 
 
-def figure_test_error(rows: Sequence[dict], summary: dict, title: str = "") -> plt.Figure:
+def figure_test_error(rows: Sequence[BranchPoint], summary: "ColumnSummary", title: str = "") -> Figure:
     """(a) ε_g against α at one ω: both branches (selected solid, metastable dashed), α_c, baseline."""
-    omega = _num(summary["omega"])
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    omega = summary.omega
+    fig = _figure(figsize=(6.4, 4.4))
+    ax = fig.subplots()
     for b in ("positional", "semantic"):
         a, v, sel = branch_series(rows, omega, b, "test_error")
         if a.size:
             _solid_dashed(ax, a, v, sel, COLOURS[b], f"{b} branch")
-    ax.axhline(_num(summary["linear_baseline_test_error"]), color="k", ls=":", lw=1.5, label="linear baseline")
-    if summary.get("alpha_c") is not None:
-        ax.axvline(summary["alpha_c"], color="0.4", lw=1, ls="-.")
-        ax.annotate(rf"$\alpha_c = {summary['alpha_c']:.3f}$", (summary["alpha_c"], ax.get_ylim()[1]),
+    ax.axhline(summary.linear_baseline_test_error, color="k", ls=":", lw=1.5, label="linear baseline")
+    if summary.alpha_c is not None:
+        ax.axvline(summary.alpha_c, color="0.4", lw=1, ls="-.")
+        ax.annotate(rf"$\alpha_c = {summary.alpha_c:.3f}$", (summary.alpha_c, ax.get_ylim()[1]),
                     xytext=(4, -14), textcoords="offset points", fontsize=9)
-    if summary.get("alpha_lin") is not None:
-        ax.axvline(summary["alpha_lin"], color="k", lw=0.8, ls=":")
+    if summary.alpha_lin is not None:
+        ax.axvline(summary.alpha_lin, color="k", lw=0.8, ls=":")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"test error $\varepsilon_g$")
     ax.set_title(title or rf"Test error at $\omega = {omega:g}$ (solid: global minimum; dashed: metastable)",
@@ -70,19 +78,21 @@ def figure_test_error(rows: Sequence[dict], summary: dict, title: str = "") -> p
     return fig
 
 
-def figure_overlaps(rows: Sequence[dict], summary: dict, sigma: float) -> plt.Figure:
-    """(b) m/σ² and θ/σ² against α at one ω, for both branches."""
-    omega = _num(summary["omega"])
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+def figure_overlaps(rows: Sequence[BranchPoint], summary: "ColumnSummary", sigma: float) -> Figure:
+    """(b) ‖μ₁‖/σ² (``m_norm``; |m| of the toy model) and ‖θ‖_F/σ² against α at one ω, for both branches."""
+    omega = summary.omega
+    fig = _figure(figsize=(6.4, 4.4))
+    ax = fig.subplots()
     # the other overlap of each branch is zero by symmetry (θ = 0 positional, m = 0 semantic)
-    for b, key, marker, name in (("positional", "m", "o", r"$m/\sigma^2$"), ("semantic", "theta", "s", r"$\theta/\sigma^2$")):
+    for b, key, marker, name in (("positional", "m_norm", "o", r"$m/\sigma^2$"),
+                                 ("semantic", "theta_fro", "s", r"$\theta/\sigma^2$")):
         a, v, sel = branch_series(rows, omega, b, key)
         if a.size and np.any(np.isfinite(v)):
-            ax.plot(a, np.abs(v) / sigma**2, ls="--", marker=marker, ms=3, color=COLOURS[b], lw=1)
-            ax.plot(a, np.where(sel, np.abs(v), np.nan) / sigma**2, ls="-", marker=marker, ms=4, color=COLOURS[b],
+            ax.plot(a, v / sigma**2, ls="--", marker=marker, ms=3, color=COLOURS[b], lw=1)
+            ax.plot(a, np.where(sel, v, np.nan) / sigma**2, ls="-", marker=marker, ms=4, color=COLOURS[b],
                     lw=2.4, label=f"{name}, {b} branch")
-    if summary.get("alpha_c") is not None:
-        ax.axvline(summary["alpha_c"], color="0.4", lw=1, ls="-.", label=r"$\alpha_c$")
+    if summary.alpha_c is not None:
+        ax.axvline(summary.alpha_c, color="0.4", lw=1, ls="-.", label=r"$\alpha_c$")
     ax.set_xlabel(r"sample complexity $\alpha$")
     ax.set_ylabel("overlap / $\\sigma^2$")
     ax.set_title(rf"Overlaps at $\omega = {omega:g}$ (solid: global minimum; dashed: metastable)", fontsize=10)
@@ -92,18 +102,18 @@ def figure_overlaps(rows: Sequence[dict], summary: dict, sigma: float) -> plt.Fi
     return fig
 
 
-def figure_phase_plane(rows: Sequence[dict], summaries: Sequence[dict]) -> plt.Figure:
+def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummary"]) -> Figure:
     """(c) (α, ω) plane coloured by e_t(semantic) − e_t(positional), with α_c(ω) and α_lin(ω)."""
-    omegas = sorted({_num(s["omega"]) for s in summaries})
-    alphas = sorted({_num(r["alpha"]) for r in rows})
+    omegas = sorted({s.omega for s in summaries})
+    alphas = sorted({r.alpha for r in rows})
     gap = np.full((len(omegas), len(alphas)), np.nan)
     only = np.full_like(gap, np.nan)
     idx_w = {w: i for i, w in enumerate(omegas)}
     idx_a = {a: j for j, a in enumerate(alphas)}
     et: dict[tuple, float] = {}
     for r in rows:
-        if r["status"] == "converged":
-            et[(_num(r["omega"]), _num(r["alpha"]), r["branch"])] = _num(r["train_loss"])
+        if r.converged:
+            et[(r.omega, r.alpha, r.branch)] = r.train_loss
     for w in omegas:
         for a in alphas:
             s, p = et.get((w, a, "semantic")), et.get((w, a, "positional"))
@@ -111,7 +121,8 @@ def figure_phase_plane(rows: Sequence[dict], summaries: Sequence[dict]) -> plt.F
                 gap[idx_w[w], idx_a[a]] = s - p
             elif s is not None or p is not None:
                 only[idx_w[w], idx_a[a]] = -1.0 if s is not None else 1.0
-    fig, ax = plt.subplots(figsize=(7.2, 4.8))
+    fig = _figure(figsize=(7.2, 4.8))
+    ax = fig.subplots()
     a_edges = _edges(np.array(alphas))
     w_edges = _edges(np.array(omegas))
     lim = np.nanmax(np.abs(gap)) if np.any(np.isfinite(gap)) else 1.0
@@ -120,10 +131,10 @@ def figure_phase_plane(rows: Sequence[dict], summaries: Sequence[dict]) -> plt.F
     ax.pcolormesh(a_edges, w_edges, np.ma.masked_invalid(only), cmap="Greys", vmin=-3, vmax=3, shading="flat")
     cb = fig.colorbar(mesh, ax=ax)
     cb.set_label(r"$e_t^{\rm sem} - e_t^{\rm pos}$  (red: positional is the global minimum)")
-    wc = [(s["alpha_c"], _num(s["omega"])) for s in summaries if s.get("alpha_c") is not None]
+    wc = [(s.alpha_c, s.omega) for s in summaries if s.alpha_c is not None]
     if wc:
         ax.plot(*zip(*wc), "k-o", ms=3, lw=2, label=r"$\alpha_c(\omega)$: positional $\to$ semantic")
-    wl = [(s["alpha_lin"], _num(s["omega"])) for s in summaries if s.get("alpha_lin") is not None]
+    wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
     ax.set_xlabel(r"sample complexity $\alpha$")
@@ -141,39 +152,43 @@ def _edges(x: np.ndarray) -> np.ndarray:
     return np.concatenate([[x[0] - (mid[0] - x[0])], mid, [x[-1] + (x[-1] - mid[-1])]])
 
 
-def figure_comparison(theory: Sequence[dict], table: Sequence[dict], erm_summary: Sequence[dict], omega: float,
-                      d: int, eps_lin: float | None = None, title: str = "") -> plt.Figure:
+def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence["ComparisonRow"],
+                      erm_linear: Sequence[dict], omega: float, d: int, eps_lin: float | None = None,
+                      title: str = "") -> Figure:
     """Theory (lines, one point per α) against ERM means ± std (points): ε_g, the branch overlaps
     (‖μ_1‖ and ‖θ‖_F/σ²) and Tr q/σ², against α, per branch.
 
-    ``theory`` rows carry the invariants ``m_norm``, ``theta_norm``, ``q_trace``; ``table`` rows are
-    those of :func:`dotattn.comparison.comparison_table` (ERM runs grouped by init and final branch).
+    ``theory``: per branch the arrays of :func:`dotattn.comparison.theory_curves`; ``table``: rows
+    of :func:`dotattn.comparison.comparison_table` (ERM runs grouped by init and final branch);
+    ``erm_linear``: (alpha, mean, std) of the ERM linear baseline
+    (:func:`dotattn.comparison.linear_baseline_points`).
     """
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    overlap_keys = {"positional": [("m_norm", "m", r"$\|\mu_1\|$")],
-                    "semantic": [("theta_norm", "theta", r"$\|\theta\|_F/\sigma^2$")],
-                    "mixed": [("m_norm", "m", r"$\|\mu_1\|$"), ("theta_norm", "theta", r"$\|\theta\|_F/\sigma^2$")]}
-    panels = [(axes[0], lambda b: [("test_error", "test_error", "")], r"test error $\varepsilon_g$", "Test error"),
+    fig = _figure(figsize=(15, 4.2))
+    axes = fig.subplots(1, 3)
+    overlap_keys = {"positional": [("m_norm", r"$\|\mu_1\|$")],
+                    "semantic": [("theta_norm", r"$\|\theta\|_F/\sigma^2$")],
+                    "mixed": [("m_norm", r"$\|\mu_1\|$"), ("theta_norm", r"$\|\theta\|_F/\sigma^2$")]}
+    panels = [(axes[0], lambda b: [("test_error", "")], r"test error $\varepsilon_g$", "Test error"),
               (axes[1], lambda b: overlap_keys[b], r"$\|\mu_1\|$,  $\|\theta\|_F/\sigma^2$", "Branch overlaps"),
-              (axes[2], lambda b: [("q_trace", "q", "")], r"Tr $q/\sigma^2$", "Self-overlap")]
-    branches = [b for b in BRANCH_STYLE if any(r["branch"] == b for r in list(theory) + list(table))]
+              (axes[2], lambda b: [("q_trace", "")], r"Tr $q/\sigma^2$", "Self-overlap")]
+    branches = [b for b in BRANCH_STYLE if b in theory or any(r.branch == b for r in table)]
     for ax, keys, ylabel, name in panels:
         for b in branches:
             colour, marker = BRANCH_STYLE[b]
-            for tkey, ekey, what in keys(b):
+            for key, what in keys(b):
                 tag = f"{b} {what}".strip()
-                style = "-" if tkey != "theta_norm" or b != "mixed" else "--"
-                a, v, _ = branch_series(theory, omega, b, tkey)
-                if a.size:
-                    ax.plot(a, v, ls=style, marker="x", color=colour, lw=1.8, label=f"theory, {tag}")
-                pts = [r for r in table if r["branch"] == b]
+                style = "-" if key != "theta_norm" or b != "mixed" else "--"
+                if b in theory:
+                    ax.plot(theory[b]["alpha"], theory[b][key], ls=style, marker="x", color=colour, lw=1.8,
+                            label=f"theory, {tag}")
+                pts = [r for r in table if r.branch == b]
                 for init in ("positional", "semantic"):
-                    sub = [r for r in pts if r["init"] == init]
+                    sub = [r for r in pts if r.init == init]
                     if not sub:
                         continue
-                    ax.errorbar([r["alpha"] for r in sub], [r[f"erm_{ekey}_mean"] for r in sub],
-                                yerr=[0.0 if not np.isfinite(_num(r[f"erm_{ekey}_std"])) else r[f"erm_{ekey}_std"]
-                                      for r in sub], fmt=marker if init == b or b == "mixed" else "D",
+                    ax.errorbar([r.alpha for r in sub], [r.erm_mean[key] for r in sub],
+                                yerr=[r.erm_std[key] if np.isfinite(r.erm_std[key]) else 0.0 for r in sub],
+                                fmt=marker if init == b or b == "mixed" else "D",
                                 color=colour, mfc="white" if init == "positional" else colour, capsize=3,
                                 label=f"ERM d={d}, {tag} ({init} init)")
         ax.set_xlabel(r"$\alpha$")
@@ -181,14 +196,9 @@ def figure_comparison(theory: Sequence[dict], table: Sequence[dict], erm_summary
         ax.set_title(f"{name}, {title}" if title else rf"{name}, $\omega = {omega:g}$", fontsize=9)
         ax.grid(alpha=0.25)
     ax = axes[0]
-    first: dict[float, dict] = {}
-    for r in erm_summary:
-        if r.get("init") in ("semantic", "positional"):
-            first.setdefault(_num(r["alpha"]), r)
-    if first:
-        rs = [first[a] for a in sorted(first)]
-        ax.errorbar([_num(r["alpha"]) for r in rs], [_num(r["linear_test_error_mean"]) for r in rs],
-                    yerr=[_num(r["linear_test_error_std"]) for r in rs], fmt="^", color="k", mfc="white", ms=4,
+    if erm_linear:
+        ax.errorbar([r["alpha"] for r in erm_linear], [r["mean"] for r in erm_linear],
+                    yerr=[r["std"] for r in erm_linear], fmt="^", color="k", mfc="white", ms=4,
                     capsize=2, label="ERM linear baseline")
     if eps_lin is not None:
         ax.axhline(eps_lin, color="k", ls=":", lw=1.2, label="theory linear baseline")
@@ -198,9 +208,10 @@ def figure_comparison(theory: Sequence[dict], table: Sequence[dict], erm_summary
     return fig
 
 
-def figure_finite_size(points: Sequence[dict], theory: dict[str, float], alpha: float, omega: float) -> plt.Figure:
+def figure_finite_size(points: Sequence[dict], theory: dict[str, float], alpha: float, omega: float) -> Figure:
     """ERM ε_g of each informed branch against 1/d, with the theory's d → ∞ values at 1/d = 0."""
-    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    fig = _figure(figsize=(6.4, 4.4))
+    ax = fig.subplots()
     for b in ("positional", "semantic"):
         pts = sorted((p for p in points if p["branch"] == b), key=lambda p: p["d"])
         if pts:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ParameterError", "Problem", "TOY_A", "TOY_GRAM", "parse_matrix", "readonly_array"]
+__all__ = ["check_number", "check_int", "ParameterError", "Problem", "TOY_A", "TOY_GRAM", "parse_matrix", "readonly_array"]
 
 TOY_A: tuple[tuple[float, ...], ...] = ((0.6, 0.4), (0.4, 0.6))
 TOY_GRAM: tuple[tuple[float, ...], ...] = ((1.0, -1.0), (-1.0, 1.0))
@@ -52,8 +52,9 @@ def parse_matrix(text: str) -> list[list[float]]:
         raise ParameterError(f"matrix {text!r} must be numbers, rows separated by ';'") from None
 
 
-def _check_number(name: str, value: Any, low: float | None, low_open: bool,
-                  high: float | None = None, allowed: str = "") -> float:
+def check_number(name: str, value: Any, low: float | None, low_open: bool,
+                 high: float | None = None, allowed: str = "", high_open: bool = False) -> float:
+    """``value`` as a finite float in the range described by ``allowed`` (ParameterError naming ``name``)."""
     try:
         x = float(value)
     except (TypeError, ValueError):
@@ -61,13 +62,14 @@ def _check_number(name: str, value: Any, low: float | None, low_open: bool,
     if not math.isfinite(x):
         raise ParameterError(f"{name} must be finite {allowed}, got {x}".strip())
     bad_low = low is not None and (x <= low if low_open else x < low)
-    bad_high = high is not None and x > high
+    bad_high = high is not None and (x >= high if high_open else x > high)
     if bad_low or bad_high:
         raise ParameterError(f"{name} must be {allowed}, got {x:g}")
     return x
 
 
-def _check_int(name: str, value: Any, low: int) -> int:
+def check_int(name: str, value: Any, low: int) -> int:
+    """``value`` as an integer >= ``low`` (ParameterError naming ``name``)."""
     if isinstance(value, bool) or not float(value).is_integer():
         raise ParameterError(f"{name} must be an integer >= {low}, got {value!r}")
     v = int(value)
@@ -103,13 +105,13 @@ class Problem:
     _arrays: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        L = _check_int("L", self.L, 2)
+        L = check_int("L", self.L, 2)
         object.__setattr__(self, "L", L)
-        object.__setattr__(self, "rank", _check_int("rank", self.rank, 1))
-        object.__setattr__(self, "teacher_rank", _check_int("teacher_rank", self.teacher_rank, 1))
-        object.__setattr__(self, "sigma", _check_number("sigma", self.sigma, 0.0, True, None, "> 0"))
-        object.__setattr__(self, "ridge", _check_number("lambda", self.ridge, 0.0, True, None, "> 0"))
-        object.__setattr__(self, "omega", _check_number("omega", self.omega, 0.0, False, 1.0, "in [0, 1]"))
+        object.__setattr__(self, "rank", check_int("rank", self.rank, 1))
+        object.__setattr__(self, "teacher_rank", check_int("teacher_rank", self.teacher_rank, 1))
+        object.__setattr__(self, "sigma", check_number("sigma", self.sigma, 0.0, True, None, "> 0"))
+        object.__setattr__(self, "ridge", check_number("lambda", self.ridge, 0.0, True, None, "> 0"))
+        object.__setattr__(self, "omega", check_number("omega", self.omega, 0.0, False, 1.0, "in [0, 1]"))
 
         A_in = self.positional_attention
         if A_in is None:

@@ -10,7 +10,8 @@ accepts convergence (if it changes the answer the iteration continues).
 
 The result is a :class:`FixedPoint`, with a status that is never silently "ok":
 ``converged``, ``not_converged`` (iteration budget spent; the last residual is kept) or
-``invalid`` (q, ρ − θᵀq⁻¹θ or K lost positive definiteness; the reason is kept).
+``invalid`` (q, ρ − θᵀq⁻¹θ or K lost positive definiteness; the reason, the last
+iterate and the step count are kept). Statuses come from :mod:`dotattn.status`.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ import numpy as np
 
 from dotattn.loss_channel import hat_update, test_error
 from dotattn.overlaps import Hats, InvalidOverlaps, Overlaps, field_factors
-from dotattn.problem import Problem
+from dotattn.problem import ParameterError, Problem, check_int, check_number
 from dotattn.quadrature import GaussianRule
 from dotattn.regulariser import overlap_update, regulariser_potential
+from dotattn.status import CONVERGED, INVALID, NOT_CONVERGED
 
-__all__ = ["FixedPoint", "SolverOptions", "potential", "iterate", "CONVERGED", "NOT_CONVERGED", "INVALID"]
+__all__ = ["FixedPoint", "SolverOptions", "potential", "iterate", "CONVERGED", "NOT_CONVERGED", "INVALID",
+           "HAT_FORMS"]
 
-CONVERGED, NOT_CONVERGED, INVALID = "converged", "not_converged", "invalid"
+HAT_FORMS: tuple[str, ...] = ("gradient", "stein")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,25 @@ class SolverOptions:
     global_every: int = 25
     random_starts: int | None = None
     anderson: int = 3
+
+    def __post_init__(self) -> None:
+        """Validate every field (ParameterError naming the field and its allowed range)."""
+        object.__setattr__(self, "tol", check_number("tol", self.tol, 0.0, True, None, "> 0"))
+        for name in ("damping", "warm_damping"):
+            object.__setattr__(self, name, check_number(name, getattr(self, name), 0.0, False, 1.0, "in [0, 1)",
+                                                        high_open=True))
+        object.__setattr__(self, "max_iter", check_int("max_iter", self.max_iter, 1))
+        if self.hat_form not in HAT_FORMS:
+            raise ParameterError(f"hat_form must be one of {', '.join(HAT_FORMS)}, got {self.hat_form!r}")
+        object.__setattr__(self, "global_every", check_int("global_every", self.global_every, 1))
+        if self.random_starts is not None:
+            object.__setattr__(self, "random_starts", check_int("random_starts", self.random_starts, 0))
+        object.__setattr__(self, "anderson", check_int("anderson", self.anderson, 0))
+
+    def check(self, problem: Problem) -> None:
+        """Checks that involve the problem (ParameterError)."""
+        if self.hat_form == "stein" and (problem.rank != 1 or problem.teacher_rank != 1):
+            raise ParameterError("hat_form stein needs rank = teacher_rank = 1")
 
 
 @dataclass(frozen=True)
@@ -75,6 +97,21 @@ class FixedPoint:
     @property
     def converged(self) -> bool:
         return self.status == CONVERGED
+
+    @classmethod
+    def failure(cls, status: str, message: str, *, iterations: int, residual: float, overlaps: Overlaps | None,
+                alpha: float, seconds: float) -> "FixedPoint":
+        """A run that did not converge: the last iterate and the steps taken, no hats, NaN outputs."""
+        return cls(status=status, message=message, iterations=int(iterations), residual=float(residual),
+                   overlaps=overlaps, hats=None, train_loss=np.nan, test_error=np.nan, alpha=alpha, seconds=seconds)
+
+
+class _InvalidAt(InvalidOverlaps):
+    """An iterate left the admissible set; carries that last iterate, the step count and the last residual."""
+
+    def __init__(self, reason: InvalidOverlaps, overlaps: Overlaps, iterations: int, residual: float) -> None:
+        super().__init__(str(reason))
+        self.overlaps, self.iterations, self.residual = overlaps, iterations, residual
 
 
 def potential(overlaps: Overlaps, hats: Hats, envelope: float, alpha: float, problem: Problem) -> float:
@@ -174,9 +211,9 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
             ch = hat_update(overlaps, alpha, rule, problem, search="global" if do_global else "local",
                             warm=prox_h, form=options.hat_form, random_starts=options.random_starts)
             update = subspace.apply(overlap_update(ch.hats, problem))
-        except InvalidOverlaps:
+        except InvalidOverlaps as err:
             if not extrapolated or fallback is None:
-                raise
+                raise _InvalidAt(err, overlaps, it, residual) from err
             # an Anderson extrapolation left the admissible region: plain damped step instead
             mixer.reset()
             extrapolated = False
@@ -233,22 +270,27 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     """
     t0 = time.perf_counter()
     init = init.canonical()
-    overlaps, residual, iters = init, np.inf, 0
     try:
         overlaps, ch, residual, iters, ok = _run(problem, alpha, init, rule, options, _Subspace.of(init), warm)
         if not ok:
-            return FixedPoint(NOT_CONVERGED, f"no convergence in {iters} iterations "
-                              f"(last change {residual:.2e}); try more iterations (--max-iter) or more damping",
-                              iters, residual, overlaps, None, np.nan, np.nan, alpha, time.perf_counter() - t0)
+            return FixedPoint.failure(NOT_CONVERGED, f"no convergence in {iters} iterations (last change "
+                                      f"{residual:.2e}); try more iterations (max_iter) or more damping",
+                                      iterations=iters, residual=residual, overlaps=overlaps, alpha=alpha,
+                                      seconds=time.perf_counter() - t0)
         phi = potential(overlaps, ch.hats, ch.envelope, alpha, problem)
         eps_g, eps_err = test_error(overlaps, rule, problem)
         quad_err = {}
         if rule.groups is not None:  # QMC: standard errors over the scramblings
             quad_err = {"train_loss": float(rule.standard_error(ch.prox.value)) * alpha, "test_error": eps_err,
                         "method": "QMC standard error"}
-        return FixedPoint(CONVERGED, f"converged to {residual:.1e}", iters, residual, overlaps, ch.hats,
-                          float(-phi), eps_g, alpha, time.perf_counter() - t0,
+        return FixedPoint(status=CONVERGED, message=f"converged to {residual:.1e}", iterations=iters,
+                          residual=residual, overlaps=overlaps, hats=ch.hats, train_loss=float(-phi),
+                          test_error=eps_g, alpha=alpha, seconds=time.perf_counter() - t0,
                           quadrature_error=quad_err, prox_h=ch.prox.h)
+    except _InvalidAt as err:  # the last iterate (the inadmissible one) and its step
+        return FixedPoint.failure(INVALID, f"invalid overlaps: {err}", iterations=err.iterations,
+                                  residual=err.residual, overlaps=err.overlaps, alpha=alpha,
+                                  seconds=time.perf_counter() - t0)
     except InvalidOverlaps as err:
-        return FixedPoint(INVALID, f"invalid overlaps: {err}", iters, float(residual), overlaps, None,
-                          np.nan, np.nan, alpha, time.perf_counter() - t0)
+        return FixedPoint.failure(INVALID, f"invalid overlaps: {err}", iterations=0, residual=np.inf,
+                                  overlaps=init, alpha=alpha, seconds=time.perf_counter() - t0)

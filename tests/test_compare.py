@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from clitools import run
@@ -47,14 +48,23 @@ def test_compare_bad_folder(tmp_path):
     assert r.returncode == 2 and "summary.json" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def _run_row(alpha, init, branch, test_error, q, theta, mu):
-    return {"alpha": str(alpha), "init": init, "branch": branch, "test_error": str(test_error),
-            "train_loss": "0.004", "q": json.dumps(q), "theta": json.dumps(theta), "mu": json.dumps(mu)}
+def _run(alpha, init, branch, test_error, q, theta, mu):
+    from dotattn.erm.records import RunRecord
+    q, theta, mu = (np.asarray(x, dtype=float) for x in (q, theta, mu))
+    return RunRecord(alpha=alpha, n=100, init=init, seed=0, status="converged", steps=1, rel_change=0.0,
+                     grad_norm=0.0, train_loss=0.004, train_error=0.004, test_error=test_error, test_error_se=0.0,
+                     linear_train_error=0.0, linear_test_error=0.0, mu=mu, theta=theta, q=q,
+                     theta_over_sigma2=theta, q_over_sigma2=q, branch=branch, selected=False, d=100)
+
+
+def _point(branch, q, theta, mu, test_error):
+    from dotattn.records import BranchPoint
+    return BranchPoint(omega=0.3, alpha=1.0, branch=branch, status="converged", selected=True, iterations=1,
+                       residual=0.0, q=np.asarray(q, dtype=float), V=np.eye(2), theta=np.asarray(theta, dtype=float),
+                       mu=np.asarray(mu, dtype=float), train_loss=0.004, test_error=test_error)
 
 
 def test_comparison_table_uses_gauge_invariants_and_runs_that_stayed_on_the_branch():
-    import numpy as np
-
     from dotattn.comparison import ErmRun, comparison_table, overlap_invariants
     from dotattn.problem import Problem
 
@@ -63,29 +73,32 @@ def test_comparison_table_uses_gauge_invariants_and_runs_that_stayed_on_the_bran
     # a rotated student frame must give the same invariants
     U = np.array([[np.cos(0.7), -np.sin(0.7)], [np.sin(0.7), np.cos(0.7)]])
     q, th, mu = np.array([[0.2, 0.01], [0.01, 0.05]]), np.array([[0.1], [0.02]]), np.array([[0.3, 0.0], [-0.3, 0.0]])
-    a = overlap_invariants(q.tolist(), th.tolist(), mu.tolist(), problem.sigma)
-    b = overlap_invariants((U.T @ q @ U).tolist(), (U.T @ th).tolist(), (mu @ U).tolist(), problem.sigma)
-    assert a == pytest.approx(b) and a["m"] == pytest.approx(0.3) and a["q"] == pytest.approx(0.25 / s2)
-    theory = [{"alpha": "1.0", "branch": "semantic", "status": "converged", "q": q.tolist(), "theta": th.tolist(),
-               "mu": [[0.0, 0.0], [0.0, 0.0]], "test_error": "0.004", "train_loss": "0.004", "selected": "True",
-               "omega": "0.3"}]
+    a = overlap_invariants(q, th, mu, problem.sigma)
+    b = overlap_invariants(U.T @ q @ U, U.T @ th, mu @ U, problem.sigma)
+    assert a == pytest.approx(b) and a["m_norm"] == pytest.approx(0.3) and a["q_trace"] == pytest.approx(0.25 / s2)
+    theory = [_point("semantic", q, th, [[0.0, 0.0], [0.0, 0.0]], 0.004)]
     # runs: two on the branch (ε_g 3 % and 5 % high), one that flowed to the positional branch
-    runs = [_run_row(1.0, "semantic", "semantic", 0.00412, q.tolist(), th.tolist(), [[0, 0], [0, 0]]),
-            _run_row(1.0, "semantic", "semantic", 0.0042, (U.T @ q @ U).tolist(), (U.T @ th).tolist(), [[0, 0], [0, 0]]),
-            _run_row(1.0, "semantic", "positional", 0.009, q.tolist(), [[0.0], [0.0]], mu.tolist())]
-    erm = ErmRun(path=None, problem=problem, d=100, summary=({"alpha": "1.0", "init": "semantic"},), runs=tuple(runs))
+    runs = [_run(1.0, "semantic", "semantic", 0.00412, q, th, [[0, 0], [0, 0]]),
+            _run(1.0, "semantic", "semantic", 0.0042, U.T @ q @ U, U.T @ th, [[0, 0], [0, 0]]),
+            _run(1.0, "semantic", "positional", 0.009, q, [[0.0], [0.0]], mu)]
+    for r in runs:  # the row form round-trips through JSON and CSV cells
+        assert type(r).from_row(r.to_row()) == r
+        assert type(r).from_row({k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in r.to_row().items()}) == r
+    erm = ErmRun(path=None, problem=problem, d=100, runs=tuple(runs))
     (row,) = comparison_table(erm, theory, tolerance=0.05)
-    assert (row["erm_runs"], row["erm_runs_on_branch"]) == (3, 2)
-    assert row["test_error_rel_diff"] == pytest.approx(0.04)
-    assert row["theta_rel_diff"] == pytest.approx(0.0, abs=1e-12) and row["q_rel_diff"] == pytest.approx(0.0, abs=1e-12)
-    assert np.isnan(row["m_rel_diff"])  # zero on the semantic branch: not compared
-    assert row["max_rel_diff"] == pytest.approx(0.04) and row["agrees"]
+    assert (row.erm_runs, row.erm_runs_on_branch) == (3, 2)
+    assert row.rel_diff["test_error"] == pytest.approx(0.04)
+    assert row.rel_diff["theta_norm"] == pytest.approx(0.0, abs=1e-12)
+    assert row.rel_diff["q_trace"] == pytest.approx(0.0, abs=1e-12)
+    assert np.isnan(row.rel_diff["m_norm"])  # zero on the semantic branch: not compared
+    assert row.max_rel_diff == pytest.approx(0.04) and row.agrees
+    back = type(row).from_row({k: str(v) for k, v in row.to_row().items()})  # CSV cells
+    assert json.dumps(back.to_row()) == json.dumps(row.to_row())
     (strict,) = comparison_table(erm, theory, tolerance=0.03)
-    assert not strict["agrees"]
+    assert not strict.agrees
     # with a positional theory point, the run that flowed there is compared with it
-    theory.append({**theory[0], "branch": "positional", "theta": [[0.0], [0.0]], "mu": mu.tolist(),
-                   "test_error": "0.009"})
+    theory.append(_point("positional", q, [[0.0], [0.0]], mu, 0.009))
     rows = comparison_table(erm, theory)
-    assert [(r["init"], r["branch"], r["erm_runs_on_branch"]) for r in rows] == [("semantic", "semantic", 2),
-                                                                                ("semantic", "positional", 1)]
-    assert rows[1]["test_error_rel_diff"] == pytest.approx(0.0) and np.isnan(rows[1]["erm_test_error_std"])
+    assert [(r.init, r.branch, r.erm_runs_on_branch) for r in rows] == [("semantic", "semantic", 2),
+                                                                       ("semantic", "positional", 1)]
+    assert rows[1].rel_diff["test_error"] == pytest.approx(0.0) and np.isnan(rows[1].erm_std["test_error"])

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
 from dotattn import ParameterError, Problem
-from dotattn.erm import ErmConfig, ErmResult, run_erm
+from dotattn.erm import ErmConfig, ErmResult, run_config, run_erm
 from dotattn.erm.data import (STREAM_TRAIN, content_noise, make_dataset, positional_embeddings, targets,
                               teacher_attention, teacher_weights)
 from dotattn.erm.experiment import _risk_function, _sample_errors, initial_weights
@@ -243,9 +244,11 @@ def test_small_run_end_to_end():
     assert sum(calls) == 300
     assert [r.init for r in res.runs[:6]] == ["semantic"] * 2 + ["positional"] * 2 + ["random"] * 2
     for r in res.runs:
-        assert r.status in ("converged", "max_steps") and 1 <= r.steps <= 300
+        assert r.status in ("converged", "not_converged") and 1 <= r.steps <= 300
         assert r.mu.shape == (2, 1) and r.theta.shape == (1, 1) and r.q.shape == (1, 1)
-        assert r.m == pytest.approx(abs(r.mu[0, 0])) and r.mu[1, 0] == pytest.approx(-r.mu[0, 0])
+        assert r.m == r.mu[0, 0] and r.m_norm == pytest.approx(abs(r.mu[0, 0]))
+        assert r.mu[1, 0] == pytest.approx(-r.mu[0, 0])
+        assert type(r).from_row(r.to_row()) == r
         assert r.theta.item() == pytest.approx(0.25 * r.theta_over_sigma2.item())
         assert r.theta_over_sigma2.item() >= 0  # Q -> -Q symmetry fixed
         assert 0 < r.test_error < 0.05 and r.test_error_se < 0.1 * r.test_error
@@ -259,13 +262,18 @@ def test_small_run_end_to_end():
             assert not res.select(alpha=alpha, seed=seed, init="random")[0].selected
     # informed starts stay on their branches at alpha = 2
     sem, pos = res.select(alpha=2.0, init="semantic"), res.select(alpha=2.0, init="positional")
-    assert all(r.theta_over_sigma2.item() > 0.4 for r in sem) and all(r.m > 0.15 for r in pos)
+    assert all(r.theta_over_sigma2.item() > 0.4 for r in sem) and all(r.m_norm > 0.15 for r in pos)
     rows = res.summary_rows()
-    assert [(row["alpha"], row["init"]) for row in rows[:4]] == [
+    assert [(row.alpha, row.init) for row in rows[:4]] == [
         (0.5, "semantic"), (0.5, "positional"), (0.5, "random"), (0.5, "selected")]
     sel = rows[3]
-    assert sel["runs"] == 2 and sel["selected_inits"]
-    np.testing.assert_allclose(sel["test_error_mean"], np.mean([r.test_error for r in res.select(0.5, "selected")]))
+    assert sel.runs == 2 and sel.selected_inits
+    np.testing.assert_allclose(sel.mean["test_error"], np.mean([r.test_error for r in res.select(0.5, "selected")]))
+    for row in rows:  # the row form round-trips through JSON and CSV cells
+        flat = row.to_row()
+        assert type(row).from_row(json.loads(json.dumps(flat))) == row
+        cells = {k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in flat.items()}
+        assert json.dumps(type(row).from_row(cells).to_row()) == json.dumps(flat)
     # the same seeds reproduce the same numbers
     again = run_erm(Problem(omega=0.3), d=64, alphas=[0.5, 2.0], inits="all", seeds=2, steps=300,
                     test_samples=1000, device="cpu")
@@ -289,7 +297,8 @@ def test_general_L_rank_and_other_optimisers_run():
 
 @pytest.mark.parametrize("kwargs,word", [
     (dict(d=1), "d"), (dict(alphas=[0.001]), "alpha"), (dict(optimizer="sgd"), "optimizer"),
-    (dict(device="cuda" if not torch.cuda.is_available() else "tpu"), "device"), (dict(lr=0.0), "lr"),
+    (dict(device="tpu"), "device"), (dict(device="cuda:x"), "device"), (dict(lr=0.0), "lr"),
+    (dict(seeds=[0, 1], first_seed=2), "first_seed"), (dict(first_seed=-1), "first_seed"),
     (dict(steps=0), "steps"), (dict(seeds=0), "seeds"), (dict(inits="nope"), "init"), (dict(alphas=[]), "alpha"),
     (dict(dtype="float16"), "dtype"), (dict(tol=-1.0), "tol"), (dict(test_samples=0), "test_samples")])
 def test_bad_configuration_raises_parameter_error(kwargs, word):
@@ -299,9 +308,23 @@ def test_bad_configuration_raises_parameter_error(kwargs, word):
         ErmConfig(**base)
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_unavailable_device_is_rejected_when_the_run_starts():
+    cfg = ErmConfig(d=100, alphas=[1.0], device="cuda")  # syntactically valid: checked at the start of a run
+    with pytest.raises(ParameterError, match="device"):
+        run_config(Problem(), cfg)
+
+
+def test_config_is_torch_free():
+    code = ("import sys; from dotattn.erm import ErmConfig; from dotattn.erm.records import RunRecord; "
+            "ErmConfig(d=10, alphas=[1.0]); assert 'torch' not in sys.modules")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
 def test_config_normalises():
     cfg = ErmConfig(d=100, alphas=[2.0, 0.5, 2.0], inits="all", seeds=3)
     assert cfg.alphas == (0.5, 2.0) and cfg.ns == (50, 200) and cfg.seeds == (0, 1, 2) and cfg.lr == 0.15
+    assert ErmConfig(d=100, alphas=[1.0], seeds=2, first_seed=5).seeds == (5, 6)
     assert cfg.inits == ("semantic", "positional", "random")
     with pytest.raises(ParameterError, match="d must be >= L"):
         run_erm(Problem(L=3, positional_attention=L3_A), d=2, alphas=[1.0], steps=1)
@@ -323,7 +346,7 @@ def test_cli_writes_self_describing_results(tmp_path, capsys):
     assert code == 0 and "selected" in stdout
     runs, summary = read_csv(out / "runs.csv"), read_csv(out / "summary.csv")
     assert len(runs) == 2 * 3 * 2 and len(summary) == 2 * 4
-    assert {"m", "theta_over_sigma2", "test_error", "linear_test_error", "status", "selected"} <= set(runs[0])
+    assert {"m", "m_norm", "theta_over_sigma2", "test_error", "linear_test_error", "status", "selected"} <= set(runs[0])
     meta = json.loads((out / "summary.json").read_text())
     prov = meta["provenance"]
     assert {"git_commit", "dotattn_version", "created_utc", "seconds"} <= set(prov)

@@ -3,8 +3,10 @@
 import pytest
 
 from dotattn.catalogue import QuadratureSpec
+from dotattn.branch import Branch
 from dotattn.phase_diagram import SweepSettings, omega_column, run_phase_diagram
 from dotattn.problem import ParameterError, Problem
+from dotattn.records import BranchPoint
 
 SETTINGS = SweepSettings(QuadratureSpec("gauss-hermite", 6, None))
 
@@ -16,14 +18,13 @@ def column():
 
 
 def test_alpha_c_is_where_the_training_losses_cross(column):
-    from dotattn.phase_diagram import _Branch
     a_c = column["summary"]["alpha_c"]
     assert a_c is not None and 1.0 < a_c < 1.5
     p = Problem(omega=0.3)
     rule = SETTINGS.quadrature.rule(4)
     gaps = []
     for a in (a_c - 2e-3, a_c + 2e-3):
-        pos, sem = _Branch("positional", p, rule, None, SETTINGS.options), _Branch("semantic", p, rule, None,
+        pos, sem = Branch("positional", p, rule, None, SETTINGS.options), Branch("semantic", p, rule, None,
                                                                                        SETTINGS.options)
         pos.follow([a], [0])
         sem.follow([a], [0])
@@ -32,22 +33,22 @@ def test_alpha_c_is_where_the_training_losses_cross(column):
 
 
 def test_rows_and_selection(column):
-    rows = column["rows"]
+    rows = [BranchPoint.from_row(r) for r in column["rows"]]
+    assert [p.to_row() for p in rows] == column["rows"]  # the row form round-trips
     for a in (1.0, 1.5, 2.0):
-        here = [r for r in rows if r["alpha"] == a and r["status"] == "converged"]
-        assert {r["branch"] for r in here} == {"positional", "semantic"}
-        sel = [r for r in here if r["selected"]]
-        assert len(sel) == 1 and sel[0]["train_loss"] == min(r["train_loss"] for r in here)
-    assert [r for r in rows if r["alpha"] == 2.0 and r["selected"]][0]["branch"] == "semantic"
+        here = [r for r in rows if r.alpha == a and r.converged]
+        assert {r.branch for r in here} == {"positional", "semantic"}
+        sel = [r for r in here if r.selected]
+        assert len(sel) == 1 and sel[0].train_loss == min(r.train_loss for r in here)
+    assert [r for r in rows if r.alpha == 2.0 and r.selected][0].branch == "semantic"
 
 
 def test_alpha_lin_is_where_the_selected_test_error_meets_the_baseline(column):
     s = column["summary"]
     a_lin = s["alpha_lin"]
     assert a_lin is not None and s["alpha_c"] <= a_lin < 2.0
-    from dotattn.phase_diagram import _Branch
     p = Problem(omega=0.3)
-    b = _Branch("semantic", p, SETTINGS.quadrature.rule(4), None, SETTINGS.options)
+    b = Branch("semantic", p, SETTINGS.quadrature.rule(4), None, SETTINGS.options)
     b.follow([a_lin], [0])
     assert abs(b.points[a_lin].test_error - s["linear_baseline_test_error"]) < 2e-6
 
@@ -68,7 +69,7 @@ def test_executors_and_cache_give_identical_results(tmp_path):
     args = dict(settings=SETTINGS)
     serial = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=1, cache_dir=tmp_path / "c1", **args)
     pool = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=2, **args)
-    assert serial.rows == pool.rows and [s["alpha_c"] for s in serial.summaries] == [s["alpha_c"] for s in pool.summaries]
+    assert serial.rows == pool.rows and [s.alpha_c for s in serial.summaries] == [s.alpha_c for s in pool.summaries]
     calls = []
     again = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=1, cache_dir=tmp_path / "c1",
                               progress=lambda d, t, w: calls.append(d), **args)
@@ -82,7 +83,7 @@ def test_dask_local_cluster_matches_pool():
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         viadask = run_phase_diagram(p, [0.3], [1.2, 1.4], settings=SETTINGS, dask_address=client)
     local = run_phase_diagram(p, [0.3], [1.2, 1.4], settings=SETTINGS, workers=1)
-    assert viadask.rows == local.rows and viadask.summaries[0]["alpha_c"] == local.summaries[0]["alpha_c"]
+    assert viadask.rows == local.rows and viadask.summaries[0].alpha_c == local.summaries[0].alpha_c
 
 
 def test_bad_grids():

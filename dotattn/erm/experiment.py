@@ -30,262 +30,39 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from dotattn.erm.config import (DEFAULT_LR, DEVICE_CHOICES, INFORMED, INIT_CHOICES, INIT_KINDS, OPTIMIZERS,
+                               ErmConfig, check_device_name)
 from dotattn.erm.data import (STREAM_INIT, STREAM_TEST, STREAM_TRAIN, generator, make_dataset,
                               positional_embeddings, teacher_weights)
 from dotattn.erm.models import (attention_matrix_pf, fit_linear_baseline, quadratic_residual_pf,
                                 residual_sq_norm, sample_stats)
-from dotattn.erm.training import DEFAULT_LR, OPTIMIZERS, STATUS, train
+from dotattn.erm.records import (BRANCH_M, BRANCH_THETA, COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, SUMMARY_METRICS,
+                                 RunRecord, SummaryRecord, run_branch)
+from dotattn.erm.training import STATUS, train
 from dotattn.problem import ParameterError, Problem, readonly_array
+from dotattn.rows import matrix_cell
+from dotattn.status import CONVERGED, DIVERGED, NOT_CONVERGED, from_training
 
 __all__ = ["INIT_KINDS", "INIT_CHOICES", "DTYPES", "DEVICE_CHOICES", "BRANCH_THETA", "BRANCH_M",
            "RUN_COLUMNS", "SUMMARY_COLUMNS", "COLUMN_DOCS", "ErmConfig", "RunRecord", "ErmResult",
-           "resolve_device", "initial_weights", "run_erm", "run_config"]
+           "resolve_device", "initial_weights", "run_erm", "run_config", "OPTIMIZERS", "DEFAULT_LR"]
 
-INIT_KINDS: tuple[str, ...] = ("semantic", "positional", "random")
-INIT_CHOICES: dict[str, tuple[str, ...]] = {
-    "semantic": ("semantic",), "positional": ("positional",), "random": ("random",),
-    "both": ("semantic", "positional"), "all": ("semantic", "positional", "random")}
-INFORMED: tuple[str, ...] = ("semantic", "positional")
 DTYPES: dict[str, torch.dtype] = {"float64": torch.float64, "float32": torch.float32}
-DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
-BRANCH_THETA = 0.1
-"""A run counts as semantic when ``‖QᵀQ*‖_F/d = ‖θ‖_F/σ² ≥ BRANCH_THETA``."""
-BRANCH_M = 0.05
-"""A run counts as positional when ``max_l ‖μ_l‖ ≥ BRANCH_M``."""
 
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` -> CUDA when available, else CPU; ParameterError for unknown or unavailable devices."""
-    key = str(name).strip().lower()
+    key = check_device_name(name)
     if key == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if key == "cpu":
         return torch.device("cpu")
-    if key == "cuda" or (key.startswith("cuda:") and key[5:].isdigit()):
-        if not torch.cuda.is_available():
-            raise ParameterError(f"device must be auto or cpu here: {name!r} requested but "
-                                 "torch.cuda.is_available() is False")
-        if ":" in key and int(key[5:]) >= torch.cuda.device_count():
-            raise ParameterError(f"device index must be < {torch.cuda.device_count()}, got {name!r}")
-        return torch.device(key)
-    raise ParameterError(f"device must be one of {DEVICE_CHOICES}, got {name!r}")
-
-
-def _normalise_inits(inits: str | Sequence[str]) -> tuple[str, ...]:
-    names = [inits] if isinstance(inits, str) else list(inits)
-    out: list[str] = []
-    for name in names:
-        key = str(name).strip().lower()
-        if key not in INIT_CHOICES:
-            raise ParameterError(f"init must be one of {', '.join(INIT_CHOICES)}, got {name!r}")
-        out.extend(k for k in INIT_CHOICES[key] if k not in out)
-    if not out:
-        raise ParameterError(f"init must be one of {', '.join(INIT_CHOICES)}; none given")
-    return tuple(k for k in INIT_KINDS if k in out)
-
-
-def _normalise_seeds(seeds: int | Sequence[int]) -> tuple[int, ...]:
-    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        if seeds < 1:
-            raise ParameterError(f"seeds must be an integer >= 1 (number of seeds), got {seeds}")
-        return tuple(range(int(seeds)))
-    try:
-        out = tuple(int(s) for s in seeds)
-    except (TypeError, ValueError):
-        raise ParameterError("seeds must be a count >= 1 or a list of integers >= 0") from None
-    if not out or min(out) < 0 or len(set(out)) != len(out):
-        raise ParameterError("seeds must be a non-empty list of distinct integers >= 0")
-    return out
-
-
-def _positive(name: str, value: Any, allow_zero: bool = False) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ParameterError(f"{name} must be a real number {'>= 0' if allow_zero else '> 0'}") from None
-    if not math.isfinite(x) or (x < 0 if allow_zero else x <= 0):
-        raise ParameterError(f"{name} must be {'>= 0' if allow_zero else '> 0'} and finite, got {x:g}")
-    return x
-
-
-def _integer(name: str, value: Any, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)) or not float(value).is_integer():
-        raise ParameterError(f"{name} must be an integer >= {low}, got {value!r}")
-    if int(value) < low:
-        raise ParameterError(f"{name} must be an integer >= {low}, got {int(value)}")
-    return int(value)
-
-
-@dataclass(frozen=True)
-class ErmConfig:
-    """Everything that defines one batch of ERM runs besides the :class:`Problem` (validated).
-
-    ``alphas`` are sample ratios (``n = round(α d)``), ``inits`` a name of :data:`INIT_CHOICES` or
-    a list of :data:`INIT_KINDS`, ``seeds`` a count (seeds ``0 .. count-1``) or a list; ``lr``
-    ``None`` means the optimiser's default (:data:`dotattn.erm.training.DEFAULT_LR`).
-    """
-
-    d: int
-    alphas: tuple[float, ...]
-    inits: tuple[str, ...] = ("semantic", "positional")
-    seeds: tuple[int, ...] = (0, 1, 2, 3)
-    optimizer: str = "gd"
-    steps: int = 5000
-    lr: float | None = None
-    tol: float = 1e-9
-    test_samples: int = 10_000
-    dtype: str = "float64"
-    device: str = "auto"
-    positional_m0: float = 0.3
-    random_scale: float = 0.1
-    baseline_ridge: float = 1e-8
-    test_batch: int = 2048
-
-    def __post_init__(self) -> None:
-        d = _integer("d", self.d, 2)
-        object.__setattr__(self, "d", d)
-        raw = [self.alphas] if isinstance(self.alphas, (int, float, np.number)) else list(self.alphas)
-        if not raw:
-            raise ParameterError("alpha grid is empty; give at least one value > 0")
-        alphas = []
-        for a in raw:
-            x = _positive("alpha", a)
-            if x * d < 1:
-                raise ParameterError(f"alpha must be >= 1/d = {1 / d:g} (alpha*d >= 1 training sample), got {x:g}")
-            alphas.append(x)
-        object.__setattr__(self, "alphas", tuple(sorted(set(alphas))))
-        object.__setattr__(self, "inits", _normalise_inits(self.inits))
-        object.__setattr__(self, "seeds", _normalise_seeds(self.seeds))
-        opt = str(self.optimizer).strip().lower()
-        if opt not in OPTIMIZERS:
-            raise ParameterError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        object.__setattr__(self, "optimizer", opt)
-        object.__setattr__(self, "steps", _integer("steps", self.steps, 1))
-        lr = DEFAULT_LR[opt] if self.lr is None else _positive("lr", self.lr)
-        object.__setattr__(self, "lr", lr)
-        object.__setattr__(self, "tol", _positive("tol", self.tol, allow_zero=True))
-        object.__setattr__(self, "test_samples", _integer("test_samples", self.test_samples, 1))
-        if self.dtype not in DTYPES:
-            raise ParameterError(f"dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
-        resolve_device(self.device)
-        object.__setattr__(self, "positional_m0", _positive("positional_m0", self.positional_m0))
-        object.__setattr__(self, "random_scale", _positive("random_scale", self.random_scale, allow_zero=True))
-        object.__setattr__(self, "baseline_ridge", _positive("baseline_ridge", self.baseline_ridge, allow_zero=True))
-        object.__setattr__(self, "test_batch", _integer("test_batch", self.test_batch, 1))
-
-    @property
-    def ns(self) -> tuple[int, ...]:
-        """Training-set sizes ``round(α d)`` per alpha."""
-        return tuple(max(1, int(round(a * self.d))) for a in self.alphas)
-
-    def check(self, problem: Problem) -> None:
-        """Checks that involve the problem (ParameterError)."""
-        if self.d < problem.L:
-            raise ParameterError(f"d must be >= L = {problem.L}, got {self.d}")
-        if "positional" in self.inits and float(np.max(np.abs(problem.G))) == 0.0:
-            raise ParameterError("init positional needs a nonzero positional_gram")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"d": self.d, "alphas": list(self.alphas), "n": list(self.ns), "inits": list(self.inits),
-                "seeds": list(self.seeds), "optimizer": self.optimizer, "steps": self.steps, "lr": self.lr,
-                "tol": self.tol, "test_samples": self.test_samples, "dtype": self.dtype, "device": self.device,
-                "positional_m0": self.positional_m0, "random_scale": self.random_scale,
-                "baseline_ridge": self.baseline_ridge, "test_batch": self.test_batch}
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """Measurements of one run (one alpha, initialisation and seed).
-
-    Overlaps use SPEC section 2's conventions: ``theta = σ² QᵀQ*/d`` (r×r_t), ``q = σ² QᵀQ/d``
-    (r×r), ``mu[l] = Qᵀp_l/√d`` (L×r), ``m = ‖μ_1‖``. ``train_loss = R(Q)/d`` (ridge included),
-    ``train_error`` the mean of ``‖ŷ−y‖²/(2d)`` over the training set, ``test_error`` (± standard
-    error ``test_error_se``) the same on the fresh test set; ``linear_*`` the baseline's.
-    """
-
-    alpha: float
-    n: int
-    init: str
-    seed: int
-    status: str
-    steps: int
-    rel_change: float
-    grad_norm: float
-    train_loss: float
-    train_error: float
-    test_error: float
-    test_error_se: float
-    linear_train_error: float
-    linear_test_error: float
-    m: float
-    mu: np.ndarray
-    theta: np.ndarray
-    q: np.ndarray
-    theta_over_sigma2: np.ndarray
-    q_over_sigma2: np.ndarray
-    branch: str
-    selected: bool
-
-    def row(self, d: int) -> dict[str, Any]:
-        """A flat dict for ``runs.csv`` (1×1 matrices as numbers, larger ones as nested lists)."""
-        out: dict[str, Any] = {"d": d}
-        for k in RUN_COLUMNS:
-            if k == "d":
-                continue
-            v = getattr(self, k)
-            out[k] = _scalar_or_list(v) if isinstance(v, np.ndarray) and k != "mu" else (
-                _mu_list(v) if k == "mu" else v)
-        return out
-
-
-def _scalar_or_list(a: np.ndarray) -> float | list:
-    a = np.asarray(a, dtype=float)
-    return float(a.reshape(-1)[0]) if a.size == 1 else a.tolist()
-
-
-def _mu_list(mu: np.ndarray) -> list:
-    mu = np.asarray(mu, dtype=float)
-    return mu[:, 0].tolist() if mu.shape[1] == 1 else mu.tolist()
-
-
-RUN_COLUMNS: tuple[str, ...] = (
-    "alpha", "n", "d", "init", "seed", "status", "steps", "rel_change", "grad_norm", "train_loss",
-    "train_error", "test_error", "test_error_se", "linear_train_error", "linear_test_error", "m", "mu",
-    "theta_over_sigma2", "q_over_sigma2", "theta", "q", "branch", "selected")
-_SUMMARY_METRICS: tuple[str, ...] = (
-    "m", "theta_over_sigma2", "q_over_sigma2", "theta", "q", "train_loss", "train_error", "test_error",
-    "linear_train_error", "linear_test_error", "steps", "grad_norm")
-SUMMARY_COLUMNS: tuple[str, ...] = (
-    ("alpha", "n", "d", "init", "runs", "converged", "max_steps", "diverged", "branches", "selected_inits")
-    + tuple(f"{k}_{s}" for k in _SUMMARY_METRICS for s in ("mean", "std")))
-COLUMN_DOCS: dict[str, str] = {
-    "alpha": "sample ratio; n = round(alpha*d) training samples",
-    "init": "initialisation (semantic: Q=Q*, positional: Q along p_1, random: small N(0,1)); "
-            "'selected' rows: per seed, the informed run of lower train_loss",
-    "status": "converged (|dR|/|R| <= tol), max_steps (step budget spent) or diverged",
-    "steps": "optimisation steps applied",
-    "rel_change": "last relative change of R per step",
-    "grad_norm": "||grad_Q R||_F at the final Q",
-    "train_loss": "R(Q)/d = sum_mu ||yhat-y||^2/(2d^2) + lambda ||Q||^2/(2d)  (SPEC e_t)",
-    "train_error": "mean over training samples of ||yhat-y||^2/(2d)",
-    "test_error": "mean over test_samples fresh samples of ||yhat-y||^2/(2d)  (SPEC eps_g)",
-    "test_error_se": "standard error of test_error from the test-set sample",
-    "linear_train_error": "linear baseline yhat = B X (least squares, ridge baseline_ridge) on the training set",
-    "linear_test_error": "linear baseline's test error on the same test set",
-    "m": "||Q^T p_1||/sqrt(d)",
-    "mu": "mu_l = Q^T p_l/sqrt(d), l = 1..L (r = 1: numbers; else lists)",
-    "theta_over_sigma2": "Q^T Q*/d (r x r_t)",
-    "q_over_sigma2": "Q^T Q/d (r x r)",
-    "theta": "SPEC theta = sigma^2 Q^T Q*/d",
-    "q": "SPEC q = sigma^2 Q^T Q/d",
-    "branch": f"semantic if ||theta||_F/sigma^2 >= {BRANCH_THETA}, positional if max_l ||mu_l|| >= {BRANCH_M}, "
-              "mixed if both, uninformative if neither",
-    "selected": "this run is the informed run of lower train_loss at its (alpha, seed)",
-    "runs": "number of seeds aggregated",
-    "branches": "count of runs per reached branch",
-    "selected_inits": "selected rows: how many seeds selected each informed initialisation",
-    "*_mean, *_std": "mean and sample standard deviation (ddof=1) over seeds; empty std for one seed",
-}
+    if not torch.cuda.is_available():
+        raise ParameterError(f"device must be auto or cpu here: {name!r} requested but "
+                             "torch.cuda.is_available() is False")
+    if ":" in key and int(key[5:]) >= torch.cuda.device_count():
+        raise ParameterError(f"device index must be < {torch.cuda.device_count()}, got {name!r}")
+    return torch.device(key)
 
 
 @dataclass(frozen=True)
@@ -319,11 +96,11 @@ class ErmResult:
         return tuple(out)
 
     def run_rows(self) -> list[dict[str, Any]]:
-        """One dict per run (columns :data:`RUN_COLUMNS`)."""
-        return [r.row(self.config.d) for r in self.runs]
+        """One row per run (columns :data:`RUN_COLUMNS`)."""
+        return [r.to_row() for r in self.runs]
 
-    def summary_rows(self) -> list[dict[str, Any]]:
-        """Mean and std over seeds per (alpha, init), plus 'selected' rows (columns :data:`SUMMARY_COLUMNS`)."""
+    def summary_rows(self) -> list[SummaryRecord]:
+        """Mean and std over seeds per (alpha, init), plus 'selected' rows."""
         rows = []
         groups = list(self.config.inits) + (["selected"] if any(k in INFORMED for k in self.config.inits) else [])
         for alpha, n in zip(self.config.alphas, self.config.ns):
@@ -344,19 +121,20 @@ def _counts(labels: Sequence[str]) -> str:
     return ";".join(f"{k}:{list(labels).count(k)}" for k in keys)
 
 
-def _summarise(runs: Sequence[RunRecord], alpha: float, n: int, d: int, init: str) -> dict[str, Any]:
-    row: dict[str, Any] = {"alpha": alpha, "n": n, "d": d, "init": init, "runs": len(runs),
-                           "converged": sum(r.status == "converged" for r in runs),
-                           "max_steps": sum(r.status == "max_steps" for r in runs),
-                           "diverged": sum(r.status == "diverged" for r in runs),
-                           "branches": _counts([r.branch for r in runs]),
-                           "selected_inits": _counts([r.init for r in runs]) if init == "selected" else ""}
-    for k in _SUMMARY_METRICS:
+def _summarise(runs: Sequence[RunRecord], alpha: float, n: int, d: int, init: str) -> SummaryRecord:
+    mean, std = {}, {}
+    for k in SUMMARY_METRICS:
         vals = np.stack([np.asarray(getattr(r, k), dtype=float) for r in runs])
-        row[f"{k}_mean"] = _scalar_or_list(vals.mean(axis=0))
-        std = vals.std(axis=0, ddof=1) if len(runs) > 1 else np.full(vals.shape[1:], np.nan)
-        row[f"{k}_std"] = _scalar_or_list(std)
-    return row
+        sd = vals.std(axis=0, ddof=1) if len(runs) > 1 else np.full(vals.shape[1:], np.nan)
+        cell = (lambda a: float(a)) if vals.ndim == 1 else matrix_cell  # noqa: E731
+        mean[k], std[k] = cell(vals.mean(axis=0)), cell(sd)
+    return SummaryRecord(alpha=alpha, n=n, d=d, init=init, runs=len(runs),
+                         converged=sum(r.status == CONVERGED for r in runs),
+                         not_converged=sum(r.status == NOT_CONVERGED for r in runs),
+                         diverged=sum(r.status == DIVERGED for r in runs),
+                         branches=_counts([r.branch for r in runs]),
+                         selected_inits=_counts([r.init for r in runs]) if init == "selected" else "",
+                         mean=mean, std=std)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -534,18 +312,15 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
         for i, kind in enumerate(inits):
             for k, s in enumerate(seeds):
                 th, qq, mu_k = arr["theta_s2"][k, a, i], arr["q_s2"][k, a, i], arr["mu"][k, a, i]
-                m_val = float(np.linalg.norm(mu_k[0]))
-                th_norm, m_max = float(np.linalg.norm(th)), float(np.linalg.norm(mu_k, axis=1).max())
-                branch = {(True, False): "semantic", (False, True): "positional", (True, True): "mixed",
-                          (False, False): "uninformative"}[(th_norm >= BRANCH_THETA, m_max >= BRANCH_M)]
                 runs.append(RunRecord(
-                    alpha=float(alpha), n=int(n), init=kind, seed=int(s), status=STATUS[int(status[k, a, i])],
+                    alpha=float(alpha), n=int(n), init=kind, seed=int(s),
+                    status=from_training(STATUS[int(status[k, a, i])]),
                     steps=int(steps_done[k, a, i]), rel_change=float(arr["rel"][k, a, i]),
                     grad_norm=float(arr["grad"][k, a, i]), train_loss=float(arr["train_loss"][k, a, i]),
                     train_error=float(arr["train_error"][k, a, i]), test_error=float(arr["test_err"][k, a, i]),
                     test_error_se=float(arr["test_se"][k, a, i]), linear_train_error=float(arr["lin_train"][k, a]),
-                    linear_test_error=float(arr["lin_test"][k, a]), m=m_val, mu=readonly_array(mu_k),
+                    linear_test_error=float(arr["lin_test"][k, a]), mu=readonly_array(mu_k),
                     theta=readonly_array(sig2 * th), q=readonly_array(sig2 * qq), theta_over_sigma2=readonly_array(th),
-                    q_over_sigma2=readonly_array(qq), branch=branch, selected=bool(sel[k, a, i])))
+                    q_over_sigma2=readonly_array(qq), branch=run_branch(th, mu_k), selected=bool(sel[k, a, i]), d=d))
     return ErmResult(problem=problem, config=config, runs=tuple(runs), device=str(dev),
                      seconds=time.perf_counter() - t0, threads=torch.get_num_threads())

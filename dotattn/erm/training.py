@@ -40,10 +40,10 @@ from typing import Callable
 
 import torch
 
+from dotattn.erm.config import DEFAULT_LR, OPTIMIZERS
+
 __all__ = ["OPTIMIZERS", "DEFAULT_LR", "STATUS", "TrainOutcome", "train", "progress_chunk"]
 
-OPTIMIZERS: tuple[str, ...] = ("gd", "adam", "lbfgs")
-DEFAULT_LR: dict[str, float] = {"gd": 0.15, "adam": 0.01, "lbfgs": 1.0}
 STATUS: tuple[str, ...] = ("max_steps", "converged", "diverged")
 _MAX_STEPS, _CONVERGED, _DIVERGED = 0, 1, 2
 _ADAM_BETAS, _ADAM_EPS = (0.9, 0.999), 1e-12

@@ -1,0 +1,159 @@
+"""One branch of fixed points along α at fixed ω: continuation, spinodal bisection, and the
+selected branch at each α (SPEC sections 4 and 5).
+
+A :class:`Branch` is seeded from its informed initialisation (:func:`dotattn.catalogue.initialisations`)
+and followed along a sorted α grid by continuation (warm start from the neighbouring α) until it
+ceases to exist: no convergence, invalid overlaps, or the solver flows to another branch. Each
+end inside the grid is bracketed by bisection (:meth:`Branch.spinodals`).
+"""
+
+from __future__ import annotations
+
+from dotattn.catalogue import QuadratureSpec, branch_label, initialisations
+from dotattn.problem import Problem
+from dotattn.quadrature import GaussianRule
+from dotattn.records import BranchPoint
+from dotattn.state_evolution import FixedPoint, SolverOptions, iterate
+from dotattn.status import ABSENT
+
+__all__ = ["Branch", "follow_branches", "selected_at", "branch_records", "FOLLOWED_BRANCHES"]
+
+FOLLOWED_BRANCHES = ("positional", "semantic")
+"""The informed branches followed at every ω (plus ``mixed`` for a student of rank r >= 2)."""
+
+
+class Branch:
+    """Fixed points of one branch at one ω, keyed by α, with continuation and bisection.
+
+    ``points`` α -> converged fixed point on the branch; ``failed`` α -> the result where the
+    branch was sought but not found (a failure, or a fixed point on another branch).
+    """
+
+    def __init__(self, name: str, problem: Problem, rule: GaussianRule, coarse: GaussianRule | None,
+                 options: SolverOptions) -> None:
+        self.name, self.problem, self.rule, self.coarse, self.options = name, problem, rule, coarse, options
+        self.points: dict[float, FixedPoint] = {}
+        self.failed: dict[float, FixedPoint] = {}
+
+    def on_branch(self, fp: FixedPoint) -> bool:
+        return fp.converged and branch_label(fp.overlaps, self.problem) == self.name
+
+    def solve_from(self, alpha: float, start: FixedPoint | None) -> FixedPoint:
+        """Fixed point at α, warm-started from ``start`` (or the informed initialisation)."""
+        if start is None:
+            init = dict(initialisations(self.problem, 0))[self.name]
+            if self.coarse is not None:
+                pre = iterate(self.problem, alpha, init, self.coarse, self.options)
+                init = pre.overlaps if pre.converged else init
+            fp = iterate(self.problem, alpha, init, self.rule, self.options)
+        else:
+            fp = iterate(self.problem, alpha, start.overlaps, self.rule, self.options, warm=start.prox_h)
+        return fp
+
+    def nearest(self, alpha: float) -> FixedPoint | None:
+        if not self.points:
+            return None
+        key = min(self.points, key=lambda a: abs(a - alpha))
+        return self.points[key]
+
+    def at(self, alpha: float) -> FixedPoint | None:
+        """Solve at an off-grid α from the nearest known point (for Brent); None if off-branch."""
+        fp = self.solve_from(alpha, self.nearest(alpha))
+        return fp if self.on_branch(fp) else None
+
+    def follow(self, alphas: list[float], seed_order: list[int]) -> None:
+        """Seed at the first index of ``seed_order`` that works, then continue both ways."""
+        seed = None
+        for i in seed_order:
+            fp = self.solve_from(alphas[i], None)
+            if self.on_branch(fp):
+                seed = i
+                self.points[alphas[i]] = fp
+                break
+            self.failed[alphas[i]] = fp
+        if seed is None:
+            return
+        for step in (-1, 1):
+            prev = self.points[alphas[seed]]
+            i = seed + step
+            while 0 <= i < len(alphas):
+                fp = self.solve_from(alphas[i], prev)
+                if not self.on_branch(fp):
+                    self.failed[alphas[i]] = fp
+                    break
+                self.points[alphas[i]] = prev = fp
+                i += step
+
+    def spinodals(self, alphas: list[float], tol: float) -> dict[str, float | None]:
+        """Ends of the followed segment inside the grid, bracketed to ``tol`` by bisection."""
+        out: dict[str, float | None] = {"lower": None, "upper": None}
+        if not self.points:
+            return out
+        lo, hi = min(self.points), max(self.points)
+        grid = sorted(alphas)
+        for side, inside, outside in (("lower", lo, _neighbour(grid, lo, -1)), ("upper", hi, _neighbour(grid, hi, +1))):
+            if outside is None:
+                continue
+            good, bad = inside, outside
+            start = self.points[inside]
+            while abs(bad - good) > tol:
+                mid = 0.5 * (good + bad)
+                fp = self.solve_from(mid, start)
+                if self.on_branch(fp):
+                    good, start = mid, fp
+                else:
+                    bad = mid
+            out[side] = 0.5 * (good + bad)
+        return out
+
+    def record(self, omega: float, alpha: float, selected: bool) -> BranchPoint | None:
+        """The branch at α as a record: its fixed point, or why it is absent (None if not sought)."""
+        if alpha in self.points:
+            return BranchPoint.of(self.points[alpha], omega=omega, branch=self.name, selected=selected)
+        fp = self.failed.get(alpha)
+        if fp is None:
+            return None
+        if fp.converged:  # flowed to another branch
+            return BranchPoint.of(fp, omega=omega, branch=self.name, selected=False, status=ABSENT,
+                                  message=f"flows to {branch_label(fp.overlaps, self.problem)}")
+        return BranchPoint.of(fp, omega=omega, branch=self.name, selected=False)
+
+
+def _neighbour(grid: list[float], a: float, step: int) -> float | None:
+    i = grid.index(a) + step
+    return grid[i] if 0 <= i < len(grid) else None
+
+
+def follow_branches(problem: Problem, alphas: list[float], quadrature: QuadratureSpec,
+                    options: SolverOptions) -> dict[str, Branch]:
+    """The informed branches followed along the sorted ``alphas``: positional and semantic, and
+    for a student of rank r >= 2 also the mixed branch (one positional and one semantic
+    direction), which the pure branches can be unstable towards."""
+    D = problem.gaussian_dim
+    rule, coarse = quadrature.rule(D), quadrature.coarse_rule(D)
+    n = len(alphas)
+    names = FOLLOWED_BRANCHES + (("mixed",) if problem.rank >= 2 else ())
+    branches = {name: Branch(name, problem, rule, coarse, options) for name in names}
+    branches["positional"].follow(alphas, list(range(n)))
+    for name in names[1:]:
+        branches[name].follow(alphas, list(range(n - 1, -1, -1)))
+    return branches
+
+
+def selected_at(branches: dict[str, Branch], alpha: float) -> str | None:
+    """Name of the selected branch at a grid α: the lowest e_t among the branches that exist there."""
+    present = {name: b.points[alpha] for name, b in branches.items() if alpha in b.points}
+    return min(present, key=lambda k: present[k].train_loss) if present else None
+
+
+def branch_records(branches: dict[str, Branch], omega: float, alphas: list[float]) -> list[BranchPoint]:
+    """One record per (α, branch) sought there: the fixed point (the selected one flagged), or why
+    the branch is absent."""
+    out = []
+    for a in alphas:
+        best = selected_at(branches, a)
+        for name, b in branches.items():
+            rec = b.record(omega, a, name == best)
+            if rec is not None:
+                out.append(rec)
+    return out

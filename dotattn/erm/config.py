@@ -1,0 +1,171 @@
+"""Configuration of a batch of ERM runs (:class:`ErmConfig`), validated at construction without torch.
+
+Everything here is checked syntactically (names, ranges, the device name ``auto | cpu | cuda |
+cuda:N``); whether a requested device exists is checked when a run starts
+(:func:`dotattn.erm.experiment.resolve_device`), still before any heavy computation. The
+optimiser names and default learning rates live here too, so that the CLI can validate all its
+input without importing torch.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import InitVar, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from dotattn.problem import ParameterError, Problem
+
+__all__ = ["ErmConfig", "INIT_KINDS", "INIT_CHOICES", "INFORMED", "DTYPE_NAMES", "DEVICE_CHOICES", "OPTIMIZERS",
+           "DEFAULT_LR", "check_device_name"]
+
+INIT_KINDS: tuple[str, ...] = ("semantic", "positional", "random")
+INIT_CHOICES: dict[str, tuple[str, ...]] = {
+    "semantic": ("semantic",), "positional": ("positional",), "random": ("random",),
+    "both": ("semantic", "positional"), "all": ("semantic", "positional", "random")}
+INFORMED: tuple[str, ...] = ("semantic", "positional")
+DTYPE_NAMES: tuple[str, ...] = ("float64", "float32")
+DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
+OPTIMIZERS: tuple[str, ...] = ("gd", "adam", "lbfgs")
+DEFAULT_LR: dict[str, float] = {"gd": 0.15, "adam": 0.01, "lbfgs": 1.0}
+_DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")
+
+
+def check_device_name(name: Any) -> str:
+    """The device name, lower-cased, if it is ``auto``, ``cpu``, ``cuda`` or ``cuda:N`` (ParameterError if not)."""
+    key = str(name).strip().lower()
+    if not _DEVICE.match(key):
+        raise ParameterError(f"device must be one of {DEVICE_CHOICES}, got {name!r}")
+    return key
+
+
+def _normalise_inits(inits: str | Sequence[str]) -> tuple[str, ...]:
+    names = [inits] if isinstance(inits, str) else list(inits)
+    out: list[str] = []
+    for name in names:
+        key = str(name).strip().lower()
+        if key not in INIT_CHOICES:
+            raise ParameterError(f"init must be one of {', '.join(INIT_CHOICES)}, got {name!r}")
+        out.extend(k for k in INIT_CHOICES[key] if k not in out)
+    if not out:
+        raise ParameterError(f"init must be one of {', '.join(INIT_CHOICES)}; none given")
+    return tuple(k for k in INIT_KINDS if k in out)
+
+
+def _normalise_seeds(seeds: int | Sequence[int], first: int = 0) -> tuple[int, ...]:
+    """A count of seeds (``first .. first+count-1``) or an explicit list (``first`` must be 0 then)."""
+    first = _integer("first_seed", first, 0)
+    if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
+        if seeds < 1:
+            raise ParameterError(f"seeds must be an integer >= 1 (number of seeds), got {seeds}")
+        return tuple(range(first, first + int(seeds)))
+    if first:
+        raise ParameterError("first_seed applies to a count of seeds, not to a list of seeds")
+    try:
+        out = tuple(int(s) for s in seeds)
+    except (TypeError, ValueError):
+        raise ParameterError("seeds must be a count >= 1 or a list of integers >= 0") from None
+    if not out or min(out) < 0 or len(set(out)) != len(out):
+        raise ParameterError("seeds must be a non-empty list of distinct integers >= 0")
+    return out
+
+
+def _positive(name: str, value: Any, allow_zero: bool = False) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a real number {'>= 0' if allow_zero else '> 0'}") from None
+    if not math.isfinite(x) or (x < 0 if allow_zero else x <= 0):
+        raise ParameterError(f"{name} must be {'>= 0' if allow_zero else '> 0'} and finite, got {x:g}")
+    return x
+
+
+def _integer(name: str, value: Any, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)) or not float(value).is_integer():
+        raise ParameterError(f"{name} must be an integer >= {low}, got {value!r}")
+    if int(value) < low:
+        raise ParameterError(f"{name} must be an integer >= {low}, got {int(value)}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class ErmConfig:
+    """Everything that defines one batch of ERM runs besides the :class:`Problem` (validated).
+
+    ``alphas`` are sample ratios (``n = round(α d)``), ``inits`` a name of :data:`INIT_CHOICES` or
+    a list of :data:`INIT_KINDS`, ``seeds`` a count (seeds ``first_seed .. first_seed+count-1``;
+    ``first_seed`` is an init-only argument, not stored) or a list; ``lr`` ``None`` means the
+    optimiser's default (:data:`DEFAULT_LR`); ``device`` a name checked syntactically here.
+    """
+
+    d: int
+    alphas: tuple[float, ...]
+    inits: tuple[str, ...] = ("semantic", "positional")
+    seeds: tuple[int, ...] = (0, 1, 2, 3)
+    optimizer: str = "gd"
+    steps: int = 5000
+    lr: float | None = None
+    tol: float = 1e-9
+    test_samples: int = 10_000
+    dtype: str = "float64"
+    device: str = "auto"
+    positional_m0: float = 0.3
+    random_scale: float = 0.1
+    baseline_ridge: float = 1e-8
+    test_batch: int = 2048
+    first_seed: InitVar[int] = 0
+
+    def __post_init__(self, first_seed: int = 0) -> None:
+        d = _integer("d", self.d, 2)
+        object.__setattr__(self, "d", d)
+        raw = [self.alphas] if isinstance(self.alphas, (int, float, np.number)) else list(self.alphas)
+        if not raw:
+            raise ParameterError("alpha grid is empty; give at least one value > 0")
+        alphas = []
+        for a in raw:
+            x = _positive("alpha", a)
+            if x * d < 1:
+                raise ParameterError(f"alpha must be >= 1/d = {1 / d:g} (alpha*d >= 1 training sample), got {x:g}")
+            alphas.append(x)
+        object.__setattr__(self, "alphas", tuple(sorted(set(alphas))))
+        object.__setattr__(self, "inits", _normalise_inits(self.inits))
+        object.__setattr__(self, "seeds", _normalise_seeds(self.seeds, first_seed))
+        opt = str(self.optimizer).strip().lower()
+        if opt not in OPTIMIZERS:
+            raise ParameterError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        object.__setattr__(self, "optimizer", opt)
+        object.__setattr__(self, "steps", _integer("steps", self.steps, 1))
+        lr = DEFAULT_LR[opt] if self.lr is None else _positive("lr", self.lr)
+        object.__setattr__(self, "lr", lr)
+        object.__setattr__(self, "tol", _positive("tol", self.tol, allow_zero=True))
+        object.__setattr__(self, "test_samples", _integer("test_samples", self.test_samples, 1))
+        if self.dtype not in DTYPE_NAMES:
+            raise ParameterError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {self.dtype!r}")
+        check_device_name(self.device)
+        object.__setattr__(self, "positional_m0", _positive("positional_m0", self.positional_m0))
+        object.__setattr__(self, "random_scale", _positive("random_scale", self.random_scale, allow_zero=True))
+        object.__setattr__(self, "baseline_ridge", _positive("baseline_ridge", self.baseline_ridge, allow_zero=True))
+        object.__setattr__(self, "test_batch", _integer("test_batch", self.test_batch, 1))
+
+    @property
+    def ns(self) -> tuple[int, ...]:
+        """Training-set sizes ``round(α d)`` per alpha."""
+        return tuple(max(1, int(round(a * self.d))) for a in self.alphas)
+
+    def check(self, problem: Problem) -> None:
+        """Checks that involve the problem (ParameterError)."""
+        if self.d < problem.L:
+            raise ParameterError(f"d must be >= L = {problem.L}, got {self.d}")
+        if "positional" in self.inits and float(np.max(np.abs(problem.G))) == 0.0:
+            raise ParameterError("init positional needs a nonzero positional_gram")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"d": self.d, "alphas": list(self.alphas), "n": list(self.ns), "inits": list(self.inits),
+                "seeds": list(self.seeds), "optimizer": self.optimizer, "steps": self.steps, "lr": self.lr,
+                "tol": self.tol, "test_samples": self.test_samples, "dtype": self.dtype, "device": self.device,
+                "positional_m0": self.positional_m0, "random_scale": self.random_scale,
+                "baseline_ridge": self.baseline_ridge, "test_batch": self.test_batch}
+
+

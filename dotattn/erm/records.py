@@ -1,0 +1,202 @@
+"""Typed records of ERM results (torch-free): one :class:`RunRecord` per run, its row columns
+(:data:`RUN_COLUMNS`), the summary columns and the column documentation (:data:`COLUMN_DOCS`).
+
+Rows follow the codec of :mod:`dotattn.rows` (matrices always nested lists; in CSV their JSON
+text). Statuses are the shared vocabulary of :mod:`dotattn.status` (training's ``max_steps`` is
+``not_converged``); branch labels come from :func:`dotattn.status.branch_label` with the
+finite-size thresholds :data:`BRANCH_THETA` and :data:`BRANCH_M`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dotattn.rows import matrix_cell, read_bool, read_float, read_int, read_matrix, read_text
+from dotattn.status import branch_label
+
+__all__ = ["RunRecord", "SummaryRecord", "RUN_COLUMNS", "SUMMARY_COLUMNS", "SUMMARY_METRICS", "COLUMN_DOCS", "BRANCH_THETA",
+           "BRANCH_M", "run_branch"]
+
+BRANCH_THETA = 0.1
+"""A run counts as semantic when ``‖QᵀQ*‖_F/d = ‖θ‖_F/σ² ≥ BRANCH_THETA``."""
+BRANCH_M = 0.05
+"""A run counts as positional when ``max_l ‖μ_l‖ ≥ BRANCH_M``."""
+
+
+def run_branch(theta_over_sigma2: np.ndarray, mu: np.ndarray) -> str:
+    """Branch a run ended on, from ``θ/σ²`` (r×r_t) and ``μ`` (L×r), with the thresholds above."""
+    return branch_label(positional=float(np.linalg.norm(mu, axis=1).max()) >= BRANCH_M,
+                        semantic=float(np.linalg.norm(theta_over_sigma2)) >= BRANCH_THETA)
+
+
+_MATRICES = ("mu", "theta", "q", "theta_over_sigma2", "q_over_sigma2")
+_FLOATS = ("alpha", "rel_change", "grad_norm", "train_loss", "train_error", "test_error", "test_error_se",
+           "linear_train_error", "linear_test_error")
+
+
+@dataclass(frozen=True, eq=False)
+class RunRecord:
+    """Measurements of one run (one alpha, initialisation and seed) at dimension ``d``.
+
+    Overlaps use SPEC section 2's conventions: ``theta = σ² QᵀQ*/d`` (r×r_t), ``q = σ² QᵀQ/d``
+    (r×r), ``mu[l] = Qᵀp_l/√d`` (L×r); ``m`` = the signed μ₁ = ``mu[0, 0]`` and ``m_norm`` = ‖μ₁‖
+    (derived from ``mu``). ``train_loss = R(Q)/d`` (ridge included), ``train_error`` the mean of
+    ``‖ŷ−y‖²/(2d)`` over the training set, ``test_error`` (± standard error ``test_error_se``) the
+    same on the fresh test set; ``linear_*`` the baseline's. ``status``: :mod:`dotattn.status`.
+    """
+
+    alpha: float
+    n: int
+    init: str
+    seed: int
+    status: str
+    steps: int
+    rel_change: float
+    grad_norm: float
+    train_loss: float
+    train_error: float
+    test_error: float
+    test_error_se: float
+    linear_train_error: float
+    linear_test_error: float
+    mu: np.ndarray
+    theta: np.ndarray
+    q: np.ndarray
+    theta_over_sigma2: np.ndarray
+    q_over_sigma2: np.ndarray
+    branch: str
+    selected: bool
+    d: int | None = None
+
+    @property
+    def m(self) -> float:
+        """Signed μ₁ = ``mu[0, 0]``."""
+        return float(self.mu[0, 0])
+
+    @property
+    def m_norm(self) -> float:
+        """‖μ₁‖ over the student directions."""
+        return float(np.linalg.norm(self.mu[0]))
+
+    def to_row(self) -> dict[str, Any]:
+        """The row of ``runs.csv`` / ``summary.json["runs"]`` (columns :data:`RUN_COLUMNS`)."""
+        out: dict[str, Any] = {}
+        for k in RUN_COLUMNS:
+            v = getattr(self, k)
+            out[k] = matrix_cell(v) if k in _MATRICES else v
+        return out
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "RunRecord":
+        """Inverse of :meth:`to_row` for JSON and CSV rows (``m``, ``m_norm`` are recomputed from ``mu``)."""
+        kw: dict[str, Any] = {k: read_float(row[k]) for k in _FLOATS}
+        kw.update({k: read_matrix(row[k], column=(k == "mu")) for k in _MATRICES})
+        kw.update(n=read_int(row["n"]), seed=read_int(row["seed"]), steps=read_int(row["steps"]),
+                  d=read_int(row["d"]) if row.get("d") not in (None, "") else None,
+                  init=read_text(row["init"]), status=read_text(row["status"]), branch=read_text(row["branch"]),
+                  selected=read_bool(row["selected"]))
+        return cls(**kw)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunRecord) and self.to_row() == other.to_row()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+RUN_COLUMNS: tuple[str, ...] = (
+    "alpha", "n", "d", "init", "seed", "status", "steps", "rel_change", "grad_norm", "train_loss",
+    "train_error", "test_error", "test_error_se", "linear_train_error", "linear_test_error", "m", "m_norm", "mu",
+    "theta_over_sigma2", "q_over_sigma2", "theta", "q", "branch", "selected")
+SUMMARY_METRICS: tuple[str, ...] = (
+    "m", "m_norm", "theta_over_sigma2", "q_over_sigma2", "theta", "q", "train_loss", "train_error", "test_error",
+    "linear_train_error", "linear_test_error", "steps", "grad_norm")
+SUMMARY_COLUMNS: tuple[str, ...] = (
+    ("alpha", "n", "d", "init", "runs", "converged", "not_converged", "diverged", "branches", "selected_inits")
+    + tuple(f"{k}_{s}" for k in SUMMARY_METRICS for s in ("mean", "std")))
+
+
+@dataclass(frozen=True, eq=False)
+class SummaryRecord:
+    """Mean and sample std (ddof = 1; NaN for one run) over the runs of one (alpha, init) group
+    (``init = "selected"``: per seed the informed run of lower train_loss).
+
+    ``mean``, ``std``: metric (:data:`SUMMARY_METRICS`) -> a number, or a nested list for a matrix;
+    ``branches``, ``selected_inits``: ``label:count`` pairs joined by ``;``.
+    """
+
+    alpha: float
+    n: int
+    d: int
+    init: str
+    runs: int
+    converged: int
+    not_converged: int
+    diverged: int
+    branches: str
+    selected_inits: str
+    mean: dict
+    std: dict
+
+    def to_row(self) -> dict[str, Any]:
+        """The flat row of ``summary.csv`` (columns :data:`SUMMARY_COLUMNS`)."""
+        row: dict[str, Any] = {k: getattr(self, k) for k in SUMMARY_COLUMNS[:10]}
+        for k in SUMMARY_METRICS:
+            row[f"{k}_mean"], row[f"{k}_std"] = self.mean[k], self.std[k]
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "SummaryRecord":
+        """Inverse of :meth:`to_row` (JSON or CSV cells)."""
+        def metric(x: Any) -> Any:  # a nested list (matrix metric) or a number
+            return read_matrix(x).tolist() if isinstance(x, list) or str(x).lstrip().startswith("[") else read_float(x)
+        return cls(alpha=read_float(row["alpha"]), init=read_text(row["init"]), branches=read_text(row["branches"]),
+                   selected_inits=read_text(row["selected_inits"]),
+                   **{k: read_int(row[k]) for k in ("n", "d", "runs", "converged", "not_converged", "diverged")},
+                   mean={k: metric(row[f"{k}_mean"]) for k in SUMMARY_METRICS},
+                   std={k: metric(row[f"{k}_std"]) for k in SUMMARY_METRICS})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SummaryRecord) and json.dumps(self.to_row()) == json.dumps(other.to_row())
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+COLUMN_DOCS: dict[str, str] = {
+    "alpha": "sample ratio; n = round(alpha*d) training samples",
+    "init": "initialisation (semantic: Q=Q*, positional: Q along p_1, random: small N(0,1)); "
+            "'selected' rows: per seed, the informed run of lower train_loss",
+    "status": "converged (|dR|/|R| <= tol), not_converged (step budget spent; training's max_steps) or diverged "
+              "(R not finite); the vocabulary of dotattn.status",
+    "steps": "optimisation steps applied",
+    "rel_change": "last relative change of R per step",
+    "grad_norm": "||grad_Q R||_F at the final Q",
+    "train_loss": "R(Q)/d = sum_mu ||yhat-y||^2/(2d^2) + lambda ||Q||^2/(2d)  (SPEC e_t)",
+    "train_error": "mean over training samples of ||yhat-y||^2/(2d)",
+    "test_error": "mean over test_samples fresh samples of ||yhat-y||^2/(2d)  (SPEC eps_g)",
+    "test_error_se": "standard error of test_error from the test-set sample",
+    "linear_train_error": "linear baseline yhat = B X (least squares, ridge baseline_ridge) on the training set",
+    "linear_test_error": "linear baseline's test error on the same test set",
+    "m": "signed mu_1 = mu[0][0] = (Q^T p_1)_1/sqrt(d) (first student direction; the toy model's m)",
+    "m_norm": "||mu_1|| = ||Q^T p_1||/sqrt(d) (gauge invariant)",
+    "mu": "mu_l = Q^T p_l/sqrt(d): L x r nested list (rows l = 1..L)",
+    "matrices": "mu, theta, q, theta_over_sigma2, q_over_sigma2 are nested lists (rows of columns; 1x1 as [[x]]); "
+                "in CSV cells their JSON text",
+    "d": "token dimension",
+    "theta_over_sigma2": "Q^T Q*/d (r x r_t)",
+    "q_over_sigma2": "Q^T Q/d (r x r)",
+    "theta": "SPEC theta = sigma^2 Q^T Q*/d",
+    "q": "SPEC q = sigma^2 Q^T Q/d",
+    "branch": f"semantic if ||theta||_F/sigma^2 >= {BRANCH_THETA}, positional if max_l ||mu_l|| >= {BRANCH_M}, "
+              "mixed if both, uninformative if neither",
+    "selected": "this run is the informed run of lower train_loss at its (alpha, seed)",
+    "runs": "number of seeds aggregated",
+    "branches": "count of runs per reached branch",
+    "selected_inits": "selected rows: how many seeds selected each informed initialisation",
+    "*_mean, *_std": "mean and sample standard deviation (ddof=1) over seeds; empty std for one seed",
+}
+
+

@@ -1,0 +1,118 @@
+"""Typed records of the theory's results as they cross a stage boundary (catalogue, sweeps,
+comparison, plotting, files). Each has exactly one ``to_row`` / ``from_row`` pair (codec:
+:mod:`dotattn.rows`).
+
+Columns of a :class:`BranchPoint` row (:data:`BRANCH_POINT_COLUMNS`; SPEC section 2 conventions):
+
+* ``omega``, ``alpha``: the point (ω, α); ``branch``: positional / semantic / mixed /
+  uninformative (``none`` for a catalogue entry that did not converge); ``status``: see
+  :mod:`dotattn.status`; ``message``: why (e.g. ``flows to semantic`` for an absent branch);
+* ``q`` (r×r), ``V`` (r×r), ``theta`` (r×r_t), ``mu`` (L×r): overlaps, always nested lists; for a
+  result that did not converge, its last iterate;
+* ``m``: the signed μ₁ = ``mu[0][0]`` (first position, first student direction; the toy model's m);
+  ``m_norm``: ‖μ₁‖ = the norm of ``mu[0]`` over the student directions (gauge invariant);
+* ``train_loss`` e_t, ``test_error`` ε_g (empty unless converged); ``selected``: lowest e_t among
+  the converged points at this (ω, α); ``iterations``, ``residual``: of the solver run;
+* JSON only: ``init`` (the start it came from), ``quadrature_error`` (estimated errors of e_t, ε_g).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dotattn.rows import matrix_cell, read_bool, read_float, read_int, read_matrix, read_text
+from dotattn.status import CONVERGED
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dotattn.state_evolution import FixedPoint
+
+__all__ = ["BranchPoint", "BRANCH_POINT_COLUMNS"]
+
+BRANCH_POINT_COLUMNS: tuple[str, ...] = (
+    "omega", "alpha", "branch", "status", "q", "m", "m_norm", "mu", "theta", "V", "train_loss", "test_error",
+    "selected", "iterations", "residual", "message")
+
+
+@dataclass(frozen=True, eq=False)
+class BranchPoint:
+    """One fixed point (or failed solve) on a branch at (ω, α); see the module docstring for the fields."""
+
+    omega: float
+    alpha: float
+    branch: str
+    status: str
+    selected: bool
+    iterations: int
+    residual: float
+    q: np.ndarray | None
+    V: np.ndarray | None
+    theta: np.ndarray | None
+    mu: np.ndarray | None
+    train_loss: float = float("nan")
+    test_error: float = float("nan")
+    message: str = ""
+    init: str = ""
+    quadrature_error: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, fp: "FixedPoint", *, omega: float, branch: str, selected: bool, init: str = "",
+           status: str | None = None, message: str | None = None) -> "BranchPoint":
+        """The record of a solver result (``status`` / ``message`` override the solver's)."""
+        o = fp.overlaps
+        return cls(omega=float(omega), alpha=float(fp.alpha), branch=branch, status=status or fp.status,
+                   selected=bool(selected), iterations=int(fp.iterations), residual=float(fp.residual),
+                   q=None if o is None else o.q, V=None if o is None else o.V,
+                   theta=None if o is None else o.theta, mu=None if o is None else o.mu,
+                   train_loss=float(fp.train_loss), test_error=float(fp.test_error),
+                   message=fp.message if message is None else message, init=init,
+                   quadrature_error=dict(fp.quadrature_error))
+
+    @property
+    def converged(self) -> bool:
+        return self.status == CONVERGED
+
+    @property
+    def m(self) -> float:
+        """Signed μ₁: ``mu[0, 0]`` (NaN without overlaps)."""
+        return float(self.mu[0, 0]) if self.mu is not None else float("nan")
+
+    @property
+    def m_norm(self) -> float:
+        """‖μ₁‖ over the student directions (gauge invariant)."""
+        return float(np.linalg.norm(self.mu[0])) if self.mu is not None else float("nan")
+
+    @property
+    def theta_fro(self) -> float:
+        """‖θ‖_F (|θ| for r = r_t = 1)."""
+        return float(np.linalg.norm(self.theta)) if self.theta is not None else float("nan")
+
+    def to_row(self) -> dict[str, Any]:
+        """JSON-ready row (matrices as nested lists, NaN as None)."""
+        num = (lambda x: float(x) if np.isfinite(x) else None)  # noqa: E731
+        return {"omega": self.omega, "alpha": self.alpha, "branch": self.branch, "status": self.status,
+                "q": matrix_cell(self.q), "m": num(self.m), "m_norm": num(self.m_norm), "mu": matrix_cell(self.mu),
+                "theta": matrix_cell(self.theta), "V": matrix_cell(self.V), "train_loss": num(self.train_loss),
+                "test_error": num(self.test_error), "selected": self.selected, "iterations": self.iterations,
+                "residual": num(self.residual), "message": self.message, "init": self.init,
+                "quadrature_error": self.quadrature_error}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "BranchPoint":
+        """Inverse of :meth:`to_row`, for JSON rows and CSV rows (:mod:`dotattn.rows`); derived columns
+        (``m``, ``m_norm``) are recomputed from ``mu``."""
+        qe = row.get("quadrature_error") or {}
+        return cls(omega=read_float(row["omega"]), alpha=read_float(row["alpha"]), branch=read_text(row["branch"]),
+                   status=read_text(row["status"]), selected=read_bool(row["selected"]),
+                   iterations=read_int(row["iterations"]), residual=read_float(row["residual"]),
+                   q=read_matrix(row.get("q")), V=read_matrix(row.get("V")), theta=read_matrix(row.get("theta")),
+                   mu=read_matrix(row.get("mu"), column=True), train_loss=read_float(row.get("train_loss")),
+                   test_error=read_float(row.get("test_error")), message=read_text(row.get("message")),
+                   init=read_text(row.get("init")), quadrature_error=qe if isinstance(qe, dict) else {})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BranchPoint) and self.to_row() == other.to_row()
+
+    __hash__ = None  # type: ignore[assignment]

@@ -1,0 +1,178 @@
+"""Reading and writing results: the phase diagram, ERM runs and the theory-ERM comparison.
+
+Every file is written atomically with provenance (:mod:`dotattn.io`, the low-level layer) from
+typed records (:class:`dotattn.records.BranchPoint`, :class:`dotattn.phase_diagram.ColumnSummary`,
+:class:`dotattn.erm.records.RunRecord`) and read back into them through their ``from_row``
+(cell codec: :mod:`dotattn.rows`). Figures come from :mod:`dotattn.plotting` as
+``matplotlib.figure.Figure`` objects; nothing here touches pyplot or the backend.
+
+Outputs:
+
+* phase diagram (``dotattn phase-diagram``): ``phase_diagram.csv`` (one BranchPoint per row,
+  :data:`dotattn.phase_diagram.ROW_COLUMNS`), ``summary.json`` (one ColumnSummary per ω plus
+  provenance), figures;
+* ERM (``dotattn train-erm``): ``runs.csv`` (one RunRecord per row), ``summary.csv`` (mean/std
+  over seeds), ``summary.json`` (provenance, column docs, summary and runs);
+* comparison (``dotattn compare``): ``comparison.csv`` / ``comparison.json`` (the table, the
+  theory's BranchPoint rows, provenance), figures, ``finite_size.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, ComparisonRow, ErmRun,
+                                comparison_table, finite_size_points, linear_baseline_points, theory_curves,
+                                theory_points)
+from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord, SummaryRecord
+from dotattn.io import provenance, read_csv, save_figure, write_csv, write_json
+from dotattn.phase_diagram import ROW_COLUMNS, PhaseDiagram, SweepSettings
+from dotattn.problem import ParameterError, Problem
+from dotattn.records import BranchPoint
+
+__all__ = ["write_phase_diagram", "read_phase_diagram", "write_erm", "load_erm", "read_theory",
+           "compare_and_write"]
+
+
+# ----------------------------------------------------------------------------------------------
+# phase diagram
+# ----------------------------------------------------------------------------------------------
+def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
+                        figure_omega: float | None = None) -> dict[str, str]:
+    """CSV of records, summary.json with provenance, and figures (a), (b), (c); all written atomically."""
+    from dotattn import plotting
+
+    out = Path(out_dir)
+    params = {"problem": pd.problem.to_dict(), "omegas": list(pd.omegas), "alphas": list(pd.alphas),
+              **pd.settings.to_dict()}
+    prov = provenance(params, seconds=pd.seconds)
+    summary = {"omegas": [s.to_row() for s in pd.summaries],
+               "quadrature": pd.settings.quadrature.to_dict(), **prov,
+               "wall_seconds": round(pd.seconds, 3), "columns_from_cache": pd.from_cache,
+               "column_compute_seconds_total": round(sum(s.seconds for s in pd.summaries), 1)}
+    paths = {"csv": str(out / "phase_diagram.csv"), "summary": str(out / "summary.json")}
+    write_csv(paths["csv"], [p.to_row() for p in pd.rows], ROW_COLUMNS,
+              comment=f"dotattn {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; "
+                      f"parameters in summary.json")
+    write_json(paths["summary"], summary)
+    if figure_omega is None:
+        figure_omega = 0.3 if any(abs(w - 0.3) < 1e-9 for w in pd.omegas) else pd.omegas[len(pd.omegas) // 2]
+    s_fig = min(pd.summaries, key=lambda s: abs(s.omega - figure_omega))
+    meta = {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
+            "created_utc": prov["created_utc"]}
+    figs = {"test_error": plotting.figure_test_error(pd.rows, s_fig),
+            "overlaps": plotting.figure_overlaps(pd.rows, s_fig, pd.problem.sigma)}
+    if len(pd.omegas) > 1:
+        figs["phase_plane"] = plotting.figure_phase_plane(pd.rows, pd.summaries)
+    for name, fig in figs.items():
+        paths[name] = str(out / f"{name}.png")
+        save_figure(fig, paths[name], meta)
+    return paths
+
+
+def read_phase_diagram(folder: str | os.PathLike, omega: float | None = None) -> list[BranchPoint]:
+    """The records of ``phase_diagram.csv`` in a phase-diagram folder (at ``omega`` only if given)."""
+    points = [BranchPoint.from_row(r) for r in read_csv(Path(folder) / "phase_diagram.csv")]
+    return points if omega is None else [p for p in points if abs(p.omega - omega) < 1e-9]
+
+
+# ----------------------------------------------------------------------------------------------
+# ERM
+# ----------------------------------------------------------------------------------------------
+def write_erm(folder: str | os.PathLike, result: Any, extra_parameters: dict[str, Any]) -> list[SummaryRecord]:
+    """runs.csv, summary.csv and summary.json of an :class:`dotattn.erm.ErmResult` (``extra_parameters``
+    join the provenance's parameters); returns the summary records."""
+    folder = Path(folder)
+    params: dict[str, Any] = {**result.parameters(), **extra_parameters}
+    prov = provenance(params, seconds=result.seconds)
+    comment = "dotattn train-erm; provenance: " + json.dumps(prov, separators=(",", ":"))
+    runs = result.run_rows()
+    write_csv(folder / "runs.csv", runs, RUN_COLUMNS, comment=comment)
+    records = result.summary_rows()
+    summary = [r.to_row() for r in records]
+    write_csv(folder / "summary.csv", summary, SUMMARY_COLUMNS, comment=comment)
+    write_json(folder / "summary.json", {"provenance": prov, "columns": COLUMN_DOCS, "summary": summary,
+                                         "runs": runs})
+    return records
+
+
+def load_erm(path: str | os.PathLike) -> ErmRun:
+    """Read a ``dotattn train-erm`` folder (``summary.json`` for the problem, ``runs.csv`` for the runs)."""
+    p = Path(path)
+    try:
+        meta = json.loads((p / "summary.json").read_text())
+        rows = read_csv(p / "runs.csv")
+        params = meta["provenance"]["parameters"]
+        return ErmRun(path=p, problem=Problem.from_dict(params["problem"]), d=int(params["erm"]["d"]),
+                      runs=tuple(RunRecord.from_row(r) for r in rows))
+    except (OSError, ValueError, KeyError):
+        raise ParameterError(f"erm folder {str(p)!r} must hold summary.json and runs.csv from train-erm") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# comparison
+# ----------------------------------------------------------------------------------------------
+def read_theory(folder: str | os.PathLike, problem: Problem) -> list[BranchPoint]:
+    """Theory records at the problem's ω from a phase-diagram folder, or from the output folder of an
+    earlier comparison for the same problem (its ``comparison.json`` keeps the theory rows)."""
+    folder = Path(folder)
+    if (folder / "comparison.json").is_file() and not (folder / "phase_diagram.csv").is_file():
+        saved = json.loads((folder / "comparison.json").read_text())
+        if Problem.from_dict(saved["parameters"]["problem"]) != problem:
+            raise ParameterError(f"theory folder {str(folder)!r} was computed for another problem")
+        return [BranchPoint.from_row(r) for r in saved["theory"]]
+    try:
+        points = read_phase_diagram(folder, problem.omega)
+    except OSError:
+        raise ParameterError(f"theory folder {str(folder)!r} must hold phase_diagram.csv or comparison.json") from None
+    if not points:
+        raise ParameterError(f"phase diagram {str(folder)!r} has no rows at omega = {problem.omega:g}")
+    return points
+
+
+def _shape_title(problem: Problem) -> str:
+    return f"L = {problem.L}, r = {problem.rank}, r_t = {problem.teacher_rank}, ω = {problem.omega:g}"
+
+
+def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_dirs: list[str],
+                      settings: SweepSettings | None = None,
+                      tolerance: float = DEFAULT_TOLERANCE) -> tuple[dict[str, str], list[ComparisonRow]]:
+    """Load the ERM run, get the theory (read or computed), tabulate, and write comparison.csv/json
+    and figures; returns (paths, table)."""
+    from dotattn import plotting
+    from dotattn.baseline import linear_baseline_test_error
+    from dotattn.catalogue import default_quadrature
+
+    t0 = time.perf_counter()
+    erm = load_erm(erm_dir)
+    settings = settings or SweepSettings(default_quadrature(erm.problem))
+    theory = read_theory(theory_dir, erm.problem) if theory_dir else theory_points(erm.problem, erm.alphas, settings)
+    table = comparison_table(erm, theory, tolerance)
+    prov = provenance({"erm": str(erm_dir), "theory": theory_dir or "computed", "problem": erm.problem.to_dict(),
+                       "finite_size": finite_dirs, "tolerance": tolerance, "compared": COMPARED,
+                       **({} if theory_dir else settings.to_dict())}, seconds=time.perf_counter() - t0)
+    paths = {"csv": str(out / "comparison.csv"), "json": str(out / "comparison.json"),
+             "figure": str(out / "comparison.png")}
+    write_csv(paths["csv"], [r.to_row() for r in table], COMPARE_COLUMNS, comment=f"dotattn {prov['dotattn_version']} commit {prov['git_commit']}")
+    eps_lin = linear_baseline_test_error(erm.problem)
+    write_json(paths["json"], {"table": [r.to_row() for r in table], "theory": [p.to_row() for p in theory],
+                               "linear_baseline_test_error": eps_lin, **prov})
+    fig = plotting.figure_comparison(theory_curves(theory, erm.problem.omega, erm.problem.sigma), table,
+                                     linear_baseline_points(erm), erm.problem.omega, erm.d, eps_lin,
+                                     title=_shape_title(erm.problem))
+    save_figure(fig, paths["figure"], {"git_commit": prov["git_commit"]})
+    if finite_dirs:
+        runs = [load_erm(f) for f in finite_dirs]
+        alpha = sorted({a for r in runs for a in r.alphas})[0]
+        pts = finite_size_points(runs, alpha)
+        inf = {p.branch: p.test_error for p in theory_points(erm.problem, [alpha], settings)
+               if p.converged and abs(p.alpha - alpha) < 1e-9}
+        write_json(out / "finite_size.json", {"alpha": alpha, "points": pts, "theory": inf, **prov})
+        fig = plotting.figure_finite_size(pts, inf, alpha, erm.problem.omega)
+        paths["finite_size"] = str(out / "finite_size.png")
+        save_figure(fig, paths["finite_size"], {"git_commit": prov["git_commit"]})
+    return paths, table

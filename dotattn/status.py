@@ -1,0 +1,44 @@
+"""The shared vocabulary of results: run statuses and branch labels (no imports from dotattn).
+
+Statuses (theory and ERM alike):
+
+* ``converged``: the stopping rule was met (theory: relative overlap change < tol; ERM: relative
+  change of R per step <= tol);
+* ``not_converged``: the iteration / step budget was spent (ERM's training loop calls this
+  ``max_steps``; :func:`from_training` maps it here);
+* ``invalid`` (theory only): the overlaps left the admissible set (q, ρ − θᵀq⁻¹θ or K not
+  positive definite);
+* ``diverged`` (ERM only): the risk became NaN or infinite;
+* ``absent`` (branch continuation only): the followed branch does not exist at this α (the
+  solver converged onto another branch, named in the record's message; a followed branch whose
+  solver failed keeps that failure's status).
+
+Branch labels: :data:`BRANCHES`, from whether a state carries a positional and/or a semantic
+overlap (:func:`branch_label`; each caller decides what "carries" means, e.g. the theory's
+exact zero up to rounding or ERM's finite-size thresholds).
+"""
+
+from __future__ import annotations
+
+__all__ = ["CONVERGED", "NOT_CONVERGED", "INVALID", "DIVERGED", "ABSENT", "STATUSES", "BRANCHES", "NO_BRANCH",
+           "branch_label", "from_training"]
+
+CONVERGED, NOT_CONVERGED, INVALID, DIVERGED, ABSENT = "converged", "not_converged", "invalid", "diverged", "absent"
+STATUSES: tuple[str, ...] = (CONVERGED, NOT_CONVERGED, INVALID, DIVERGED, ABSENT)
+BRANCHES: tuple[str, ...] = ("positional", "semantic", "mixed", "uninformative")
+NO_BRANCH = "none"
+"""Label of a theory result that did not converge (it is on no branch)."""
+
+_TRAINING = {"converged": CONVERGED, "max_steps": NOT_CONVERGED, "diverged": DIVERGED}
+
+
+def branch_label(positional: bool, semantic: bool) -> str:
+    """positional / semantic / mixed / uninformative from whether a state carries a positional
+    overlap (μ ≠ 0) and a semantic one (θ ≠ 0)."""
+    return {(True, False): "positional", (False, True): "semantic",
+            (True, True): "mixed", (False, False): "uninformative"}[(bool(positional), bool(semantic))]
+
+
+def from_training(name: str) -> str:
+    """The shared status of an ERM training status word (``max_steps`` -> ``not_converged``)."""
+    return _TRAINING[name]
