@@ -26,7 +26,8 @@ from dotattn.problem import Problem
 from dotattn.quadrature import GaussianRule
 from dotattn.regulariser import overlap_update, regulariser_potential
 
-__all__ = ["FixedPoint", "SolverOptions", "potential", "iterate", "CONVERGED", "NOT_CONVERGED", "INVALID"]
+__all__ = ["FixedPoint", "SolverOptions", "potential", "iterate", "predict_start", "CONVERGED", "NOT_CONVERGED",
+           "INVALID"]
 
 CONVERGED, NOT_CONVERGED, INVALID = "converged", "not_converged", "invalid"
 
@@ -256,3 +257,28 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     except InvalidOverlaps as err:
         return FixedPoint(INVALID, f"invalid overlaps: {err}", iters, float(residual), overlaps, None,
                           np.nan, np.nan, alpha, time.perf_counter() - t0)
+
+
+def predict_start(problem: Problem, alpha: float, previous: FixedPoint, before: FixedPoint | None = None
+                  ) -> tuple[Overlaps, np.ndarray | None]:
+    """Start (overlaps, warm prox points) for :func:`iterate` at ``alpha`` from converged points of
+    the same branch on the same rule: the secant through ``before`` and ``previous`` (linear
+    extrapolation in α of the overlaps and of the prox points), or ``previous`` itself when there
+    is no usable ``before`` or the prediction leaves the admissible set. Only a start: the
+    fixed point is whatever :func:`iterate` converges to from it.
+    """
+    start, warm = previous.overlaps, previous.prox_h
+    if before is None or not (before.converged and previous.converged) or before.alpha == previous.alpha:
+        return start, warm
+    t = (alpha - previous.alpha) / (previous.alpha - before.alpha)
+    x0, x1 = before.overlaps.vector(), previous.overlaps.vector()
+    guess = Overlaps.from_vector(x1 + t * (x1 - x0), problem)
+    try:
+        field_factors(guess, problem)
+        if np.min(np.linalg.eigvalsh(guess.V)) <= 0:
+            return start, warm
+    except InvalidOverlaps:
+        return start, warm
+    if warm is not None and before.prox_h is not None and before.prox_h.shape == warm.shape:
+        warm = warm + t * (warm - before.prox_h)
+    return guess, warm

@@ -115,3 +115,23 @@ def test_fast_path_and_plain_iteration_give_the_same_fixed_point(toy, branch):
     np.testing.assert_allclose(fast.overlaps.vector(), plain.overlaps.vector(), rtol=1e-6, atol=1e-9)
     for key in ("train_loss", "test_error"):
         np.testing.assert_allclose(getattr(fast, key), getattr(plain, key), rtol=1e-6)
+
+
+def test_predict_start_is_the_secant_and_keeps_invariant_subspaces(toy):
+    from dotattn.state_evolution import predict_start
+    rule = gauss_hermite(4, 6)
+    init = dict(initialisations(toy, 0))["positional"]
+    a = iterate(toy, 1.6, init, rule)
+    b = iterate(toy, 1.5, a.overlaps, rule, warm=a.prox_h)
+    start, warm = predict_start(toy, 1.4, b, a)
+    np.testing.assert_allclose(start.vector(), 2 * b.overlaps.vector() - a.overlaps.vector(), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(warm, 2 * b.prox_h - a.prox_h, rtol=1e-12, atol=1e-15)
+    assert np.all(start.theta == 0) and np.all(start.mu[0] == -start.mu[1])
+    # without a second point, or with a prediction outside the admissible set: the previous point
+    same, w = predict_start(toy, 1.4, b)
+    assert same is b.overlaps and w is b.prox_h
+    far, _ = predict_start(toy, -50.0, b, a)  # q < 0 there
+    assert far is b.overlaps
+    fp = iterate(toy, 1.4, start, rule, warm=warm)
+    ref = iterate(toy, 1.4, b.overlaps, rule, warm=b.prox_h)
+    np.testing.assert_allclose(fp.overlaps.vector(), ref.overlaps.vector(), rtol=1e-6, atol=1e-9)
