@@ -38,7 +38,7 @@ import numpy as np
 from dotattn.loss import attention_loss, teacher_attention, teacher_gradient
 from dotattn.overlaps import FieldFactors, Hats, Overlaps, factor_jvp, field_factors, symmetric_basis
 from dotattn.problem import Problem
-from dotattn.prox import ProxResult, prox
+from dotattn.prox import ProxResult, _apply_right, prox
 from dotattn.quadrature import Fold, GaussianRule
 
 __all__ = ["Fields", "LossChannelResult", "TokenSymmetry", "token_symmetry", "local_fields", "hat_update", "test_error",
@@ -162,8 +162,8 @@ def local_fields(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> Fi
     N = rule.size
     xi = rule.nodes[:, : L * r].reshape(N, L, r)
     eta = rule.nodes[:, L * r:].reshape(N, L, rt)
-    centre = overlaps.mu[None] + xi @ f.C.T
-    h_star = xi @ f.B + eta @ f.D.T
+    centre = overlaps.mu[None] + _apply_right(xi, f.C.T)  # (no BLAS call for r = 1: its threads cost more than they give)
+    h_star = _apply_right(xi, f.B) + _apply_right(eta, f.D.T)
     return Fields(xi=xi, eta=eta, centre=centre, h_star=h_star, factors=f)
 
 
@@ -200,7 +200,7 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
               random_starts=random_starts)
     f = px.f  # V⁻¹(ĥ − ω), (M, L, r)
     w = used.weights
-    envelope = float(w @ px.value)
+    envelope = float(used.expect(px.value))
     mu_hat = alpha * np.einsum("n,nlr->lr", w, f)
     mixed = 1.0
     if sym is not None:

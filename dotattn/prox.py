@@ -76,10 +76,10 @@ class ProxResult:
 
 
 def _apply_right(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
-    """x @ mat for x (..., r) and a small (r, r) matrix, as one 2-D product."""
+    """x @ mat for x (..., r) and a small (r, k) matrix, as one 2-D product (a scalar product for 1 x 1)."""
     if mat.shape == (1, 1):
         return x * mat[0, 0]
-    return (x.reshape(-1, x.shape[-1]) @ mat).reshape(x.shape)
+    return (x.reshape(-1, x.shape[-1]) @ mat).reshape(x.shape[:-1] + (mat.shape[1],))
 
 
 def _row_sum(x: np.ndarray) -> np.ndarray:
@@ -127,7 +127,25 @@ def _solve_safeguarded(H: np.ndarray, g: np.ndarray) -> np.ndarray:
 
 def _solve_2x2(a: np.ndarray, b: np.ndarray, c: np.ndarray, g1: np.ndarray, g2: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
-    """−H₊⁻¹g for symmetric 2 x 2 H = [[a, b], [b, c]] (columns), by the closed-form eigendecomposition."""
+    """−H₊⁻¹g for symmetric 2 x 2 H = [[a, b], [b, c]] (columns).
+
+    Where H is safely positive definite (a > 0 and det H > 1e-6 (a + c)², so that
+    λ_min/λ_max > 1e-6 and the floor cannot apply) H₊ = H and the step is Cramer's rule;
+    elsewhere the closed-form eigendecomposition with reflected, floored eigenvalues.
+    """
+    det = a * c - b * b
+    pd = (a > 0) & (det > 1e-6 * (a + c) ** 2)
+    if np.all(pd):
+        return -(c * g1 - b * g2) / det, -(a * g2 - b * g1) / det
+    p1, p2 = -(c * g1 - b * g2) / np.where(pd, det, 1.0), -(a * g2 - b * g1) / np.where(pd, det, 1.0)
+    bad = np.flatnonzero(~pd)
+    p1[bad], p2[bad] = _solve_2x2_eigen(a[bad], b[bad], c[bad], g1[bad], g2[bad])
+    return p1, p2
+
+
+def _solve_2x2_eigen(a: np.ndarray, b: np.ndarray, c: np.ndarray, g1: np.ndarray, g2: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """−H₊⁻¹g for symmetric 2 x 2 H by the closed-form eigendecomposition (eigenvalues reflected and floored)."""
     mean, half = 0.5 * (a + c), np.sqrt(0.25 * (a - c) ** 2 + b * b)
     lam1, lam2 = mean - half, mean + half
     # eigenvector of lam2: (b, lam2 - a) or (lam2 - c, b), the better conditioned one
@@ -236,12 +254,14 @@ def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.nd
 
 
 def _toy_value(x1: np.ndarray, x2: np.ndarray, c1: np.ndarray, c2: np.ndarray, t1: np.ndarray, t2: np.ndarray,
-               v: float, s2: float) -> np.ndarray:
-    """Prox objective of the toy model (L = 2, r = 1) on columns: ½v[(x₁−c₁)² + (x₂−c₂)²] + ℓ."""
+               v: float, s2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Prox objective of the toy model (L = 2, r = 1) on columns, ½v[(x₁−c₁)² + (x₂−c₂)²] + ℓ,
+    and the two logistic scores s(a), s(b) it used (reused by the next Newton step)."""
     d1, d2 = x1 - c1, x2 - c2
-    ra = expit(x1 * (x1 - x2)) - t1
-    rb = expit(x2 * (x2 - x1)) - t2
-    return 0.5 * (d1 * v * d1 + d2 * v * d2) + s2 * (ra * ra + rb * rb)
+    sa = expit(x1 * (x1 - x2))
+    sb = expit(x2 * (x2 - x1))
+    ra, rb = sa - t1, sb - t2
+    return 0.5 * (d1 * v * d1 + d2 * v * d2) + s2 * (ra * ra + rb * rb), sa, sb
 
 
 def _newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float, s2: float,
@@ -253,13 +273,11 @@ def _newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float
     x1o, x2o = h0[:, 0, 0].copy(), h0[:, 1, 0].copy()
     c1, c2 = centre[:, 0, 0], centre[:, 1, 0]
     t1, t2 = target[:, 0, 0], target[:, 1, 1]
-    vo = _toy_value(x1o, x2o, c1, c2, t1, t2, v, s2)
+    vo, sa, sb = _toy_value(x1o, x2o, c1, c2, t1, t2, v, s2)
     idx = np.arange(M)
     x1, x2, fa = x1o.copy(), x2o.copy(), vo.copy()
     it = 0
     for it in range(1, max_iter + 1):
-        a, b = x1 * (x1 - x2), x2 * (x2 - x1)
-        sa, sb = expit(a), expit(b)
         ra, rb = sa - t1, sb - t2
         da, db = sa * (1 - sa), sb * (1 - sb)
         ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db
@@ -274,20 +292,21 @@ def _newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float
         H12 = haa * a1 * a2 + hbb * b1 * b2 - ga - gb
         p1, p2 = _solve_2x2(H11, H12, H22, g1, g2)
         slope = g1 * p1 + g2 * p2
-        ft = _toy_value(x1 + p1, x2 + p2, c1, c2, t1, t2, v, s2)
+        y1, y2 = x1 + p1, x2 + p2
+        ft, sat, sbt = _toy_value(y1, y2, c1, c2, t1, t2, v, s2)
         ok = (ft <= fa + _ARMIJO * slope) | (-slope < 1e-13 * (1.0 + np.abs(fa)))
-        n1, n2 = np.where(ok, x1 + p1, x1), np.where(ok, x2 + p2, x2)
-        fn = np.where(ok, ft, fa)
+        n1, n2 = np.where(ok, y1, x1), np.where(ok, y2, x2)
+        fn, sa, sb = np.where(ok, ft, fa), np.where(ok, sat, sa), np.where(ok, sbt, sb)
         todo = np.flatnonzero(~ok)
         t = 0.5
         for _ in range(60):  # backtracking on the few points that need it
             if todo.size == 0:
                 break
             y1, y2 = x1[todo] + t * p1[todo], x2[todo] + t * p2[todo]
-            fy = _toy_value(y1, y2, c1[todo], c2[todo], t1[todo], t2[todo], v, s2)
+            fy, say, sby = _toy_value(y1, y2, c1[todo], c2[todo], t1[todo], t2[todo], v, s2)
             good = fy <= fa[todo] + _ARMIJO * t * slope[todo]
             sel = todo[good]
-            n1[sel], n2[sel], fn[sel] = y1[good], y2[good], fy[good]
+            n1[sel], n2[sel], fn[sel], sa[sel], sb[sel] = y1[good], y2[good], fy[good], say[good], sby[good]
             ok[sel] = True
             todo = todo[~good]
             t *= 0.5
@@ -302,7 +321,7 @@ def _newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float
             if keep.size == 0:
                 break
             idx = idx[keep]
-            x1, x2, fa, c1, c2, t1, t2 = (z[keep] for z in (n1, n2, fn, c1, c2, t1, t2))
+            x1, x2, fa, sa, sb, c1, c2, t1, t2 = (z[keep] for z in (n1, n2, fn, sa, sb, c1, c2, t1, t2))
         else:
             x1, x2, fa = n1, n2, fn
     else:
