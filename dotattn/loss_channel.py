@@ -22,9 +22,11 @@ teacher fields see η only), and A_π(l)π(l') = A_ll' (ℓ is invariant under h
 for a token permutation P that fixes A). Then ĥ(g x) = g · ĥ(x), f and ∂ℓ/∂h* transform like
 ξ and η, and on a rule that is itself invariant (tensor Gauss-Hermite; never QMC) every
 expectation is an orbit sum: the prox is taken at one node per orbit only
-(:meth:`GaussianRule.fold`). Toy model: 2x fewer nodes on a general state with μ_1 = −μ_2,
-4x on the positional (θ = 0) and semantic (μ = 0) branches, 8x on the uninformative one. The
-result equals the full rule's up to rounding (tested).
+(:meth:`GaussianRule.fold`). The global prox search must be equivariant as well, so the fold is
+used only without random prox starts (the default for L = 2, r = 1) and with permutations that
+map cyclic shifts to cyclic shifts. Toy model: 2x fewer nodes on a general state with
+μ_1 = −μ_2, 4x on the positional (θ = 0) and semantic (μ = 0) branches, 8x on the
+uninformative one. The result equals the full rule's up to rounding (tested).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import numpy as np
 from dotattn.loss import attention_loss, teacher_attention, teacher_gradient
 from dotattn.overlaps import FieldFactors, Hats, Overlaps, factor_jvp, field_factors, symmetric_basis
 from dotattn.problem import Problem
-from dotattn.prox import ProxResult, _apply_right, prox
+from dotattn.prox import ProxResult, _apply_right, default_random_starts, prox
 from dotattn.quadrature import Fold, GaussianRule
 
 __all__ = ["Fields", "LossChannelResult", "TokenSymmetry", "token_symmetry", "local_fields", "hat_update", "test_error",
@@ -118,19 +120,36 @@ class TokenSymmetry:
 _MAX_PERMUTED_TOKENS = 4  # beyond this only the sign actions are tried (L! permutations)
 
 
-def token_symmetry(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> TokenSymmetry | None:
+def _normalises_shifts(perm: tuple[int, ...]) -> bool:
+    """π ∘ (cyclic shift) ∘ π⁻¹ is a cyclic shift for every shift: then the prox's canonical
+    starts (±c and its cyclic shifts) at the node g·x are the images of those at x."""
+    L = len(perm)
+    inv = np.argsort(perm)
+    shifts = {tuple(np.roll(np.arange(L), k)) for k in range(L)}
+    return all(tuple(np.asarray(perm)[np.roll(np.arange(L), k)][inv]) in shifts for k in range(L))
+
+
+def token_symmetry(overlaps: Overlaps, rule: GaussianRule, problem: Problem,
+                   random_starts: int | None = None) -> TokenSymmetry | None:
     """The largest group of token actions under which the loss-channel map at ``overlaps`` is exactly
-    equivariant and ``rule`` invariant, with the rule folded by it; None if only the identity."""
-    if rule.groups is not None:
-        return None
+    equivariant and ``rule`` invariant, with the rule folded by it; None if only the identity.
+
+    The global prox search must be equivariant too, so that the folded computation is the full
+    one: no random starts (``random_starts``, None meaning the prox's default, must resolve to 0:
+    the default for L = 2, r = 1), and only permutations that map the canonical starts to
+    themselves.
+    """
     L, r, rt = problem.L, problem.rank, problem.teacher_rank
+    n_random = default_random_starts(L, r) if random_starts is None else random_starts
+    if rule.groups is not None or n_random > 0:
+        return None
     A, mu = problem.A, overlaps.mu
     theta_zero = not np.any(overlaps.theta)
     mu_tol = 1e-13 * max(1.0, float(np.max(np.abs(mu))) if mu.size else 1.0)
     perms = list(itertools.permutations(range(L))) if L <= _MAX_PERMUTED_TOKENS else [tuple(range(L))]
     elements = []
     for perm in perms:
-        if not np.array_equal(A[np.ix_(perm, perm)], A):
+        if not np.array_equal(A[np.ix_(perm, perm)], A) or not _normalises_shifts(perm):
             continue
         for s_xi in (1, -1):
             if np.max(np.abs(s_xi * mu[list(perm)] - mu), initial=0.0) > mu_tol:
@@ -186,7 +205,7 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
         raise ValueError(f"search must be 'global' or 'local', got {search!r}")
     if form not in HAT_FORMS:
         raise ValueError(f"hat form must be one of {HAT_FORMS}, got {form!r}")
-    sym = token_symmetry(overlaps, rule, problem) if symmetry else None
+    sym = token_symmetry(overlaps, rule, problem, random_starts) if symmetry else None
     used = rule
     if sym is not None:
         used = GaussianRule(nodes=rule.nodes[sym.fold.rep], weights=sym.fold.weights, kind=rule.kind, order=rule.order)

@@ -31,7 +31,7 @@ from dotattn.loss import LossDerivatives, attention_loss, loss_derivatives
 from dotattn.problem import Problem
 
 __all__ = ["ProxResult", "PointLoss", "AttentionPointLoss", "prox_objective", "prox", "minimise_envelope",
-           "multistart_points"]
+           "multistart_points", "default_random_starts"]
 
 
 class PointLoss(Protocol):
@@ -329,6 +329,12 @@ def _newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float
     return np.stack([x1o, x2o], axis=1)[:, :, None], vo, it
 
 
+def default_random_starts(L: int, r: int) -> int:
+    """Random starts per node of the global search: none for L = 2, r = 1 (the canonical starts
+    suffice there), 8 otherwise."""
+    return 0 if (L == 2 and r == 1) else 8
+
+
 def multistart_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, random_starts: int = 0,
                       seed: int = 0) -> np.ndarray:
     """Starting points (S, N, L, r): canonical starts plus random points in the trust ball.
@@ -396,6 +402,6 @@ def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem
         starts = np.asarray(warm, dtype=float)[None]
     else:
         if random_starts is None:
-            random_starts = 0 if (L == 2 and r == 1) else 8
+            random_starts = default_random_starts(L, r)
         starts = multistart_points(centre, V, problem.sigma**2 * L, random_starts, seed)
     return minimise_envelope(starts, centre, target, V, AttentionPointLoss(problem), max_iter=max_iter, gtol=gtol)

@@ -73,18 +73,30 @@ def test_no_token_symmetry_where_it_is_not_exact(toy):
 
 @pytest.mark.parametrize("shape", [dict(L=2, rank=2, teacher_rank=1), dict(L=3, rank=1, teacher_rank=1)])
 def test_token_symmetry_general_shapes(shape):
-    """L = 2 with r = 2 (swap and signs), and L = 3 on a μ = 0 state (signs and permutations fixing A)."""
+    """L = 2 with r = 2 (swap and signs), and L = 3 on a μ = 0 state (signs and permutations fixing A).
+    These shapes use random prox starts by default, which are not equivariant: no folding then."""
     p = Problem(omega=0.3, **shape) if shape["L"] == 2 else Problem(
         omega=0.3, L=3, positional_attention=[[0.6, 0.2, 0.2], [0.2, 0.6, 0.2], [0.2, 0.2, 0.6]],
         positional_gram=[[1.0, -0.5, -0.5], [-0.5, 1.0, -0.5], [-0.5, -0.5, 1.0]])
     rule = gauss_hermite(p.gaussian_dim, 3)
     o = overlaps_from_scalars(p, 0.2, 0.0, 10.0, 0.15)
-    sym = token_symmetry(o, rule, p)
-    assert sym is not None and sym.order >= 2
-    full = hat_update(o, 1.5, rule, p, symmetry=False)
-    fast = hat_update(o, 1.5, rule, p)
+    assert token_symmetry(o, rule, p) is None
+    sym = token_symmetry(o, rule, p, random_starts=0)
+    assert sym is not None and sym.order == (4 if shape["L"] == 2 else 12)
+    full = hat_update(o, 1.5, rule, p, symmetry=False, random_starts=0)
+    fast = hat_update(o, 1.5, rule, p, random_starts=0)
     for name in HATS:
         np.testing.assert_allclose(getattr(fast.hats, name), getattr(full.hats, name), rtol=1e-9, atol=1e-11)
+
+
+def test_only_permutations_that_keep_the_canonical_starts(toy):
+    """L = 4 with A invariant under every permutation: only the dihedral ones (which map cyclic
+    shifts to cyclic shifts) may fold the rule."""
+    A = np.full((4, 4), 0.1) + 0.6 * np.eye(4)
+    p = Problem(omega=0.3, L=4, positional_attention=A.tolist(), positional_gram=np.eye(4).tolist())
+    o = Overlaps(q=[[0.2]], V=[[10.0]], theta=[[0.15]], mu=np.zeros((4, 1)))
+    sym = token_symmetry(o, gauss_hermite(8, 2), p, random_starts=0)
+    assert sym is not None and sym.order == 2 * 8  # ± times the dihedral group D4
 
 
 def test_toy_newton_kernel_matches_the_generic_newton(toy):
