@@ -140,9 +140,9 @@ def _find_rows(nodes: np.ndarray, targets: np.ndarray, tol: float = 1e-10) -> np
         if radix * len(vals) >= 2**62:
             return None
         rank = np.searchsorted(vals, nodes[:, d])
-        t = np.clip(np.searchsorted(vals, targets[:, d]), 1, max(len(vals) - 1, 1))
-        t = np.where(np.abs(vals[t - 1] - targets[:, d]) <= np.abs(vals[np.minimum(t, len(vals) - 1)] - targets[:, d]),
-                     t - 1, np.minimum(t, len(vals) - 1))
+        hi = np.clip(np.searchsorted(vals, targets[:, d]), 0, len(vals) - 1)  # nearest value: hi or hi − 1
+        lo = np.maximum(hi - 1, 0)
+        t = np.where(np.abs(vals[lo] - targets[:, d]) <= np.abs(vals[hi] - targets[:, d]), lo, hi)
         key += rank * radix
         tkey += t * radix
         radix *= len(vals)
