@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+from scipy.special import expit
 
 from dotattn.loss import LossDerivatives, attention_loss, loss_derivatives
 from dotattn.problem import Problem
 
 __all__ = ["ProxResult", "PointLoss", "AttentionPointLoss", "prox_objective", "prox", "minimise_envelope",
-           "multistart_points"]
+           "multistart_points", "default_random_starts"]
 
 
 class PointLoss(Protocol):
@@ -75,10 +76,10 @@ class ProxResult:
 
 
 def _apply_right(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
-    """x @ mat for x (..., r) and a small (r, r) matrix, as one 2-D product."""
+    """x @ mat for x (..., r) and a small (r, k) matrix, as one 2-D product (a scalar product for 1 x 1)."""
     if mat.shape == (1, 1):
         return x * mat[0, 0]
-    return (x.reshape(-1, x.shape[-1]) @ mat).reshape(x.shape)
+    return (x.reshape(-1, x.shape[-1]) @ mat).reshape(x.shape[:-1] + (mat.shape[1],))
 
 
 def _row_sum(x: np.ndarray) -> np.ndarray:
@@ -111,24 +112,7 @@ def _solve_safeguarded(H: np.ndarray, g: np.ndarray) -> np.ndarray:
     """
     n = H.shape[-1]
     if n == 2:  # closed-form symmetric 2 x 2 eigen-decomposition
-        a, b, c = H[:, 0, 0], H[:, 0, 1], H[:, 1, 1]
-        mean, half = 0.5 * (a + c), np.sqrt(0.25 * (a - c) ** 2 + b * b)
-        lam1, lam2 = mean - half, mean + half
-        # eigenvector of lam2: (b, lam2 - a) or (lam2 - c, b), the better conditioned one
-        v1, v2 = b, lam2 - a
-        alt = np.abs(a - c) > 0
-        use_alt = (np.abs(v1) + np.abs(v2)) < 1e-300
-        v1 = np.where(use_alt, np.where(alt & (a > c), 1.0, 0.0), v1)
-        v2 = np.where(use_alt, np.where(alt & (a > c), 0.0, 1.0), v2)
-        nrm = np.hypot(v1, v2)
-        v1, v2 = v1 / nrm, v2 / nrm  # unit eigenvector of lam2; (−v2, v1) for lam1
-        scale = np.maximum(np.abs(lam2), np.abs(lam1))
-        floor = _EIG_FLOOR * np.maximum(scale, 1e-300)
-        l1 = np.maximum(np.abs(lam1), floor)
-        l2 = np.maximum(np.abs(lam2), floor)
-        p2 = (v1 * g[:, 0] + v2 * g[:, 1]) / l2
-        p1 = (-v2 * g[:, 0] + v1 * g[:, 1]) / l1
-        return -np.stack([p2 * v1 - p1 * v2, p2 * v2 + p1 * v1], axis=1)
+        return np.stack(_solve_2x2(H[:, 0, 0], H[:, 0, 1], H[:, 1, 1], g[:, 0], g[:, 1]), axis=1)
     step, pd = _cholesky_solve(H, g)
     bad = np.flatnonzero(~pd)
     if bad.size:  # indefinite or nearly singular Hessians: reflected and floored eigenvalues
@@ -139,6 +123,46 @@ def _solve_safeguarded(H: np.ndarray, g: np.ndarray) -> np.ndarray:
         coef = np.einsum("mji,mj->mi", U, gb) / lam
         step[bad] = -np.einsum("mij,mj->mi", U, coef)
     return step
+
+
+def _solve_2x2(a: np.ndarray, b: np.ndarray, c: np.ndarray, g1: np.ndarray, g2: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """−H₊⁻¹g for symmetric 2 x 2 H = [[a, b], [b, c]] (columns).
+
+    Where H is safely positive definite (a > 0 and det H > 1e-6 (a + c)², so that
+    λ_min/λ_max > 1e-6 and the floor cannot apply) H₊ = H and the step is Cramer's rule;
+    elsewhere the closed-form eigendecomposition with reflected, floored eigenvalues.
+    """
+    det = a * c - b * b
+    pd = (a > 0) & (det > 1e-6 * (a + c) ** 2)
+    if np.all(pd):
+        return -(c * g1 - b * g2) / det, -(a * g2 - b * g1) / det
+    p1, p2 = -(c * g1 - b * g2) / np.where(pd, det, 1.0), -(a * g2 - b * g1) / np.where(pd, det, 1.0)
+    bad = np.flatnonzero(~pd)
+    p1[bad], p2[bad] = _solve_2x2_eigen(a[bad], b[bad], c[bad], g1[bad], g2[bad])
+    return p1, p2
+
+
+def _solve_2x2_eigen(a: np.ndarray, b: np.ndarray, c: np.ndarray, g1: np.ndarray, g2: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """−H₊⁻¹g for symmetric 2 x 2 H by the closed-form eigendecomposition (eigenvalues reflected and floored)."""
+    mean, half = 0.5 * (a + c), np.sqrt(0.25 * (a - c) ** 2 + b * b)
+    lam1, lam2 = mean - half, mean + half
+    # eigenvector of lam2: (b, lam2 - a) or (lam2 - c, b), the better conditioned one
+    v1, v2 = b, lam2 - a
+    alt = np.abs(a - c) > 0
+    use_alt = (np.abs(v1) + np.abs(v2)) < 1e-300
+    v1 = np.where(use_alt, np.where(alt & (a > c), 1.0, 0.0), v1)
+    v2 = np.where(use_alt, np.where(alt & (a > c), 0.0, 1.0), v2)
+    nrm = np.hypot(v1, v2)
+    v1, v2 = v1 / nrm, v2 / nrm  # unit eigenvector of lam2; (−v2, v1) for lam1
+    scale = np.maximum(np.abs(lam2), np.abs(lam1))
+    floor = _EIG_FLOOR * np.maximum(scale, 1e-300)
+    l1 = np.maximum(np.abs(lam1), floor)
+    l2 = np.maximum(np.abs(lam2), floor)
+    p2 = (v1 * g1 + v2 * g2) / l2
+    p1 = (-v2 * g1 + v1 * g2) / l1
+    return -(p2 * v1 - p1 * v2), -(p2 * v2 + p1 * v1)
 
 
 def _cholesky_solve(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -229,6 +253,88 @@ def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.nd
     return h_out, v_out, it
 
 
+def _toy_value(x1: np.ndarray, x2: np.ndarray, c1: np.ndarray, c2: np.ndarray, t1: np.ndarray, t2: np.ndarray,
+               v: float, s2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Prox objective of the toy model (L = 2, r = 1) on columns, ½v[(x₁−c₁)² + (x₂−c₂)²] + ℓ,
+    and the two logistic scores s(a), s(b) it used (reused by the next Newton step)."""
+    d1, d2 = x1 - c1, x2 - c2
+    sa = expit(x1 * (x1 - x2))
+    sb = expit(x2 * (x2 - x1))
+    ra, rb = sa - t1, sb - t2
+    return 0.5 * (d1 * v * d1 + d2 * v * d2) + s2 * (ra * ra + rb * rb), sa, sb
+
+
+def _newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float, s2: float,
+                max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`_newton` for the toy model (L = 2, r = 1, V⁻¹ = v scalar) written on the two
+    coordinate columns: the same steps, safeguard, line search and stopping rule, without the
+    (M, 2, 2) Hessian arrays. Returns (h (M, 2, 1), value (M,), iterations)."""
+    M = h0.shape[0]
+    x1o, x2o = h0[:, 0, 0].copy(), h0[:, 1, 0].copy()
+    c1, c2 = centre[:, 0, 0], centre[:, 1, 0]
+    t1, t2 = target[:, 0, 0], target[:, 1, 1]
+    vo, sa, sb = _toy_value(x1o, x2o, c1, c2, t1, t2, v, s2)
+    idx = np.arange(M)
+    x1, x2, fa = x1o.copy(), x2o.copy(), vo.copy()
+    it = 0
+    for it in range(1, max_iter + 1):
+        ra, rb = sa - t1, sb - t2
+        da, db = sa * (1 - sa), sb * (1 - sb)
+        ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db
+        a1, a2, b1, b2 = 2 * x1 - x2, -x1, -x2, 2 * x2 - x1
+        g1 = (x1 - c1) * v + (ga * a1 + gb * b1)
+        g2 = (x2 - c2) * v + (ga * a2 + gb * b2)
+        gsmall = np.maximum(np.abs(g1), np.abs(g2)) < gtol
+        haa = 2 * s2 * (da * da + ra * da * (1 - 2 * sa))
+        hbb = 2 * s2 * (db * db + rb * db * (1 - 2 * sb))
+        H11 = (haa * a1 * a1 + hbb * b1 * b1 + 2 * ga) + v
+        H22 = (haa * a2 * a2 + hbb * b2 * b2 + 2 * gb) + v
+        H12 = haa * a1 * a2 + hbb * b1 * b2 - ga - gb
+        p1, p2 = _solve_2x2(H11, H12, H22, g1, g2)
+        slope = g1 * p1 + g2 * p2
+        y1, y2 = x1 + p1, x2 + p2
+        ft, sat, sbt = _toy_value(y1, y2, c1, c2, t1, t2, v, s2)
+        ok = (ft <= fa + _ARMIJO * slope) | (-slope < 1e-13 * (1.0 + np.abs(fa)))
+        n1, n2 = np.where(ok, y1, x1), np.where(ok, y2, x2)
+        fn, sa, sb = np.where(ok, ft, fa), np.where(ok, sat, sa), np.where(ok, sbt, sb)
+        todo = np.flatnonzero(~ok)
+        t = 0.5
+        for _ in range(60):  # backtracking on the few points that need it
+            if todo.size == 0:
+                break
+            y1, y2 = x1[todo] + t * p1[todo], x2[todo] + t * p2[todo]
+            fy, say, sby = _toy_value(y1, y2, c1[todo], c2[todo], t1[todo], t2[todo], v, s2)
+            good = fy <= fa[todo] + _ARMIJO * t * slope[todo]
+            sel = todo[good]
+            n1[sel], n2[sel], fn[sel], sa[sel], sb[sel] = y1[good], y2[good], fy[good], say[good], sby[good]
+            ok[sel] = True
+            todo = todo[~good]
+            t *= 0.5
+        done = gsmall | ~ok
+        if np.any(done):
+            fin = np.flatnonzero(done)
+            keep_old = gsmall[fin]
+            x1o[idx[fin]] = np.where(keep_old, x1[fin], n1[fin])
+            x2o[idx[fin]] = np.where(keep_old, x2[fin], n2[fin])
+            vo[idx[fin]] = np.where(keep_old, fa[fin], fn[fin])
+            keep = np.flatnonzero(~done)
+            if keep.size == 0:
+                break
+            idx = idx[keep]
+            x1, x2, fa, sa, sb, c1, c2, t1, t2 = (z[keep] for z in (n1, n2, fn, sa, sb, c1, c2, t1, t2))
+        else:
+            x1, x2, fa = n1, n2, fn
+    else:
+        x1o[idx], x2o[idx], vo[idx] = x1, x2, fa
+    return np.stack([x1o, x2o], axis=1)[:, :, None], vo, it
+
+
+def default_random_starts(L: int, r: int) -> int:
+    """Random starts per node of the global search: none for L = 2, r = 1 (the canonical starts
+    suffice there), 8 otherwise."""
+    return 0 if (L == 2 and r == 1) else 8
+
+
 def multistart_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, random_starts: int = 0,
                       seed: int = 0) -> np.ndarray:
     """Starting points (S, N, L, r): canonical starts plus random points in the trust ball.
@@ -263,7 +369,11 @@ def minimise_envelope(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, 
     S = starts.shape[0]
     flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
     flat_d = np.broadcast_to(data, (S,) + data.shape).reshape((S * N,) + data.shape[1:])
-    h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv, loss, max_iter, gtol)
+    if isinstance(loss, AttentionPointLoss) and (L, r) == (2, 1) and data.shape[1:] == (2, 2):
+        h, value, iters = _newton_toy(starts.reshape(S * N, L, r), flat_c, flat_d, float(V_inv[0, 0]),
+                                      loss.problem.sigma**2, max_iter, gtol)
+    else:
+        h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv, loss, max_iter, gtol)
     h = h.reshape(S, N, L, r)
     value = value.reshape(S, N)
     best = np.argmin(value, axis=0)
@@ -292,6 +402,6 @@ def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem
         starts = np.asarray(warm, dtype=float)[None]
     else:
         if random_starts is None:
-            random_starts = 0 if (L == 2 and r == 1) else 8
+            random_starts = default_random_starts(L, r)
         starts = multistart_points(centre, V, problem.sigma**2 * L, random_starts, seed)
     return minimise_envelope(starts, centre, target, V, AttentionPointLoss(problem), max_iter=max_iter, gtol=gtol)

@@ -28,8 +28,8 @@ from dotattn.quadrature import GaussianRule
 from dotattn.regulariser import overlap_update, regulariser_potential
 from dotattn.status import CONVERGED, INVALID, NOT_CONVERGED
 
-__all__ = ["FixedPoint", "SolverOptions", "potential", "iterate", "CONVERGED", "NOT_CONVERGED", "INVALID",
-           "HAT_FORMS"]
+__all__ = ["FixedPoint", "SolverOptions", "potential", "iterate", "predict_start", "CONVERGED", "NOT_CONVERGED",
+           "INVALID", "HAT_FORMS"]
 
 HAT_FORMS: tuple[str, ...] = ("gradient", "stein")
 
@@ -37,7 +37,9 @@ HAT_FORMS: tuple[str, ...] = ("gradient", "stein")
 @dataclass(frozen=True)
 class SolverOptions:
     """Iteration controls. damping ∈ [0, 1) is the weight kept on the old overlaps; runs that are
-    warm-started from a neighbouring fixed point (continuation) use ``warm_damping``."""
+    warm-started from a neighbouring fixed point (continuation) use ``warm_damping``.
+    ``symmetry``: take the prox at one node per orbit of the state's exact token symmetry
+    (:func:`dotattn.loss_channel.token_symmetry`; same result to rounding, 2-8x fewer nodes)."""
 
     tol: float = 1e-8
     damping: float = 0.8
@@ -47,6 +49,7 @@ class SolverOptions:
     global_every: int = 25
     random_starts: int | None = None
     anderson: int = 3
+    symmetry: bool = True
 
     def __post_init__(self) -> None:
         """Validate every field (ParameterError naming the field and its allowed range)."""
@@ -209,7 +212,8 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
         do_global = since_global >= options.global_every
         try:
             ch = hat_update(overlaps, alpha, rule, problem, search="global" if do_global else "local",
-                            warm=prox_h, form=options.hat_form, random_starts=options.random_starts)
+                            warm=prox_h, form=options.hat_form, random_starts=options.random_starts,
+                            symmetry=options.symmetry)
             update = subspace.apply(overlap_update(ch.hats, problem))
         except InvalidOverlaps as err:
             if not extrapolated or fallback is None:
@@ -294,3 +298,28 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     except InvalidOverlaps as err:
         return FixedPoint.failure(INVALID, f"invalid overlaps: {err}", iterations=0, residual=np.inf,
                                   overlaps=init, alpha=alpha, seconds=time.perf_counter() - t0)
+
+
+def predict_start(problem: Problem, alpha: float, previous: FixedPoint, before: FixedPoint | None = None
+                  ) -> tuple[Overlaps, np.ndarray | None]:
+    """Start (overlaps, warm prox points) for :func:`iterate` at ``alpha`` from converged points of
+    the same branch on the same rule: the secant through ``before`` and ``previous`` (linear
+    extrapolation in α of the overlaps and of the prox points), or ``previous`` itself when there
+    is no usable ``before`` or the prediction leaves the admissible set. Only a start: the
+    fixed point is whatever :func:`iterate` converges to from it.
+    """
+    start, warm = previous.overlaps, previous.prox_h
+    if before is None or not (before.converged and previous.converged) or before.alpha == previous.alpha:
+        return start, warm
+    t = (alpha - previous.alpha) / (previous.alpha - before.alpha)
+    x0, x1 = before.overlaps.vector(), previous.overlaps.vector()
+    guess = Overlaps.from_vector(x1 + t * (x1 - x0), problem)
+    try:
+        field_factors(guess, problem)
+        if np.min(np.linalg.eigvalsh(guess.V)) <= 0:
+            return start, warm
+    except InvalidOverlaps:
+        return start, warm
+    if warm is not None and before.prox_h is not None and before.prox_h.shape == warm.shape:
+        warm = warm + t * (warm - before.prox_h)
+    return guess, warm
