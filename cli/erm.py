@@ -23,7 +23,7 @@ from dotattn.problem import check_int
 @problem_options
 @click.option("--init", "init", type=str, default="both", show_default=True,
               help=f"Initialisations: {', '.join(INIT_CHOICES)} (both = semantic + positional).")
-@click.option("--seeds", type=int, default=4, show_default=True, help="Number of seeds (>= 1).")
+@click.option("--seeds", type=int, default=4, show_default=True, help="Number of seeds, in [1, 10000].")
 @click.option("--first-seed", type=int, default=0, show_default=True, help="First seed (seeds are consecutive).")
 @click.option("--optimizer", type=str, default="gd", show_default=True,
               help=f"Optimiser: {', '.join(OPTIMIZERS)} (full-batch).")
@@ -33,7 +33,7 @@ from dotattn.problem import check_int
                    + ". GD step: Q <- Q - lr grad_Q R(Q), i.e. lr on R/d w.r.t. Q/sqrt(d).")
 @click.option("--tol", type=float, default=1e-9, show_default=True,
               help="A run stops when the relative change of R per step is <= tol (>= 0).")
-@click.option("--test-samples", type=int, default=10_000, show_default=True, help="Fresh samples for the test error.")
+@click.option("--test-samples", type=int, default=10_000, show_default=True, help="Fresh samples for the test error, in [1, 1e7].")
 @click.option("--dtype", type=str, default="float64", show_default=True, help="float64 or float32.")
 @click.option("--device", type=str, default="auto", show_default=True,
               help=f"Torch device: {DEVICE_CHOICES} (auto: CUDA when available).")

@@ -18,7 +18,7 @@ def problem_options(func: Callable) -> Callable:
         click.option("--L", "L", type=int, default=2, show_default=True, help="Sequence length L, in [2, 64]."),
         click.option("--rank", type=int, default=1, show_default=True, help="Student rank r, in [1, 64]."),
         click.option("--teacher-rank", type=int, default=1, show_default=True, help="Teacher rank r_t, in [1, 64]."),
-        click.option("--sigma", type=float, default=0.5, show_default=True, help="Token noise std sigma, in [0.01, 100]."),
+        click.option("--sigma", type=float, default=0.5, show_default=True, help="Token noise std sigma, in [0.01, 2]."),
         click.option("--lambda", "ridge", type=float, default=0.01, show_default=True, help="Ridge lambda, in [1e-8, 1e4]."),
         click.option("--A", "A", type=str, default=None,
                      help="Positional attention A, rows separated by ';' (default for L=2: '0.6,0.4;0.4,0.6')."),

@@ -198,6 +198,11 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
             raise ParameterError(f"alpha = {missing[0]:g} of the ERM runs is not on the alpha grid of theory folder "
                                  f"{str(theory_dir)!r}; every ERM alpha must be there")
     finite = [load_erm(f) for f in finite_dirs]
+    for f, run in zip(finite_dirs, finite):
+        diff = first_difference(erm.problem.to_dict(), run.problem.to_dict())
+        if diff is not None:
+            raise ParameterError(f"finite-size folder {str(f)!r} was run for another {diff[0]}: {diff[2]} there, "
+                                 f"{diff[1]} in --erm")
     out = ensure_writable_dir(out)  # only now: every input above is valid
     if not theory_dir:
         theory = theory_points(erm.problem, erm.alphas, settings)

@@ -38,7 +38,7 @@ def _one_line_exit_2(r, *words):
     ([*PD, "--workers", "0"], ["workers", "[1, 1024]"]),
     ([*PD, "--workers", "100000"], ["workers", "[1, 1024]"]),
     ([*PD, "--dask", "not a url"], ["dask", "host:port"]),
-    ([*PD, "--sigma", "1e-200"], ["sigma", "[0.01, 100]"]),
+    ([*PD, "--sigma", "1e-200"], ["sigma", "[0.01, 2]"]),
     ([*PD, "--lambda", "1e200"], ["lambda", "[1e-08, 10000]"]),
     ([*PD, "--sigma", "nan"], ["sigma", "finite"]),
     ([*PD, "--tol", "0"], ["tol", "[1e-14, 0.1]"]),
@@ -66,7 +66,7 @@ def test_phase_diagram_unreachable_dask_scheduler(tmp_path):
     (["--alpha", "1", "--random-starts", "-1"], ["random-starts", "[0, 1000]"]),
     (["--alpha", "1", "--rank", "1000"], ["rank", "[1, 64]"]),
     (["--alpha", "1", "--teacher-rank", "1000000"], ["teacher_rank", "[1, 64]"]),
-    (["--alpha", "1", "--sigma", "1e-200"], ["sigma", "[0.01, 100]"]),
+    (["--alpha", "1", "--sigma", "1e-200"], ["sigma", "[0.01, 2]"]),
     (["--alpha", "1", "--lambda", "1e200"], ["lambda", "[1e-08, 10000]"]),
     (["--alpha", "1", "--damping", "inf"], ["damping", "finite"]),
     (["--alpha", "1", "--check-quadrature", "--quad-order", "40"], ["quad-order", "check-quadrature", "[1, 37]"]),
@@ -82,8 +82,10 @@ def test_solve_refuses(args, words):
     (["--alpha", "2:1:3"], ["alpha", "start <= stop"]),
     (["--threads", "100000"], ["threads", "[0, 1024]"]),
     (["--steps", "1000000000"], ["steps", "[1, 1e+08]"]),
-    (["--sigma", "1e-200"], ["sigma", "[0.01, 100]"]),
+    (["--sigma", "1e-200"], ["sigma", "[0.01, 2]"]),
     (["--first-seed", "-1"], ["first_seed", ">= 0"]),
+    (["--seeds", "100000"], ["seeds", "[1, 10000]"]),
+    (["--test-samples", "100000000"], ["test_samples", "[1, 1e+07]"]),
 ])
 def test_train_erm_refuses(args, words, tmp_path):
     out = tmp_path / "out"
@@ -165,6 +167,16 @@ def test_compare_refuses_theory_metadata_without_parameters(tmp_path):
     r = run("compare", "--erm", str(erm), "--theory", str(theory), "--out", str(out))
     _one_line_exit_2(r, "summary.json", "parameters")
     assert not out.exists() and "KeyError" not in r.stderr
+
+
+def test_compare_refuses_finite_size_runs_of_another_problem(tmp_path):
+    from dotattn.problem import Problem
+    erm = _erm_folder(tmp_path / "erm", Problem())
+    other = _erm_folder(tmp_path / "fs", Problem(omega=0.2))
+    out = tmp_path / "cmp"
+    r = run("compare", "--erm", str(erm), "--finite-size", str(other), "--out", str(out))
+    _one_line_exit_2(r, "finite-size", "omega", "0.2 there", "0.3 in --erm")
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("args, words", [(["--tolerance", "nan"], ["tolerance", "finite"]),

@@ -54,7 +54,7 @@ def test_table_help_is_the_command_docstring():
 
 
 def test_missing_torch_names_the_extra(tmp_path):
-    code = NO_TORCH + "from dotattn.cli.main import main\nmain(['train-erm', '--d', '10', '--alpha', '1'])\n"
+    code = NO_TORCH + "from dotattn.cli.main import main\nmain(['train-erm', '--d', '10', '--alpha', '1', '--out', 'o'])\n"
     r = python(code, tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

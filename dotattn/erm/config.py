@@ -34,6 +34,10 @@ DEFAULT_LR: dict[str, float] = {"gd": 0.15, "adam": 0.01, "lbfgs": 1.0}
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")
 MAX_STEPS = 10**8
 """Largest step budget per run."""
+MAX_SEEDS = 10_000
+"""Most seeds in one batch of runs."""
+MAX_TEST_SAMPLES = 10**7
+"""Most fresh test samples per run (the test error's standard error is then ~3e-4 relative)."""
 MEMORY_FRACTION = 0.8
 """A batch of runs is refused when :meth:`ErmConfig.memory_bytes` exceeds this fraction of the
 memory available now (``MemAvailable`` in /proc/meminfo, else the physical memory)."""
@@ -83,8 +87,8 @@ def _normalise_seeds(seeds: int | Sequence[int], first: int = 0) -> tuple[int, .
     """A count of seeds (``first .. first+count-1``) or an explicit list (``first`` must be 0 then)."""
     first = _integer("first_seed", first, 0)
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        if seeds < 1:
-            raise ParameterError(f"seeds must be an integer >= 1 (number of seeds), got {seeds}")
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise ParameterError(f"seeds must be an integer in [1, {MAX_SEEDS}] (number of seeds), got {seeds}")
         return tuple(range(first, first + int(seeds)))
     if first:
         raise ParameterError("first_seed applies to a count of seeds, not to a list of seeds")
@@ -92,8 +96,8 @@ def _normalise_seeds(seeds: int | Sequence[int], first: int = 0) -> tuple[int, .
         out = tuple(int(s) for s in seeds)
     except (TypeError, ValueError):
         raise ParameterError("seeds must be a count >= 1 or a list of integers >= 0") from None
-    if not out or min(out) < 0 or len(set(out)) != len(out):
-        raise ParameterError("seeds must be a non-empty list of distinct integers >= 0")
+    if not out or min(out) < 0 or len(set(out)) != len(out) or len(out) > MAX_SEEDS:
+        raise ParameterError(f"seeds must be a non-empty list of at most {MAX_SEEDS} distinct integers >= 0")
     return out
 
 
@@ -168,6 +172,8 @@ class ErmConfig:
         object.__setattr__(self, "lr", lr)
         object.__setattr__(self, "tol", _positive("tol", self.tol, allow_zero=True))
         object.__setattr__(self, "test_samples", _integer("test_samples", self.test_samples, 1))
+        if self.test_samples > MAX_TEST_SAMPLES:
+            raise ParameterError(f"test_samples must be an integer in [1, {MAX_TEST_SAMPLES:g}], got {self.test_samples}")
         if self.dtype not in DTYPE_NAMES:
             raise ParameterError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {self.dtype!r}")
         check_device_name(self.device)
