@@ -8,8 +8,7 @@ import click
 
 from dotattn.cli.main import cli
 from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
-from dotattn.io import ensure_writable_dir
-from dotattn.problem import ParameterError
+from dotattn.problem import check_number
 
 
 def _fmt(x: float, spec: str) -> str:
@@ -27,7 +26,8 @@ def _fmt(x: float, spec: str) -> str:
 @quadrature_options
 @solver_options
 @click.option("--tolerance", type=float, default=0.05, show_default=True,
-              help="Relative tolerance (> 0) on eps_g and the branch's overlaps for the 'agrees' column.")
+              help="Relative tolerance, in (0, 1], on eps_g and the branch's overlaps for the 'agrees' column "
+                   "(absolute, times the quantity's scale, where the theory is ~0).")
 def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_kind, quad_order, coarse_order, tol, damping,
                     max_iter, hat_form, tolerance):
     """Theory against ERM: eps_g, overlaps and training loss per alpha and informed branch.
@@ -38,19 +38,19 @@ def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_kind, quad_o
     from dotattn.phase_diagram import SweepSettings
     from dotattn.results_io import compare_and_write, load_erm
 
-    if not tolerance > 0:
-        raise ParameterError(f"tolerance must be > 0, got {tolerance}")
+    check_number("tolerance", tolerance, 0.0, True, 1.0, "in (0, 1]")
     problem = load_erm(erm_dir).problem
     settings = SweepSettings(build_quadrature(problem, quad_kind, quad_order, coarse_order),
                              build_solver_options(tol, damping, max_iter, hat_form, problem))
-    out = ensure_writable_dir(out_dir or erm_dir)
-    paths, table = compare_and_write(Path(erm_dir), out, theory_dir, list(finite_dirs), settings, tolerance)
+    paths, table = compare_and_write(Path(erm_dir), Path(out_dir or erm_dir), theory_dir, list(finite_dirs),
+                                     settings, tolerance)
     click.echo(f"{'alpha':>6} {'init':<11} {'branch':<11} {'runs':>5} {'eps_g theory':>12} {'eps_g ERM':>22} "
-               f"{'max rel diff':>12}  agrees")
+               f"{'max rel diff':>12}  agrees  abs diff where the theory is ~0")
     for r in table:
+        near = ", ".join(f"{k} {r.abs_diff[k]:+.3g} (theory {r.theory[k]:.2g})" for k in r.near_zero())
         click.echo(f"{r.alpha:>6g} {r.init:<11} {r.branch:<11} {r.erm_runs_on_branch:>2}/{r.erm_runs:<2} "
                    f"{r.theory['test_error']:>12.6f} {_fmt(r.erm_mean['test_error'], '>10.6f')} ± "
                    f"{_fmt(r.erm_std['test_error'], '<9.6f')} {_fmt(r.max_rel_diff, '>12.2%')}  "
-                   f"{'yes' if r.agrees else 'no'}")
+                   f"{'yes' if r.agrees else 'no':<6}  {near}".rstrip())
     for name, path in paths.items():
         click.echo(f"  wrote {path}")

@@ -12,28 +12,28 @@ from dotattn.cli.main import cli
 from dotattn.cli.options import parse_grid, problem_from_options, problem_options
 from dotattn.erm.config import DEFAULT_LR, DEVICE_CHOICES, INIT_CHOICES, OPTIMIZERS, ErmConfig
 from dotattn.io import ensure_writable_dir
-from dotattn.problem import ParameterError
+from dotattn.problem import check_int
 
 
 @cli.command("train-erm")
-@click.option("--d", "d", type=int, default=1000, show_default=True, help="Token dimension d (>= 2, >= L).")
+@click.option("--d", "d", type=int, default=1000, show_default=True, help="Token dimension d (>= 2, >= L; the runs must fit in memory).")
 @click.option("--alpha", "alpha", multiple=True, default=("0.25:2:8",), show_default=True,
               help="Sample ratios alpha = n/d: values, comma lists or start:stop:count (repeatable).")
 @click.option("--omega", type=float, default=0.3, show_default=True, help="Positional fraction omega in [0, 1].")
 @problem_options
 @click.option("--init", "init", type=str, default="both", show_default=True,
               help=f"Initialisations: {', '.join(INIT_CHOICES)} (both = semantic + positional).")
-@click.option("--seeds", type=int, default=4, show_default=True, help="Number of seeds (>= 1).")
+@click.option("--seeds", type=int, default=4, show_default=True, help="Number of seeds, in [1, 10000].")
 @click.option("--first-seed", type=int, default=0, show_default=True, help="First seed (seeds are consecutive).")
 @click.option("--optimizer", type=str, default="gd", show_default=True,
               help=f"Optimiser: {', '.join(OPTIMIZERS)} (full-batch).")
-@click.option("--steps", type=int, default=5000, show_default=True, help="Step budget per run (>= 1).")
+@click.option("--steps", type=int, default=5000, show_default=True, help="Step budget per run, in [1, 1e8].")
 @click.option("--lr", type=float, default=None,
               help="Learning rate (> 0); default " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_LR.items())
                    + ". GD step: Q <- Q - lr grad_Q R(Q), i.e. lr on R/d w.r.t. Q/sqrt(d).")
 @click.option("--tol", type=float, default=1e-9, show_default=True,
               help="A run stops when the relative change of R per step is <= tol (>= 0).")
-@click.option("--test-samples", type=int, default=10_000, show_default=True, help="Fresh samples for the test error.")
+@click.option("--test-samples", type=int, default=10_000, show_default=True, help="Fresh samples for the test error, in [1, 1e7].")
 @click.option("--dtype", type=str, default="float64", show_default=True, help="float64 or float32.")
 @click.option("--device", type=str, default="auto", show_default=True,
               help=f"Torch device: {DEVICE_CHOICES} (auto: CUDA when available).")
@@ -53,8 +53,7 @@ def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, t
     (provenance, column descriptions, summary and runs).
     """
     problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram)
-    if threads < 0:
-        raise ParameterError(f"threads must be an integer >= 0 (0: torch's default), got {threads}")
+    check_int("threads (0: torch's default)", threads, 0, 1024)
     config = ErmConfig(d=d, alphas=tuple(parse_grid("alpha", alpha)), inits=init, seeds=seeds, first_seed=first_seed,
                        optimizer=optimizer, steps=steps, lr=lr, tol=tol, test_samples=test_samples, dtype=dtype,
                        device=device)

@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import click
 
 from dotattn.problem import ParameterError, Problem, parse_matrix
 
-__all__ = ["problem_options", "problem_from_options", "parse_grid"]
+__all__ = ["problem_options", "problem_from_options", "parse_grid", "MAX_GRID"]
 
 
 def problem_options(func: Callable) -> Callable:
     """Add --L, --rank, --teacher-rank, --sigma, --lambda, --A, --positional-gram."""
     opts = [
-        click.option("--L", "L", type=int, default=2, show_default=True, help="Sequence length L (>= 2)."),
-        click.option("--rank", type=int, default=1, show_default=True, help="Student rank r (>= 1)."),
-        click.option("--teacher-rank", type=int, default=1, show_default=True, help="Teacher rank r_t (>= 1)."),
-        click.option("--sigma", type=float, default=0.5, show_default=True, help="Token noise std sigma (> 0)."),
-        click.option("--lambda", "ridge", type=float, default=0.01, show_default=True, help="Ridge lambda (> 0)."),
+        click.option("--L", "L", type=int, default=2, show_default=True, help="Sequence length L, in [2, 64]."),
+        click.option("--rank", type=int, default=1, show_default=True, help="Student rank r, in [1, 64]."),
+        click.option("--teacher-rank", type=int, default=1, show_default=True, help="Teacher rank r_t, in [1, 64]."),
+        click.option("--sigma", type=float, default=0.5, show_default=True, help="Token noise std sigma, in [0.01, 2]."),
+        click.option("--lambda", "ridge", type=float, default=0.01, show_default=True, help="Ridge lambda, in [1e-8, 1e4]."),
         click.option("--A", "A", type=str, default=None,
                      help="Positional attention A, rows separated by ';' (default for L=2: '0.6,0.4;0.4,0.6')."),
         click.option("--positional-gram", type=str, default=None,
@@ -38,10 +39,26 @@ def problem_from_options(omega: float, L: int, rank: int, teacher_rank: int, sig
                    positional_gram=None if positional_gram is None else parse_matrix(positional_gram))
 
 
+MAX_GRID = 10_000
+"""Most values a grid option may hold (a phase-diagram column solves one fixed point per α and branch)."""
+
+
+def _grid_number(name: str, text: str, part: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise ParameterError(f"{name} value {part!r} is not a number") from None
+    if not math.isfinite(x):
+        raise ParameterError(f"{name} values must be finite numbers, got {part!r}")
+    return x
+
+
 def parse_grid(name: str, values: tuple[str, ...] | list[str], integer: bool = False) -> list[float]:
     """Parse repeated values, comma lists and ``start:stop:count`` ranges into a sorted list.
 
-    Raises ParameterError for an empty grid, a malformed entry or a count <= 0.
+    Raises ParameterError for an empty grid, a malformed or non-finite entry, a range with
+    start > stop (never reversed silently), a count outside [1, :data:`MAX_GRID`] or more than
+    :data:`MAX_GRID` values in all. Ranges of the values themselves are checked by the library.
     """
     out: list[float] = []
     for item in values:
@@ -53,22 +70,24 @@ def parse_grid(name: str, values: tuple[str, ...] | list[str], integer: bool = F
                 bits = part.split(":")
                 if len(bits) != 3:
                     raise ParameterError(f"{name} range {part!r} must be start:stop:count")
+                start, stop = _grid_number(name, bits[0], part), _grid_number(name, bits[1], part)
                 try:
-                    start, stop = float(bits[0]), float(bits[1])
                     count = int(bits[2])
                 except ValueError:
                     raise ParameterError(f"{name} range {part!r} must be start:stop:count with an integer count") from None
-                if count <= 0:
-                    raise ParameterError(f"{name} range {part!r}: count must be >= 1")
+                if not 1 <= count <= MAX_GRID:
+                    raise ParameterError(f"{name} range {part!r}: count must be in [1, {MAX_GRID}]")
+                if start > stop:
+                    raise ParameterError(f"{name} range {part!r} must have start <= stop (write it as "
+                                         f"{bits[1]}:{bits[0]}:{count})")
                 if count == 1:
                     out.append(start)
                 else:
                     out.extend(start + (stop - start) * i / (count - 1) for i in range(count))
             else:
-                try:
-                    out.append(float(part))
-                except ValueError:
-                    raise ParameterError(f"{name} value {part!r} is not a number") from None
+                out.append(_grid_number(name, part, part))
+            if len(out) > MAX_GRID:
+                raise ParameterError(f"{name} grid must have at most {MAX_GRID} values")
     if not out:
         raise ParameterError(f"{name} grid is empty; give at least one value")
     return sorted(set(round(x, 12) for x in out))

@@ -24,15 +24,16 @@ from dotattn.problem import ParameterError
 @quadrature_options
 @solver_options
 @click.option("--out", "out_dir", default="results/phase_diagram", show_default=True, help="Output folder.")
-@click.option("--workers", type=int, default=None, help="Worker processes (default: all cores).")
-@click.option("--dask", "dask_address", default=None, help="Address of an existing Dask scheduler to run on.")
-@click.option("--figure-omega", type=float, default=None, help="omega of figures (a) and (b) (default 0.3 or middle).")
+@click.option("--workers", type=int, default=None, help="Worker processes, in [1, 1024] (default: all cores).")
+@click.option("--dask", "dask_address", default=None, help="Address [tcp://]host:port of a running Dask scheduler (connect timeout 5 s).")
+@click.option("--figure-omega", type=float, default=None, help="omega of figures (a) and (b): one of the computed omega (default 0.3 or the middle one).")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, quad_kind,
                           quad_order, coarse_order, tol, damping, max_iter, hat_form, out_dir, workers,
                           dask_address, figure_omega, quiet):
     """alpha sweeps of both branches, spinodals, alpha_c(omega), alpha_lin(omega) and figures."""
-    from dotattn.phase_diagram import DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_grids, run_phase_diagram
+    from dotattn.phase_diagram import (DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_grids, check_workers,
+                                       connect_dask, run_phase_diagram)
     from dotattn.results_io import write_phase_diagram
 
     omega_grid, alpha_grid = check_grids(parse_grid("omega", omegas) if omegas else DEFAULT_OMEGAS,
@@ -40,9 +41,11 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
     problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram)
     quad = build_quadrature(problem, quad_kind, quad_order, coarse_order)
     options = build_solver_options(tol, damping, max_iter, hat_form, problem)
-    if workers is not None and workers < 1:
-        raise ParameterError(f"workers must be >= 1, got {workers}")
-    workers = workers or os.cpu_count() or 1
+    workers = check_workers(os.cpu_count() or 1 if workers is None else workers)
+    if figure_omega is not None and not any(abs(figure_omega - w) < 1e-9 for w in omega_grid):
+        raise ParameterError(f"figure-omega must be one of the computed omega values "
+                             f"({', '.join(f'{w:g}' for w in omega_grid)}), got {figure_omega:g}")
+    dask = connect_dask(dask_address) if dask_address is not None else None  # before any folder is made
     out = ensure_writable_dir(out_dir)
     settings = SweepSettings(quad, options)
 
@@ -59,7 +62,7 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
     t0 = time.perf_counter()
     try:
         pd = run_phase_diagram(problem, omega_grid, alpha_grid, settings=settings, cache_dir=out / "cache",
-                               workers=workers, dask_address=dask_address, progress=progress)
+                               workers=workers, dask_address=dask, progress=progress)
     finally:
         if bar is not None:
             bar.render_finish()

@@ -8,11 +8,11 @@ import sys
 import click
 import numpy as np
 
-from dotattn.catalogue import QuadratureSpec, default_quadrature, solve
+from dotattn.catalogue import MAX_RANDOM_STARTS, QuadratureSpec, default_quadrature, solve
 from dotattn.cli.main import cli
 from dotattn.cli.options import problem_from_options, problem_options
 from dotattn.io import to_jsonable
-from dotattn.problem import ParameterError
+from dotattn.problem import check_alpha, check_int
 from dotattn.state_evolution import SolverOptions
 
 
@@ -25,7 +25,7 @@ def quadrature_options(func):
                      help="Points per axis (Gauss-Hermite) or log2 of the points (QMC). Default: 12 for the "
                           "4-D toy model (see the convergence study in the README)."),
         click.option("--coarse-order", type=int, default=None,
-                     help="Order of the coarse rule used for the first pass (0 disables)."),
+                     help="Order of the coarse rule used for the first pass (>= 0; 0 disables)."),
     ]):
         func = opt(func)
     return func
@@ -33,10 +33,10 @@ def quadrature_options(func):
 
 def solver_options(func):
     for opt in reversed([
-        click.option("--tol", type=float, default=1e-8, show_default=True, help="Convergence tolerance on the overlaps."),
+        click.option("--tol", type=float, default=1e-8, show_default=True, help="Relative convergence tolerance on the overlaps, in [1e-14, 0.1]."),
         click.option("--damping", type=float, default=0.8, show_default=True,
                      help="Weight kept on the old overlaps in each step, in [0, 1)."),
-        click.option("--max-iter", type=int, default=1000, show_default=True, help="Iteration budget per fixed point."),
+        click.option("--max-iter", type=int, default=1000, show_default=True, help="Iteration budget per fixed point, in [1, 1e6]."),
         click.option("--hat-form", type=click.Choice(["gradient", "stein"]), default="gradient", show_default=True,
                      help="Hat updates: gradient of the discretised E[M] (any rank) or Stein form (r = r_t = 1)."),
     ]):
@@ -48,6 +48,10 @@ def build_quadrature(problem, quad_kind, quad_order, coarse_order) -> Quadrature
     """Map --quad, --quad-order, --coarse-order onto the default rule (--coarse-order 0, or one not
     below the order, disables the coarse pass); the spec validates itself."""
     base = default_quadrature(problem, quad_kind)
+    if coarse_order is not None:
+        check_int("coarse-order", coarse_order, 0)
+    if quad_order is not None:
+        check_int("quad-order", quad_order, 1)
     order = base.order if quad_order is None else quad_order
     coarse = base.coarse_order if coarse_order is None else (None if coarse_order == 0 else coarse_order)
     if coarse is not None and coarse >= order:
@@ -73,14 +77,21 @@ def _fmt(x) -> str:
     return f"{x:.6g}"
 
 
+def start_name(init: str) -> str:
+    """How the table names the start of a fixed point: ``positional (informed)``, ``uninformative``, ``random 3``."""
+    if init.startswith("random-"):
+        return "random " + init.split("-", 1)[1]
+    return init if init == "uninformative" else f"{init} (informed)"
+
+
 def format_table(cat) -> str:
-    """Readable table of the catalogue."""
+    """Readable table of the catalogue (one row per distinct fixed point, with the start it came from)."""
     toy = cat.problem.is_toy_layout
-    cols = ["branch", "status", "q", "m" if toy else "mu", "theta", "V", "e_t", "eps_g", "selected"]
+    cols = ["branch", "start", "status", "q", "m" if toy else "mu", "theta", "V", "e_t", "eps_g", "selected"]
     rows = []
     for e in cat.fixed_points:
         p = e.point(cat.problem.omega)
-        rows.append([p.branch, p.status, _fmt(p.q), _fmt(p.m if toy else p.mu), _fmt(p.theta),
+        rows.append([p.branch, start_name(e.init), p.status, _fmt(p.q), _fmt(p.m if toy else p.mu), _fmt(p.theta),
                      _fmt(p.V), _fmt(p.train_loss), _fmt(p.test_error), "*" if p.selected else ""])
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     lines = [f"alpha = {cat.alpha:g}, omega = {cat.problem.omega:g}  "
@@ -111,21 +122,22 @@ def format_table(cat) -> str:
 
 
 @cli.command("solve")
-@click.option("--alpha", type=float, required=True, help="Sample complexity alpha = n/d (> 0).")
+@click.option("--alpha", type=float, required=True, help="Sample complexity alpha = n/d, in (0, 1e4].")
 @click.option("--omega", type=float, default=0.3, show_default=True, help="Positional fraction omega of the target, in [0, 1].")
 @problem_options
 @quadrature_options
 @solver_options
-@click.option("--random-starts", type=int, default=8, show_default=True, help="Random initialisations (>= 0).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random initialisations.")
+@click.option("--random-starts", type=int, default=8, show_default=True, help="Random initialisations, in [0, 1000].")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random initialisations (>= 0).")
 @click.option("--check-quadrature", is_flag=True, help="Solve again on a finer rule and report every change.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, quad_kind, quad_order,
                   coarse_order, tol, damping, max_iter, hat_form, random_starts, seed, check_quadrature, as_json):
     """All fixed points of the replica equations at one (alpha, omega), and the selected one."""
     problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram)
-    if random_starts < 0:
-        raise ParameterError(f"random-starts must be >= 0, got {random_starts}")
+    check_alpha(alpha)
+    check_int("random-starts", random_starts, 0, MAX_RANDOM_STARTS)
+    check_int("seed", seed, 0)
     quad = build_quadrature(problem, quad_kind, quad_order, coarse_order)
     options = build_solver_options(tol, damping, max_iter, hat_form, problem)
     cat = solve(problem, alpha, quadrature=quad, n_random=random_starts, options=options, seed=seed,

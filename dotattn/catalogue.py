@@ -19,7 +19,7 @@ import numpy as np
 
 from dotattn.baseline import linear_baseline_test_error
 from dotattn.overlaps import Overlaps, overlaps_from_scalars
-from dotattn.problem import ParameterError, Problem, check_int
+from dotattn.problem import ParameterError, Problem, check_alpha, check_int
 from dotattn.quadrature import MAX_TENSOR_NODES, GaussianRule, make_rule
 from dotattn.records import BranchPoint
 from dotattn.state_evolution import FixedPoint, SolverOptions, iterate
@@ -32,6 +32,8 @@ __all__ = ["CatalogueEntry", "Catalogue", "QuadratureSpec", "solve", "branch_lab
 QUADRATURE_KINDS: tuple[str, ...] = ("gauss-hermite", "qmc")
 _STANDARD = {"gauss-hermite": (12, 6), "qmc": (14, 11)}  # (order, coarse order) of each kind's standard rule
 _LABEL_THRESHOLD = 1e-6  # ‖θ‖/σ² or ‖μ‖ below this counts as zero
+MAX_RANDOM_STARTS = 1000
+"""Most random initialisations :func:`solve` accepts (each costs about one fixed point, ~1 s)."""
 
 
 @dataclass(frozen=True)
@@ -45,14 +47,27 @@ class QuadratureSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        """Validate every field (ParameterError naming the field and its allowed range)."""
+        """Validate every field (ParameterError naming the field, with the CLI option, and its allowed range)."""
         if self.kind not in QUADRATURE_KINDS:
             raise ParameterError(f"quadrature kind must be one of {', '.join(QUADRATURE_KINDS)}, got {self.kind!r}")
-        object.__setattr__(self, "order", check_int("quadrature order", self.order, 1))
-        if self.coarse_order is not None:
-            object.__setattr__(self, "coarse_order", check_int("quadrature coarse_order", self.coarse_order, 1))
-        object.__setattr__(self, "scramblings", check_int("quadrature scramblings", self.scramblings, 2))
+        object.__setattr__(self, "scramblings", check_int("quadrature scramblings", self.scramblings, 2, 64))
         object.__setattr__(self, "seed", check_int("quadrature seed", self.seed, 0))
+        object.__setattr__(self, "order", check_int("quad-order (quadrature order)", self.order, 1))
+        if self.coarse_order is not None:
+            object.__setattr__(self, "coarse_order", check_int("coarse-order (quadrature coarse_order)",
+                                                               self.coarse_order, 1))
+
+    def max_order(self, dim: int) -> int:
+        """Largest order whose rule in ``dim`` dimensions has at most :data:`MAX_TENSOR_NODES` nodes
+        (Gauss-Hermite: order**dim; QMC: 2**order points times the scramblings)."""
+        if self.kind == "qmc":
+            return int(np.floor(np.log2(MAX_TENSOR_NODES / self.scramblings)))
+        k = max(1, int(MAX_TENSOR_NODES ** (1.0 / dim)))
+        while (k + 1) ** dim <= MAX_TENSOR_NODES:
+            k += 1
+        while k > 1 and k**dim > MAX_TENSOR_NODES:
+            k -= 1
+        return k
 
     @classmethod
     def standard(cls, kind: str) -> "QuadratureSpec":
@@ -62,12 +77,15 @@ class QuadratureSpec:
         return cls(kind, *_STANDARD[kind])
 
     def check(self, problem: Problem) -> None:
-        """Checks that involve the problem: a tensor rule must fit in memory (ParameterError)."""
+        """Checks that involve the problem: the rule must fit in memory (at most :data:`MAX_TENSOR_NODES`
+        nodes in the problem's L(r + r_t) dimensions; ParameterError stating the allowed orders)."""
         D = problem.gaussian_dim
-        if self.kind == "gauss-hermite" and self.order**D > MAX_TENSOR_NODES:
-            raise ParameterError(f"quadrature order {self.order} needs {self.order ** D:,} Gauss-Hermite nodes in "
-                                 f"{D} dimensions (more than this machine can integrate); use a lower order "
-                                 f"or the qmc rule")
+        top = self.max_order(D)
+        what = ("log2 of the points" if self.kind == "qmc" else "points per axis")
+        for name, value in (("quad-order", self.order), ("coarse-order", self.coarse_order)):
+            if value is not None and value > top:
+                raise ParameterError(f"{name} must be in [1, {top}] for the {self.kind} rule in {D} dimensions "
+                                     f"({what}; at most {MAX_TENSOR_NODES:,} nodes), got {value}")
 
     def rule(self, dim: int) -> GaussianRule:
         return make_rule(dim, self.kind, self.order, self.scramblings, self.seed)
@@ -263,9 +281,16 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
     converged fixed point again on a finer rule and report the change of every output.
     """
     t0 = time.perf_counter()
-    alpha = _check_alpha(alpha)
+    alpha = check_alpha(alpha)
+    n_random = check_int("n_random (random starts)", n_random, 0, MAX_RANDOM_STARTS)
+    seed = check_int("seed", seed, 0)
     quad = quadrature or default_quadrature(problem)
     quad.check(problem)
+    if check_quadrature:
+        step, top = quad.finer().order - quad.order, quad.max_order(problem.gaussian_dim)
+        if quad.order + step > top:
+            raise ParameterError(f"quad-order must be in [1, {top - step}] with check-quadrature (it solves again at "
+                                 f"order + {step}; at most {MAX_TENSOR_NODES:,} nodes), got {quad.order}")
     options.check(problem)
     D = problem.gaussian_dim
     rule = quad.rule(D)
@@ -303,16 +328,6 @@ def _with_coarse_error(fine: FixedPoint, coarse: FixedPoint, quad: QuadratureSpe
            "test_error": abs(fine.test_error - coarse.test_error),
            "method": f"|order {quad.order} - order {quad.coarse_order}|"}
     return replace(fine, quadrature_error=est)
-
-
-def _check_alpha(alpha: float) -> float:
-    try:
-        a = float(alpha)
-    except (TypeError, ValueError):
-        raise ParameterError("alpha must be a number > 0") from None
-    if not np.isfinite(a) or a <= 0:
-        raise ParameterError(f"alpha must be > 0, got {alpha}")
-    return a
 
 
 def _quadrature_check(problem: Problem, alpha: float, entries: tuple[CatalogueEntry, ...],

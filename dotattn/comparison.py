@@ -19,7 +19,7 @@ one is compared with the mixed fixed point); the table reports how many runs eac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -35,16 +35,23 @@ from dotattn.rows import read_bool, read_float, read_int, read_text
 
 __all__ = ["ErmRun", "ComparisonRow", "theory_points", "comparison_table", "overlap_invariants", "theory_curves",
            "finite_size_points", "linear_baseline_points", "COMPARE_COLUMNS", "COMPARED", "QUANTITIES",
-           "DEFAULT_TOLERANCE"]
+           "DEFAULT_TOLERANCE", "NEAR_ZERO", "RELATIVE", "ABSOLUTE", "quantity_scales", "first_difference"]
 
 QUANTITIES = ("test_error", "train_loss", "m_norm", "theta_norm", "q_trace")
 COMPARED = {"positional": ("test_error", "m_norm", "q_trace"), "semantic": ("test_error", "theta_norm", "q_trace"),
             "mixed": ("test_error", "m_norm", "theta_norm", "q_trace")}
 """What must agree on each branch: ε_g and the overlaps that are not zero on it."""
 DEFAULT_TOLERANCE = 0.05
+NEAR_ZERO = 1e-2
+"""A theory value counts as ≈ 0 when |value| < NEAR_ZERO × the quantity's scale (the largest |value|
+of that quantity over the converged theory points at the comparison's ω). Such a quantity is
+compared by its absolute difference (``diff_kind`` "absolute", agreeing when |ERM − theory| <=
+tolerance × scale); a relative difference against ≈ 0 would be meaningless."""
+RELATIVE, ABSOLUTE = "relative", "absolute"
 COMPARE_COLUMNS = (["alpha", "init", "branch", "d", "erm_runs", "erm_runs_on_branch"]
                    + [f"{p}{k}{s}" for k in QUANTITIES
-                      for p, s in (("theory_", ""), ("erm_", "_mean"), ("erm_", "_std"), ("", "_rel_diff"))]
+                      for p, s in (("theory_", ""), ("erm_", "_mean"), ("erm_", "_std"), ("", "_rel_diff"),
+                                   ("", "_abs_diff"), ("", "_diff_kind"))]
                    + ["max_rel_diff", "agrees"])
 
 
@@ -52,9 +59,11 @@ COMPARE_COLUMNS = (["alpha", "init", "branch", "d", "erm_runs", "erm_runs_on_bra
 class ComparisonRow:
     """One row of the comparison table: an (α, informed init, branch the runs ended on) group.
 
-    ``theory``, ``erm_mean``, ``erm_std``, ``rel_diff``: quantity (:data:`QUANTITIES`) -> value
-    (std NaN for one run; rel_diff NaN where the theory value is 0); ``max_rel_diff`` and
-    ``agrees`` over the quantities :data:`COMPARED` on the branch.
+    ``theory``, ``erm_mean``, ``erm_std``, ``rel_diff``, ``abs_diff`` (ERM mean − theory),
+    ``diff_kind`` (:data:`RELATIVE`, or :data:`ABSOLUTE` where the theory is ≈ 0, see
+    :data:`NEAR_ZERO`; rel_diff is NaN there): quantity (:data:`QUANTITIES`) -> value (std NaN
+    for one run); ``max_rel_diff`` (over the relative ones, NaN if none) and ``agrees`` over the
+    quantities :data:`COMPARED` on the branch.
     """
 
     alpha: float
@@ -69,6 +78,12 @@ class ComparisonRow:
     rel_diff: dict
     max_rel_diff: float
     agrees: bool
+    abs_diff: dict = field(default_factory=dict)
+    diff_kind: dict = field(default_factory=dict)
+
+    def near_zero(self) -> list[str]:
+        """The compared quantities whose theory value is ≈ 0 (compared by absolute difference)."""
+        return [k for k in COMPARED.get(self.branch, ()) if self.diff_kind.get(k) == ABSOLUTE]
 
     def to_row(self) -> dict[str, Any]:
         """The flat row (columns :data:`COMPARE_COLUMNS`)."""
@@ -76,15 +91,21 @@ class ComparisonRow:
                                "erm_runs": self.erm_runs, "erm_runs_on_branch": self.erm_runs_on_branch}
         for k in QUANTITIES:
             row.update({f"theory_{k}": self.theory[k], f"erm_{k}_mean": self.erm_mean[k],
-                        f"erm_{k}_std": self.erm_std[k], f"{k}_rel_diff": self.rel_diff[k]})
+                        f"erm_{k}_std": self.erm_std[k], f"{k}_rel_diff": self.rel_diff[k],
+                        f"{k}_abs_diff": self.abs_diff.get(k, self.erm_mean[k] - self.theory[k]),
+                        f"{k}_diff_kind": self.diff_kind.get(k, RELATIVE)})
         return {**row, "max_rel_diff": self.max_rel_diff, "agrees": self.agrees}
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "ComparisonRow":
-        """Inverse of :meth:`to_row` (JSON or CSV cells)."""
+        """Inverse of :meth:`to_row` (JSON or CSV cells; files written before ``abs_diff`` and
+        ``diff_kind`` existed read as ERM mean − theory and "relative")."""
         q = {name: {k: read_float(row[pat.format(k)]) for k in QUANTITIES}
              for name, pat in (("theory", "theory_{}"), ("erm_mean", "erm_{}_mean"), ("erm_std", "erm_{}_std"),
                                ("rel_diff", "{}_rel_diff"))}
+        q["abs_diff"] = {k: read_float(row[f"{k}_abs_diff"]) if f"{k}_abs_diff" in row
+                         else q["erm_mean"][k] - q["theory"][k] for k in QUANTITIES}
+        q["diff_kind"] = {k: read_text(row.get(f"{k}_diff_kind") or RELATIVE) for k in QUANTITIES}
         return cls(alpha=read_float(row["alpha"]), init=read_text(row["init"]), branch=read_text(row["branch"]),
                    d=read_int(row["d"]), erm_runs=read_int(row["erm_runs"]),
                    erm_runs_on_branch=read_int(row["erm_runs_on_branch"]), **q,
@@ -103,6 +124,40 @@ class ErmRun:
     @property
     def alphas(self) -> list[float]:
         return sorted({r.alpha for r in self.runs})
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        try:
+            x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        except (TypeError, ValueError):
+            return a == b
+        return x.shape == y.shape and bool(np.allclose(x, y, rtol=1e-12, atol=1e-15))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(a - b) <= 1e-12 * max(abs(a), abs(b))
+    return a == b
+
+
+def first_difference(asked: dict[str, Any], stored: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The first field (dotted name, in the order of ``asked``) where two nested parameter dicts differ,
+    with (asked value, stored value; "missing" if absent), or None if every field of ``asked`` matches."""
+    a, s = _flat(asked), _flat(stored)
+    for k, v in a.items():
+        if k not in s:
+            return k, v, "missing"
+        if not _equal(v, s[k]):
+            return k, v, s[k]
+    return None
 
 
 def theory_points(problem: Problem, alphas: list[float], settings: SweepSettings | None = None) -> list[BranchPoint]:
@@ -134,6 +189,7 @@ def comparison_table(erm: ErmRun, theory: Sequence[BranchPoint],
     ``erm_runs`` only."""
     sigma = erm.problem.sigma
     th = {(round(p.alpha, 9), p.branch): p for p in theory if p.converged}
+    scale = quantity_scales([_values(p, sigma) for p in th.values()])
     out = []
     for a in erm.alphas:
         for init in INFORMED[::-1]:  # positional, semantic
@@ -144,23 +200,35 @@ def comparison_table(erm: ErmRun, theory: Sequence[BranchPoint],
                 if t is None or branch not in COMPARED:
                     continue
                 stayed = [_values(r, sigma) for r in started if r.branch == branch]
-                out.append(_compare_row(a, init, branch, erm.d, len(started), stayed, _values(t, sigma), tolerance))
+                out.append(_compare_row(a, init, branch, erm.d, len(started), stayed, _values(t, sigma), tolerance,
+                                        scale))
     return out
 
 
+def quantity_scales(values: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Per quantity, the largest |value| over ``values`` (the theory points): the scale against which
+    a theory value counts as ≈ 0 (:data:`NEAR_ZERO`)."""
+    return {k: max((abs(v[k]) for v in values if np.isfinite(v[k])), default=0.0) for k in QUANTITIES}
+
+
 def _compare_row(alpha: float, init: str, branch: str, d: int, n_started: int, runs: list[dict[str, float]],
-                 theory_vals: dict[str, float], tolerance: float) -> ComparisonRow:
-    mean, std, rel = {}, {}, {}
+                 theory_vals: dict[str, float], tolerance: float, scale: dict[str, float]) -> ComparisonRow:
+    mean, std, rel, absd, kind = {}, {}, {}, {}, {}
     for k in QUANTITIES:
         vals = np.array([v[k] for v in runs])
         mean[k] = float(vals.mean())
         std[k] = float(vals.std(ddof=1)) if vals.size > 1 else float("nan")
-        zero = abs(theory_vals[k]) < 1e-12
-        rel[k] = float("nan") if zero else (mean[k] - theory_vals[k]) / abs(theory_vals[k])
-    diffs = [abs(rel[k]) for k in COMPARED[branch]]
+        absd[k] = mean[k] - theory_vals[k]
+        zero = abs(theory_vals[k]) < NEAR_ZERO * scale[k] or abs(theory_vals[k]) < 1e-12
+        kind[k] = ABSOLUTE if zero else RELATIVE
+        rel[k] = float("nan") if zero else absd[k] / abs(theory_vals[k])
+    compared = COMPARED[branch]
+    ok = [abs(rel[k]) <= tolerance if kind[k] == RELATIVE else abs(absd[k]) <= tolerance * scale[k] for k in compared]
+    rels = [abs(rel[k]) for k in compared if kind[k] == RELATIVE]
     return ComparisonRow(alpha=alpha, init=init, branch=branch, d=d, erm_runs=n_started, erm_runs_on_branch=len(runs),
                          theory={k: theory_vals[k] for k in QUANTITIES}, erm_mean=mean, erm_std=std, rel_diff=rel,
-                         max_rel_diff=max(diffs), agrees=all(x <= tolerance for x in diffs))
+                         max_rel_diff=max(rels) if rels else float("nan"), agrees=all(ok), abs_diff=absd,
+                         diff_kind=kind)
 
 
 def theory_curves(theory: Sequence[BranchPoint], omega: float, sigma: float) -> dict[str, dict[str, np.ndarray]]:

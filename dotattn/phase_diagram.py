@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
@@ -37,13 +38,13 @@ from dotattn.baseline import linear_baseline_test_error
 from dotattn.branch import FOLLOWED_BRANCHES, Branch, branch_records, follow_branches, selected_at
 from dotattn.catalogue import QuadratureSpec, default_quadrature
 from dotattn.io import read_json_if_valid, write_json
-from dotattn.problem import ParameterError, Problem, check_number
+from dotattn.problem import ParameterError, Problem, check_alpha, check_int, check_number
 from dotattn.records import BRANCH_POINT_COLUMNS, BranchPoint
 from dotattn.rows import read_float
 from dotattn.state_evolution import SolverOptions
 
 __all__ = ["SweepSettings", "ColumnSummary", "omega_column", "branch_points", "PhaseDiagram", "run_phase_diagram",
-           "check_grids", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS", "FOLLOWED_BRANCHES"]
+           "check_grids", "check_dask_address", "connect_dask", "check_workers", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS", "FOLLOWED_BRANCHES"]
 
 DEFAULT_OMEGAS = tuple(round(0.05 * i, 10) for i in range(10))  # 0, 0.05, ..., 0.45
 DEFAULT_ALPHAS = tuple(round(0.1 * i, 10) for i in range(1, 26))  # 0.1, ..., 2.5
@@ -85,17 +86,55 @@ class SweepSettings:
 
 
 def check_grids(omegas: Iterable[float], alphas: Iterable[float]) -> tuple[list[float], list[float]]:
-    """The sorted, distinct ω and α grids (ParameterError unless non-empty, α > 0 and ω in [0, 1])."""
-    omegas = sorted(set(float(w) for w in omegas))
-    alphas = sorted(set(float(a) for a in alphas))
+    """The sorted, distinct ω and α grids (ParameterError unless non-empty and finite, α in (0, ALPHA_MAX]
+    and ω in [0, 1])."""
+    try:
+        omegas = sorted(set(check_number("omega", w, 0.0, False, 1.0, "in [0, 1]") for w in omegas))
+        alphas = sorted(set(check_alpha(a) for a in alphas))
+    except TypeError:
+        raise ParameterError("omega and alpha grids must be lists of numbers") from None
     if not omegas or not alphas:
         raise ParameterError("the omega and alpha grids must not be empty")
-    if min(alphas) <= 0:
-        raise ParameterError(f"alpha must be > 0, got {min(alphas):g}")
-    bad = [w for w in omegas if not 0 <= w <= 1]
-    if bad:
-        raise ParameterError(f"omega must be in [0, 1], got {bad[0]:g}")
     return omegas, alphas
+
+
+DASK_TIMEOUT = 5.0
+"""Seconds to wait for a Dask scheduler before giving up (one line, exit status 2 in the CLI)."""
+_DASK_ADDRESS = re.compile(r"^((tcp|tls|ucx|ws|wss)://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$"
+                           r"|^inproc://\S+$")
+
+
+def check_dask_address(address: Any) -> str:
+    """``address`` if it reads as a Dask scheduler address ``[tcp|tls|ucx|ws|wss://]host:port`` or
+    ``inproc://...`` (ParameterError otherwise)."""
+    text = str(address).strip()
+    m = _DASK_ADDRESS.match(text)
+    if m is None or (not text.startswith("inproc://") and not 1 <= int(text.rsplit(":", 1)[1]) <= 65535):
+        raise ParameterError(f"dask must be a scheduler address [tcp://]host:port (port in [1, 65535]), got {address!r}")
+    return text
+
+
+def connect_dask(address: str, timeout: float = DASK_TIMEOUT) -> Any:
+    """A ``distributed.Client`` connected to the scheduler at ``address``; ParameterError (one line)
+    if the address is malformed, Dask is not installed, or no scheduler answers within ``timeout`` s."""
+    text = check_dask_address(address)
+    try:
+        from distributed import Client
+    except ImportError:  # pragma: no cover - depends on the optional extra
+        raise ParameterError("dask: install the optional extra 'dotattn[dask]' to use a Dask scheduler") from None
+    try:
+        return Client(text, timeout=timeout)
+    except (OSError, TimeoutError, ValueError) as err:
+        raise ParameterError(f"dask: no scheduler answered at {text} within {timeout:g} s "
+                             f"({type(err).__name__})") from None
+
+
+MAX_WORKERS = 1024
+
+
+def check_workers(workers: Any) -> int:
+    """``workers`` as a number of worker processes in [1, :data:`MAX_WORKERS`] (ParameterError otherwise)."""
+    return check_int("workers", workers, 1, MAX_WORKERS)
 
 
 @dataclass(frozen=True)
@@ -268,7 +307,7 @@ def _executor_map(tasks: list[tuple], workers: int, dask_address: str | None) ->
             from distributed import Client, as_completed as dask_completed
         except ImportError:  # pragma: no cover - depends on the optional extra
             raise ParameterError("dask: install the optional extra 'dotattn[dask]' to use a Dask scheduler (dask_address)") from None
-        client = Client(dask_address) if isinstance(dask_address, str) else dask_address
+        client = connect_dask(dask_address) if isinstance(dask_address, str) else dask_address
         try:
             futures = [client.submit(omega_column, *t, pure=False) for t in tasks]
             for fut in dask_completed(futures):
@@ -297,7 +336,12 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
     scheduler address or an existing ``distributed.Client``.
     """
     t0 = time.perf_counter()
+    if not isinstance(problem, Problem):
+        raise ParameterError(f"problem must be a Problem, got {type(problem).__name__}")
     omegas, alphas = check_grids(omegas, alphas)
+    workers = check_workers(workers)
+    if isinstance(dask_address, str):
+        check_dask_address(dask_address)
     settings = settings or SweepSettings(default_quadrature(problem))
     settings.check(problem)
     cache = Path(cache_dir) if cache_dir is not None else None

@@ -13,11 +13,31 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["check_number", "check_int", "ParameterError", "Problem", "TOY_A", "TOY_GRAM", "parse_matrix", "readonly_array"]
+__all__ = ["check_number", "check_int", "check_alpha", "ParameterError", "Problem", "TOY_A", "TOY_GRAM",
+           "parse_matrix", "readonly_array", "SIGMA_RANGE", "LAMBDA_RANGE", "ALPHA_MAX", "SHAPE_MAX"]
 
 TOY_A: tuple[tuple[float, ...], ...] = ((0.6, 0.4), (0.4, 0.6))
 TOY_GRAM: tuple[tuple[float, ...], ...] = ((1.0, -1.0), (-1.0, 1.0))
 _STOCHASTIC_TOL = 1e-9
+
+SIGMA_RANGE: tuple[float, float] = (1e-2, 2.0)
+"""Allowed token noise σ. The attention scores are O(σ²): below 1e-2 they are below 1e-4 and every
+softmax is uniform to that accuracy (the global minimum is Q = 0 and all branches coincide with
+the uninformative one). Above 2 the scores are large enough that the solver's informed starts
+(scaled for the toy model's σ = 0.5) no longer reach a fixed point: measured for the toy model at
+α = 1 (Gauss-Hermite 6), σ = 1 converges on both branches, σ = 2 on the semantic branch only, and
+σ = 3, 10, 100 on none; so σ is refused there rather than answered with "no fixed point"."""
+LAMBDA_RANGE: tuple[float, float] = (1e-8, 1e4)
+"""Allowed ridge λ. Below 1e-8 the ridge is under the solver's tolerance on the overlaps (the
+problem is the unregularised one, whose V = 1/(λ + σ²V̂) diverges); above 1e4 the ridge dominates
+a loss of size O(σ²) ≤ 1e4 and the only fixed point is Q = 0."""
+ALPHA_MAX: float = 1e4
+"""Largest sample complexity α = n/d accepted. The physics of interest is at α = O(1) (α_c ≤ 2.2 for
+the toy model); α = 1e4 still solves in seconds (toy model, measured ~3 s on Gauss-Hermite 6),
+while α = 1e12 kept the solver busy for minutes (issue 12). For ERM, n = α d samples must fit too."""
+SHAPE_MAX: int = 64
+"""Largest L, r and r_t: the theory integrates over L(r + r_t) Gaussian dimensions (QMC beyond 6)
+and ERM stores L x L matrices per sample; 64 keeps every array bounded."""
 
 
 def readonly_array(a) -> np.ndarray:
@@ -68,14 +88,24 @@ def check_number(name: str, value: Any, low: float | None, low_open: bool,
     return x
 
 
-def check_int(name: str, value: Any, low: int) -> int:
-    """``value`` as an integer >= ``low`` (ParameterError naming ``name``)."""
-    if isinstance(value, bool) or not float(value).is_integer():
-        raise ParameterError(f"{name} must be an integer >= {low}, got {value!r}")
+def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """``value`` as an integer in [``low``, ``high``] (no upper bound if None; ParameterError naming ``name``)."""
+    allowed = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+    try:
+        ok = not isinstance(value, bool) and float(value).is_integer()
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ParameterError(f"{name} must be {allowed}, got {value!r}")
     v = int(value)
-    if v < low:
-        raise ParameterError(f"{name} must be an integer >= {low}, got {v}")
+    if v < low or (high is not None and v > high):
+        raise ParameterError(f"{name} must be {allowed}, got {v}")
     return v
+
+
+def check_alpha(value: Any, name: str = "alpha") -> float:
+    """``value`` as a sample complexity in (0, :data:`ALPHA_MAX`] (ParameterError naming ``name``)."""
+    return check_number(name, value, 0.0, True, ALPHA_MAX, f"in (0, {ALPHA_MAX:g}]")
 
 
 @dataclass(frozen=True)
@@ -105,12 +135,14 @@ class Problem:
     _arrays: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        L = check_int("L", self.L, 2)
+        L = check_int("L", self.L, 2, SHAPE_MAX)
         object.__setattr__(self, "L", L)
-        object.__setattr__(self, "rank", check_int("rank", self.rank, 1))
-        object.__setattr__(self, "teacher_rank", check_int("teacher_rank", self.teacher_rank, 1))
-        object.__setattr__(self, "sigma", check_number("sigma", self.sigma, 0.0, True, None, "> 0"))
-        object.__setattr__(self, "ridge", check_number("lambda", self.ridge, 0.0, True, None, "> 0"))
+        object.__setattr__(self, "rank", check_int("rank", self.rank, 1, SHAPE_MAX))
+        object.__setattr__(self, "teacher_rank", check_int("teacher_rank", self.teacher_rank, 1, SHAPE_MAX))
+        lo, hi = SIGMA_RANGE
+        object.__setattr__(self, "sigma", check_number("sigma", self.sigma, lo, False, hi, f"in [{lo:g}, {hi:g}]"))
+        lo, hi = LAMBDA_RANGE
+        object.__setattr__(self, "ridge", check_number("lambda", self.ridge, lo, False, hi, f"in [{lo:g}, {hi:g}]"))
         object.__setattr__(self, "omega", check_number("omega", self.omega, 0.0, False, 1.0, "in [0, 1]"))
 
         A_in = self.positional_attention

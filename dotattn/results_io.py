@@ -25,11 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dotattn.catalogue import default_quadrature
 from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, ComparisonRow, ErmRun,
-                                comparison_table, finite_size_points, linear_baseline_points, theory_curves,
-                                theory_points)
+                                comparison_table, finite_size_points, first_difference, linear_baseline_points,
+                                theory_curves, theory_points)
 from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord, SummaryRecord
-from dotattn.io import provenance, read_csv, save_figure, write_csv, write_json
+from dotattn.io import ensure_writable_dir, provenance, read_csv, save_figure, write_csv, write_json
 from dotattn.phase_diagram import ROW_COLUMNS, PhaseDiagram, SweepSettings
 from dotattn.problem import ParameterError, Problem
 from dotattn.records import BranchPoint
@@ -61,6 +62,9 @@ def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
     write_json(paths["summary"], summary)
     if figure_omega is None:
         figure_omega = 0.3 if any(abs(w - 0.3) < 1e-9 for w in pd.omegas) else pd.omegas[len(pd.omegas) // 2]
+    elif not any(abs(figure_omega - w) < 1e-9 for w in pd.omegas):
+        raise ParameterError(f"figure-omega must be one of the computed omega values "
+                             f"({', '.join(f'{w:g}' for w in pd.omegas)}), got {figure_omega:g}")
     s_fig = min(pd.summaries, key=lambda s: abs(s.omega - figure_omega))
     meta = {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
             "created_utc": prov["created_utc"]}
@@ -116,19 +120,56 @@ def load_erm(path: str | os.PathLike) -> ErmRun:
 # ----------------------------------------------------------------------------------------------
 # comparison
 # ----------------------------------------------------------------------------------------------
-def read_theory(folder: str | os.PathLike, problem: Problem) -> list[BranchPoint]:
-    """Theory records at the problem's ω from a phase-diagram folder, or from the output folder of an
-    earlier comparison for the same problem (its ``comparison.json`` keeps the theory rows)."""
-    folder = Path(folder)
-    if (folder / "comparison.json").is_file() and not (folder / "phase_diagram.csv").is_file():
-        saved = json.loads((folder / "comparison.json").read_text())
-        if Problem.from_dict(saved["parameters"]["problem"]) != problem:
-            raise ParameterError(f"theory folder {str(folder)!r} was computed for another problem")
-        return [BranchPoint.from_row(r) for r in saved["theory"]]
+def _theory_metadata(folder: Path) -> tuple[str, dict[str, Any]]:
+    """(kind, parameters) of a theory folder: "phase-diagram" (summary.json) or "comparison"
+    (comparison.json); ParameterError (one line) when the file or its "parameters" is missing or unreadable."""
+    if (folder / "phase_diagram.csv").is_file():
+        kind, meta = "phase-diagram", folder / "summary.json"
+    elif (folder / "comparison.json").is_file():
+        kind, meta = "comparison", folder / "comparison.json"
+    else:
+        raise ParameterError(f"theory folder {str(folder)!r} must hold phase_diagram.csv or comparison.json")
     try:
+        params = json.loads(meta.read_text())["parameters"]
+        if not isinstance(params, dict) or "problem" not in params:
+            raise KeyError("problem")
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ParameterError(f"theory folder {str(folder)!r}: {meta.name} must be a dotattn {kind} output with "
+                             f"\"parameters\" (problem and solver settings)") from None
+    return kind, params
+
+
+def read_theory(folder: str | os.PathLike, problem: Problem,
+                settings: SweepSettings | None = None) -> list[BranchPoint]:
+    """Theory records at the problem's ω from a phase-diagram folder, or from the output folder of an
+    earlier comparison (its ``comparison.json`` keeps the theory rows).
+
+    The folder must have been computed for the same problem (L, r, r_t, σ, λ, A, G; ω among its
+    ω) and with the same solver ``settings`` (default: the problem's default rule and
+    options); otherwise ParameterError naming the first differing field and both values.
+    """
+    folder = Path(folder)
+    kind, params = _theory_metadata(folder)
+    settings = settings or SweepSettings(default_quadrature(problem))
+    stored_problem = params["problem"]
+    omegas = params.get("omegas", [stored_problem.get("omega")]) if kind == "phase-diagram" \
+        else [stored_problem.get("omega")]
+    asked = {k: v for k, v in problem.to_dict().items() if k != "omega"}
+    diff = first_difference(asked, stored_problem)
+    if diff is None and not any(isinstance(w, (int, float)) and abs(w - problem.omega) < 1e-9 for w in omegas):
+        diff = ("omega", problem.omega, omegas if kind == "phase-diagram" else omegas[0])
+    if diff is None:
+        diff = first_difference(settings.to_dict(), params)
+    if diff is not None:
+        field, want, have = diff
+        raise ParameterError(f"theory folder {str(folder)!r} was computed for another {field}: {have} there, "
+                             f"{want} here (problem and solver options must match)")
+    try:
+        if kind == "comparison":
+            return [BranchPoint.from_row(r) for r in json.loads((folder / "comparison.json").read_text())["theory"]]
         points = read_phase_diagram(folder, problem.omega)
-    except OSError:
-        raise ParameterError(f"theory folder {str(folder)!r} must hold phase_diagram.csv or comparison.json") from None
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ParameterError(f"theory folder {str(folder)!r}: its theory rows cannot be read") from None
     if not points:
         raise ParameterError(f"phase diagram {str(folder)!r} has no rows at omega = {problem.omega:g}")
     return points
@@ -142,19 +183,33 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
                       settings: SweepSettings | None = None,
                       tolerance: float = DEFAULT_TOLERANCE) -> tuple[dict[str, str], list[ComparisonRow]]:
     """Load the ERM run, get the theory (read or computed), tabulate, and write comparison.csv/json
-    and figures; returns (paths, table)."""
+    and figures into ``out`` (created only after every input has been checked); returns (paths, table)."""
     from dotattn import plotting
     from dotattn.baseline import linear_baseline_test_error
-    from dotattn.catalogue import default_quadrature
-
     t0 = time.perf_counter()
     erm = load_erm(erm_dir)
     settings = settings or SweepSettings(default_quadrature(erm.problem))
-    theory = read_theory(theory_dir, erm.problem) if theory_dir else theory_points(erm.problem, erm.alphas, settings)
+    settings.check(erm.problem)
+    if theory_dir:
+        theory = read_theory(theory_dir, erm.problem, settings)
+        have = {round(p.alpha, 9) for p in theory}
+        missing = [a for a in erm.alphas if round(a, 9) not in have]
+        if missing:
+            raise ParameterError(f"alpha = {missing[0]:g} of the ERM runs is not on the alpha grid of theory folder "
+                                 f"{str(theory_dir)!r}; every ERM alpha must be there")
+    finite = [load_erm(f) for f in finite_dirs]
+    for f, run in zip(finite_dirs, finite):
+        diff = first_difference(erm.problem.to_dict(), run.problem.to_dict())
+        if diff is not None:
+            raise ParameterError(f"finite-size folder {str(f)!r} was run for another {diff[0]}: {diff[2]} there, "
+                                 f"{diff[1]} in --erm")
+    out = ensure_writable_dir(out)  # only now: every input above is valid
+    if not theory_dir:
+        theory = theory_points(erm.problem, erm.alphas, settings)
     table = comparison_table(erm, theory, tolerance)
     prov = provenance({"erm": str(erm_dir), "theory": theory_dir or "computed", "problem": erm.problem.to_dict(),
                        "finite_size": finite_dirs, "tolerance": tolerance, "compared": COMPARED,
-                       **({} if theory_dir else settings.to_dict())}, seconds=time.perf_counter() - t0)
+                       **settings.to_dict()}, seconds=time.perf_counter() - t0)
     paths = {"csv": str(out / "comparison.csv"), "json": str(out / "comparison.json"),
              "figure": str(out / "comparison.png")}
     write_csv(paths["csv"], [r.to_row() for r in table], COMPARE_COLUMNS, comment=f"dotattn {prov['dotattn_version']} commit {prov['git_commit']}")
@@ -166,7 +221,7 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
                                      title=_shape_title(erm.problem))
     save_figure(fig, paths["figure"], {"git_commit": prov["git_commit"]})
     if finite_dirs:
-        runs = [load_erm(f) for f in finite_dirs]
+        runs = finite
         alpha = sorted({a for r in runs for a in r.alphas})[0]
         pts = finite_size_points(runs, alpha)
         inf = {p.branch: p.test_error for p in theory_points(erm.problem, [alpha], settings)

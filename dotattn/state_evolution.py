@@ -32,6 +32,11 @@ __all__ = ["FixedPoint", "SolverOptions", "potential", "iterate", "predict_start
            "INVALID", "HAT_FORMS"]
 
 HAT_FORMS: tuple[str, ...] = ("gradient", "stein")
+TOL_RANGE: tuple[float, float] = (1e-14, 1e-1)
+"""Allowed relative tolerance on the overlaps: below 1e-14 rounding (~1e-16 times the conditioning)
+prevents convergence; above 0.1 a "fixed point" is not one."""
+MAX_ITER = 1_000_000
+"""Largest iteration budget per fixed point (about a day of work on the default rule)."""
 
 
 @dataclass(frozen=True)
@@ -53,16 +58,17 @@ class SolverOptions:
 
     def __post_init__(self) -> None:
         """Validate every field (ParameterError naming the field and its allowed range)."""
-        object.__setattr__(self, "tol", check_number("tol", self.tol, 0.0, True, None, "> 0"))
+        object.__setattr__(self, "tol", check_number("tol", self.tol, TOL_RANGE[0], False, TOL_RANGE[1],
+                                                     f"in [{TOL_RANGE[0]:g}, {TOL_RANGE[1]:g}]"))
         for name in ("damping", "warm_damping"):
             object.__setattr__(self, name, check_number(name, getattr(self, name), 0.0, False, 1.0, "in [0, 1)",
                                                         high_open=True))
-        object.__setattr__(self, "max_iter", check_int("max_iter", self.max_iter, 1))
+        object.__setattr__(self, "max_iter", check_int("max_iter", self.max_iter, 1, MAX_ITER))
         if self.hat_form not in HAT_FORMS:
             raise ParameterError(f"hat_form must be one of {', '.join(HAT_FORMS)}, got {self.hat_form!r}")
         object.__setattr__(self, "global_every", check_int("global_every", self.global_every, 1))
         if self.random_starts is not None:
-            object.__setattr__(self, "random_starts", check_int("random_starts", self.random_starts, 0))
+            object.__setattr__(self, "random_starts", check_int("random_starts", self.random_starts, 0, 1000))
         object.__setattr__(self, "anderson", check_int("anderson", self.anderson, 0))
 
     def check(self, problem: Problem) -> None:

@@ -35,6 +35,9 @@ def test_compare_on_tiny_erm_run(tmp_path):
     # the theory of one comparison serves another ERM run of the same problem
     again = tmp_path / "again"
     r = run("compare", "--erm", str(tmp_path / "fs30"), "--theory", str(out), "--out", str(again))
+    assert r.returncode == 2 and "quadrature.order: 6 there, 12 here" in r.stderr  # the settings must match too
+    assert not again.exists()
+    r = run("compare", "--erm", str(tmp_path / "fs30"), "--theory", str(out), "--quad-order", "6", "--out", str(again))
     assert r.returncode == 0, r.stderr
     reused = json.loads((again / "comparison.json").read_text())
     assert reused["theory"] == [t for t in json.loads((out / "comparison.json").read_text())["theory"]]

@@ -10,16 +10,17 @@ input without importing torch.
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import InitVar, dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from dotattn.problem import ParameterError, Problem
+from dotattn.problem import ParameterError, Problem, check_alpha
 
 __all__ = ["ErmConfig", "INIT_KINDS", "INIT_CHOICES", "INFORMED", "DTYPE_NAMES", "DEVICE_CHOICES", "OPTIMIZERS",
-           "DEFAULT_LR", "check_device_name"]
+           "DEFAULT_LR", "check_device_name", "available_memory", "MEMORY_FRACTION", "MAX_STEPS"]
 
 INIT_KINDS: tuple[str, ...] = ("semantic", "positional", "random")
 INIT_CHOICES: dict[str, tuple[str, ...]] = {
@@ -31,6 +32,34 @@ DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
 OPTIMIZERS: tuple[str, ...] = ("gd", "adam", "lbfgs")
 DEFAULT_LR: dict[str, float] = {"gd": 0.15, "adam": 0.01, "lbfgs": 1.0}
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")
+MAX_STEPS = 10**8
+"""Largest step budget per run."""
+MAX_SEEDS = 10_000
+"""Most seeds in one batch of runs."""
+MAX_TEST_SAMPLES = 10**7
+"""Most fresh test samples per run (the test error's standard error is then ~3e-4 relative)."""
+MEMORY_FRACTION = 0.8
+"""A batch of runs is refused when :meth:`ErmConfig.memory_bytes` exceeds this fraction of the
+memory available now (``MemAvailable`` in /proc/meminfo, else the physical memory)."""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available now (Linux ``MemAvailable``; else physical memory; None if unknown)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gib(x: float) -> str:
+    return f"{x / 2**30:,.1f} GiB"
 
 
 def check_device_name(name: Any) -> str:
@@ -58,8 +87,8 @@ def _normalise_seeds(seeds: int | Sequence[int], first: int = 0) -> tuple[int, .
     """A count of seeds (``first .. first+count-1``) or an explicit list (``first`` must be 0 then)."""
     first = _integer("first_seed", first, 0)
     if isinstance(seeds, (int, np.integer)) and not isinstance(seeds, bool):
-        if seeds < 1:
-            raise ParameterError(f"seeds must be an integer >= 1 (number of seeds), got {seeds}")
+        if not 1 <= seeds <= MAX_SEEDS:
+            raise ParameterError(f"seeds must be an integer in [1, {MAX_SEEDS}] (number of seeds), got {seeds}")
         return tuple(range(first, first + int(seeds)))
     if first:
         raise ParameterError("first_seed applies to a count of seeds, not to a list of seeds")
@@ -67,8 +96,8 @@ def _normalise_seeds(seeds: int | Sequence[int], first: int = 0) -> tuple[int, .
         out = tuple(int(s) for s in seeds)
     except (TypeError, ValueError):
         raise ParameterError("seeds must be a count >= 1 or a list of integers >= 0") from None
-    if not out or min(out) < 0 or len(set(out)) != len(out):
-        raise ParameterError("seeds must be a non-empty list of distinct integers >= 0")
+    if not out or min(out) < 0 or len(set(out)) != len(out) or len(out) > MAX_SEEDS:
+        raise ParameterError(f"seeds must be a non-empty list of at most {MAX_SEEDS} distinct integers >= 0")
     return out
 
 
@@ -125,7 +154,7 @@ class ErmConfig:
             raise ParameterError("alpha grid is empty; give at least one value > 0")
         alphas = []
         for a in raw:
-            x = _positive("alpha", a)
+            x = check_alpha(a)
             if x * d < 1:
                 raise ParameterError(f"alpha must be >= 1/d = {1 / d:g} (alpha*d >= 1 training sample), got {x:g}")
             alphas.append(x)
@@ -137,10 +166,14 @@ class ErmConfig:
             raise ParameterError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         object.__setattr__(self, "optimizer", opt)
         object.__setattr__(self, "steps", _integer("steps", self.steps, 1))
+        if self.steps > MAX_STEPS:
+            raise ParameterError(f"steps must be an integer in [1, {MAX_STEPS:g}], got {self.steps}")
         lr = DEFAULT_LR[opt] if self.lr is None else _positive("lr", self.lr)
         object.__setattr__(self, "lr", lr)
         object.__setattr__(self, "tol", _positive("tol", self.tol, allow_zero=True))
         object.__setattr__(self, "test_samples", _integer("test_samples", self.test_samples, 1))
+        if self.test_samples > MAX_TEST_SAMPLES:
+            raise ParameterError(f"test_samples must be an integer in [1, {MAX_TEST_SAMPLES:g}], got {self.test_samples}")
         if self.dtype not in DTYPE_NAMES:
             raise ParameterError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {self.dtype!r}")
         check_device_name(self.device)
@@ -154,12 +187,32 @@ class ErmConfig:
         """Training-set sizes ``round(α d)`` per alpha."""
         return tuple(max(1, int(round(a * self.d))) for a in self.alphas)
 
-    def check(self, problem: Problem) -> None:
-        """Checks that involve the problem (ParameterError)."""
+    def memory_bytes(self, problem: Problem) -> int:
+        """Estimated peak memory of :func:`dotattn.erm.experiment.run_config` in bytes (a lower bound):
+        the training tokens of every seed, ``(seeds, n_max, L, d)``, their per-sample L x L statistics,
+        the fields and attention of every run on every sample (with their gradients), the weights,
+        the float64 generation buffers of one seed and one test batch of every seed."""
+        item = 8 if self.dtype == "float64" else 4
+        S, A, I, N = len(self.seeds), len(self.alphas), len(self.inits), max(self.ns)
+        L, r, d = problem.L, problem.rank, self.d
+        nt = min(self.test_batch, self.test_samples)
+        return int(item * (S * N * L * d + 8 * S * N * L * L + 4 * S * A * I * N * L * (r + L) + 6 * S * A * I * r * d)
+                   + 24 * N * L * d + S * nt * L * d * (24 + item))
+
+    def check(self, problem: Problem, memory: int | None = -1) -> None:
+        """Checks that involve the problem (ParameterError), and that the runs fit in ``MEMORY_FRACTION``
+        of ``memory`` bytes (default: :func:`available_memory`; None: no memory check)."""
         if self.d < problem.L:
             raise ParameterError(f"d must be >= L = {problem.L}, got {self.d}")
         if "positional" in self.inits and float(np.max(np.abs(problem.G))) == 0.0:
             raise ParameterError("init positional needs a nonzero positional_gram")
+        memory = available_memory() if memory == -1 else memory
+        need = self.memory_bytes(problem)
+        if memory is not None and need > MEMORY_FRACTION * memory:
+            raise ParameterError(f"d x alpha x seeds must fit in memory: these runs need about {_gib(need)} "
+                                 f"(d = {self.d}, n = {max(self.ns):,} samples, {len(self.seeds)} seeds, "
+                                 f"{self.dtype}), allowed {MEMORY_FRACTION:.0%} of the {_gib(memory)} available; "
+                                 f"lower d, alpha or seeds")
 
     def to_dict(self) -> dict[str, Any]:
         return {"d": self.d, "alphas": list(self.alphas), "n": list(self.ns), "inits": list(self.inits),
