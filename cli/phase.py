@@ -32,7 +32,7 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
                           quad_order, coarse_order, tol, damping, max_iter, hat_form, out_dir, workers,
                           dask_address, figure_omega, quiet):
     """alpha sweeps of both branches, spinodals, alpha_c(omega), alpha_lin(omega) and figures."""
-    from dotattn.phase_diagram import (DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_grids, check_workers,
+    from dotattn.phase_diagram import (DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_figure_omega, check_grids, check_workers,
                                        connect_dask, run_phase_diagram)
     from dotattn.results_io import write_phase_diagram
 
@@ -42,9 +42,7 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
     quad = build_quadrature(problem, quad_kind, quad_order, coarse_order)
     options = build_solver_options(tol, damping, max_iter, hat_form, problem)
     workers = check_workers(os.cpu_count() or 1 if workers is None else workers)
-    if figure_omega is not None and not any(abs(figure_omega - w) < 1e-9 for w in omega_grid):
-        raise ParameterError(f"figure-omega must be one of the computed omega values "
-                             f"({', '.join(f'{w:g}' for w in omega_grid)}), got {figure_omega:g}")
+    check_figure_omega(figure_omega, omega_grid)
     dask = connect_dask(dask_address) if dask_address is not None else None  # before any folder is made
     out = ensure_writable_dir(out_dir)
     settings = SweepSettings(quad, options)

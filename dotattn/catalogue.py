@@ -47,14 +47,14 @@ class QuadratureSpec:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        """Validate every field (ParameterError naming the field, with the CLI option, and its allowed range)."""
+        """Validate every field (ParameterError naming the field and its allowed range)."""
         if self.kind not in QUADRATURE_KINDS:
             raise ParameterError(f"quadrature kind must be one of {', '.join(QUADRATURE_KINDS)}, got {self.kind!r}")
         object.__setattr__(self, "scramblings", check_int("quadrature scramblings", self.scramblings, 2, 64))
         object.__setattr__(self, "seed", check_int("quadrature seed", self.seed, 0))
-        object.__setattr__(self, "order", check_int("quad-order (quadrature order)", self.order, 1))
+        object.__setattr__(self, "order", check_int("quadrature order", self.order, 1))
         if self.coarse_order is not None:
-            object.__setattr__(self, "coarse_order", check_int("coarse-order (quadrature coarse_order)",
+            object.__setattr__(self, "coarse_order", check_int("quadrature coarse_order",
                                                                self.coarse_order, 1))
 
     def max_order(self, dim: int) -> int:
@@ -82,7 +82,7 @@ class QuadratureSpec:
         D = problem.gaussian_dim
         top = self.max_order(D)
         what = ("log2 of the points" if self.kind == "qmc" else "points per axis")
-        for name, value in (("quad-order", self.order), ("coarse-order", self.coarse_order)):
+        for name, value in (("quadrature order", self.order), ("quadrature coarse_order", self.coarse_order)):
             if value is not None and value > top:
                 raise ParameterError(f"{name} must be in [1, {top}] for the {self.kind} rule in {D} dimensions "
                                      f"({what}; at most {MAX_TENSOR_NODES:,} nodes), got {value}")
@@ -289,7 +289,7 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
     if check_quadrature:
         step, top = quad.finer().order - quad.order, quad.max_order(problem.gaussian_dim)
         if quad.order + step > top:
-            raise ParameterError(f"quad-order must be in [1, {top - step}] with check-quadrature (it solves again at "
+            raise ParameterError(f"quadrature order must be in [1, {top - step}] with check_quadrature (it solves again at "
                                  f"order + {step}; at most {MAX_TENSOR_NODES:,} nodes), got {quad.order}")
     options.check(problem)
     D = problem.gaussian_dim

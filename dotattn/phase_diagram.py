@@ -44,7 +44,7 @@ from dotattn.rows import read_float
 from dotattn.state_evolution import SolverOptions
 
 __all__ = ["SweepSettings", "ColumnSummary", "omega_column", "branch_points", "PhaseDiagram", "run_phase_diagram",
-           "check_grids", "check_dask_address", "connect_dask", "check_workers", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS", "FOLLOWED_BRANCHES"]
+           "check_grids", "check_figure_omega", "check_dask_address", "connect_dask", "check_workers", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS", "FOLLOWED_BRANCHES"]
 
 DEFAULT_OMEGAS = tuple(round(0.05 * i, 10) for i in range(10))  # 0, 0.05, ..., 0.45
 DEFAULT_ALPHAS = tuple(round(0.1 * i, 10) for i in range(1, 26))  # 0.1, ..., 2.5
@@ -83,6 +83,14 @@ class SweepSettings:
         q = d["quadrature"]
         quad = QuadratureSpec(q["kind"], q["order"], q.get("coarse_order"), q.get("scramblings", 8), q.get("seed", 0))
         return cls(quad, SolverOptions(**d["options"]), d["spinodal_tol"], d["critical_tol"])
+
+
+def check_figure_omega(figure_omega: float | None, omegas: Iterable[float]) -> None:
+    """ParameterError unless ``figure_omega`` is None or one of the computed ``omegas`` (to 1e-9)."""
+    omegas = list(omegas)
+    if figure_omega is not None and not any(abs(figure_omega - w) < 1e-9 for w in omegas):
+        raise ParameterError(f"figure_omega must be one of the computed omega values "
+                             f"({', '.join(f'{w:g}' for w in omegas)}), got {figure_omega:g}")
 
 
 def check_grids(omegas: Iterable[float], alphas: Iterable[float]) -> tuple[list[float], list[float]]:

@@ -31,7 +31,7 @@ from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, Co
                                 theory_curves, theory_points)
 from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord, SummaryRecord
 from dotattn.io import ensure_writable_dir, provenance, read_csv, save_figure, write_csv, write_json
-from dotattn.phase_diagram import ROW_COLUMNS, PhaseDiagram, SweepSettings
+from dotattn.phase_diagram import ROW_COLUMNS, PhaseDiagram, SweepSettings, check_figure_omega
 from dotattn.problem import ParameterError, Problem
 from dotattn.records import BranchPoint
 
@@ -62,9 +62,7 @@ def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
     write_json(paths["summary"], summary)
     if figure_omega is None:
         figure_omega = 0.3 if any(abs(w - 0.3) < 1e-9 for w in pd.omegas) else pd.omegas[len(pd.omegas) // 2]
-    elif not any(abs(figure_omega - w) < 1e-9 for w in pd.omegas):
-        raise ParameterError(f"figure-omega must be one of the computed omega values "
-                             f"({', '.join(f'{w:g}' for w in pd.omegas)}), got {figure_omega:g}")
+    check_figure_omega(figure_omega, pd.omegas)
     s_fig = min(pd.summaries, key=lambda s: abs(s.omega - figure_omega))
     meta = {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
             "created_utc": prov["created_utc"]}
@@ -202,7 +200,7 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
         diff = first_difference(erm.problem.to_dict(), run.problem.to_dict())
         if diff is not None:
             raise ParameterError(f"finite-size folder {str(f)!r} was run for another {diff[0]}: {diff[2]} there, "
-                                 f"{diff[1]} in --erm")
+                                 f"{diff[1]} in the ERM folder")
     out = ensure_writable_dir(out)  # only now: every input above is valid
     if not theory_dir:
         theory = theory_points(erm.problem, erm.alphas, settings)

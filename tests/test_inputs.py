@@ -29,10 +29,10 @@ def _one_line_exit_2(r, *words):
     (["phase-diagram", "--alpha", "2:1:5", "--omega", "0.3"], ["alpha", "start <= stop"]),
     (["phase-diagram", "--omega", "0.3", "--alpha", "0.1:2:100000"], ["alpha", "count", "10000"]),
     (["phase-diagram", "--omega", "0.3", "--alpha", "1e5"], ["alpha", "(0, 10000]"]),
-    ([*PD, "--figure-omega", "7"], ["figure-omega", "0.3"]),
-    ([*PD, "--figure-omega", "nan"], ["figure-omega"]),
-    ([*PD, "--quad", "qmc", "--quad-order", "40"], ["quad-order", "[1, 18]", "3,000,000"]),
-    ([*PD, "--quad-order", "50"], ["quad-order", "[1, 41]"]),
+    ([*PD, "--figure-omega", "7"], ["figure_omega", "0.3"]),
+    ([*PD, "--figure-omega", "nan"], ["figure_omega"]),
+    ([*PD, "--quad", "qmc", "--quad-order", "40"], ["quadrature order", "[1, 18]", "3,000,000"]),
+    ([*PD, "--quad-order", "50"], ["quadrature order", "[1, 41]"]),
     ([*PD, "--coarse-order", "-3"], ["coarse-order", ">= 0"]),
     ([*PD, "--quad-order", "0"], ["quad-order", ">= 1"]),
     ([*PD, "--workers", "0"], ["workers", "[1, 1024]"]),
@@ -69,7 +69,7 @@ def test_phase_diagram_unreachable_dask_scheduler(tmp_path):
     (["--alpha", "1", "--sigma", "1e-200"], ["sigma", "[0.01, 2]"]),
     (["--alpha", "1", "--lambda", "1e200"], ["lambda", "[1e-08, 10000]"]),
     (["--alpha", "1", "--damping", "inf"], ["damping", "finite"]),
-    (["--alpha", "1", "--check-quadrature", "--quad-order", "40"], ["quad-order", "check-quadrature", "[1, 37]"]),
+    (["--alpha", "1", "--check-quadrature", "--quad-order", "40"], ["quadrature order", "check_quadrature", "[1, 37]"]),
 ])
 def test_solve_refuses(args, words):
     _one_line_exit_2(run("solve", *args), *words)
@@ -175,7 +175,7 @@ def test_compare_refuses_finite_size_runs_of_another_problem(tmp_path):
     other = _erm_folder(tmp_path / "fs", Problem(omega=0.2))
     out = tmp_path / "cmp"
     r = run("compare", "--erm", str(erm), "--finite-size", str(other), "--out", str(out))
-    _one_line_exit_2(r, "finite-size", "omega", "0.2 there", "0.3 in --erm")
+    _one_line_exit_2(r, "finite-size", "omega", "0.2 there", "0.3 in the ERM folder")
     assert not out.exists()
 
 
@@ -259,7 +259,7 @@ def test_python_api_rejects_bad_counts():
             solve(p, 1.0, **kwargs)
     with pytest.raises(ParameterError, match="alpha"):
         solve(p, 1e12)
-    with pytest.raises(ParameterError, match="quad-order"):
+    with pytest.raises(ParameterError, match="quadrature order"):
         solve(p, 1.0, quadrature=QuadratureSpec("qmc", 40, None))
     for kwargs, word in ((dict(workers=0), "workers"), (dict(workers=2.5), "workers"),
                          (dict(dask_address="not a url"), "dask")):

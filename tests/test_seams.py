@@ -39,7 +39,7 @@ def test_configurations_validate_themselves(make, word):
 def test_problem_dependent_checks():
     with pytest.raises(ParameterError, match="stein"):
         SolverOptions(hat_form="stein").check(Problem(rank=2))
-    with pytest.raises(ParameterError, match=r"quad-order must be in \[1, 6\] for the gauss-hermite rule in 8 dim"):
+    with pytest.raises(ParameterError, match=r"quadrature order must be in \[1, 6\] for the gauss-hermite rule in 8 dim"):
         QuadratureSpec("gauss-hermite", 20).check(Problem(rank=3))
     assert default_quadrature(Problem(), "qmc") == QuadratureSpec.standard("qmc")
     assert default_quadrature(Problem(), "gauss-hermite") == default_quadrature(Problem())
