@@ -9,6 +9,8 @@ end inside the grid is bracketed by bisection (:meth:`Branch.spinodals`).
 
 from __future__ import annotations
 
+from typing import Callable
+
 from dotattn.catalogue import QuadratureSpec, branch_label, initialisations
 from dotattn.problem import Problem
 from dotattn.quadrature import GaussianRule
@@ -30,8 +32,9 @@ class Branch:
     """
 
     def __init__(self, name: str, problem: Problem, rule: GaussianRule, coarse: GaussianRule | None,
-                 options: SolverOptions) -> None:
+                 options: SolverOptions, report: Callable[[], None] | None = None) -> None:
         self.name, self.problem, self.rule, self.coarse, self.options = name, problem, rule, coarse, options
+        self.report = report  # called after every fixed point solved (progress)
         self.points: dict[float, FixedPoint] = {}
         self.failed: dict[float, FixedPoint] = {}
 
@@ -48,6 +51,8 @@ class Branch:
             fp = iterate(self.problem, alpha, init, self.rule, self.options)
         else:
             fp = iterate(self.problem, alpha, start.overlaps, self.rule, self.options, warm=start.prox_h)
+        if self.report is not None:
+            self.report()
         return fp
 
     def nearest(self, alpha: float) -> FixedPoint | None:
@@ -125,15 +130,16 @@ def _neighbour(grid: list[float], a: float, step: int) -> float | None:
 
 
 def follow_branches(problem: Problem, alphas: list[float], quadrature: QuadratureSpec,
-                    options: SolverOptions) -> dict[str, Branch]:
+                    options: SolverOptions, report: Callable[[], None] | None = None) -> dict[str, Branch]:
     """The informed branches followed along the sorted ``alphas``: positional and semantic, and
     for a student of rank r >= 2 also the mixed branch (one positional and one semantic
-    direction), which the pure branches can be unstable towards."""
+    direction), which the pure branches can be unstable towards. ``report()`` is called after
+    every fixed point solved, here and later on these branches (progress)."""
     D = problem.gaussian_dim
     rule, coarse = quadrature.rule(D), quadrature.coarse_rule(D)
     n = len(alphas)
     names = FOLLOWED_BRANCHES + (("mixed",) if problem.rank >= 2 else ())
-    branches = {name: Branch(name, problem, rule, coarse, options) for name in names}
+    branches = {name: Branch(name, problem, rule, coarse, options, report) for name in names}
     branches["positional"].follow(alphas, list(range(n)))
     for name in names[1:]:
         branches[name].follow(alphas, list(range(n - 1, -1, -1)))

@@ -72,8 +72,9 @@ def test_executors_and_cache_give_identical_results(tmp_path):
     assert serial.rows == pool.rows and [s.alpha_c for s in serial.summaries] == [s.alpha_c for s in pool.summaries]
     calls = []
     again = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=1, cache_dir=tmp_path / "c1",
-                              progress=lambda d, t, w: calls.append(d), **args)
-    assert again.from_cache == 2 and again.rows == serial.rows and calls == [2]
+                              progress=calls.append, **args)
+    assert again.from_cache == 2 and again.rows == serial.rows
+    assert [(c.tasks_done, c.tasks_cached, c.units_done) for c in calls] == [(2, 2, 0)]
 
 
 def test_dask_local_cluster_matches_pool():
