@@ -55,16 +55,29 @@ class Branch:
             self.report()
         return fp
 
-    def nearest(self, alpha: float) -> FixedPoint | None:
-        if not self.points:
-            return None
-        key = min(self.points, key=lambda a: abs(a - alpha))
-        return self.points[key]
+    def neighbours(self, alpha: float) -> list[FixedPoint]:
+        """The known fixed points nearest to α from below and from above (one or two)."""
+        below = [a for a in self.points if a <= alpha]
+        above = [a for a in self.points if a > alpha]
+        return [self.points[a] for a in ((max(below) if below else None), (min(above) if above else None))
+                if a is not None]
 
     def at(self, alpha: float) -> FixedPoint | None:
-        """Solve at an off-grid α from the nearest known point (for Brent); None if off-branch."""
-        fp = self.solve_from(alpha, self.nearest(alpha))
-        return fp if self.on_branch(fp) else None
+        """The branch at an off-grid α (for Brent); None if it is not found there.
+
+        Solved warm from the known neighbour on each side; of the results on the branch, the one
+        of lowest e_t. On a discretised rule one branch can have several nearby fixed points (e.g.
+        the positional branch at ω <= 0.2 on the 12-point rule: m = 0.172 and 0.182 at ω = 0.1,
+        α = 0.755, e_t differing by 3e-7), reached from different sides; taking the lower one
+        from both sides makes the result independent of which grid neighbour is nearer (so of
+        the α grid), keeps Brent's function continuous inside a bracket, and follows the lower
+        fixed point, the one that competes for the global minimum.
+        """
+        if alpha in self.points:
+            return self.points[alpha]
+        found = [fp for fp in (self.solve_from(alpha, start) for start in self.neighbours(alpha) or [None])
+                 if self.on_branch(fp)]
+        return min(found, key=lambda fp: fp.train_loss) if found else None
 
     def follow(self, alphas: list[float], seed_order: list[int]) -> None:
         """Seed at the first index of ``seed_order`` that works, then continue both ways."""
