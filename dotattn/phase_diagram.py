@@ -49,10 +49,14 @@ __all__ = ["SweepSettings", "ColumnSummary", "omega_column", "branch_points", "P
 
 DEFAULT_OMEGAS = tuple(round(0.05 * i, 10) for i in range(10))  # 0, 0.05, ..., 0.45
 DEFAULT_ALPHAS = tuple(round(0.1 * i, 10) for i in range(1, 26))  # 0.1, ..., 2.5
-EXTRA_FIXED_POINTS_PER_COLUMN = 30
-"""Fixed points a column solves besides the grid (Brent for α_c and α_lin, spinodals): rough."""
-SECONDS_PER_FIXED_POINT_NODE = 5e-5
-"""Rough seconds per fixed point per node of the fine rule, one process (2-core machine)."""
+EXTRA_FIXED_POINTS_PER_COLUMN = 20
+"""Fixed points a column solves besides the grid (Brent for α_c and α_lin, spinodals): rough
+(measured 18 for the toy model at ω = 0.3 on the default grid and rule)."""
+SECONDS_PER_FIXED_POINT_NODE = 4e-5
+"""Rough CPU seconds per fixed point per node of the fine rule (measured 57 s for the 68 fixed
+points of that column on 20,736 nodes, 2-core machine shared with other work)."""
+SECONDS_PER_FIXED_POINT = 0.05
+"""Rough CPU seconds per fixed point besides the nodes (small rules)."""
 ROW_COLUMNS = list(BRANCH_POINT_COLUMNS)
 """Columns of ``phase_diagram.csv``: one :class:`dotattn.records.BranchPoint` per row."""
 
@@ -286,14 +290,15 @@ def column_fixed_points_estimate(problem: Problem, alphas: Sequence[float]) -> i
 
 def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepSettings, columns: int,
                      workers: int) -> float:
-    """Rough wall time of ``columns`` ω columns on ``workers`` processes: fixed points × (seconds per
-    fixed point per quadrature node, :data:`SECONDS_PER_FIXED_POINT_NODE`, measured on a 2-core
-    machine) × nodes of the fine rule, with the columns spread over the workers."""
+    """Rough wall time (s) of ``columns`` ω columns on ``workers`` processes: fixed points ×
+    (:data:`SECONDS_PER_FIXED_POINT` + :data:`SECONDS_PER_FIXED_POINT_NODE` × nodes of the fine
+    rule), with whole columns spread over the workers."""
     if columns <= 0:
         return 0.0
     q = settings.quadrature
     nodes = q.order ** problem.gaussian_dim if q.kind == "gauss-hermite" else 2 ** q.order * q.scramblings
-    per_column = column_fixed_points_estimate(problem, alphas) * SECONDS_PER_FIXED_POINT_NODE * nodes
+    per_column = column_fixed_points_estimate(problem, alphas) * (SECONDS_PER_FIXED_POINT
+                                                                   + SECONDS_PER_FIXED_POINT_NODE * nodes)
     return per_column * -(-columns // max(1, min(workers, columns)))
 
 

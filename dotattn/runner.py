@@ -125,8 +125,11 @@ def _pool_call(fn: Callable, index: int, task: tuple) -> Any:
 
 def _terminate(pool: ProcessPoolExecutor) -> None:
     """Cancel pending tasks, terminate the worker processes and reap them."""
-    # Python >= 3.14 has pool.terminate_workers(); before, the processes are only in a private dict
-    procs = list((getattr(pool, "_processes", None) or {}).values())
+    if hasattr(pool, "terminate_workers"):  # Python >= 3.14
+        pool.shutdown(wait=False, cancel_futures=True)
+        pool.terminate_workers()
+        return
+    procs = list((getattr(pool, "_processes", None) or {}).values())  # before 3.14: a private dict
     pool.shutdown(wait=False, cancel_futures=True)
     for p in procs:
         with contextlib.suppress(Exception):
@@ -174,10 +177,11 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, workers: int = 
                 finished = set()
                 time.sleep(0.02)
             for fut in finished:
-                held[futures[fut]] = fut.result()  # raises a worker's exception here
+                held[futures[fut]] = (fut.result(), time.monotonic())  # raises a worker's exception here
             flushed |= _drain(q, on_unit)
-            for i in sorted(held.keys() & flushed):  # all its units reported: hand the result on
-                on_result(i, held.pop(i))
+            # hand a result on once all its units are reported (or, should a message be lost, after 10 s)
+            for i in sorted(i for i in held if i in flushed or time.monotonic() - held[i][1] > 10):
+                on_result(i, held.pop(i)[0])
         ok = True
     finally:
         if ok:
