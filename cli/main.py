@@ -10,6 +10,7 @@ import click
 
 from dotattn import __version__
 from dotattn.problem import ParameterError
+from dotattn.runner import Interrupted
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     except click.exceptions.Exit as err:
         sys.exit(err.exit_code)
-    except click.Abort:
+    except Interrupted as err:  # SIGINT/SIGTERM during a run: one line, 128 + signal number
+        click.echo(str(err) if err.message else f"dotattn: {err}", err=True)
+        sys.exit(err.exit_status)
+    except click.Abort as err:
         click.echo("Aborted.", err=True)
-        sys.exit(1)
+        sys.exit(130 if isinstance(err.__context__, KeyboardInterrupt) else 1)
     except click.ClickException as err:
         msg = err.format_message().replace("\n", " ")
         click.echo(f"Error: {msg}", err=True)

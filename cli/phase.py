@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 import click
@@ -11,8 +10,10 @@ import click
 from dotattn.cli.main import cli
 from dotattn.cli.options import parse_grid, problem_from_options, problem_options
 from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
-from dotattn.io import ensure_writable_dir
-from dotattn.problem import ParameterError
+from dotattn.io import ensure_writable_dir, remove_stale_tmp
+
+DEFAULT_OUT = "dotattn-output/phase_diagram"
+"""Default output folder: relative to the working directory, ignored by git in a clone."""
 
 
 @cli.command("phase-diagram")
@@ -23,17 +24,19 @@ from dotattn.problem import ParameterError
 @problem_options
 @quadrature_options
 @solver_options
-@click.option("--out", "out_dir", default="results/phase_diagram", show_default=True, help="Output folder.")
+@click.option("--out", "out_dir", default=DEFAULT_OUT, show_default=True,
+              help="Output folder (the default is untracked; the committed study is results/phase_diagram).")
 @click.option("--workers", type=int, default=None, help="Worker processes, in [1, 1024] (default: all cores).")
 @click.option("--dask", "dask_address", default=None, help="Address [tcp://]host:port of a running Dask scheduler (connect timeout 5 s).")
 @click.option("--figure-omega", type=float, default=None, help="omega of figures (a) and (b): one of the computed omega (default 0.3 or the middle one).")
-@click.option("--quiet", is_flag=True, help="No progress bar.")
+@click.option("--quiet", is_flag=True, help="No start line and no progress (bar or lines on stderr).")
 def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, quad_kind,
                           quad_order, coarse_order, tol, damping, max_iter, hat_form, out_dir, workers,
                           dask_address, figure_omega, quiet):
     """alpha sweeps of both branches, spinodals, alpha_c(omega), alpha_lin(omega) and figures."""
-    from dotattn.phase_diagram import (DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_figure_omega, check_grids, check_workers,
-                                       connect_dask, run_phase_diagram)
+    from dotattn.phase_diagram import (DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_figure_omega, check_grids,
+                                       run_phase_diagram)
+    from dotattn.runner import check_workers, connect_dask
     from dotattn.results_io import write_phase_diagram
 
     omega_grid, alpha_grid = check_grids(parse_grid("omega", omegas) if omegas else DEFAULT_OMEGAS,
@@ -47,24 +50,32 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
     out = ensure_writable_dir(out_dir)
     settings = SweepSettings(quad, options)
 
-    show = not quiet and sys.stderr.isatty()
-    bar = click.progressbar(length=len(omega_grid), label="omega columns", file=sys.stderr, show_eta=True,
-                            show_pos=True) if show else None
-    state = {"done": 0}
-
-    def progress(done: int, total: int, omega: float) -> None:
-        if bar is not None:
-            bar.update(done - state["done"])
-        state["done"] = done
+    from dotattn.phase_diagram import cached_columns, column_fixed_points_estimate, estimate_seconds
+    from dotattn.runner import Interrupted, ProgressReporter, RunLock, format_duration, stop_on_signals
 
     t0 = time.perf_counter()
-    try:
-        pd = run_phase_diagram(problem, omega_grid, alpha_grid, settings=settings, cache_dir=out / "cache",
-                               workers=workers, dask_address=dask, progress=progress)
-    finally:
-        if bar is not None:
-            bar.render_finish()
-    paths = write_phase_diagram(pd, out, figure_omega)
+    reporter = ProgressReporter("phase-diagram", quiet=quiet)
+    with stop_on_signals(), RunLock(out, "phase-diagram"):
+        remove_stale_tmp(out)
+        if not quiet:
+            cached = len(cached_columns(problem, omega_grid, alpha_grid, settings, out / "cache"))
+            todo = len(omega_grid) - cached
+            n_fp = todo * column_fixed_points_estimate(problem, alpha_grid)
+            runners = "on Dask" if dask_address is not None else f"on {min(workers, max(todo, 1))} worker process(es)"
+            click.echo(f"phase-diagram: {len(omega_grid)} omega x {len(alpha_grid)} alpha, both branches, alpha_c and "
+                       f"alpha_lin by Brent: about {n_fp} fixed points" + (f" ({cached} columns cached)" if cached else "")
+                       + f" {runners}; writing {out}; roughly "
+                       f"{format_duration(estimate_seconds(problem, alpha_grid, settings, todo, workers))}"
+                       f" on a quiet 2-core machine (rough estimate)", err=True)
+        try:
+            pd = run_phase_diagram(problem, omega_grid, alpha_grid, settings=settings, cache_dir=out / "cache",
+                                   workers=workers, dask_address=dask, progress=reporter)
+        except Interrupted as err:
+            raise Interrupted(err.signum, err.detail, f"phase-diagram: interrupted; {err.detail}, run the same "
+                                                      f"command again to resume") from None
+        finally:
+            reporter.close()
+        paths = write_phase_diagram(pd, out, figure_omega)
     click.echo(f"phase diagram: {len(omega_grid)} omega x {len(alpha_grid)} alpha in {time.perf_counter() - t0:.1f} s"
                f" ({pd.from_cache} columns from cache)")
     for s in pd.summaries:

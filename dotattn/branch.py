@@ -9,6 +9,8 @@ end inside the grid is bracketed by bisection (:meth:`Branch.spinodals`).
 
 from __future__ import annotations
 
+from typing import Callable
+
 from dotattn.catalogue import QuadratureSpec, branch_label, initialisations
 from dotattn.problem import Problem
 from dotattn.quadrature import GaussianRule
@@ -30,8 +32,9 @@ class Branch:
     """
 
     def __init__(self, name: str, problem: Problem, rule: GaussianRule, coarse: GaussianRule | None,
-                 options: SolverOptions) -> None:
+                 options: SolverOptions, report: Callable[[], None] | None = None) -> None:
         self.name, self.problem, self.rule, self.coarse, self.options = name, problem, rule, coarse, options
+        self.report = report  # called after every fixed point solved (progress)
         self.points: dict[float, FixedPoint] = {}
         self.failed: dict[float, FixedPoint] = {}
 
@@ -48,18 +51,33 @@ class Branch:
             fp = iterate(self.problem, alpha, init, self.rule, self.options)
         else:
             fp = iterate(self.problem, alpha, start.overlaps, self.rule, self.options, warm=start.prox_h)
+        if self.report is not None:
+            self.report()
         return fp
 
-    def nearest(self, alpha: float) -> FixedPoint | None:
-        if not self.points:
-            return None
-        key = min(self.points, key=lambda a: abs(a - alpha))
-        return self.points[key]
+    def neighbours(self, alpha: float) -> list[FixedPoint]:
+        """The known fixed points nearest to α from below and from above (one or two)."""
+        below = [a for a in self.points if a <= alpha]
+        above = [a for a in self.points if a > alpha]
+        return [self.points[a] for a in ((max(below) if below else None), (min(above) if above else None))
+                if a is not None]
 
     def at(self, alpha: float) -> FixedPoint | None:
-        """Solve at an off-grid α from the nearest known point (for Brent); None if off-branch."""
-        fp = self.solve_from(alpha, self.nearest(alpha))
-        return fp if self.on_branch(fp) else None
+        """The branch at an off-grid α (for Brent); None if it is not found there.
+
+        Solved warm from the known neighbour on each side; of the results on the branch, the one
+        of lowest e_t. On a discretised rule one branch can have several nearby fixed points (e.g.
+        the positional branch at ω <= 0.2 on the 12-point rule: m = 0.172 and 0.182 at ω = 0.1,
+        α = 0.755, e_t differing by 3e-7), reached from different sides; taking the lower one
+        from both sides makes the result independent of which grid neighbour is nearer (so of
+        the α grid), keeps Brent's function continuous inside a bracket, and follows the lower
+        fixed point, the one that competes for the global minimum.
+        """
+        if alpha in self.points:
+            return self.points[alpha]
+        found = [fp for fp in (self.solve_from(alpha, start) for start in self.neighbours(alpha) or [None])
+                 if self.on_branch(fp)]
+        return min(found, key=lambda fp: fp.train_loss) if found else None
 
     def follow(self, alphas: list[float], seed_order: list[int]) -> None:
         """Seed at the first index of ``seed_order`` that works, then continue both ways."""
@@ -125,15 +143,16 @@ def _neighbour(grid: list[float], a: float, step: int) -> float | None:
 
 
 def follow_branches(problem: Problem, alphas: list[float], quadrature: QuadratureSpec,
-                    options: SolverOptions) -> dict[str, Branch]:
+                    options: SolverOptions, report: Callable[[], None] | None = None) -> dict[str, Branch]:
     """The informed branches followed along the sorted ``alphas``: positional and semantic, and
     for a student of rank r >= 2 also the mixed branch (one positional and one semantic
-    direction), which the pure branches can be unstable towards."""
+    direction), which the pure branches can be unstable towards. ``report()`` is called after
+    every fixed point solved, here and later on these branches (progress)."""
     D = problem.gaussian_dim
     rule, coarse = quadrature.rule(D), quadrature.coarse_rule(D)
     n = len(alphas)
     names = FOLLOWED_BRANCHES + (("mixed",) if problem.rank >= 2 else ())
-    branches = {name: Branch(name, problem, rule, coarse, options) for name in names}
+    branches = {name: Branch(name, problem, rule, coarse, options, report) for name in names}
     branches["positional"].follow(alphas, list(range(n)))
     for name in names[1:]:
         branches[name].follow(alphas, list(range(n - 1, -1, -1)))

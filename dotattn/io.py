@@ -18,7 +18,7 @@ import numpy as np
 from dotattn.problem import ParameterError
 
 __all__ = ["provenance", "git_commit", "atomic_write_text", "atomic_write_bytes", "write_json",
-           "write_csv", "read_csv", "read_json_if_valid", "save_figure", "ensure_writable_dir", "to_jsonable"]
+           "write_csv", "read_csv", "read_json_if_valid", "remove_stale_tmp", "save_figure", "ensure_writable_dir", "to_jsonable"]
 
 
 def git_commit() -> str | None:
@@ -105,6 +105,19 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def remove_stale_tmp(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporary files that :func:`atomic_write_bytes` leaves only when its process is
+    killed mid-write (``.NAME.XXXX.tmp``); call it only while holding the folder (a run lock)."""
+    removed = []
+    for p in Path(folder).glob(".*.tmp"):
+        try:
+            p.unlink()
+            removed.append(p)
+        except OSError:
+            pass
+    return removed
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

@@ -21,15 +21,14 @@ outputs: :mod:`dotattn.results_io`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-import re
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 from scipy.optimize import brentq
@@ -37,17 +36,29 @@ from scipy.optimize import brentq
 from dotattn.baseline import linear_baseline_test_error
 from dotattn.branch import FOLLOWED_BRANCHES, Branch, branch_records, follow_branches, selected_at
 from dotattn.catalogue import QuadratureSpec, default_quadrature
-from dotattn.io import read_json_if_valid, write_json
-from dotattn.problem import ParameterError, Problem, check_alpha, check_int, check_number
+from dotattn.io import read_json_if_valid, remove_stale_tmp, write_json
+from dotattn.problem import ParameterError, Problem, check_alpha, check_number
 from dotattn.records import BRANCH_POINT_COLUMNS, BranchPoint
 from dotattn.rows import read_float
+from dotattn.runner import (Interrupted, ProgressState, RunLock, as_interrupted, check_dask_address, check_workers,
+                            run_tasks)
 from dotattn.state_evolution import SolverOptions
 
 __all__ = ["SweepSettings", "ColumnSummary", "omega_column", "branch_points", "PhaseDiagram", "run_phase_diagram",
-           "check_grids", "check_figure_omega", "check_dask_address", "connect_dask", "check_workers", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS", "FOLLOWED_BRANCHES"]
+           "check_grids", "check_figure_omega", "cached_columns",
+           "column_fixed_points_estimate", "estimate_seconds", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS",
+           "FOLLOWED_BRANCHES"]
 
 DEFAULT_OMEGAS = tuple(round(0.05 * i, 10) for i in range(10))  # 0, 0.05, ..., 0.45
 DEFAULT_ALPHAS = tuple(round(0.1 * i, 10) for i in range(1, 26))  # 0.1, ..., 2.5
+EXTRA_FIXED_POINTS_PER_COLUMN = 20
+"""Fixed points a column solves besides the grid (Brent for α_c and α_lin, spinodals): rough
+(measured 18 for the toy model at ω = 0.3 on the default grid and rule)."""
+SECONDS_PER_FIXED_POINT_NODE = 4e-5
+"""Rough CPU seconds per fixed point per node of the fine rule (measured 57 s for the 68 fixed
+points of that column on 20,736 nodes, 2-core machine shared with other work)."""
+SECONDS_PER_FIXED_POINT = 0.05
+"""Rough CPU seconds per fixed point besides the nodes (small rules)."""
 ROW_COLUMNS = list(BRANCH_POINT_COLUMNS)
 """Columns of ``phase_diagram.csv``: one :class:`dotattn.records.BranchPoint` per row."""
 
@@ -106,44 +117,6 @@ def check_grids(omegas: Iterable[float], alphas: Iterable[float]) -> tuple[list[
     return omegas, alphas
 
 
-DASK_TIMEOUT = 5.0
-"""Seconds to wait for a Dask scheduler before giving up (one line, exit status 2 in the CLI)."""
-_DASK_ADDRESS = re.compile(r"^((tcp|tls|ucx|ws|wss)://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$"
-                           r"|^inproc://\S+$")
-
-
-def check_dask_address(address: Any) -> str:
-    """``address`` if it reads as a Dask scheduler address ``[tcp|tls|ucx|ws|wss://]host:port`` or
-    ``inproc://...`` (ParameterError otherwise)."""
-    text = str(address).strip()
-    m = _DASK_ADDRESS.match(text)
-    if m is None or (not text.startswith("inproc://") and not 1 <= int(text.rsplit(":", 1)[1]) <= 65535):
-        raise ParameterError(f"dask must be a scheduler address [tcp://]host:port (port in [1, 65535]), got {address!r}")
-    return text
-
-
-def connect_dask(address: str, timeout: float = DASK_TIMEOUT) -> Any:
-    """A ``distributed.Client`` connected to the scheduler at ``address``; ParameterError (one line)
-    if the address is malformed, Dask is not installed, or no scheduler answers within ``timeout`` s."""
-    text = check_dask_address(address)
-    try:
-        from distributed import Client
-    except ImportError:  # pragma: no cover - depends on the optional extra
-        raise ParameterError("dask: install the optional extra 'dotattn[dask]' to use a Dask scheduler") from None
-    try:
-        return Client(text, timeout=timeout)
-    except (OSError, TimeoutError, ValueError) as err:
-        raise ParameterError(f"dask: no scheduler answered at {text} within {timeout:g} s "
-                             f"({type(err).__name__})") from None
-
-
-MAX_WORKERS = 1024
-
-
-def check_workers(workers: Any) -> int:
-    """``workers`` as a number of worker processes in [1, :data:`MAX_WORKERS`] (ParameterError otherwise)."""
-    return check_int("workers", workers, 1, MAX_WORKERS)
-
 
 @dataclass(frozen=True)
 class ColumnSummary:
@@ -181,8 +154,9 @@ class ColumnSummary:
 # ----------------------------------------------------------------------------------------------
 # one ω column
 # ----------------------------------------------------------------------------------------------
-def _follow(problem: Problem, alphas: list[float], settings: SweepSettings) -> dict[str, Branch]:
-    return follow_branches(problem, alphas, settings.quadrature, settings.options)
+def _follow(problem: Problem, alphas: list[float], settings: SweepSettings,
+            report: Callable[[], None] | None = None) -> dict[str, Branch]:
+    return follow_branches(problem, alphas, settings.quadrature, settings.options, report)
 
 
 def branch_points(problem_dict: dict[str, Any], omega: float, alphas: list[float],
@@ -194,14 +168,22 @@ def branch_points(problem_dict: dict[str, Any], omega: float, alphas: list[float
 
 
 def omega_column(problem_dict: dict[str, Any], omega: float, alphas: list[float],
-                 settings_dict: dict[str, Any]) -> dict[str, Any]:
+                 settings_dict: dict[str, Any], report: Callable[[], None] | None = None) -> dict[str, Any]:
     """Everything the phase diagram needs at one ω (plain JSON-ready dict in and out, for process
-    pools, Dask and the cache): ``{"omega", "rows": [BranchPoint rows], "summary": ColumnSummary row}``."""
+    pools, Dask and the cache): ``{"omega", "rows": [BranchPoint rows], "summary": ColumnSummary row,
+    "fixed_points": number solved}``. ``report()`` is called after every fixed point (progress)."""
     t0 = time.perf_counter()
     problem = Problem.from_dict({**problem_dict, "omega": omega})
     settings = SweepSettings.from_dict(settings_dict)
     alphas = sorted(alphas)
-    branches = _follow(problem, alphas, settings)
+    count = [0]
+
+    def counted() -> None:
+        count[0] += 1
+        if report is not None:
+            report()
+
+    branches = _follow(problem, alphas, settings, counted)
     spinodals = {name: branches[name].spinodals(alphas, settings.spinodal_tol) for name in FOLLOWED_BRANCHES}
     eps_lin = linear_baseline_test_error(problem)
     alpha_c = _critical_alpha(branches, alphas, settings.critical_tol)
@@ -211,7 +193,7 @@ def omega_column(problem_dict: dict[str, Any], omega: float, alphas: list[float]
                             spinodal_positional=spinodals["positional"]["upper"], spinodals=spinodals,
                             linear_baseline_test_error=eps_lin, seconds=time.perf_counter() - t0)
     return {"omega": omega, "rows": [p.to_row() for p in branch_records(branches, omega, alphas)],
-            "summary": summary.to_row()}
+            "summary": summary.to_row(), "fixed_points": count[0]}
 
 
 def _critical_alpha(branches: dict[str, Branch], alphas: list[float], tol: float) -> float | None:
@@ -308,40 +290,61 @@ def _cache_key(problem: Problem, omega: float, alphas: list[float], settings: Sw
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _executor_map(tasks: list[tuple], workers: int, dask_address: str | None) -> Iterable[dict]:
-    """Run omega_column over tasks; yield results as they complete."""
-    if dask_address is not None:
-        try:
-            from distributed import Client, as_completed as dask_completed
-        except ImportError:  # pragma: no cover - depends on the optional extra
-            raise ParameterError("dask: install the optional extra 'dotattn[dask]' to use a Dask scheduler (dask_address)") from None
-        client = connect_dask(dask_address) if isinstance(dask_address, str) else dask_address
-        try:
-            futures = [client.submit(omega_column, *t, pure=False) for t in tasks]
-            for fut in dask_completed(futures):
-                yield fut.result()
-        finally:
-            if isinstance(dask_address, str):
-                client.close()
-        return
-    if workers <= 1 or len(tasks) == 1:
-        for t in tasks:
-            yield omega_column(*t)
-        return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(omega_column, *t) for t in tasks]
-        for fut in as_completed(futures):
-            yield fut.result()
+def column_fixed_points_estimate(problem: Problem, alphas: Sequence[float]) -> int:
+    """Rough number of fixed points one ω column solves: every followed branch at every α, plus
+    the Brent evaluations of α_c and α_lin and the spinodal bisections (measured: about
+    :data:`EXTRA_FIXED_POINTS_PER_COLUMN` on the toy model)."""
+    branches = len(FOLLOWED_BRANCHES) + (1 if problem.rank >= 2 else 0)
+    return branches * len(alphas) + EXTRA_FIXED_POINTS_PER_COLUMN
+
+
+def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepSettings, columns: int,
+                     workers: int) -> float:
+    """Rough wall time (s) of ``columns`` ω columns on ``workers`` processes: fixed points ×
+    (:data:`SECONDS_PER_FIXED_POINT` + :data:`SECONDS_PER_FIXED_POINT_NODE` × nodes of the fine
+    rule), with whole columns spread over the workers."""
+    if columns <= 0:
+        return 0.0
+    q = settings.quadrature
+    nodes = q.order ** problem.gaussian_dim if q.kind == "gauss-hermite" else 2 ** q.order * q.scramblings
+    per_column = column_fixed_points_estimate(problem, alphas) * (SECONDS_PER_FIXED_POINT
+                                                                   + SECONDS_PER_FIXED_POINT_NODE * nodes)
+    return per_column * -(-columns // max(1, min(workers, columns)))
+
+
+def cached_columns(problem: Problem, omegas: Iterable[float], alphas: Iterable[float], settings: SweepSettings,
+                   cache_dir: str | os.PathLike | None) -> dict[float, dict]:
+    """ω -> the cached column result in ``cache_dir`` whose key matches (problem, ω, α grid, settings)."""
+    out: dict[float, dict] = {}
+    if cache_dir is None:
+        return out
+    alphas = sorted(set(float(a) for a in alphas))
+    for w in sorted(set(float(w) for w in omegas)):
+        cached = read_json_if_valid(_cache_file(cache_dir, w))
+        if cached is not None and cached.get("key") == _cache_key(problem, w, alphas, settings):
+            out[w] = cached["result"]
+    return out
+
+
+def _cache_file(cache_dir: str | os.PathLike, omega: float) -> Path:
+    return Path(cache_dir) / f"omega_{omega:.6f}.json"
 
 
 def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterable[float], *,
                       settings: SweepSettings | None = None, cache_dir: str | os.PathLike | None = None,
                       workers: int = 1, dask_address: Any = None,
-                      progress: Callable[[int, int, float], None] | None = None) -> PhaseDiagram:
+                      progress: Callable[[ProgressState], None] | None = None) -> PhaseDiagram:
     """Compute every ω column (in parallel), reusing finished columns from ``cache_dir``.
 
-    ``progress(done, total, omega)`` is called after each column. ``dask_address`` is a
-    scheduler address or an existing ``distributed.Client``.
+    Each column is cached (atomically) as soon as it finishes. With a ``cache_dir``, one run at a
+    time may use it (:class:`dotattn.runner.RunLock`; :class:`dotattn.runner.RunLockedError`
+    otherwise) and stale temporary files of killed writes are removed first.
+    ``progress(state)`` gets a :class:`dotattn.runner.ProgressState` at the start, after every
+    fixed point (process pool or in-process; per column on Dask) and after every column.
+    ``dask_address`` is a scheduler address or an existing ``distributed.Client``.
+    SIGINT (KeyboardInterrupt) or :class:`dotattn.runner.Interrupted` while running: pending
+    columns are cancelled, workers terminated, and :class:`~dotattn.runner.Interrupted` is
+    raised with a one-line ``detail`` saying how many columns are cached where.
     """
     t0 = time.perf_counter()
     if not isinstance(problem, Problem):
@@ -353,31 +356,48 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
     settings = settings or SweepSettings(default_quadrature(problem))
     settings.check(problem)
     cache = Path(cache_dir) if cache_dir is not None else None
-    results: dict[float, dict] = {}
-    todo = []
-    for w in omegas:
-        key = _cache_key(problem, w, alphas, settings)
-        cached = read_json_if_valid(cache / f"omega_{w:.6f}.json") if cache else None
-        if cached is not None and cached.get("key") == key:
-            results[w] = cached["result"]
-        else:
-            todo.append((w, key))
-    from_cache = len(results)
-    done = from_cache
-    if progress:
-        progress(done, len(omegas), float("nan"))
-    tasks = [(problem.to_dict(), w, alphas, settings.to_dict()) for w, _ in todo]
-    keys = dict(todo)
-    for res in _executor_map(tasks, workers, dask_address):
-        w = res["omega"]
-        results[w] = res
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+    with (RunLock(cache, "phase-diagram") if cache is not None else contextlib.nullcontext()):
         if cache is not None:
-            write_json(cache / f"omega_{w:.6f}.json", {"key": keys[w], "result": res})
-        done += 1
-        if progress:
-            progress(done, len(omegas), w)
+            remove_stale_tmp(cache)
+        results = cached_columns(problem, omegas, alphas, settings, cache)
+        from_cache = len(results)
+        todo = [w for w in omegas if w not in results]
+        estimate = column_fixed_points_estimate(problem, alphas)
+        units = [0] * len(todo)
+        finished: dict[int, int] = {}
+
+        def emit() -> None:
+            if progress is not None:
+                total = sum(finished.values()) + sum(max(estimate, units[i]) for i in range(len(todo))
+                                                     if i not in finished)
+                progress(ProgressState(units_done=sum(units), units_total=total, tasks_done=len(results),
+                                       tasks_total=len(omegas), tasks_cached=from_cache,
+                                       elapsed=time.perf_counter() - t0))
+
+        def on_unit(i: int) -> None:
+            units[i] += 1
+            emit()
+
+        def on_result(i: int, res: dict) -> None:
+            w = todo[i]
+            if cache is not None:
+                write_json(_cache_file(cache, w), {"key": _cache_key(problem, w, alphas, settings), "result": res})
+            results[w] = res
+            finished[i] = units[i] = max(units[i], int(res.get("fixed_points", units[i])))
+            emit()
+
+        emit()
+        tasks = [(problem.to_dict(), w, alphas, settings.to_dict()) for w in todo]
+        try:
+            run_tasks(omega_column, tasks, workers=workers, dask_address=dask_address, on_result=on_result,
+                      on_unit=on_unit)
+        except (KeyboardInterrupt, Interrupted) as err:
+            kept = (f"{len(results)} of {len(omegas)} columns cached in {cache}" if cache is not None
+                    else f"{len(results)} of {len(omegas)} columns done, not kept (no cache_dir)")
+            raise Interrupted(as_interrupted(err).signum, kept) from None
     rows = tuple(BranchPoint.from_row(r) for w in omegas for r in results[w]["rows"])
     summaries = tuple(ColumnSummary.from_row(results[w]["summary"]) for w in omegas)
     return PhaseDiagram(problem=problem, omegas=tuple(omegas), alphas=tuple(alphas), settings=settings,
                         rows=rows, summaries=summaries, seconds=time.perf_counter() - t0, from_cache=from_cache)
-

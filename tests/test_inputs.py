@@ -273,7 +273,7 @@ def test_python_api_rejects_bad_counts():
 
 def test_connect_dask_times_out_with_one_line():
     pytest.importorskip("distributed")
-    from dotattn.phase_diagram import connect_dask
+    from dotattn.runner import connect_dask
     from dotattn.problem import ParameterError
     with pytest.raises(ParameterError, match="no scheduler answered at tcp://127.0.0.1:9 within 0.5 s"):
         connect_dask("tcp://127.0.0.1:9", timeout=0.5)

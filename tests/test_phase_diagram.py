@@ -72,8 +72,9 @@ def test_executors_and_cache_give_identical_results(tmp_path):
     assert serial.rows == pool.rows and [s.alpha_c for s in serial.summaries] == [s.alpha_c for s in pool.summaries]
     calls = []
     again = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=1, cache_dir=tmp_path / "c1",
-                              progress=lambda d, t, w: calls.append(d), **args)
-    assert again.from_cache == 2 and again.rows == serial.rows and calls == [2]
+                              progress=calls.append, **args)
+    assert again.from_cache == 2 and again.rows == serial.rows
+    assert [(c.tasks_done, c.tasks_cached, c.units_done) for c in calls] == [(2, 2, 0)]
 
 
 def test_dask_local_cluster_matches_pool():
@@ -93,3 +94,39 @@ def test_bad_grids():
         run_phase_diagram(Problem(), [0.3], [-1.0])
     with pytest.raises(ParameterError):
         run_phase_diagram(Problem(), [1.3], [1.0])
+
+
+def _alpha_c(omega: float, alphas: list[float]) -> float | None:
+    from dotattn.branch import follow_branches
+    from dotattn.catalogue import default_quadrature
+    from dotattn.phase_diagram import _critical_alpha
+
+    p = Problem(omega=omega)
+    s = SweepSettings(default_quadrature(p))
+    return _critical_alpha(follow_branches(p, alphas, s.quadrature, s.options), alphas, s.critical_tol)
+
+
+def _grid(start: float, stop: float, n: int) -> list[float]:
+    return [round(start + (stop - start) * k / (n - 1), 10) for k in range(n)]
+
+
+def test_alpha_c_does_not_depend_on_the_alpha_grid():
+    """At ω = 0.1 the positional branch has two nearby fixed points on the default rule (reached
+    from below and from above α_c); Brent's α_c used to follow whichever grid neighbour was
+    nearer, so the brackets [0.7, 0.8] and [0.75, 1.0] gave 0.7552 and 0.7546. Each α_c is within
+    critical_tol of the root, so two of them agree to 2 critical_tol."""
+    tol = SweepSettings(QuadratureSpec()).critical_tol
+    a, b = _alpha_c(0.1, [0.7, 0.8]), _alpha_c(0.1, [0.75, 1.0])
+    assert a is not None and b is not None
+    assert abs(a - b) <= 2 * tol
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("omega", [0.1, 0.2])
+def test_alpha_c_does_not_depend_on_the_alpha_grid_full(omega):
+    """The default grid against grids of other steps (before: 0.7552 / 0.7546 at ω = 0.1,
+    0.9496 / 0.9500 at ω = 0.2)."""
+    tol = SweepSettings(QuadratureSpec()).critical_tol
+    values = [_alpha_c(omega, _grid(*g)) for g in ((0.1, 2.5, 25), (0.5, 1.5, 6), (0.25, 1.75, 7))]
+    assert None not in values
+    assert max(values) - min(values) <= 2 * tol
