@@ -18,5 +18,12 @@ def dotattn_command() -> list[str]:
     return [exe]
 
 
+def run_python(code: str, cwd: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``python -c code`` in ``cwd``: run it outside the source tree, whose ``dotattn/`` (without the
+    ``cli`` subpackage) would otherwise shadow the installed package."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=cwd,
+                          timeout=timeout)
+
+
 def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([*dotattn_command(), *args], capture_output=True, text=True, env=ENV, timeout=timeout)

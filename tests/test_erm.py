@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -21,7 +20,7 @@ from dotattn.erm.models import (attention, fit_linear_baseline, linear_normal_eq
 from dotattn.erm.training import train
 from dotattn.io import read_csv
 
-from clitools import dotattn_command
+from clitools import dotattn_command, run_python
 
 F64 = torch.float64
 L3_A = [[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6]]
@@ -315,10 +314,11 @@ def test_unavailable_device_is_rejected_when_the_run_starts():
         run_config(Problem(), cfg)
 
 
-def test_config_is_torch_free():
+def test_config_is_torch_free(tmp_path):
     code = ("import sys; from dotattn.erm import ErmConfig; from dotattn.erm.records import RunRecord; "
             "ErmConfig(d=10, alphas=[1.0]); assert 'torch' not in sys.modules")
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+    r = run_python(code, tmp_path)
+    assert r.returncode == 0, r.stderr
 
 
 def test_config_normalises():

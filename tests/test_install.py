@@ -1,13 +1,11 @@
 """The light install: the theory and the CLI's help never import torch; the ERM commands ask for the extra."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from clitools import ENV
+from clitools import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -16,9 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NO_TORCH = "import sys\nsys.modules['torch'] = None\n"
 
 
-def python(code: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=cwd,
-                          timeout=300)
+python = run_python
 
 
 def test_help_lists_every_command_without_importing_any(tmp_path):

@@ -2,12 +2,11 @@
 vocabulary, one labeller, failures that keep the last iterate, plotting without pyplot state."""
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from clitools import run_python
 from dotattn.catalogue import QuadratureSpec, default_quadrature
 from dotattn.overlaps import InvalidOverlaps, overlaps_from_scalars
 from dotattn.phase_diagram import SweepSettings, check_grids
@@ -87,11 +86,11 @@ def test_branch_point_rows_round_trip_through_json_and_csv(tmp_path):
     assert BranchPoint.from_row(cells) == p
 
 
-def test_plotting_leaves_pyplot_and_the_backend_alone():
+def test_plotting_leaves_pyplot_and_the_backend_alone(tmp_path):
     code = ("import sys, matplotlib; raw = lambda: dict.__getitem__(matplotlib.rcParams, 'backend'); b = raw(); "
             "import dotattn.plotting, dotattn.results_io, dotattn.cli.phase, dotattn.cli.compare; "
             "assert raw() == b and 'matplotlib.pyplot' not in sys.modules")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    r = run_python(code, tmp_path)
     assert r.returncode == 0, r.stderr
     from pathlib import Path
 
@@ -122,6 +121,6 @@ def test_train_erm_rejects_bad_input_without_importing_torch(tmp_path):
     code = ("import sys\nfrom dotattn.cli.main import main\n"
             f"try:\n    main(['train-erm', '--seeds', '0', '--out', {str(tmp_path / 'x')!r}])\n"
             "except SystemExit as e:\n    assert e.code == 2 and 'torch' not in sys.modules, sys.modules.get('torch')\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    r = run_python(code, tmp_path)
     assert r.returncode == 0 and "seeds must be" in r.stderr, r.stderr
     assert not (tmp_path / "x").exists()
