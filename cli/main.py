@@ -17,6 +17,7 @@ LAZY_COMMANDS = {
     "phase-diagram": "dotattn.cli.phase",
     "train-erm": "dotattn.cli.erm",
     "compare": "dotattn.cli.compare",
+    "erm-alpha-c": "dotattn.cli.alpha_c",
 }
 
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from dotattn.erm.data import (STREAM_INIT, STREAM_TEST, STREAM_TRAIN, generator, make_dataset,
+from dotattn.erm.data import (STREAM_INIT, STREAM_TEST, STREAM_TRAIN, TEACHERS, generator, make_dataset,
                               positional_embeddings, teacher_weights)
 from dotattn.erm.models import (attention_matrix_pf, fit_linear_baseline, quadratic_residual_pf,
                                 residual_sq_norm, sample_stats)
@@ -122,7 +122,10 @@ class ErmConfig:
 
     ``alphas`` are sample ratios (``n = round(α d)``), ``inits`` a name of :data:`INIT_CHOICES` or
     a list of :data:`INIT_KINDS`, ``seeds`` a count (seeds ``0 .. count-1``) or a list; ``lr``
-    ``None`` means the optimiser's default (:data:`dotattn.erm.training.DEFAULT_LR`).
+    ``None`` means the optimiser's default (:data:`dotattn.erm.training.DEFAULT_LR`). ``teacher``
+    is one of :data:`dotattn.erm.data.TEACHERS`; ``train_offset`` is the index of the first
+    training sample in the seed's training stream (0: the nested prefix; another offset gives a
+    disjoint, independent training set for the same teacher).
     """
 
     d: int
@@ -140,6 +143,8 @@ class ErmConfig:
     random_scale: float = 0.1
     baseline_ridge: float = 1e-8
     test_batch: int = 2048
+    teacher: str = "gaussian"
+    train_offset: int = 0
 
     def __post_init__(self) -> None:
         d = _integer("d", self.d, 2)
@@ -172,6 +177,9 @@ class ErmConfig:
         object.__setattr__(self, "random_scale", _positive("random_scale", self.random_scale, allow_zero=True))
         object.__setattr__(self, "baseline_ridge", _positive("baseline_ridge", self.baseline_ridge, allow_zero=True))
         object.__setattr__(self, "test_batch", _integer("test_batch", self.test_batch, 1))
+        if self.teacher not in TEACHERS:
+            raise ParameterError(f"teacher must be one of {', '.join(TEACHERS)}, got {self.teacher!r}")
+        object.__setattr__(self, "train_offset", _integer("train_offset", self.train_offset, 0))
 
     @property
     def ns(self) -> tuple[int, ...]:
@@ -190,7 +198,8 @@ class ErmConfig:
                 "seeds": list(self.seeds), "optimizer": self.optimizer, "steps": self.steps, "lr": self.lr,
                 "tol": self.tol, "test_samples": self.test_samples, "dtype": self.dtype, "device": self.device,
                 "positional_m0": self.positional_m0, "random_scale": self.random_scale,
-                "baseline_ridge": self.baseline_ridge, "test_batch": self.test_batch}
+                "baseline_ridge": self.baseline_ridge, "test_batch": self.test_batch, "teacher": self.teacher,
+                "train_offset": self.train_offset}
 
 
 @dataclass(frozen=True)
@@ -455,11 +464,12 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
 
     P = positional_embeddings(problem.G, d, dt, dev)
     G = P @ P.T
-    Q_star = torch.stack([teacher_weights(d, problem.teacher_rank, s, dt, dev) for s in seeds])  # (S, d, r_t)
+    Q_star = torch.stack([teacher_weights(d, problem.teacher_rank, s, dt, dev, config.teacher)
+                          for s in seeds])  # (S, d, r_t)
     X = torch.empty(S, N, L, d, dtype=dt, device=dev)
     T, Cpz, Czz = (torch.empty(S, N, L, L, dtype=dt, device=dev) for _ in range(3))
     for k, s in enumerate(seeds):
-        ds = make_dataset(problem, Q_star[k], P, N, s, STREAM_TRAIN)
+        ds = make_dataset(problem, Q_star[k], P, N, s, STREAM_TRAIN, config.train_offset)
         X[k], T[k], Cpz[k], Czz[k] = ds.X, ds.T, ds.Cpz, ds.Czz
         del ds
     Cxx, Cyx, cyy = sample_stats(T, G, Cpz, Czz)
@@ -471,7 +481,7 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
                       for k, s in enumerate(seeds)]).transpose(-1, -2)  # (S, I, r, d) = Qᵀ
     W0 = W0[:, None].expand(S, A, I, r, d).contiguous()
     out = train(risk, W0, optimizer=config.optimizer, steps=config.steps, lr=config.lr, tol=config.tol,
-                progress=progress)
+                ridge=problem.ridge, progress=progress)
 
     with torch.no_grad():
         Q = out.Q.transpose(-1, -2)  # (S, A, I, d, r)
