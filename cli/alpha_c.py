@@ -36,7 +36,8 @@ from dotattn.problem import ParameterError
 @click.option("--steps", type=int, default=3000, show_default=True, help="Iteration budget per run (>= 1).")
 @click.option("--tol", type=float, default=1e-7, show_default=True,
               help="batched-lbfgs: relative stationarity |grad R|/(|grad D| + lambda |Q|) to reach (> 0).")
-@click.option("--teacher", default="orthonormal", show_default=True, help="Teacher: orthonormal or gaussian.")
+@click.option("--teacher", default="gaussian", show_default=True,
+              help="Teacher: gaussian (SPEC) or orthonormal (Q*^T Q*/d = I exactly).")
 @click.option("--paired/--unpaired", default=True, show_default=True,
               help="Both starts on the same data (paired) or on independent seeds.")
 @click.option("--nested/--independent", default=True, show_default=True,

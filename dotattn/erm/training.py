@@ -53,7 +53,9 @@ normalised (per sample, per d), and is O(1) far from a stationary point. Near a 
 Hessian ``H ⪰ λ_min`` the loss gap is ``R − R* ≤ ‖∇R‖²/(2λ_min)``: with ``‖∇R‖ ≤ 1e-7 · 2λ‖Q‖``
 and ``λ_min`` of order ``λ`` (the directions only the ridge constrains) this is
 ``≤ 2·10⁻¹⁴ λ‖Q‖²``, i.e. a relative error of ``e_t`` far below the 1e-6 at which the two
-branches' training losses differ near α_c (SPEC section 4). A run whose line search fails
+branches' training losses differ near α_c (SPEC section 4). In float64 the Armijo test cannot
+see decreases below the rounding of ``R``; that puts a floor of a few 1e-9 under ``s`` (measured
+at d = 200 and 1000), so ``tol = 1e-7`` leaves a margin of ~10. A run whose line search fails
 twice in a row (the second time along −∇R after its memory was reset) is frozen with status
 *max_steps*: it did not meet the criterion.
 """
