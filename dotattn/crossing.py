@@ -33,23 +33,30 @@ FIT_MODELS: dict[str, float] = {"1/d": 1.0, "1/sqrt(d)": 0.5}
 """Finite-size models ``α_c(d) = α_c(∞) + a · d^(−ν)``: name -> ν."""
 
 
-def _parse(cls: type, row: Mapping[str, Any]) -> Any:
-    """Rebuild a flat record from a CSV/JSON row (strings or numbers); '' and None -> NaN/None."""
-    out = {}
-    for f in fields(cls):
-        v = row.get(f.name)
-        kind = str(f.type)
-        if kind.startswith("int"):
-            out[f.name] = int(float(v))
-        elif kind.startswith("float"):
-            out[f.name] = float("nan") if v in (None, "") else float(v)
-        else:
-            out[f.name] = "" if v is None else str(v)
-    return cls(**out)
+class _FlatRecord:
+    """``to_row`` / ``from_row`` for frozen dataclasses of int, float and str fields."""
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Any:
+        """Rebuild from a CSV/JSON row (strings or numbers); '' and None -> NaN (floats) or '' (str)."""
+        out = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            v = row.get(f.name)
+            kind = str(f.type)
+            if kind.startswith("int"):
+                out[f.name] = int(float(v))
+            elif kind.startswith("float"):
+                out[f.name] = float("nan") if v in (None, "") else float(v)
+            else:
+                out[f.name] = "" if v is None else str(v)
+        return cls(**out)
 
 
 @dataclass(frozen=True)
-class SeedCrossing:
+class SeedCrossing(_FlatRecord):
     """One seed's crossing at one (ω, d).
 
     ``alpha_c`` is NaN without a ``+ → −`` change; ``lo, hi`` the grid points that bracket it;
@@ -69,16 +76,9 @@ class SeedCrossing:
     valid: int
     excluded: str
 
-    def to_row(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "SeedCrossing":
-        return _parse(cls, row)
-
 
 @dataclass(frozen=True)
-class CellSummary:
+class CellSummary(_FlatRecord):
     """α_c over the seeds of one (ω, d) cell: mean, standard error, bootstrap interval (``level``).
 
     ``seeds`` is the number of seeds run, ``crossings`` how many have an α_c (they enter the
@@ -101,16 +101,9 @@ class CellSummary:
     excluded_points: int
     seconds: float
 
-    def to_row(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "CellSummary":
-        return _parse(cls, row)
-
 
 @dataclass(frozen=True)
-class FiniteSizeFit:
+class FiniteSizeFit(_FlatRecord):
     """``α_c(d) = alpha_inf + slope · d^(−nu)`` fitted to per-d means; bootstrap interval at ``level``.
 
     ``chi2`` is the weighted residual sum of squares (weights 1/se²) with ``dof`` degrees of freedom.
@@ -125,13 +118,6 @@ class FiniteSizeFit:
     chi2: float
     dof: int
     level: float
-
-    def to_row(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "FiniteSizeFit":
-        return _parse(cls, row)
 
 
 def crossings(alphas: Sequence[float], delta: np.ndarray,

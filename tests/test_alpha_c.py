@@ -6,26 +6,17 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import time
 
 import numpy as np
 import pytest
 import torch
 
-from dotattn import Problem
 from dotattn.crossing import (CROSSING, NO_CROSSING, SEVERAL, CellSummary, FiniteSizeFit, SeedCrossing,
                               bootstrap_mean_ci, crossings, fit_finite_size, summarise_cell)
 from dotattn.io import read_csv
 
 from clitools import ENV, dotattn_command
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+from test_erm import _one_thread  # noqa: F401  (autouse: one torch thread)
 
 
 # -- estimator -------------------------------------------------------------------------------
@@ -165,13 +156,11 @@ def test_bad_input_exits_2_with_one_line_and_no_folder(tmp_path, bad, word):
     for k, v in zip(bad[::2], bad[1::2]):
         args[k] = v
     flat = [x for kv in args.items() for x in kv]
-    t0 = time.perf_counter()
     res = _run(*flat, "--out", str(out))
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and word in lines[0]
     assert not out.exists()
-    assert time.perf_counter() - t0 < 30
 
 
 def test_d64_end_to_end_and_resume_from_cache(tmp_path):
