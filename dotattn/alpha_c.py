@@ -390,11 +390,11 @@ class AlphaCStudy:
 def _cell_key(problem: Problem, omega: float, d: int, cfg: AlphaCConfig) -> str:
     keep = {k: v for k, v in cfg.to_dict().items() if k not in ("omegas", "ds", "seed_chunk", "level", "n_boot",
                                                                "model", "device")}
-    return _key("cell", problem.to_dict(), omega, d, keep)
+    return _key("cell", {**problem.to_dict(), "omega": omega}, d, keep)
 
 
 def _theory_key(problem: Problem, omega: float, alphas: Sequence[float]) -> str:
-    return _key("theory", problem.to_dict(), omega, list(alphas))
+    return _key("theory", {**problem.to_dict(), "omega": omega}, list(alphas))
 
 
 def _tasks_map(tasks: list[tuple[str, tuple]], workers: int) -> Iterable[tuple[str, dict]]:
