@@ -33,6 +33,10 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                                                 "for all (alpha, init, seed) at once."),
     "compare": LazyCommand("dotattn.cli.compare", "Theory against ERM: eps_g, overlaps and training loss per "
                                                   "alpha and informed branch."),
+    "erm-alpha-c": LazyCommand("dotattn.cli.alpha_c", "Per-seed crossing of e_t(semantic start) - e_t(positional "
+                                                      "start) on paired data, per (omega, d); mean, bootstrap "
+                                                      "interval, no-crossing seeds; fit alpha_c(d) -> "
+                                                      "alpha_c(inf); the theory's alpha_c."),
 }
 
 # optional top-level package -> (what to call it, the pip extra that installs it)

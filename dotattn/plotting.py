@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
+from matplotlib import colormaps
 from matplotlib.colors import SymLogNorm
 from matplotlib.figure import Figure
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.phase_diagram import ColumnSummary
 
 __all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_comparison", "figure_finite_size",
-           "branch_series"]
+           "branch_series", "figure_alpha_c_delta", "figure_alpha_c_scaling"]
 
 COLOURS = {"positional": "tab:blue", "semantic": "tab:red"}
 BRANCH_STYLE = {"positional": (COLOURS["positional"], "o"), "semantic": (COLOURS["semantic"], "o"),
@@ -227,5 +228,67 @@ def figure_finite_size(points: Sequence[dict], theory: dict[str, float], alpha: 
     ax.set_xlim(left=-0.0005)
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.25)
+    fig.tight_layout()
+    return fig
+
+
+def figure_alpha_c_delta(curves: Sequence[dict], theory: Sequence[dict]) -> Figure:
+    """ERM α_c figure (a): mean Δe_t(α) = e_t(sem) − e_t(pos) over seeds (± standard error) per d,
+    one panel per ω, with the theory's Δe_t(α) and α_c.
+
+    ``curves``: dicts with omega, d, alpha, mean, se (arrays); ``theory``: dicts with omega,
+    alpha, delta (arrays, NaN where a branch is absent) and alpha_c (None if not in range).
+    """
+    omegas = sorted({float(t["omega"]) for t in theory} | {float(c["omega"]) for c in curves})
+    fig = _figure(figsize=(4.6 * len(omegas), 3.8))
+    axes = fig.subplots(1, len(omegas), squeeze=False)
+    ds = sorted({int(c["d"]) for c in curves})
+    cmap = colormaps["viridis"]
+    for ax, w in zip(axes[0], omegas):
+        for k, d in enumerate(ds):
+            for c in curves:
+                if abs(float(c["omega"]) - w) < 1e-12 and int(c["d"]) == d:
+                    ax.errorbar(c["alpha"], c["mean"], yerr=c["se"], marker="o", ms=3, lw=1, capsize=2,
+                                color=cmap(k / max(len(ds) - 1, 1)), label=f"ERM d = {d}")
+        for t in theory:
+            if abs(float(t["omega"]) - w) < 1e-12:
+                ax.plot(t["alpha"], t["delta"], "k-", lw=1.5, label="theory")
+                if t.get("alpha_c") is not None:
+                    ax.axvline(float(t["alpha_c"]), color="k", ls=":", lw=1, label=f"theory α_c = {t['alpha_c']:.3f}")
+        ax.axhline(0.0, color="grey", lw=0.6)
+        ax.set_xlabel("α = n/d")
+        ax.set_title(f"ω = {w:g}")
+    axes[0][0].set_ylabel("Δe_t = e_t(semantic) − e_t(positional)")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
+    """ERM α_c figure (b): α_c(d) (mean over seeds, bootstrap interval) against 1/d per ω, the
+    finite-size fit and its extrapolation (with interval) at 1/d = 0, and the theory's α_c.
+
+    ``points``: dicts with omega, inv_d, alpha_c, ci (``(K, 2)``), fit_x, fit_y (the fitted curve
+    against 1/d), fit_model, alpha_inf, alpha_inf_ci and theory_alpha_c.
+    """
+    fig = _figure(figsize=(5.6, 4.2))
+    ax = fig.subplots()
+    colours = colormaps["tab10"]
+    for k, p in enumerate(points):
+        col = colours(k)
+        ci = np.asarray(p["ci"], dtype=float).reshape(-1, 2)
+        y = np.asarray(p["alpha_c"], dtype=float)
+        ax.errorbar(p["inv_d"], y, yerr=[y - ci[:, 0], ci[:, 1] - y], fmt="o", color=col, capsize=3,
+                    label=f"ω = {p['omega']:g}: ERM")
+        ax.plot(p["fit_x"], p["fit_y"], "-", color=col, lw=1, label=f"fit {p['fit_model']}")
+        lo, hi = p["alpha_inf_ci"]
+        ax.errorbar([0.0], [p["alpha_inf"]], yerr=[[p["alpha_inf"] - lo], [hi - p["alpha_inf"]]], fmt="s",
+                    color=col, mfc="none", capsize=3)
+        if p.get("theory_alpha_c") is not None:
+            ax.axhline(float(p["theory_alpha_c"]), color=col, ls="--", lw=1, label=f"theory α_c = {p['theory_alpha_c']:.3f}")
+    ax.set_xlabel("1/d")
+    ax.set_ylabel("α_c (crossing of the paired training losses)")
+    ax.set_xlim(left=-0.0002)
+    ax.legend(fontsize=7)
     fig.tight_layout()
     return fig

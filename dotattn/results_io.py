@@ -23,9 +23,13 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+import numpy as np
+
+from dotattn.alpha_c import DELTA_COLUMNS, SAME_MINIMUM_TOL, AlphaCStudy, mean_curves
 from dotattn.catalogue import default_quadrature
+from dotattn.crossing import CellSummary, SeedCrossing
 from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, ComparisonRow, ErmRun,
                                 comparison_table, finite_size_points, first_difference, linear_baseline_points,
                                 theory_curves, theory_points)
@@ -36,7 +40,7 @@ from dotattn.problem import ParameterError, Problem
 from dotattn.records import BranchPoint
 
 __all__ = ["write_phase_diagram", "read_phase_diagram", "write_erm", "load_erm", "read_theory",
-           "compare_and_write"]
+           "compare_and_write", "write_alpha_c_study"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -229,3 +233,61 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
         paths["finite_size"] = str(out / "finite_size.png")
         save_figure(fig, paths["finite_size"], {"git_commit": prov["git_commit"]})
     return paths, table
+
+
+def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command: str = "",
+                  extra: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """crossings.csv, cells.csv, delta.csv, summary.json (with provenance) and the two figures."""
+    from dotattn import plotting
+    from dotattn.erm.training import STATUS_CONVERGED
+
+    out = Path(out_dir)
+    params = {"problem": study.problem.to_dict(), "config": study.config.to_dict(), "command": command,
+              "torch_threads": (extra or {}).get("threads"), **(extra or {})}
+    prov = provenance(params, seconds=study.seconds)
+    comment = f"dotattn erm-alpha-c {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; " \
+              "parameters in summary.json"
+    paths = {k: str(out / f"{k}.csv") for k in ("crossings", "cells", "delta")}
+    write_csv(paths["crossings"], [x.to_row() for x in study.crossings], [f for f in SeedCrossing.__dataclass_fields__],
+              comment=comment)
+    write_csv(paths["cells"], [s.to_row() for s in study.summaries], [f for f in CellSummary.__dataclass_fields__],
+              comment=comment)
+    write_csv(paths["delta"], [r for c in study.cells for r in c.delta_rows(STATUS_CONVERGED)], DELTA_COLUMNS,
+              comment=comment)
+    summary = {**study.summary_dict(), "provenance": prov, "wall_seconds": round(study.seconds, 3),
+               "cells_from_cache": study.from_cache,
+               "cell_compute_seconds": {f"{c.omega:g}/{c.d}": round(c.seconds, 1) for c in study.cells},
+               "theory_seconds": {f"{t['omega']:g}": round(t["seconds"], 1) for t in study.theory},
+               "estimator": {"crossing": "first + to - sign change of e_t(sem) - e_t(pos) between consecutive valid "
+                                         "grid points, linear interpolation",
+                             "valid": "both runs converged (relative stationarity <= tol) and in different minima "
+                                      f"(overlaps differ by >= {SAME_MINIMUM_TOL:g})",
+                             "interval": f"percentile bootstrap of the mean over seeds, {study.config.n_boot} "
+                                         f"replicas, level {study.config.level}",
+                             "extrapolation": "weighted least squares of per-d means against d^-nu, bootstrap over "
+                                              "seeds within each d"}}
+    paths["summary"] = str(out / "summary.json")
+    write_json(paths["summary"], summary)
+
+    curves = mean_curves(study, STATUS_CONVERGED)
+    theory = [{"omega": t["omega"], "alpha": np.array(t["alphas"], dtype=float),
+               "delta": np.array([np.nan if v is None else v for v in t["delta"]], dtype=float),
+               "alpha_c": t["alpha_c"]} for t in study.theory]
+    scaling = []
+    for w, th, fit in zip(study.config.omegas, study.theory, study.fits):
+        s_w = [s for s in study.summaries if abs(s.omega - w) < 1e-12]
+        x_line = np.linspace(0.0, 1.0 / min(study.config.ds), 50)
+        scaling.append({"omega": w, "inv_d": np.array([1.0 / s.d for s in s_w]),
+                        "alpha_c": np.array([s.alpha_c for s in s_w]),
+                        "ci": np.array([[s.ci_lo, s.ci_hi] for s in s_w]).reshape(-1, 2),
+                        "fit_x": x_line, "fit_y": fit.alpha_inf + fit.slope * x_line ** fit.nu,
+                        "fit_model": fit.model, "alpha_inf": fit.alpha_inf, "alpha_inf_ci": (fit.ci_lo, fit.ci_hi),
+                        "theory_alpha_c": th["alpha_c"]})
+    meta = {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
+            "created_utc": prov["created_utc"]}
+    figs = {"delta_et": plotting.figure_alpha_c_delta(curves, theory),
+            "alpha_c_vs_d": plotting.figure_alpha_c_scaling(scaling)}
+    for name, fig in figs.items():
+        paths[name] = str(out / f"{name}.png")
+        save_figure(fig, paths[name], meta)
+    return paths

@@ -20,7 +20,7 @@ import numpy as np
 from dotattn.problem import ParameterError, Problem, check_alpha
 
 __all__ = ["ErmConfig", "INIT_KINDS", "INIT_CHOICES", "INFORMED", "DTYPE_NAMES", "DEVICE_CHOICES", "OPTIMIZERS",
-           "DEFAULT_LR", "check_device_name", "available_memory", "MEMORY_FRACTION", "MAX_STEPS"]
+           "DEFAULT_LR", "TEACHERS", "check_device_name", "available_memory", "MEMORY_FRACTION", "MAX_STEPS"]
 
 INIT_KINDS: tuple[str, ...] = ("semantic", "positional", "random")
 INIT_CHOICES: dict[str, tuple[str, ...]] = {
@@ -29,8 +29,9 @@ INIT_CHOICES: dict[str, tuple[str, ...]] = {
 INFORMED: tuple[str, ...] = ("semantic", "positional")
 DTYPE_NAMES: tuple[str, ...] = ("float64", "float32")
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
-OPTIMIZERS: tuple[str, ...] = ("gd", "adam", "lbfgs")
-DEFAULT_LR: dict[str, float] = {"gd": 0.15, "adam": 0.01, "lbfgs": 1.0}
+OPTIMIZERS: tuple[str, ...] = ("gd", "adam", "lbfgs", "batched-lbfgs")
+TEACHERS: tuple[str, ...] = ("gaussian", "orthonormal")
+DEFAULT_LR: dict[str, float] = {"gd": 0.15, "adam": 0.01, "lbfgs": 1.0, "batched-lbfgs": 1.0}
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")
 MAX_STEPS = 10**8
 """Largest step budget per run."""
@@ -127,6 +128,9 @@ class ErmConfig:
     a list of :data:`INIT_KINDS`, ``seeds`` a count (seeds ``first_seed .. first_seed+count-1``;
     ``first_seed`` is an init-only argument, not stored) or a list; ``lr`` ``None`` means the
     optimiser's default (:data:`DEFAULT_LR`); ``device`` a name checked syntactically here.
+    ``teacher`` is one of :data:`TEACHERS` (i.i.d. N(0, 1) entries, or exactly orthonormal columns
+    Q*ᵀQ*/d = I); ``train_offset`` is the index of the first training sample in the seed's training
+    stream (0: the nested prefix; another offset gives a disjoint training set for the same teacher).
     """
 
     d: int
@@ -144,6 +148,8 @@ class ErmConfig:
     random_scale: float = 0.1
     baseline_ridge: float = 1e-8
     test_batch: int = 2048
+    teacher: str = "gaussian"
+    train_offset: int = 0
     first_seed: InitVar[int] = 0
 
     def __post_init__(self, first_seed: int = 0) -> None:
@@ -181,6 +187,9 @@ class ErmConfig:
         object.__setattr__(self, "random_scale", _positive("random_scale", self.random_scale, allow_zero=True))
         object.__setattr__(self, "baseline_ridge", _positive("baseline_ridge", self.baseline_ridge, allow_zero=True))
         object.__setattr__(self, "test_batch", _integer("test_batch", self.test_batch, 1))
+        if self.teacher not in TEACHERS:
+            raise ParameterError(f"teacher must be one of {', '.join(TEACHERS)}, got {self.teacher!r}")
+        object.__setattr__(self, "train_offset", _integer("train_offset", self.train_offset, 0))
 
     @property
     def ns(self) -> tuple[int, ...]:
@@ -219,6 +228,7 @@ class ErmConfig:
                 "seeds": list(self.seeds), "optimizer": self.optimizer, "steps": self.steps, "lr": self.lr,
                 "tol": self.tol, "test_samples": self.test_samples, "dtype": self.dtype, "device": self.device,
                 "positional_m0": self.positional_m0, "random_scale": self.random_scale,
-                "baseline_ridge": self.baseline_ridge, "test_batch": self.test_batch}
+                "baseline_ridge": self.baseline_ridge, "test_batch": self.test_batch, "teacher": self.teacher,
+                "train_offset": self.train_offset}
 
 

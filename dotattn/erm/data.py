@@ -25,9 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from dotattn.erm.config import TEACHERS
 from dotattn.problem import ParameterError, Problem
 
-__all__ = ["BLOCK", "STREAM_TEACHER", "STREAM_TRAIN", "STREAM_TEST", "STREAM_INIT", "generator",
+__all__ = ["BLOCK", "TEACHERS", "STREAM_TEACHER", "STREAM_TRAIN", "STREAM_TEST", "STREAM_INIT", "generator",
            "positional_basis", "positional_embeddings", "teacher_weights", "content_noise",
            "teacher_attention", "targets", "Dataset", "make_dataset"]
 
@@ -82,10 +83,23 @@ def positional_embeddings(G: np.ndarray, d: int, dtype: torch.dtype = torch.floa
 
 
 def teacher_weights(d: int, teacher_rank: int, seed: int, dtype: torch.dtype = torch.float64,
-                    device: torch.device | str = "cpu") -> torch.Tensor:
-    """Teacher ``Q*`` with i.i.d. N(0, 1) entries, shape ``(d, r_t)``."""
+                    device: torch.device | str = "cpu", kind: str = "gaussian") -> torch.Tensor:
+    """Teacher ``Q*``, shape ``(d, r_t)``: ``kind`` one of :data:`TEACHERS`.
+
+    ``gaussian``: i.i.d. N(0, 1) entries (SPEC section 1). ``orthonormal``: ``√d`` times the
+    orthonormal factor of the QR decomposition of the same Gaussian draw (signs fixed so that
+    ``diag R > 0``), so ``Q*ᵀQ*/d = I`` exactly; its columns span the same uniformly random
+    subspace, and ``Q*ᵀQ*/d → I`` for the Gaussian teacher as ``d → ∞``: the limit is the same.
+    """
+    if kind not in TEACHERS:
+        raise ParameterError(f"teacher must be one of {', '.join(TEACHERS)}, got {kind!r}")
     g = generator(seed, STREAM_TEACHER)
-    return torch.randn(d, teacher_rank, generator=g, dtype=torch.float64).to(dtype=dtype, device=device)
+    W = torch.randn(d, teacher_rank, generator=g, dtype=torch.float64)
+    if kind == "orthonormal":
+        Qf, Rf = torch.linalg.qr(W)
+        sign = torch.sign(torch.diagonal(Rf))
+        W = math.sqrt(d) * Qf * torch.where(sign == 0, 1.0, sign)
+    return W.to(dtype=dtype, device=device)
 
 
 def content_noise(n: int, L: int, d: int, sigma: float, seed: int, stream: int, start: int = 0,

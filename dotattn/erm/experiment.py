@@ -233,11 +233,12 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
 
     P = positional_embeddings(problem.G, d, dt, dev)
     G = P @ P.T
-    Q_star = torch.stack([teacher_weights(d, problem.teacher_rank, s, dt, dev) for s in seeds])  # (S, d, r_t)
+    Q_star = torch.stack([teacher_weights(d, problem.teacher_rank, s, dt, dev, config.teacher)
+                          for s in seeds])  # (S, d, r_t)
     X = torch.empty(S, N, L, d, dtype=dt, device=dev)
     T, Cpz, Czz = (torch.empty(S, N, L, L, dtype=dt, device=dev) for _ in range(3))
     for k, s in enumerate(seeds):
-        ds = make_dataset(problem, Q_star[k], P, N, s, STREAM_TRAIN)
+        ds = make_dataset(problem, Q_star[k], P, N, s, STREAM_TRAIN, config.train_offset)
         X[k], T[k], Cpz[k], Czz[k] = ds.X, ds.T, ds.Cpz, ds.Czz
         del ds
     Cxx, Cyx, cyy = sample_stats(T, G, Cpz, Czz)
@@ -249,7 +250,7 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
                       for k, s in enumerate(seeds)]).transpose(-1, -2)  # (S, I, r, d) = Qᵀ
     W0 = W0[:, None].expand(S, A, I, r, d).contiguous()
     out = train(risk, W0, optimizer=config.optimizer, steps=config.steps, lr=config.lr, tol=config.tol,
-                progress=progress)
+                ridge=problem.ridge, progress=progress)
 
     with torch.no_grad():
         Q = out.Q.transpose(-1, -2)  # (S, A, I, d, r)

@@ -1,0 +1,114 @@
+"""``dotattn erm-alpha-c``: the ERM crossing α_c per (ω, d), its finite-size scaling, and the theory's α_c.
+
+A thin shell over :func:`dotattn.alpha_c.run_study` and :func:`dotattn.results_io.write_alpha_c_study`.
+Everything is validated (torch-free, except the optimiser name) before any computation and
+before the output folder is created.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import time
+
+import click
+
+from dotattn.alpha_c import AlphaCConfig, run_study
+from dotattn.results_io import write_alpha_c_study
+from dotattn.cli.main import cli
+from dotattn.cli.options import parse_grid, problem_from_options, problem_options
+from dotattn.crossing import FIT_MODELS
+from dotattn.io import ensure_writable_dir
+from dotattn.problem import ParameterError
+
+
+@cli.command("erm-alpha-c")
+@click.option("--omega", "omegas", multiple=True, default=("0.3",), show_default=True,
+              help="omega values: repeat, comma list or start:stop:count.")
+@click.option("--d", "ds", multiple=True, default=("250,500,1000",), show_default=True,
+              help="Dimensions d (integers >= 2): repeat or comma list.")
+@click.option("--alpha", "alphas", multiple=True, default=("0.5:1.9:15",), show_default=True,
+              help="alpha grid (>= 2 values): repeat, comma list or start:stop:count.")
+@problem_options
+@click.option("--seeds", type=int, default=32, show_default=True, help="Seeds per (omega, d) cell (>= 2).")
+@click.option("--first-seed", type=int, default=0, show_default=True, help="First seed (seeds are consecutive).")
+@click.option("--optimizer", default="batched-lbfgs", show_default=True,
+              help="Optimiser (batched-lbfgs, gd, adam, lbfgs).")
+@click.option("--steps", type=int, default=3000, show_default=True, help="Iteration budget per run (>= 1).")
+@click.option("--tol", type=float, default=1e-7, show_default=True,
+              help="batched-lbfgs: relative stationarity |grad R|/(|grad D| + lambda |Q|) to reach (> 0).")
+@click.option("--teacher", default="gaussian", show_default=True,
+              help="Teacher: gaussian (SPEC) or orthonormal (Q*^T Q*/d = I exactly).")
+@click.option("--paired/--unpaired", default=True, show_default=True,
+              help="Both starts on the same data (paired) or on independent seeds.")
+@click.option("--nested/--independent", default=True, show_default=True,
+              help="Nested training sets across alpha, or an independent set per alpha (same teacher).")
+@click.option("--dtype", default="float64", show_default=True, help="float64 or float32.")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N (auto: CUDA when present).")
+@click.option("--seed-chunk", type=int, default=8, show_default=True, help="Seeds trained together (cached as a unit).")
+@click.option("--model", default="1/d", show_default=True, help=f"Finite-size model: {', '.join(FIT_MODELS)}.")
+@click.option("--level", type=float, default=0.95, show_default=True, help="Confidence level of the intervals.")
+@click.option("--workers", type=int, default=1, show_default=True, help="Worker processes over cells (>= 1).")
+@click.option("--threads", type=int, default=0, show_default=True,
+              help="torch CPU threads per process (0: torch's default).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
+@click.option("--theory/--no-theory", default=True, show_default=True,
+              help="Compute the theory's alpha_c and Delta e_t on the alpha grid (about a minute per omega).")
+@click.option("--quiet", is_flag=True, help="No progress bar and no table.")
+def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, seeds, first_seed,
+                optimizer, steps, tol, teacher, paired, nested, dtype, device, seed_chunk, model, level, workers,
+                threads, out_dir, theory, quiet):
+    """Per-seed crossing of e_t(semantic start) - e_t(positional start) on paired data, per (omega, d);
+    mean, bootstrap interval, no-crossing seeds; fit alpha_c(d) -> alpha_c(inf); the theory's alpha_c.
+
+    Writes OUT/crossings.csv, cells.csv, delta.csv, summary.json, delta_et.png, alpha_c_vs_d.png and
+    caches every finished chunk of seeds and cell under OUT/cache (rerun the same command to resume).
+    """
+    t0 = time.perf_counter()
+    omega_grid = parse_grid("omega", omegas)
+    d_grid = parse_grid("d", ds)
+    if any(not float(d).is_integer() for d in d_grid):
+        raise ParameterError("d values must be integers >= 2")
+    if workers < 1:
+        raise ParameterError(f"workers must be an integer >= 1, got {workers}")
+    if threads < 0:
+        raise ParameterError(f"threads must be an integer >= 0 (0: torch's default), got {threads}")
+    problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram)
+    if min(d_grid) < problem.L:
+        raise ParameterError(f"d must be >= L = {problem.L}, got {int(min(d_grid))}")
+    config = AlphaCConfig(omegas=tuple(omega_grid), ds=tuple(int(d) for d in d_grid), alphas=tuple(parse_grid("alpha", alphas)),
+                          seeds=seeds, first_seed=first_seed, optimizer=optimizer.strip().lower(), steps=steps, tol=tol,
+                          teacher=teacher, paired=paired, nested=nested, dtype=dtype, device=device,
+                          seed_chunk=seed_chunk, level=level, model=model)
+    from dotattn.erm.experiment import resolve_device
+    resolve_device(config.device)
+    out = ensure_writable_dir(out_dir)
+
+    total = sum(config.cost(d) for d in config.ds) * len(config.omegas)
+    show = not quiet and sys.stderr.isatty()
+    bar = click.progressbar(length=int(total), label="erm-alpha-c cells", show_eta=True, show_percent=True,
+                            file=sys.stderr) if show else None
+    try:
+        study = run_study(problem, config, cache_dir=out / "cache", workers=workers, threads=threads,
+                          theory=theory, progress=(lambda c: bar.update(int(c))) if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.render_finish()
+    command = "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    paths = write_alpha_c_study(study, out, command=command, extra={"threads": threads, "workers": workers})
+    if quiet:
+        return
+    click.echo(f"erm-alpha-c: {len(config.omegas)} omega x {len(config.ds)} d x {config.seeds} seeds in "
+               f"{time.perf_counter() - t0:.1f} s ({study.from_cache} units from cache)")
+    summ = study.summary_dict()["omegas"]
+    for w in summ:
+        th = w["theory_alpha_c"]
+        th_text = "not computed" if not theory else ("none in range" if th is None else f"{th:.4f}")
+        click.echo(f"omega = {w['omega']:g}: theory alpha_c = {th_text}")
+        for b in w["by_d"]:
+            click.echo(f"  d = {b['d']:<5d} alpha_c = {b['alpha_c']:.4f}  CI [{b['ci'][0]:.4f}, {b['ci'][1]:.4f}]"
+                       f"  seeds {b['seeds']}  no crossing {b['no_crossing']}  several {b['several_crossings']}")
+        e = w["extrapolated"]
+        click.echo(f"  d -> inf ({e['model']}): {e['alpha_c']:.4f}  CI [{e['ci'][0]:.4f}, {e['ci'][1]:.4f}]")
+    for path in paths.values():
+        click.echo(f"  wrote {path}")
