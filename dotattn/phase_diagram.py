@@ -13,6 +13,12 @@ function of plain arguments, so that a process pool or a Dask cluster can run it
    Brent's method to ``critical_tol``;
 4. α_lin: the smallest α at which ε_g of the selected branch drops below the linear baseline,
    by Brent's method on the branch's ε_g (or α_c itself where the switch of branch crosses it).
+5. the quadrature errors of α_c and α_lin: each branch's fixed point at the evaluation nearest
+   the root solved again on the coarse rule, |fine − coarse| of e_t (ε_g) divided by the slope of
+   the gap over the bracketing grid cell (:func:`root_uncertainty`).
+
+With fewer columns than workers the branches of a column are followed as separate tasks
+(:func:`column_branch`) and the column finished by :func:`finish_column` (same result).
 
 "None in range" is reported as None. The selected branch at each α is the lowest e_t among the
 branches that exist there (:func:`dotattn.branch.selected_at`). Reading and writing the
