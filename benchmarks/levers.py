@@ -6,7 +6,8 @@ Levers, cumulative, at omega = 0.3 on the default rule (GH k = 12 after coarse k
 * ``kernel``  : + the toy-model Newton kernel on coordinate columns (``prox._newton_toy``);
 * ``symmetry``: + the token symmetry folding the rule (``SolverOptions.symmetry``, the default);
 * ``secant``  : + a secant prediction of the next alpha's start along a branch
-  (:func:`dotattn.state_evolution.predict_start`; continuation only, not used by the sweeps yet).
+  (:func:`dotattn.state_evolution.predict_start`; ``Branch.secant``, off by default: it does not
+  pay on whole columns, see ``--column``).
 
 Measured for each lever: one fixed point per informed branch at alpha in {2, 1.25} by the public
 path (coarse then fine), the full catalogue ``solve(problem, 2)``, and continuation along a
@@ -15,10 +16,17 @@ does). Times are CPU (process) seconds, which a shared machine distorts less tha
 both are recorded. The change of every fixed point against ``plain`` is reported (max over the
 overlaps and e_t), so a lever that moves a result is visible.
 
+``--column``: one whole default omega column (``omega_column``: both branches along the default
+alpha grid, spinodals, alpha_c and alpha_lin by Brent) with the continuation start as it was
+(``warm``: the neighbouring fixed point), with the secant in ``Branch.follow`` and the spinodal
+bisection (``secant``), and also in ``Branch.at`` (``secant-at``: each side's neighbour and the
+next point beyond it); CPU time, fixed points, iterations, alpha_c and alpha_lin per variant.
+
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/levers.py            # about 1-2 min
     OMP_NUM_THREADS=1 python benchmarks/levers.py --quick    # catalogue and continuation skipped
+    OMP_NUM_THREADS=1 python benchmarks/levers.py --column   # whole columns at omega 0.1, 0.3 (~1 min)
 
 Writes ``benchmarks/results/levers.json`` (``--out`` to change).
 """
@@ -106,11 +114,73 @@ def continuation(problem, quad, options, secant: bool) -> dict:
     return out
 
 
+COLUMN_VARIANTS = {"warm": (False, False), "secant": (True, False), "secant-at": (True, True)}
+
+
+def columns(omegas: list[float]) -> dict:
+    """One default column per omega and per start variant (Branch.secant, Branch.secant_at)."""
+    import dotattn.branch as branch_module
+    from dotattn.phase_diagram import DEFAULT_ALPHAS, SweepSettings, omega_column
+
+    original = branch_module.iterate
+    stats = {"iterations": 0}
+
+    def counted(*a, **k):
+        fp = original(*a, **k)
+        stats["iterations"] += fp.iterations
+        return fp
+
+    out: dict = {}
+    defaults = branch_module.Branch.secant, branch_module.Branch.secant_at
+    branch_module.iterate = counted
+    try:
+        for omega in omegas:
+            problem = Problem(omega=omega)
+            settings = SweepSettings(default_quadrature(problem)).to_dict()
+            for name, (secant, secant_at) in COLUMN_VARIANTS.items():
+                branch_module.Branch.secant, branch_module.Branch.secant_at = secant, secant_at
+                stats["iterations"] = 0
+                col, wall, cpu = timed(lambda: omega_column(problem.to_dict(), omega, list(DEFAULT_ALPHAS), settings))
+                s = col["summary"]
+                rows = {(r["alpha"], r["branch"]): r for r in col["rows"]}
+                out[f"{omega}/{name}"] = {"omega": omega, "variant": name, "cpu_s": cpu, "wall_s": wall,
+                                          "fixed_points": col["fixed_points"], "iterations": stats["iterations"],
+                                          "alpha_c": s["alpha_c"], "alpha_lin": s["alpha_lin"],
+                                          "train_loss": {f"{a}/{b}": r["train_loss"] for (a, b), r in rows.items()}}
+                r = out[f"{omega}/{name}"]
+                base = out[f"{omega}/warm"]
+                de = max(abs((x or 0) - (base["train_loss"].get(k) or 0)) for k, x in r["train_loss"].items())
+                r["max_abs_train_loss_change_vs_warm"] = de
+                print(f"column omega={omega:<5g} {name:<10}: {cpu:6.2f} s cpu {wall:6.2f} s wall, "
+                      f"{r['fixed_points']} fixed points, {r['iterations']} iterations, alpha_c {s['alpha_c']:.6f}, "
+                      f"alpha_lin {s['alpha_lin'] if s['alpha_lin'] is None else round(s['alpha_lin'], 6)}, "
+                      f"max |de_t| vs warm {de:.1e}", flush=True)
+    finally:
+        branch_module.iterate = original
+        branch_module.Branch.secant, branch_module.Branch.secant_at = defaults
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fixed points only")
-    ap.add_argument("--out", default=str(HERE / "results" / "levers.json"))
+    ap.add_argument("--column", default=None, metavar="OMEGAS",
+                    help="only the whole-column comparison at these omega (comma list, e.g. 0.1,0.3)")
+    ap.add_argument("--out", default=None, help="default results/levers.json (results/levers_column.json with --column)")
     args = ap.parse_args(argv)
+    if args.column is not None:
+        t0 = time.perf_counter()
+        load_before = [round(x, 2) for x in os.getloadavg()]
+        omegas = [float(w) for w in args.column.split(",")]
+        res = columns(omegas)
+        out = {"provenance": provenance({"omegas": omegas, "variants": COLUMN_VARIANTS}, time.perf_counter() - t0),
+               "load_average": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
+               "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "columns": res}
+        path = args.out or str(HERE / "results" / "levers_column.json")
+        write_json(path, out)
+        print(f"wrote {path}")
+        return out
+    args.out = args.out or str(HERE / "results" / "levers.json")
     t0 = time.perf_counter()
     load_before = [round(x, 2) for x in os.getloadavg()]
     problem = Problem(omega=0.3)

@@ -80,7 +80,9 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
                f" ({pd.from_cache} columns from cache)")
     for s in pd.summaries:
         fmt = lambda x: "none in range" if x is None else f"{x:.4f}"  # noqa: E731
-        click.echo(f"  omega = {s.omega:<5g} alpha_c = {fmt(s.alpha_c):<14} alpha_lin = {fmt(s.alpha_lin):<14}"
+        pm = lambda x, e: fmt(x) + ("" if x is None or e is None else f" +- {e:.4f}")  # noqa: E731
+        click.echo(f"  omega = {s.omega:<5g} alpha_c = {pm(s.alpha_c, s.alpha_c_error):<22} "
+                   f"alpha_lin = {pm(s.alpha_lin, s.alpha_lin_error):<22}"
                    f" spinodal(sem) = {fmt(s.spinodal_semantic):<14} spinodal(pos) = {fmt(s.spinodal_positional)}")
     for name, path in paths.items():
         click.echo(f"  wrote {path}")

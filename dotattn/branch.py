@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from dotattn.catalogue import QuadratureSpec, branch_label, initialisations
+from dotattn.catalogue import QuadratureSpec, branch_label, coarse_difference, initialisations
 from dotattn.problem import Problem
 from dotattn.quadrature import GaussianRule
 from dotattn.records import BranchPoint
-from dotattn.state_evolution import FixedPoint, SolverOptions, iterate
+from dotattn.state_evolution import FixedPoint, SolverOptions, iterate, predict_start
 from dotattn.status import ABSENT
 
-__all__ = ["Branch", "follow_branches", "selected_at", "branch_records", "FOLLOWED_BRANCHES"]
+__all__ = ["Branch", "follow_branches", "branch_names", "selected_at", "branch_records", "FOLLOWED_BRANCHES"]
 
 FOLLOWED_BRANCHES = ("positional", "semantic")
 """The informed branches followed at every ω (plus ``mixed`` for a student of rank r >= 2)."""
@@ -29,7 +29,18 @@ class Branch:
 
     ``points`` α -> converged fixed point on the branch; ``failed`` α -> the result where the
     branch was sought but not found (a failure, or a fixed point on another branch).
+    ``secant`` (default off): start continuation and bisection steps from the secant through the
+    last two points (:func:`dotattn.state_evolution.predict_start`) rather than from the last
+    point; ``secant_at`` (default off): likewise in :meth:`at`, from each side's neighbour and
+    the next point beyond it. Measured on whole default columns (``benchmarks/levers.py
+    --column``): neither pays (−1.5 % / −5 % iterations at ω = 0.3, none at ω = 0.1, CPU time
+    unchanged or worse), and at ω = 0.1, where the positional branch has several nearby fixed
+    points on the default rule, both land on other ones (e_t 3e-6 apart) and ``secant_at`` moves
+    α_c by 5e-4 (0.7546 instead of 0.7551), so α_c would again depend on the grid.
     """
+
+    secant: bool = False
+    secant_at: bool = False
 
     def __init__(self, name: str, problem: Problem, rule: GaussianRule, coarse: GaussianRule | None,
                  options: SolverOptions, report: Callable[[], None] | None = None) -> None:
@@ -41,8 +52,9 @@ class Branch:
     def on_branch(self, fp: FixedPoint) -> bool:
         return fp.converged and branch_label(fp.overlaps, self.problem) == self.name
 
-    def solve_from(self, alpha: float, start: FixedPoint | None) -> FixedPoint:
-        """Fixed point at α, warm-started from ``start`` (or the informed initialisation)."""
+    def solve_from(self, alpha: float, start: FixedPoint | None, before: FixedPoint | None = None) -> FixedPoint:
+        """Fixed point at α, warm-started from ``start`` (or the informed initialisation); with
+        ``before`` (a point of the branch beyond ``start``) from the secant through the two."""
         if start is None:
             init = dict(initialisations(self.problem, 0))[self.name]
             if self.coarse is not None:
@@ -50,22 +62,42 @@ class Branch:
                 init = pre.overlaps if pre.converged else init
             fp = iterate(self.problem, alpha, init, self.rule, self.options)
         else:
-            fp = iterate(self.problem, alpha, start.overlaps, self.rule, self.options, warm=start.prox_h)
+            init, warm = predict_start(self.problem, alpha, start, before if self.secant else None)
+            fp = iterate(self.problem, alpha, init, self.rule, self.options, warm=warm)
         if self.report is not None:
             self.report()
         return fp
 
-    def neighbours(self, alpha: float) -> list[FixedPoint]:
-        """The known fixed points nearest to α from below and from above (one or two)."""
-        below = [a for a in self.points if a <= alpha]
-        above = [a for a in self.points if a > alpha]
-        return [self.points[a] for a in ((max(below) if below else None), (min(above) if above else None))
-                if a is not None]
+    def quadrature_error(self, fp: FixedPoint) -> dict | None:
+        """Quadrature-error estimate of e_t and ε_g of a fixed point of this branch
+        (``{"train_loss", "test_error", "method"}``): the QMC standard errors it carries, else
+        |fine − coarse| from solving it again on the coarse rule (from its overlaps, at its α; a
+        conservative estimate, as in the catalogue). None without a coarse rule, or if the coarse
+        solve does not converge on this branch."""
+        if "train_loss" in fp.quadrature_error:
+            return fp.quadrature_error
+        if self.coarse is None or not self.on_branch(fp):
+            return None
+        coarse = iterate(self.problem, fp.alpha, fp.overlaps, self.coarse, self.options)
+        if self.report is not None:
+            self.report()
+        if not self.on_branch(coarse):
+            return None
+        return coarse_difference(fp, coarse, f"|{self.rule.size} nodes - {self.coarse.size} nodes|")
+
+    def neighbours(self, alpha: float) -> list[tuple[FixedPoint, FixedPoint | None]]:
+        """The known fixed points nearest to α from below and from above (one or two), each with
+        the next known point beyond it on the same side (None if there is none)."""
+        below = sorted(a for a in self.points if a <= alpha)[::-1]
+        above = sorted(a for a in self.points if a > alpha)
+        return [(self.points[side[0]], self.points[side[1]] if len(side) > 1 else None)
+                for side in (below, above) if side]
 
     def at(self, alpha: float) -> FixedPoint | None:
         """The branch at an off-grid α (for Brent); None if it is not found there.
 
-        Solved warm from the known neighbour on each side; of the results on the branch, the one
+        Solved from the known neighbour on each side (secant through it and the next point on
+        that side, :attr:`secant_at`); of the results on the branch, the one
         of lowest e_t. On a discretised rule one branch can have several nearby fixed points (e.g.
         the positional branch at ω <= 0.2 on the 12-point rule: m = 0.172 and 0.182 at ω = 0.1,
         α = 0.755, e_t differing by 3e-7), reached from different sides; taking the lower one
@@ -75,8 +107,9 @@ class Branch:
         """
         if alpha in self.points:
             return self.points[alpha]
-        found = [fp for fp in (self.solve_from(alpha, start) for start in self.neighbours(alpha) or [None])
-                 if self.on_branch(fp)]
+        starts = self.neighbours(alpha) or [(None, None)]
+        found = [fp for fp in (self.solve_from(alpha, start, before if self.secant_at else None)
+                               for start, before in starts) if self.on_branch(fp)]
         return min(found, key=lambda fp: fp.train_loss) if found else None
 
     def follow(self, alphas: list[float], seed_order: list[int]) -> None:
@@ -92,14 +125,15 @@ class Branch:
         if seed is None:
             return
         for step in (-1, 1):
-            prev = self.points[alphas[seed]]
+            prev, before = self.points[alphas[seed]], None
             i = seed + step
             while 0 <= i < len(alphas):
-                fp = self.solve_from(alphas[i], prev)
+                fp = self.solve_from(alphas[i], prev, before)
                 if not self.on_branch(fp):
                     self.failed[alphas[i]] = fp
                     break
-                self.points[alphas[i]] = prev = fp
+                self.points[alphas[i]] = fp
+                before, prev = prev, fp
                 i += step
 
     def spinodals(self, alphas: list[float], tol: float) -> dict[str, float | None]:
@@ -113,12 +147,12 @@ class Branch:
             if outside is None:
                 continue
             good, bad = inside, outside
-            start = self.points[inside]
+            start, before = self.points[inside], None
             while abs(bad - good) > tol:
                 mid = 0.5 * (good + bad)
-                fp = self.solve_from(mid, start)
+                fp = self.solve_from(mid, start, before)
                 if self.on_branch(fp):
-                    good, start = mid, fp
+                    good, start, before = mid, fp, start
                 else:
                     bad = mid
             out[side] = 0.5 * (good + bad)
@@ -142,20 +176,27 @@ def _neighbour(grid: list[float], a: float, step: int) -> float | None:
     return grid[i] if 0 <= i < len(grid) else None
 
 
+def branch_names(problem: Problem) -> tuple[str, ...]:
+    """The informed branches followed at every ω: positional and semantic, and for a student of
+    rank r >= 2 also the mixed branch (one positional and one semantic direction), which the pure
+    branches can be unstable towards."""
+    return FOLLOWED_BRANCHES + (("mixed",) if problem.rank >= 2 else ())
+
+
 def follow_branches(problem: Problem, alphas: list[float], quadrature: QuadratureSpec,
-                    options: SolverOptions, report: Callable[[], None] | None = None) -> dict[str, Branch]:
-    """The informed branches followed along the sorted ``alphas``: positional and semantic, and
-    for a student of rank r >= 2 also the mixed branch (one positional and one semantic
-    direction), which the pure branches can be unstable towards. ``report()`` is called after
-    every fixed point solved, here and later on these branches (progress)."""
+                    options: SolverOptions, report: Callable[[], None] | None = None,
+                    names: tuple[str, ...] | None = None) -> dict[str, Branch]:
+    """The informed branches (``names``, default :func:`branch_names`) followed along the sorted
+    ``alphas``, each independently of the others: positional seeded from the smallest α, the
+    others from the largest. ``report()`` is called after every fixed point solved, here and
+    later on these branches (progress)."""
     D = problem.gaussian_dim
     rule, coarse = quadrature.rule(D), quadrature.coarse_rule(D)
     n = len(alphas)
-    names = FOLLOWED_BRANCHES + (("mixed",) if problem.rank >= 2 else ())
+    names = branch_names(problem) if names is None else names
     branches = {name: Branch(name, problem, rule, coarse, options, report) for name in names}
-    branches["positional"].follow(alphas, list(range(n)))
-    for name in names[1:]:
-        branches[name].follow(alphas, list(range(n - 1, -1, -1)))
+    for name, branch in branches.items():
+        branch.follow(alphas, list(range(n)) if name == "positional" else list(range(n - 1, -1, -1)))
     return branches
 
 

@@ -27,7 +27,7 @@ from dotattn.status import BRANCHES, NO_BRANCH
 from dotattn.status import branch_label as _label
 
 __all__ = ["CatalogueEntry", "Catalogue", "QuadratureSpec", "solve", "branch_label", "initialisations",
-           "default_quadrature", "BRANCHES", "QUADRATURE_KINDS"]
+           "default_quadrature", "coarse_difference", "BRANCHES", "QUADRATURE_KINDS"]
 
 QUADRATURE_KINDS: tuple[str, ...] = ("gauss-hermite", "qmc")
 _STANDARD = {"gauss-hermite": (12, 6), "qmc": (14, 11)}  # (order, coarse order) of each kind's standard rule
@@ -324,10 +324,14 @@ def _with_coarse_error(fine: FixedPoint, coarse: FixedPoint, quad: QuadratureSpe
     from the coarse rule (a conservative bound: the coarse rule is much cruder than the fine one)."""
     if not fine.converged or quad.kind == "qmc":
         return fine
-    est = {"train_loss": abs(fine.train_loss - coarse.train_loss),
-           "test_error": abs(fine.test_error - coarse.test_error),
-           "method": f"|order {quad.order} - order {quad.coarse_order}|"}
-    return replace(fine, quadrature_error=est)
+    return replace(fine, quadrature_error=coarse_difference(fine, coarse, f"|order {quad.order} - order {quad.coarse_order}|"))
+
+
+def coarse_difference(fine: FixedPoint, coarse: FixedPoint, method: str) -> dict[str, Any]:
+    """Quadrature-error estimate of a fixed point from the same fixed point on a coarser rule:
+    ``{"train_loss": |Δe_t|, "test_error": |Δε_g|, "method": method}``."""
+    return {"train_loss": abs(fine.train_loss - coarse.train_loss),
+            "test_error": abs(fine.test_error - coarse.test_error), "method": method}
 
 
 def _quadrature_check(problem: Problem, alpha: float, entries: tuple[CatalogueEntry, ...],

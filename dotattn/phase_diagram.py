@@ -13,6 +13,12 @@ function of plain arguments, so that a process pool or a Dask cluster can run it
    Brent's method to ``critical_tol``;
 4. α_lin: the smallest α at which ε_g of the selected branch drops below the linear baseline,
    by Brent's method on the branch's ε_g (or α_c itself where the switch of branch crosses it).
+5. the quadrature errors of α_c and α_lin: each branch's fixed point at the evaluation nearest
+   the root solved again on the coarse rule, |fine − coarse| of e_t (ε_g) divided by the slope of
+   the gap over the bracketing grid cell (:func:`root_uncertainty`).
+
+With fewer columns than workers the branches of a column are followed as separate tasks
+(:func:`column_branch`) and the column finished by :func:`finish_column` (same result).
 
 "None in range" is reported as None. The selected branch at each α is the lowest e_t among the
 branches that exist there (:func:`dotattn.branch.selected_at`). Reading and writing the
@@ -34,7 +40,8 @@ import numpy as np
 from scipy.optimize import brentq
 
 from dotattn.baseline import linear_baseline_test_error
-from dotattn.branch import FOLLOWED_BRANCHES, Branch, branch_records, follow_branches, selected_at
+from dotattn.branch import (FOLLOWED_BRANCHES, Branch, branch_names, branch_records, follow_branches,
+                            selected_at)
 from dotattn.catalogue import QuadratureSpec, default_quadrature
 from dotattn.io import read_json_if_valid, remove_stale_tmp, write_json
 from dotattn.problem import ParameterError, Problem, check_alpha, check_number
@@ -42,23 +49,28 @@ from dotattn.records import BRANCH_POINT_COLUMNS, BranchPoint
 from dotattn.rows import read_float
 from dotattn.runner import (Interrupted, ProgressState, RunLock, as_interrupted, check_dask_address, check_workers,
                             run_tasks)
-from dotattn.state_evolution import SolverOptions
+from dotattn.state_evolution import FixedPoint, SolverOptions
 
-__all__ = ["SweepSettings", "ColumnSummary", "omega_column", "branch_points", "PhaseDiagram", "run_phase_diagram",
-           "check_grids", "check_figure_omega", "cached_columns",
+__all__ = ["SweepSettings", "ColumnSummary", "omega_column", "column_branch", "finish_column", "branch_points", "PhaseDiagram", "run_phase_diagram",
+           "check_grids", "check_figure_omega", "cached_columns", "root_uncertainty",
            "column_fixed_points_estimate", "estimate_seconds", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS",
            "FOLLOWED_BRANCHES"]
 
 DEFAULT_OMEGAS = tuple(round(0.05 * i, 10) for i in range(10))  # 0, 0.05, ..., 0.45
 DEFAULT_ALPHAS = tuple(round(0.1 * i, 10) for i in range(1, 26))  # 0.1, ..., 2.5
-EXTRA_FIXED_POINTS_PER_COLUMN = 20
-"""Fixed points a column solves besides the grid (Brent for α_c and α_lin, spinodals): rough
-(measured 18 for the toy model at ω = 0.3 on the default grid and rule)."""
-SECONDS_PER_FIXED_POINT_NODE = 4e-5
-"""Rough CPU seconds per fixed point per node of the fine rule (measured 57 s for the 68 fixed
-points of that column on 20,736 nodes, 2-core machine shared with other work)."""
-SECONDS_PER_FIXED_POINT = 0.05
-"""Rough CPU seconds per fixed point besides the nodes (small rules)."""
+EXTRA_FIXED_POINTS_PER_COLUMN = 21
+"""Fixed points a column solves besides the grid (Brent for α_c and α_lin, spinodals, the coarse
+solves of the α_c and α_lin errors): rough (measured 21 for the toy model at ω = 0.1…0.4 on the
+default grid and rule, 25 at ω <= 0.05, 10 at ω = 0.45)."""
+SECONDS_PER_FIXED_POINT_NODE = 4.3e-6
+"""Rough CPU seconds per fixed point per node of the fine rule: the default phase diagram took
+74.7 s of column CPU time for 707 fixed points (0.106 s each) on 20,736 nodes, at load average
+1.1-1.6 on the 2-core machine (commit after 280bf8d, token symmetry on)."""
+SECONDS_PER_FIXED_POINT = 0.017
+"""Rough CPU seconds per fixed point besides the nodes (from the ω = 0.3 column on Gauss-Hermite 8,
+4,096 nodes: 0.032 s per fixed point)."""
+COLUMN_FORMAT = 2
+"""Version of a column result's content (part of the cache key): 2 added the α_c, α_lin errors."""
 ROW_COLUMNS = list(BRANCH_POINT_COLUMNS)
 """Columns of ``phase_diagram.csv``: one :class:`dotattn.records.BranchPoint` per row."""
 
@@ -125,6 +137,10 @@ class ColumnSummary:
     ``spinodals``: branch -> {"lower": α or None, "upper": α or None};
     ``spinodal_semantic`` = the semantic branch's lower end, ``spinodal_positional`` = the
     positional branch's upper end; ``seconds``: compute time of the column.
+    ``alpha_c_error``, ``alpha_lin_error``: quadrature-error estimates of α_c and α_lin
+    (:func:`root_uncertainty` of the e_t gap, resp. of ε_g, with the fixed points' quadrature
+    errors from :meth:`dotattn.branch.Branch.quadrature_error`); None where the root is None or
+    no estimate is available (no coarse rule).
     """
 
     omega: float
@@ -135,10 +151,14 @@ class ColumnSummary:
     spinodals: dict
     linear_baseline_test_error: float
     seconds: float
+    alpha_c_error: float | None = None
+    alpha_lin_error: float | None = None
 
     def to_row(self) -> dict[str, Any]:
-        return {"omega": self.omega, "alpha_c": self.alpha_c, "spinodal_semantic": self.spinodal_semantic,
+        return {"omega": self.omega, "alpha_c": self.alpha_c, "alpha_c_error": self.alpha_c_error,
+                "spinodal_semantic": self.spinodal_semantic,
                 "spinodal_positional": self.spinodal_positional, "alpha_lin": self.alpha_lin,
+                "alpha_lin_error": self.alpha_lin_error,
                 "linear_baseline_test_error": self.linear_baseline_test_error, "spinodals": self.spinodals,
                 "seconds": self.seconds}
 
@@ -148,7 +168,8 @@ class ColumnSummary:
         return cls(omega=float(row["omega"]), alpha_c=opt(row["alpha_c"]), alpha_lin=opt(row["alpha_lin"]),
                    spinodal_semantic=opt(row["spinodal_semantic"]), spinodal_positional=opt(row["spinodal_positional"]),
                    spinodals=dict(row["spinodals"]), linear_baseline_test_error=float(row["linear_baseline_test_error"]),
-                   seconds=read_float(row.get("seconds")))
+                   seconds=read_float(row.get("seconds")), alpha_c_error=opt(row.get("alpha_c_error")),
+                   alpha_lin_error=opt(row.get("alpha_lin_error")))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -176,94 +197,184 @@ def omega_column(problem_dict: dict[str, Any], omega: float, alphas: list[float]
     problem = Problem.from_dict({**problem_dict, "omega": omega})
     settings = SweepSettings.from_dict(settings_dict)
     alphas = sorted(alphas)
-    count = [0]
+    count = _Counter(report)
+    branches = _follow(problem, alphas, settings, count)
+    return _finish(problem, omega, alphas, settings, branches, count, t0)
 
-    def counted() -> None:
-        count[0] += 1
-        if report is not None:
-            report()
 
-    branches = _follow(problem, alphas, settings, counted)
+def column_branch(problem_dict: dict[str, Any], omega: float, alphas: list[float], settings_dict: dict[str, Any],
+                  name: str, report: Callable[[], None] | None = None) -> dict[str, Any]:
+    """First stage of a column split by branch (when there are fewer ω columns than workers): the
+    branch ``name`` followed along the α grid, as ``{"branch": Branch, "seconds", "fixed_points"}``
+    (picklable; :func:`finish_column` is the second stage)."""
+    t0 = time.perf_counter()
+    problem = Problem.from_dict({**problem_dict, "omega": omega})
+    settings = SweepSettings.from_dict(settings_dict)
+    count = _Counter(report)
+    branch = follow_branches(problem, sorted(alphas), settings.quadrature, settings.options, count, (name,))[name]
+    branch.report = None
+    return {"branch": branch, "seconds": time.perf_counter() - t0, "fixed_points": count.n}
+
+
+def finish_column(problem_dict: dict[str, Any], omega: float, alphas: list[float], settings_dict: dict[str, Any],
+                  parts: list[dict[str, Any]], report: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Second stage of a split column: spinodals, α_c, α_lin and the records from the followed
+    branches (the :func:`column_branch` results of every branch of :func:`dotattn.branch.branch_names`);
+    the same result as :func:`omega_column` (its ``seconds`` counts both stages)."""
+    t0 = time.perf_counter() - sum(p["seconds"] for p in parts)
+    problem = Problem.from_dict({**problem_dict, "omega": omega})
+    count = _Counter(report, sum(p["fixed_points"] for p in parts))
+    by_name = {p["branch"].name: p["branch"] for p in parts}
+    branches = {name: by_name[name] for name in branch_names(problem)}
+    for b in branches.values():
+        b.report = count
+    return _finish(problem, omega, sorted(alphas), SweepSettings.from_dict(settings_dict), branches, count, t0)
+
+
+class _Counter:
+    """Progress callback that counts the fixed points solved and passes each on to ``report``."""
+
+    def __init__(self, report: Callable[[], None] | None, n: int = 0) -> None:
+        self.report, self.n = report, n
+
+    def __call__(self) -> None:
+        self.n += 1
+        if self.report is not None:
+            self.report()
+
+
+def _finish(problem: Problem, omega: float, alphas: list[float], settings: SweepSettings,
+            branches: dict[str, Branch], count: _Counter, t0: float) -> dict[str, Any]:
+    """Spinodals, α_c, α_lin (with their quadrature errors) and the records of a column whose
+    branches are followed; the column result of :func:`omega_column`."""
     spinodals = {name: branches[name].spinodals(alphas, settings.spinodal_tol) for name in FOLLOWED_BRANCHES}
     eps_lin = linear_baseline_test_error(problem)
-    alpha_c = _critical_alpha(branches, alphas, settings.critical_tol)
-    alpha_lin = _baseline_alpha(branches, alphas, alpha_c, eps_lin, settings.critical_tol)
-    summary = ColumnSummary(omega=omega, alpha_c=alpha_c, alpha_lin=alpha_lin,
+    critical = _critical_root(branches, alphas, settings.critical_tol)
+    alpha_c = critical.alpha if critical is not None else None
+    alpha_c_error = _root_error(branches, critical, "train_loss")
+    alpha_lin, alpha_lin_error = _baseline_alpha(branches, alphas, critical, alpha_c_error, eps_lin,
+                                                 settings.critical_tol)
+    summary = ColumnSummary(omega=omega, alpha_c=alpha_c, alpha_lin=alpha_lin, alpha_c_error=alpha_c_error,
+                            alpha_lin_error=alpha_lin_error,
                             spinodal_semantic=spinodals["semantic"]["lower"],
                             spinodal_positional=spinodals["positional"]["upper"], spinodals=spinodals,
                             linear_baseline_test_error=eps_lin, seconds=time.perf_counter() - t0)
     return {"omega": omega, "rows": [p.to_row() for p in branch_records(branches, omega, alphas)],
-            "summary": summary.to_row(), "fixed_points": count[0]}
+            "summary": summary.to_row(), "fixed_points": count.n}
 
 
-def _critical_alpha(branches: dict[str, Branch], alphas: list[float], tol: float) -> float | None:
+@dataclass(frozen=True)
+class _Root:
+    """A root found by Brent's method: α, the slope of the function there (the secant over the
+    grid cell that bracketed it) and, per branch, the fixed point at the evaluated α nearest the root."""
+
+    alpha: float
+    slope: float
+    nearest: dict[str, FixedPoint]
+
+
+def root_uncertainty(errors: Sequence[float | None], slope: float) -> float | None:
+    """First-order shift of a simple root of f(α) when f is perturbed by at most Σ|errors_i|
+    (the quadrature errors of the terms of f): Σ|δ_i| / |f'(root)|. None if an error is unknown
+    or the slope is zero or not finite."""
+    if any(e is None or not np.isfinite(e) for e in errors) or not np.isfinite(slope) or slope == 0:
+        return None
+    return float(sum(abs(e) for e in errors) / abs(slope))
+
+
+def _brent(f: Callable[[float], tuple[float, dict[str, FixedPoint]]], a: float, b: float, tol: float) -> _Root:
+    """Brent's method on f(x) = (value, fixed points behind it) over [a, b] to ``tol`` in x (each x
+    evaluated once); ValueError unless f(a), f(b) have opposite signs, :class:`_BranchLost` propagates."""
+    seen: dict[float, tuple[float, dict[str, FixedPoint]]] = {}
+
+    def value(x: float) -> float:
+        if x not in seen:
+            seen[x] = f(x)
+        return seen[x][0]
+    root = float(brentq(value, a, b, xtol=tol, rtol=4 * np.finfo(float).eps))
+    nearest = seen[min(seen, key=lambda x: abs(x - root))][1]
+    return _Root(alpha=root, slope=(seen[b][0] - seen[a][0]) / (b - a), nearest=nearest)
+
+
+def _root_error(branches: dict[str, Branch], root: _Root | None, key: str) -> float | None:
+    """Quadrature-error estimate of a root of a difference of the branches' ``key`` (train_loss or
+    test_error): :func:`root_uncertainty` with each branch's error at the fixed point nearest the root."""
+    if root is None:
+        return None
+    errors = [(branches[name].quadrature_error(fp) or {}).get(key) for name, fp in root.nearest.items()]
+    return root_uncertainty(errors, root.slope)
+
+
+def _critical_root(branches: dict[str, Branch], alphas: list[float], tol: float) -> _Root | None:
     """Root of e_t(sem) − e_t(pos) from positional-lower to semantic-lower, by Brent's method."""
     pos, sem = branches["positional"], branches["semantic"]
     both = [a for a in alphas if a in pos.points and a in sem.points]
     gap = {a: sem.points[a].train_loss - pos.points[a].train_loss for a in both}
     for a, b in zip(both, both[1:]):
         if gap[a] > 0 >= gap[b] and alphas.index(b) - alphas.index(a) == 1:
-            def f(x: float) -> float:
-                if x == a:
-                    return gap[a]
-                if x == b:
-                    return gap[b]
-                p, s = pos.at(x), sem.at(x)
+            def f(x: float) -> tuple[float, dict[str, FixedPoint]]:
+                p, s = (pos.points[x], sem.points[x]) if x in (a, b) else (pos.at(x), sem.at(x))
                 if p is None or s is None:
                     raise _BranchLost(x)
-                return s.train_loss - p.train_loss
+                return s.train_loss - p.train_loss, {"positional": p, "semantic": s}
             try:
-                return float(brentq(f, a, b, xtol=tol, rtol=4 * np.finfo(float).eps))
+                return _brent(f, a, b, tol)
             except _BranchLost:
                 return None
     return None
+
+
+def _critical_alpha(branches: dict[str, Branch], alphas: list[float], tol: float) -> float | None:
+    """α_c: the root of e_t(sem) − e_t(pos) (:func:`_critical_root`), or None."""
+    root = _critical_root(branches, alphas, tol)
+    return root.alpha if root is not None else None
 
 
 class _BranchLost(RuntimeError):
     pass
 
 
-def _branch_root(branch: Branch, key: str, level: float, a: float, b: float, known: dict[float, float],
-                 tol: float) -> float | None:
+def _branch_root(branch: Branch, key: str, level: float, a: float, b: float, tol: float) -> _Root | None:
     """Root in [a, b] of (``key`` of the branch's fixed point) − ``level`` by Brent's method."""
-    def f(x: float) -> float:
-        if x in known:
-            return known[x]
-        fp = branch.at(x)
+    def f(x: float) -> tuple[float, dict[str, FixedPoint]]:
+        fp = branch.points[x] if x in branch.points else branch.at(x)
         if fp is None:
             raise _BranchLost(x)
-        return getattr(fp, key) - level
+        return getattr(fp, key) - level, {branch.name: fp}
     try:
-        return float(brentq(f, a, b, xtol=tol))
+        return _brent(f, a, b, tol)
     except (_BranchLost, ValueError):
         return None
 
 
-def _baseline_alpha(branches: dict[str, Branch], alphas: list[float], alpha_c: float | None, eps_lin: float,
-                    tol: float) -> float | None:
-    """Smallest α where ε_g of the selected branch falls below ε_lin (None if not in range)."""
+def _baseline_alpha(branches: dict[str, Branch], alphas: list[float], critical: _Root | None,
+                    alpha_c_error: float | None, eps_lin: float, tol: float) -> tuple[float | None, float | None]:
+    """Smallest α where ε_g of the selected branch falls below ε_lin (None if not in range), and its
+    quadrature-error estimate (that of α_c where the switch of branch at α_c crosses the line)."""
+    alpha_c = critical.alpha if critical is not None else None
     grid = [a for a in alphas if selected_at(branches, a) is not None]
     if not grid:
-        return None
+        return None, None
     first = selected_at(branches, grid[0])
     if branches[first].points[grid[0]].test_error < eps_lin:
-        return None  # already below at the smallest α: the crossing is not in range
+        return None, None  # already below at the smallest α: the crossing is not in range
     for a, b in zip(grid, grid[1:]):
         sa, sb = selected_at(branches, a), selected_at(branches, b)
-        ea = branches[sa].points[a].test_error - eps_lin
         eb = branches[sb].points[b].test_error - eps_lin
         if eb >= 0:
             continue
         if sa == sb:
-            return _branch_root(branches[sa], "test_error", eps_lin, a, b, {a: ea, b: eb}, tol)
+            root = _branch_root(branches[sa], "test_error", eps_lin, a, b, tol)
         # the selected branch switches inside (a, b): at α_c if the switch crosses the line
-        if alpha_c is not None and a <= alpha_c <= b:
+        elif alpha_c is not None and a <= alpha_c <= b:
             fp = branches[sb].at(alpha_c)
             if fp is not None and fp.test_error < eps_lin:
-                return alpha_c
-            return _branch_root(branches[sb], "test_error", eps_lin, alpha_c, b, {b: eb}, tol)
-        return b
-    return None
+                return alpha_c, alpha_c_error
+            root = _branch_root(branches[sb], "test_error", eps_lin, alpha_c, b, tol)
+        else:
+            return b, None
+        return (root.alpha, _root_error(branches, root, "test_error")) if root is not None else (None, None)
+    return None, None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -286,7 +397,8 @@ class PhaseDiagram:
 def _cache_key(problem: Problem, omega: float, alphas: list[float], settings: SweepSettings) -> str:
     from dotattn import __version__
     blob = json.dumps({"problem": {**problem.to_dict(), "omega": omega}, "alphas": alphas,
-                       "settings": settings.to_dict(), "version": __version__}, sort_keys=True)
+                       "settings": settings.to_dict(), "version": __version__, "format": COLUMN_FORMAT},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -389,10 +501,13 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
             emit()
 
         emit()
-        tasks = [(problem.to_dict(), w, alphas, settings.to_dict()) for w in todo]
         try:
-            run_tasks(omega_column, tasks, workers=workers, dask_address=dask_address, on_result=on_result,
-                      on_unit=on_unit)
+            if dask_address is None and 1 < workers and 0 < len(todo) < workers:
+                _run_split(problem, todo, alphas, settings, workers, on_result, on_unit)
+            else:
+                tasks = [(problem.to_dict(), w, alphas, settings.to_dict()) for w in todo]
+                run_tasks(omega_column, tasks, workers=workers, dask_address=dask_address, on_result=on_result,
+                          on_unit=on_unit)
         except (KeyboardInterrupt, Interrupted) as err:
             kept = (f"{len(results)} of {len(omegas)} columns cached in {cache}" if cache is not None
                     else f"{len(results)} of {len(omegas)} columns done, not kept (no cache_dir)")
@@ -401,3 +516,18 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
     summaries = tuple(ColumnSummary.from_row(results[w]["summary"]) for w in omegas)
     return PhaseDiagram(problem=problem, omegas=tuple(omegas), alphas=tuple(alphas), settings=settings,
                         rows=rows, summaries=summaries, seconds=time.perf_counter() - t0, from_cache=from_cache)
+
+
+def _run_split(problem: Problem, todo: list[float], alphas: list[float], settings: SweepSettings, workers: int,
+               on_result: Callable[[int, dict], None], on_unit: Callable[[int], None]) -> None:
+    """Fewer ω columns than workers: each column's branches followed as separate pool tasks
+    (:func:`column_branch`), then each column finished in this process (:func:`finish_column`),
+    so that a single column keeps two cores busy for most of its time."""
+    names = branch_names(problem)
+    tasks = [(problem.to_dict(), w, alphas, settings.to_dict(), name) for w in todo for name in names]
+    parts: dict[int, list[dict]] = {i: [] for i in range(len(todo))}
+    run_tasks(column_branch, tasks, workers=workers, on_result=lambda j, res: parts[j // len(names)].append(res),
+              on_unit=lambda j: on_unit(j // len(names)))
+    for i, w in enumerate(todo):
+        on_result(i, finish_column(problem.to_dict(), w, alphas, settings.to_dict(), parts[i],
+                                   report=lambda i=i: on_unit(i)))

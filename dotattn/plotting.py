@@ -104,7 +104,8 @@ def figure_overlaps(rows: Sequence[BranchPoint], summary: "ColumnSummary", sigma
 
 
 def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummary"]) -> Figure:
-    """(c) (α, ω) plane coloured by e_t(semantic) − e_t(positional), with α_c(ω) and α_lin(ω)."""
+    """(c) (α, ω) plane coloured by e_t(semantic) − e_t(positional), with α_c(ω) (± its quadrature
+    error where known) and α_lin(ω)."""
     omegas = sorted({s.omega for s in summaries})
     alphas = sorted({r.alpha for r in rows})
     gap = np.full((len(omegas), len(alphas)), np.nan)
@@ -132,9 +133,12 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
     ax.pcolormesh(a_edges, w_edges, np.ma.masked_invalid(only), cmap="Greys", vmin=-3, vmax=3, shading="flat")
     cb = fig.colorbar(mesh, ax=ax)
     cb.set_label(r"$e_t^{\rm sem} - e_t^{\rm pos}$  (red: positional is the global minimum)")
-    wc = [(s.alpha_c, s.omega) for s in summaries if s.alpha_c is not None]
+    wc = [(s.alpha_c, s.omega, np.nan if s.alpha_c_error is None else s.alpha_c_error)
+          for s in summaries if s.alpha_c is not None]
     if wc:
-        ax.plot(*zip(*wc), "k-o", ms=3, lw=2, label=r"$\alpha_c(\omega)$: positional $\to$ semantic")
+        a_c, w_c, err = zip(*wc)
+        ax.errorbar(a_c, w_c, xerr=err, fmt="k-o", ms=3, lw=2, capsize=2, elinewidth=1,
+                    label=r"$\alpha_c(\omega)$ ± quadrature error: positional $\to$ semantic")
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")

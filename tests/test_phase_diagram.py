@@ -1,10 +1,12 @@
 """Sweeps: continuation, Brent roots, executors and the cache."""
 
+import math
+
 import pytest
 
 from dotattn.catalogue import QuadratureSpec
 from dotattn.branch import Branch
-from dotattn.phase_diagram import SweepSettings, omega_column, run_phase_diagram
+from dotattn.phase_diagram import ColumnSummary, SweepSettings, omega_column, run_phase_diagram
 from dotattn.problem import ParameterError, Problem
 from dotattn.records import BranchPoint
 
@@ -130,3 +132,70 @@ def test_alpha_c_does_not_depend_on_the_alpha_grid_full(omega):
     values = [_alpha_c(omega, _grid(*g)) for g in ((0.1, 2.5, 25), (0.5, 1.5, 6), (0.25, 1.75, 7))]
     assert None not in values
     assert max(values) - min(values) <= 2 * tol
+
+
+def test_root_uncertainty_is_the_shift_of_the_root_of_a_perturbed_linear_gap():
+    """A linear gap f(α) = s (α − α0): perturbing its two terms by δ1, δ2 moves the root by
+    (δ1 + δ2) / |s| exactly; the estimate uses the slope from the Brent bracket."""
+    from scipy.optimize import brentq
+
+    from dotattn.phase_diagram import _brent, root_uncertainty
+
+    s, a0, d1, d2 = -1.3e-3, 1.2345, 4e-6, 7e-6
+    root = _brent(lambda x: (s * (x - a0), {}), 1.2, 1.3, 1e-10)
+    assert abs(root.alpha - a0) < 1e-9 and abs(root.slope - s) < 1e-12
+    shifted = brentq(lambda x: s * (x - a0) + d1 + d2, 1.2, 1.3, xtol=1e-14)
+    assert root_uncertainty([d1, -d2], root.slope) == pytest.approx(abs(shifted - a0), rel=1e-6)
+    assert root_uncertainty([d1, None], s) is None and root_uncertainty([d1], 0.0) is None
+
+
+def test_alpha_c_and_alpha_lin_carry_a_finite_quadrature_error():
+    """With a coarse rule each root carries |fine − coarse| of e_t (ε_g) divided by the slope;
+    without one, none (the module's column)."""
+    p = Problem(omega=0.3)
+    settings = SweepSettings(QuadratureSpec("gauss-hermite", 6, 4))
+    s = ColumnSummary.from_row(omega_column(p.to_dict(), 0.3, [1.0, 1.5, 2.0], settings.to_dict())["summary"])
+    for value, err in ((s.alpha_c, s.alpha_c_error), (s.alpha_lin, s.alpha_lin_error)):
+        assert value is not None and err is not None and 0 < err < 1 and math.isfinite(err)
+    assert ColumnSummary.from_row(s.to_row()) == s
+
+
+def test_no_quadrature_error_without_a_coarse_rule(column):
+    s = column["summary"]
+    assert s["alpha_c"] is not None and s["alpha_c_error"] is None and s["alpha_lin_error"] is None
+    old = {k: v for k, v in s.items() if k not in ("alpha_c_error", "alpha_lin_error")}  # a column cached before
+    assert ColumnSummary.from_row(old).alpha_c_error is None
+
+
+def test_secant_start_gives_the_same_fixed_points():
+    """Continuation from the secant through the last two points (Branch.secant) converges to the
+    same fixed points as the plain warm start, to 1e-6 in every overlap."""
+    import numpy as np
+
+    p = Problem(omega=0.3)
+    rule = SETTINGS.quadrature.rule(4)
+    alphas = [1.6, 1.8, 2.0, 2.2]
+    runs = []
+    for secant in (False, True):
+        b = Branch("semantic", p, rule, None, SETTINGS.options)
+        b.secant = secant
+        b.follow(alphas, [0])
+        runs.append(b)
+    assert sorted(runs[0].points) == sorted(runs[1].points) == alphas
+    for a in alphas:
+        x, y = runs[0].points[a], runs[1].points[a]
+        assert np.max(np.abs(x.overlaps.vector() - y.overlaps.vector())) < 1e-6
+        assert abs(x.train_loss - y.train_loss) < 1e-9
+
+
+def test_fewer_columns_than_workers_split_by_branch():
+    """One ω column on two workers is followed branch by branch in the pool and finished in the
+    parent (phase_diagram._run_split): the same records and summary as the whole column."""
+    p = Problem(omega=0.3)
+    whole = run_phase_diagram(p, [0.3], [1.0, 1.5, 2.0], settings=SETTINGS, workers=1)
+    calls = []
+    split = run_phase_diagram(p, [0.3], [1.0, 1.5, 2.0], settings=SETTINGS, workers=2, progress=calls.append)
+    assert split.rows == whole.rows
+    strip = (lambda s: {**s.to_row(), "seconds": None})  # noqa: E731
+    assert [strip(s) for s in split.summaries] == [strip(s) for s in whole.summaries]
+    assert calls[-1].tasks_done == 1 and calls[-1].units_done == calls[-1].units_total > 6
