@@ -14,12 +14,13 @@ import time
 import click
 
 from dotattn.alpha_c import AlphaCConfig, run_study
-from dotattn.results_io import write_alpha_c_study
 from dotattn.cli.main import cli
 from dotattn.cli.options import parse_grid, problem_from_options, problem_options
 from dotattn.crossing import FIT_MODELS
-from dotattn.io import ensure_writable_dir
+from dotattn.io import ensure_writable_dir, remove_stale_tmp
 from dotattn.problem import ParameterError
+from dotattn.results_io import write_alpha_c_study
+from dotattn.runner import Interrupted, ProgressReporter, ProgressState, RunLock, stop_on_signals
 
 
 @cli.command("erm-alpha-c")
@@ -84,16 +85,31 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
     resolve_device(config.device)
     out = ensure_writable_dir(out_dir)
 
+    n_cells = len(config.ds) * len(config.omegas)
     total = sum(config.cost(d) for d in config.ds) * len(config.omegas)
-    show = not quiet and sys.stderr.isatty()
-    bar = click.progressbar(length=int(total), label="erm-alpha-c cells", show_eta=True, show_percent=True,
-                            file=sys.stderr) if show else None
-    try:
-        study = run_study(problem, config, cache_dir=out / "cache", workers=workers, threads=threads,
-                          theory=theory, progress=(lambda c: bar.update(int(c))) if bar is not None else None)
-    finally:
-        if bar is not None:
-            bar.render_finish()
+    reporter = ProgressReporter("erm-alpha-c", quiet=quiet)
+    done = [0.0]
+    start = time.monotonic()
+
+    def progress(cost: float) -> None:
+        done[0] += cost
+        percent = min(100, int(100 * done[0] / total))  # work measured by AlphaCConfig.cost
+        reporter(ProgressState(units_done=percent, units_total=100, tasks_done=n_cells if percent >= 100 else 0,
+                               tasks_total=n_cells, tasks_cached=0, elapsed=time.monotonic() - start,
+                               unit="% of the work", task="cells"))
+
+    with stop_on_signals(), RunLock(out, "erm-alpha-c"):
+        for folder in (out, out / "cache"):
+            remove_stale_tmp(folder)
+        try:
+            study = run_study(problem, config, cache_dir=out / "cache", workers=workers, threads=threads,
+                              theory=theory, progress=progress)
+        except Interrupted as err:
+            raise Interrupted(err.signum, err.detail, "erm-alpha-c: interrupted; finished cells and chunks are "
+                                                      f"cached in {out / 'cache'}, run the same command again "
+                                                      "to resume") from None
+        finally:
+            reporter.close()
     command = "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     paths = write_alpha_c_study(study, out, command=command, extra={"threads": threads, "workers": workers})
     if quiet:

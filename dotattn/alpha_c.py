@@ -32,10 +32,9 @@ import math
 import os
 import re
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -43,6 +42,7 @@ from dotattn.crossing import (CROSSING, FIT_MODELS, NO_CROSSING, SEVERAL, CellSu
                               crossings, fit_finite_size, summarise_cell)
 from dotattn.io import read_json_if_valid, write_json
 from dotattn.problem import ParameterError, Problem
+from dotattn.runner import run_tasks
 
 __all__ = ["AlphaCConfig", "CellRuns", "AlphaCStudy", "run_cell", "theory_column", "cell_crossings",
            "run_study", "mean_curves", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
@@ -399,17 +399,9 @@ def _theory_key(problem: Problem, omega: float, alphas: Sequence[float]) -> str:
     return _key("theory", {**problem.to_dict(), "omega": omega}, list(alphas))
 
 
-def _tasks_map(tasks: list[tuple[str, tuple]], workers: int) -> Iterable[tuple[str, dict]]:
-    """Run ``("cell" | "theory", args)`` tasks, in a process pool when ``workers > 1``; yield (name, result)."""
-    fns = {"cell": run_cell, "theory": theory_column}
-    if workers <= 1 or len(tasks) <= 1:
-        for name, args in tasks:
-            yield name, fns[name](*args)
-        return
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = {pool.submit(fns[name], *args): name for name, args in tasks}
-        for fut in as_completed(futures):
-            yield futures[fut], fut.result()
+def _run_task(name: str, args: tuple, report: Callable[[], None] | None = None) -> dict:
+    """One ``"cell"`` or ``"theory"`` task (module level, so a process pool can run it)."""
+    return {"cell": run_cell, "theory": theory_column}[name](*args)
 
 
 def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.PathLike | None = None,
@@ -466,7 +458,10 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
             keys[("cell", w, d)] = (key, path)
     # theory columns last in a single process (the ERM cells are the long ones); first in a pool
     tasks.sort(key=lambda t: (t[0] == "theory") == (workers <= 1))
-    for name, res in _tasks_map(tasks, workers):
+
+    def store(i: int, res: dict) -> None:
+        """Keep and cache one finished task at once (an interrupted study resumes from the cache)."""
+        name = tasks[i][0]
         if name == "theory":
             w = float(res["omega"])
             theory_cols[w] = res
@@ -479,6 +474,8 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
                 progress(config.cost(cell.d))
         if path is not None:
             write_json(path, {"key": key, ("result" if name == "theory" else "cell"): res})
+
+    run_tasks(_run_task, tasks, workers=workers, on_result=store)
 
     ordered = [cells[(w, d)] for w in config.omegas for d in config.ds]
     all_x: list[SeedCrossing] = []
