@@ -111,13 +111,12 @@ def format_table(cat) -> str:
         lines.append(f"selected (global minimum of the training loss): {sel.branch}, eps_g = {sel.test_error:.6g}; {verdict}")
     if cat.quadrature_check:
         lines.append("quadrature check (finer rule minus this rule):")
-        for row in cat.quadrature_check:
-            ch = row.get("change")
-            if ch is None:
-                lines.append(f"  {row['branch']}: finer rule {row['status']}")
+        for check in cat.quadrature_check:
+            if not check.change:
+                lines.append(f"  {check.branch}: finer rule {check.status}")
                 continue
-            lines.append(f"  {row['branch']:<13} nodes {row['finer_rule']['nodes']}: "
-                         + ", ".join(f"d{k} = {v:+.2e}" for k, v in ch.items()))
+            lines.append(f"  {check.branch:<13} nodes {check.finer_rule['nodes']}: "
+                         + ", ".join(f"d{k} = {v:+.2e}" for k, v in check.change.items()))
     return "\n".join(lines)
 
 

@@ -27,7 +27,7 @@ from dotattn.status import BRANCHES, NO_BRANCH
 from dotattn.status import branch_label as _label
 
 __all__ = ["CatalogueEntry", "Catalogue", "QuadratureSpec", "solve", "branch_label", "initialisations",
-           "default_quadrature", "coarse_difference", "BRANCHES", "QUADRATURE_KINDS"]
+           "default_quadrature", "coarse_difference", "QuadratureCheck", "BRANCHES", "QUADRATURE_KINDS"]
 
 QUADRATURE_KINDS: tuple[str, ...] = ("gauss-hermite", "qmc")
 _STANDARD = {"gauss-hermite": (12, 6), "qmc": (14, 11)}  # (order, coarse order) of each kind's standard rule
@@ -189,7 +189,7 @@ class Catalogue:
     linear_baseline_test_error: float
     quadrature: dict
     seconds: float
-    quadrature_check: list | None = field(default=None)
+    quadrature_check: "list[QuadratureCheck] | None" = field(default=None)
 
     @property
     def selected(self) -> CatalogueEntry | None:
@@ -213,7 +213,7 @@ class Catalogue:
              "linear_baseline_test_error": self.linear_baseline_test_error,
              "quadrature": self.quadrature, "seconds": round(self.seconds, 3)}
         if self.quadrature_check is not None:
-            d["quadrature_check"] = self.quadrature_check
+            d["quadrature_check"] = [c.to_row() for c in self.quadrature_check]
         return d
 
 
@@ -334,8 +334,43 @@ def coarse_difference(fine: FixedPoint, coarse: FixedPoint, method: str) -> dict
             "test_error": abs(fine.test_error - coarse.test_error), "method": method}
 
 
+@dataclass(frozen=True)
+class QuadratureCheck:
+    """One converged fixed point re-solved on a finer rule (``solve --check-quadrature``).
+
+    ``branch``, ``init``: the entry checked; ``finer_rule``: the finer rule (its spec and ``nodes``);
+    ``status``: the re-solve's status; ``change``: finer minus this rule for the overlaps (max abs
+    entry change of q, V, θ, μ) and for e_t, ε_g (signed); ``finer_train_loss``,
+    ``finer_test_error``: the finer rule's e_t and ε_g. The last three are empty unless converged.
+    """
+
+    branch: str
+    init: str
+    finer_rule: dict
+    status: str
+    change: dict = field(default_factory=dict)
+    finer_train_loss: float = float("nan")
+    finer_test_error: float = float("nan")
+
+    def to_row(self) -> dict[str, Any]:
+        row: dict[str, Any] = {"branch": self.branch, "init": self.init, "finer_rule": dict(self.finer_rule),
+                               "status": self.status}
+        if self.change:
+            row["change"] = dict(self.change)
+            row["finer"] = {"train_loss": self.finer_train_loss, "test_error": self.finer_test_error}
+        return row
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "QuadratureCheck":
+        finer = row.get("finer") or {}
+        return cls(branch=row["branch"], init=row["init"], finer_rule=dict(row["finer_rule"]), status=row["status"],
+                   change={k: float(v) for k, v in (row.get("change") or {}).items()},
+                   finer_train_loss=float(finer.get("train_loss", float("nan"))),
+                   finer_test_error=float(finer.get("test_error", float("nan"))))
+
+
 def _quadrature_check(problem: Problem, alpha: float, entries: tuple[CatalogueEntry, ...],
-                      quad: QuadratureSpec, options: SolverOptions) -> list[dict[str, Any]]:
+                      quad: QuadratureSpec, options: SolverOptions) -> list[QuadratureCheck]:
     """Re-solve each converged fixed point on a finer rule; report every output's change."""
     finer = quad.finer()
     rule = finer.rule(problem.gaussian_dim)
@@ -344,14 +379,14 @@ def _quadrature_check(problem: Problem, alpha: float, entries: tuple[CatalogueEn
         if not e.converged:
             continue
         fp = iterate(problem, alpha, e.overlaps, rule, options)
-        row: dict[str, Any] = {"branch": e.branch, "init": e.init, "finer_rule": {**finer.to_dict(), "nodes": rule.size},
-                               "status": fp.status}
-        if fp.converged:
-            a, b = e.overlaps, fp.overlaps
-            row["change"] = {"q": float(np.max(np.abs(b.q - a.q))), "V": float(np.max(np.abs(b.V - a.V))),
-                             "theta": float(np.max(np.abs(b.theta - a.theta))),
-                             "mu": float(np.max(np.abs(b.mu - a.mu))),
-                             "train_loss": fp.train_loss - e.train_loss, "test_error": fp.test_error - e.test_error}
-            row["finer"] = {"train_loss": fp.train_loss, "test_error": fp.test_error}
-        out.append(row)
+        spec = {**finer.to_dict(), "nodes": rule.size}
+        if not fp.converged:
+            out.append(QuadratureCheck(branch=e.branch, init=e.init, finer_rule=spec, status=fp.status))
+            continue
+        a, b = e.overlaps, fp.overlaps
+        change = {"q": float(np.max(np.abs(b.q - a.q))), "V": float(np.max(np.abs(b.V - a.V))),
+                  "theta": float(np.max(np.abs(b.theta - a.theta))), "mu": float(np.max(np.abs(b.mu - a.mu))),
+                  "train_loss": fp.train_loss - e.train_loss, "test_error": fp.test_error - e.test_error}
+        out.append(QuadratureCheck(branch=e.branch, init=e.init, finer_rule=spec, status=fp.status, change=change,
+                                   finer_train_loss=fp.train_loss, finer_test_error=fp.test_error))
     return out

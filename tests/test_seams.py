@@ -124,3 +124,19 @@ def test_train_erm_rejects_bad_input_without_importing_torch(tmp_path):
     r = run_python(code, tmp_path)
     assert r.returncode == 0 and "seeds must be" in r.stderr, r.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_quadrature_check_record_round_trips_through_json():
+    from dotattn.catalogue import QuadratureCheck
+
+    done = QuadratureCheck(branch="semantic", init="semantic (informed)", finer_rule={"kind": "gauss-hermite",
+                           "order": 16, "nodes": 65536}, status="converged",
+                           change={"q": 1e-5, "V": 2e-3, "theta": 3e-6, "mu": 0.0, "train_loss": -1e-7,
+                                   "test_error": 4e-7}, finer_train_loss=0.0036, finer_test_error=0.0014)
+    failed = QuadratureCheck(branch="positional", init="random 3", finer_rule={"kind": "qmc", "order": 14,
+                             "nodes": 131072}, status="not_converged")
+    for c in (done, failed):
+        row = json.loads(json.dumps(c.to_row()))
+        back = QuadratureCheck.from_row(row)
+        assert back.to_row() == c.to_row() and back.change == c.change
+    assert "change" not in failed.to_row()
