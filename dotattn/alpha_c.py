@@ -45,7 +45,7 @@ from dotattn.problem import ParameterError, Problem
 from dotattn.runner import run_tasks
 
 __all__ = ["AlphaCConfig", "CellRuns", "AlphaCStudy", "run_cell", "theory_column", "cell_crossings",
-           "run_study", "mean_curves", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
+           "run_study", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
 
 UNPAIRED_OFFSET = 1_000_003
 """Seed offset of the positional start's data when ``paired`` is off."""
@@ -318,9 +318,37 @@ def run_cell(problem_dict: dict[str, Any], omega: float, d: int, config_dict: di
 # ----------------------------------------------------------------------------------------------
 # theory side
 # ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TheoryColumn:
+    """The theory at one ω on the ERM's α grid: its α_c (None: not in range; ``alpha_c_error`` its
+    quadrature-error estimate, None if unknown), Δe_t = e_t(sem) − e_t(pos) per α (None where a
+    branch is absent), the quadrature spec used and the compute time (s)."""
+
+    omega: float
+    alpha_c: float | None
+    alphas: tuple[float, ...]
+    delta: tuple[float | None, ...]
+    quadrature: dict
+    seconds: float
+    alpha_c_error: float | None = None
+
+    def to_row(self) -> dict[str, Any]:
+        return {"omega": self.omega, "alpha_c": self.alpha_c, "alpha_c_error": self.alpha_c_error,
+                "alphas": list(self.alphas), "delta": list(self.delta), "quadrature": dict(self.quadrature),
+                "seconds": self.seconds}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> "TheoryColumn":
+        opt = (lambda v: None if v is None else float(v))  # noqa: E731
+        return cls(omega=float(row["omega"]), alpha_c=opt(row["alpha_c"]), alphas=tuple(float(a) for a in row["alphas"]),
+                   delta=tuple(opt(v) for v in row["delta"]), quadrature=dict(row.get("quadrature") or {}),
+                   seconds=float(row["seconds"]), alpha_c_error=opt(row.get("alpha_c_error")))
+
+
 def theory_column(problem_dict: dict[str, Any], omega: float, alphas: Sequence[float]) -> dict[str, Any]:
-    """The theory at ω on the ERM's α grid: ``alpha_c`` (None if not in range) and Δe_t per α (None where a
-    branch is absent), from :func:`dotattn.phase_diagram.omega_column` with the default quadrature."""
+    """:class:`TheoryColumn` row at ω on the ERM's α grid, from
+    :func:`dotattn.phase_diagram.omega_column` with the default quadrature (a row, so a process pool can
+    return it and the cache can store it)."""
     from dotattn.catalogue import default_quadrature
     from dotattn.phase_diagram import ColumnSummary, SweepSettings, omega_column
     from dotattn.records import BranchPoint
@@ -332,8 +360,9 @@ def theory_column(problem_dict: dict[str, Any], omega: float, alphas: Sequence[f
     delta = [None if ("semantic", a) not in et or ("positional", a) not in et
              else et[("semantic", a)] - et[("positional", a)] for a in sorted(alphas)]
     summary = ColumnSummary.from_row(col["summary"])
-    return {"omega": omega, "alpha_c": summary.alpha_c, "alphas": sorted(alphas), "delta": delta,
-            "quadrature": settings.quadrature.to_dict(), "seconds": summary.seconds}
+    return TheoryColumn(omega=omega, alpha_c=summary.alpha_c, alphas=tuple(sorted(alphas)), delta=tuple(delta),
+                        quadrature=settings.quadrature.to_dict(), seconds=summary.seconds,
+                        alpha_c_error=summary.alpha_c_error).to_row()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -369,7 +398,7 @@ class AlphaCStudy:
     summaries: tuple[CellSummary, ...]
     fits: tuple[FiniteSizeFit, ...]
     alternative_fits: tuple[FiniteSizeFit, ...]
-    theory: tuple[dict, ...]
+    theory: tuple[TheoryColumn, ...]
     seconds: float
     from_cache: int
 
@@ -381,7 +410,7 @@ class AlphaCStudy:
                      "no_crossing": s.no_crossing, "several_crossings": s.several, "crossings": s.crossings,
                      "se": s.se, "sd": s.sd, "excluded_points": s.excluded_points, "seconds": s.seconds}
                     for s in self.summaries if abs(s.omega - w) < 1e-12]
-            out.append({"omega": w, "theory_alpha_c": th["alpha_c"], "by_d": by_d,
+            out.append({"omega": w, "theory_alpha_c": th.alpha_c, "by_d": by_d,
                         "extrapolated": {"alpha_c": fit.alpha_inf, "ci": [fit.ci_lo, fit.ci_hi], "model": fit.model,
                                          "slope": fit.slope, "chi2": fit.chi2, "dof": fit.dof},
                         "alternative_fit": {"alpha_c": alt.alpha_inf, "ci": [alt.ci_lo, alt.ci_hi], "model": alt.model,
@@ -420,21 +449,21 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
     t0 = time.perf_counter()
     cache = Path(cache_dir) if cache_dir is not None else None
     cells: dict[tuple[float, int], CellRuns] = {}
-    theory_cols: dict[float, dict] = {}
+    theory_cols: dict[float, TheoryColumn] = {}
     tasks: list[tuple[str, tuple]] = []
     keys: dict[tuple, tuple[str, Path | None]] = {}
     from_cache = 0
     cfg_dict = config.to_dict()
     for w in config.omegas:
         if not theory:
-            theory_cols[w] = {"omega": w, "alpha_c": None, "alphas": list(config.alphas),
-                              "delta": [None] * len(config.alphas), "seconds": 0.0}
+            theory_cols[w] = TheoryColumn(omega=w, alpha_c=None, alphas=tuple(config.alphas),
+                                          delta=(None,) * len(config.alphas), quadrature={}, seconds=0.0)
             continue
         key = _theory_key(problem, w, config.alphas)
         path = cache / f"theory_w{w:.4f}.json" if cache else None
         hit = read_json_if_valid(path) if path else None
         if hit is not None and hit.get("key") == key:
-            theory_cols[w] = hit["result"]
+            theory_cols[w] = TheoryColumn.from_row(hit["result"])
             from_cache += 1
         else:
             tasks.append(("theory", (problem.to_dict(), w, list(config.alphas))))
@@ -463,8 +492,9 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
         """Keep and cache one finished task at once (an interrupted study resumes from the cache)."""
         name = tasks[i][0]
         if name == "theory":
-            w = float(res["omega"])
-            theory_cols[w] = res
+            column = TheoryColumn.from_row(res)
+            w = column.omega
+            theory_cols[w] = column
             key, path = keys[("theory", w)]
         else:
             cell = CellRuns.from_row(res)

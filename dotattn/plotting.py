@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from dotattn.records import BranchPoint
 
 if TYPE_CHECKING:  # pragma: no cover
+    from dotattn.alpha_c import TheoryColumn
     from dotattn.comparison import ComparisonRow
     from dotattn.phase_diagram import ColumnSummary
 
@@ -236,14 +237,14 @@ def figure_finite_size(points: Sequence[dict], theory: dict[str, float], alpha: 
     return fig
 
 
-def figure_alpha_c_delta(curves: Sequence[dict], theory: Sequence[dict]) -> Figure:
+def figure_alpha_c_delta(curves: Sequence[dict], theory: Sequence["TheoryColumn"]) -> Figure:
     """ERM α_c figure (a): mean Δe_t(α) = e_t(sem) − e_t(pos) over seeds (± standard error) per d,
     one panel per ω, with the theory's Δe_t(α) and α_c.
 
-    ``curves``: dicts with omega, d, alpha, mean, se (arrays); ``theory``: dicts with omega,
-    alpha, delta (arrays, NaN where a branch is absent) and alpha_c (None if not in range).
+    ``curves``: dicts with omega, d, alpha, mean, se (arrays: the ERM series to draw);
+    ``theory``: :class:`dotattn.alpha_c.TheoryColumn` records (Δe_t None where a branch is absent).
     """
-    omegas = sorted({float(t["omega"]) for t in theory} | {float(c["omega"]) for c in curves})
+    omegas = sorted({t.omega for t in theory} | {float(c["omega"]) for c in curves})
     fig = _figure(figsize=(4.6 * len(omegas), 3.8))
     axes = fig.subplots(1, len(omegas), squeeze=False)
     ds = sorted({int(c["d"]) for c in curves})
@@ -255,10 +256,11 @@ def figure_alpha_c_delta(curves: Sequence[dict], theory: Sequence[dict]) -> Figu
                     ax.errorbar(c["alpha"], c["mean"], yerr=c["se"], marker="o", ms=3, lw=1, capsize=2,
                                 color=cmap(k / max(len(ds) - 1, 1)), label=f"ERM d = {d}")
         for t in theory:
-            if abs(float(t["omega"]) - w) < 1e-12:
-                ax.plot(t["alpha"], t["delta"], "k-", lw=1.5, label="theory")
-                if t.get("alpha_c") is not None:
-                    ax.axvline(float(t["alpha_c"]), color="k", ls=":", lw=1, label=f"theory α_c = {t['alpha_c']:.3f}")
+            if abs(t.omega - w) < 1e-12:
+                delta = np.array([np.nan if v is None else v for v in t.delta], dtype=float)
+                ax.plot(t.alphas, delta, "k-", lw=1.5, label="theory")
+                if t.alpha_c is not None:
+                    ax.axvline(t.alpha_c, color="k", ls=":", lw=1, label=f"theory α_c = {t.alpha_c:.3f}")
         ax.axhline(0.0, color="grey", lw=0.6)
         ax.set_xlabel("α = n/d")
         ax.set_title(f"ω = {w:g}")

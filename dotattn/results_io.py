@@ -257,7 +257,7 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
     summary = {**study.summary_dict(), "provenance": prov, "wall_seconds": round(study.seconds, 3),
                "cells_from_cache": study.from_cache,
                "cell_compute_seconds": {f"{c.omega:g}/{c.d}": round(c.seconds, 1) for c in study.cells},
-               "theory_seconds": {f"{t['omega']:g}": round(t["seconds"], 1) for t in study.theory},
+               "theory_seconds": {f"{t.omega:g}": round(t.seconds, 1) for t in study.theory},
                "estimator": {"crossing": "first + to - sign change of e_t(sem) - e_t(pos) between consecutive valid "
                                          "grid points, linear interpolation",
                              "valid": "both runs converged (relative stationarity <= tol) and in different minima "
@@ -270,9 +270,6 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
     write_json(paths["summary"], summary)
 
     curves = mean_curves(study, STATUS_CONVERGED)
-    theory = [{"omega": t["omega"], "alpha": np.array(t["alphas"], dtype=float),
-               "delta": np.array([np.nan if v is None else v for v in t["delta"]], dtype=float),
-               "alpha_c": t["alpha_c"]} for t in study.theory]
     scaling = []
     for w, th, fit in zip(study.config.omegas, study.theory, study.fits):
         s_w = [s for s in study.summaries if abs(s.omega - w) < 1e-12]
@@ -282,10 +279,10 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
                         "ci": np.array([[s.ci_lo, s.ci_hi] for s in s_w]).reshape(-1, 2),
                         "fit_x": x_line, "fit_y": fit.alpha_inf + fit.slope * x_line ** fit.nu,
                         "fit_model": fit.model, "alpha_inf": fit.alpha_inf, "alpha_inf_ci": (fit.ci_lo, fit.ci_hi),
-                        "theory_alpha_c": th["alpha_c"]})
+                        "theory_alpha_c": th.alpha_c})
     meta = {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
             "created_utc": prov["created_utc"]}
-    figs = {"delta_et": plotting.figure_alpha_c_delta(curves, theory),
+    figs = {"delta_et": plotting.figure_alpha_c_delta(curves, study.theory),
             "alpha_c_vs_d": plotting.figure_alpha_c_scaling(scaling)}
     for name, fig in figs.items():
         paths[name] = str(out / f"{name}.png")
