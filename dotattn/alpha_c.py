@@ -75,8 +75,8 @@ def _grid(name: str, values: Any, low: float, integer: bool = False) -> tuple:
 class AlphaCConfig:
     """Everything besides the :class:`Problem` (whose ω is replaced per cell) that defines a study.
 
-    Validated on construction without importing torch (the optimiser name is checked against
-    :data:`dotattn.erm.training.OPTIMIZERS`, which does). ``alphas`` needs >= 2 values, ``seeds``
+    Validated on construction without importing torch (the optimiser name against the torch-free
+    :data:`dotattn.erm.config.OPTIMIZERS`). ``alphas`` needs >= 2 values, ``seeds``
     (a count; seeds ``first_seed ..``) >= 2, every d >= 2, ω in [0, 1].
     """
 
@@ -129,7 +129,7 @@ class AlphaCConfig:
             raise ParameterError(f"model must be one of {', '.join(FIT_MODELS)}, got {self.model!r}")
         if any(a * d < 1 for a in alphas[:1] for d in ds[:1]):
             raise ParameterError(f"alpha must be >= 1/d (one training sample), got {alphas[0]:g} at d = {ds[0]}")
-        from dotattn.erm.training import OPTIMIZERS  # imports torch: the last check
+        from dotattn.erm.config import OPTIMIZERS
         if self.optimizer not in OPTIMIZERS:
             raise ParameterError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
 
