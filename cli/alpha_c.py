@@ -20,7 +20,8 @@ from dotattn.crossing import FIT_MODELS
 from dotattn.io import ensure_writable_dir, remove_stale_tmp
 from dotattn.problem import ParameterError
 from dotattn.results_io import write_alpha_c_study
-from dotattn.runner import Interrupted, ProgressReporter, ProgressState, RunLock, stop_on_signals
+from dotattn.runner import (Interrupted, ProgressReporter, ProgressState, RunLock, check_workers, connect_dask,
+                            stop_on_signals)
 
 
 @cli.command("erm-alpha-c")
@@ -50,6 +51,8 @@ from dotattn.runner import Interrupted, ProgressReporter, ProgressState, RunLock
 @click.option("--model", default="1/d", show_default=True, help=f"Finite-size model: {', '.join(FIT_MODELS)}.")
 @click.option("--level", type=float, default=0.95, show_default=True, help="Confidence level of the intervals.")
 @click.option("--workers", type=int, default=1, show_default=True, help="Worker processes over cells (>= 1).")
+@click.option("--dask", "dask_address", default=None,
+              help="Address [tcp://]host:port of a running Dask scheduler to run the cells on (workers need torch).")
 @click.option("--threads", type=int, default=0, show_default=True,
               help="torch CPU threads per process (0: torch's default).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
@@ -57,7 +60,7 @@ from dotattn.runner import Interrupted, ProgressReporter, ProgressState, RunLock
               help="Compute the theory's alpha_c and Delta e_t on the alpha grid (about a minute per omega).")
 @click.option("--quiet", is_flag=True, help="No progress bar and no table.")
 def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, seeds, first_seed,
-                optimizer, steps, tol, teacher, paired, nested, dtype, device, seed_chunk, model, level, workers,
+                optimizer, steps, tol, teacher, paired, nested, dtype, device, seed_chunk, model, level, workers, dask_address,
                 threads, out_dir, theory, quiet):
     """Per-seed crossing of e_t(semantic start) - e_t(positional start) on paired data, per (omega, d);
     mean, bootstrap interval, no-crossing seeds; fit alpha_c(d) -> alpha_c(inf); the theory's alpha_c.
@@ -70,8 +73,7 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
     d_grid = parse_grid("d", ds)
     if any(not float(d).is_integer() for d in d_grid):
         raise ParameterError("d values must be integers >= 2")
-    if workers < 1:
-        raise ParameterError(f"workers must be an integer >= 1, got {workers}")
+    workers = check_workers(workers)
     if threads < 0:
         raise ParameterError(f"threads must be an integer >= 0 (0: torch's default), got {threads}")
     problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram)
@@ -83,6 +85,7 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
                           seed_chunk=seed_chunk, level=level, model=model)
     from dotattn.erm.experiment import resolve_device
     resolve_device(config.device)
+    dask = connect_dask(dask_address) if dask_address is not None else None  # before any folder is made
     out = ensure_writable_dir(out_dir)
 
     n_cells = len(config.ds) * len(config.omegas)
@@ -103,7 +106,7 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
             remove_stale_tmp(folder)
         try:
             study = run_study(problem, config, cache_dir=out / "cache", workers=workers, threads=threads,
-                              theory=theory, progress=progress)
+                              theory=theory, dask_address=dask, progress=progress)
         except Interrupted as err:
             raise Interrupted(err.signum, err.detail, "erm-alpha-c: interrupted; finished cells and chunks are "
                                                       f"cached in {out / 'cache'}, run the same command again "
@@ -111,7 +114,8 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
         finally:
             reporter.close()
     command = "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    paths = write_alpha_c_study(study, out, command=command, extra={"threads": threads, "workers": workers})
+    paths = write_alpha_c_study(study, out, command=command, extra={"threads": threads, "workers": workers,
+                                                                        "dask": dask_address})
     if quiet:
         return
     click.echo(f"erm-alpha-c: {len(config.omegas)} omega x {len(config.ds)} d x {config.seeds} seeds in "

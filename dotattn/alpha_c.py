@@ -434,14 +434,16 @@ def _run_task(name: str, args: tuple, report: Callable[[], None] | None = None) 
 
 
 def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.PathLike | None = None,
-              workers: int = 1, threads: int = 0, theory: bool = True,
+              workers: int = 1, threads: int = 0, theory: bool = True, dask_address: Any = None,
               progress: Callable[[float], None] | None = None) -> AlphaCStudy:
     """Every (ω, d) cell and theory column (cached, resumable), the crossings, summaries and fits.
 
     ``theory=False`` skips the theory (its α_c and Δe_t are then None), e.g. for quick checks.
 
+    ``workers`` > 1: cells and theory columns on a process pool; ``dask_address`` (a scheduler
+    address or a ``distributed.Client``): on a Dask cluster instead (:func:`dotattn.runner.run_tasks`).
     ``progress(cost)`` reports finished work in the units of :meth:`AlphaCConfig.cost` (per chunk
-    of seeds with one worker, per cell with several).
+    of seeds in-process, per cell on a pool or cluster).
     """
     from dotattn.erm.experiment import resolve_device
     from dotattn.erm.training import STATUS_CONVERGED
@@ -480,13 +482,14 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
                 progress(config.cost(d))
         else:
             chunk_progress = None
-            if workers <= 1 and progress is not None:
+            if workers <= 1 and dask_address is None and progress is not None:
                 chunk_progress = (lambda k, d=d: progress(config.cost(d) * k / config.seeds))
             tasks.append(("cell", (problem.to_dict(), w, d, cfg_dict, str(cache) if cache else None, threads,
                                    chunk_progress)))
             keys[("cell", w, d)] = (key, path)
     # theory columns last in a single process (the ERM cells are the long ones); first in a pool
-    tasks.sort(key=lambda t: (t[0] == "theory") == (workers <= 1))
+    in_process = workers <= 1 and dask_address is None
+    tasks.sort(key=lambda t: (t[0] == "theory") == in_process)
 
     def store(i: int, res: dict) -> None:
         """Keep and cache one finished task at once (an interrupted study resumes from the cache)."""
@@ -500,12 +503,12 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
             cell = CellRuns.from_row(res)
             cells[(cell.omega, cell.d)] = cell
             key, path = keys[("cell", cell.omega, cell.d)]
-            if workers > 1 and progress:
+            if not in_process and progress:
                 progress(config.cost(cell.d))
         if path is not None:
             write_json(path, {"key": key, ("result" if name == "theory" else "cell"): res})
 
-    run_tasks(_run_task, tasks, workers=workers, on_result=store)
+    run_tasks(_run_task, tasks, workers=workers, dask_address=dask_address, on_result=store)
 
     ordered = [cells[(w, d)] for w in config.omegas for d in config.ds]
     all_x: list[SeedCrossing] = []

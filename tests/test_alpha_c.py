@@ -245,3 +245,17 @@ def test_sigterm_stops_cleanly_and_the_study_resumes(tmp_path):
     again = _run(*[a for a in args if a != "--quiet"])
     assert again.returncode == 0, again.stderr
     assert f"{cached} units from cache" in again.stdout
+
+
+def test_dask_local_cluster_gives_the_in_process_study():
+    distributed = pytest.importorskip("distributed")
+    from dotattn.alpha_c import AlphaCConfig, run_study
+    from dotattn.problem import Problem
+
+    cfg = AlphaCConfig(omegas=(0.3,), ds=(32, 48), alphas=(0.8, 1.3, 1.8), seeds=2, device="cpu")
+    local = run_study(Problem(omega=0.3), cfg, theory=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        viadask = run_study(Problem(omega=0.3), cfg, theory=False, dask_address=client)
+    rows = (lambda study: json.dumps([x.to_row() for x in study.crossings], sort_keys=True))  # noqa: E731 (NaN-safe)
+    assert rows(viadask) == rows(local) and len(viadask.crossings) == 4
