@@ -32,6 +32,7 @@ import math
 import os
 import re
 import time
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -536,7 +537,8 @@ def mean_curves(study: AlphaCStudy, converged: str) -> list[dict[str, Any]]:
     for c in study.cells:
         D = np.where(c.valid(converged), c.delta, np.nan)
         n = np.isfinite(D).sum(axis=0)
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # α with < 2 valid seeds: NaN, drawn as a gap
             mean = np.nanmean(D, axis=0) if D.size else np.full(len(c.alphas), np.nan)
             se = np.nanstd(D, axis=0, ddof=1) / np.sqrt(n)
         out.append({"omega": c.omega, "d": c.d, "alpha": np.array(c.alphas), "mean": mean, "se": se})
