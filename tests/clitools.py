@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ENV = {**os.environ, "MPLBACKEND": "Agg"}
@@ -27,3 +28,16 @@ def run_python(code: str, cwd: str | Path, timeout: float = 300) -> subprocess.C
 
 def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([*dotattn_command(), *args], capture_output=True, text=True, env=ENV, timeout=timeout)
+
+
+def start_until(args: list[str], folder: Path, pattern: str, timeout: float = 300) -> subprocess.Popen:
+    """Start ``dotattn *args`` and return once ``folder`` holds a file matching ``pattern`` (a cached
+    unit of work), asserting that the process is still running; for tests that then send a signal."""
+    proc = subprocess.Popen([*dotattn_command(), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=ENV)
+    deadline = time.monotonic() + timeout
+    while not list(folder.glob(pattern)):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    return proc

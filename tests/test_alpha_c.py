@@ -18,7 +18,7 @@ from dotattn.crossing import (CROSSING, NO_CROSSING, SEVERAL, CellSummary, Finit
                               bootstrap_mean_ci, crossings, fit_finite_size, summarise_cell)
 from dotattn.io import read_csv
 
-from clitools import ENV, dotattn_command
+from clitools import ENV, dotattn_command, start_until
 from test_erm import _one_thread  # noqa: F401  (autouse: one torch thread)
 
 
@@ -223,13 +223,7 @@ def test_sigterm_stops_cleanly_and_the_study_resumes(tmp_path):
     out = tmp_path / "ac"
     args = ["--omega", "0.3", "--d", "48,400,500", "--seeds", "3", "--alpha", "0.8:1.8:6", "--threads", "1",
             "--workers", "2", "--no-theory", "--quiet", "--out", str(out)]
-    proc = subprocess.Popen([*dotattn_command(), "erm-alpha-c", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV)
-    deadline = time.monotonic() + 300
-    while not list((out / "cache").glob("cell_*.json")):  # wait until a cell is cached
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    proc = start_until(["erm-alpha-c", *args], out / "cache", "cell_*.json")  # until a cell is cached
     workers = _children(proc.pid)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from clitools import ENV, dotattn_command, run
+from clitools import run, start_until
 from dotattn.io import atomic_write_text, remove_stale_tmp
 from dotattn.runner import (Interrupted, ProgressReporter, ProgressState, RunLock, RunLockedError, run_tasks,
                             stop_on_signals)
@@ -53,13 +53,8 @@ def _dead_pid() -> int:
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_stops_cleanly_and_the_run_resumes(tmp_path, sig, status):
     out = tmp_path / "pd"
-    proc = subprocess.Popen([*dotattn_command(), "phase-diagram", *SMALL, "--out", str(out), "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    deadline = time.monotonic() + 300
-    while not list((out / "cache").glob("omega_*.json")):  # wait until a column is cached
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    proc = start_until(["phase-diagram", *SMALL, "--out", str(out), "--quiet"], out / "cache",
+                       "omega_*.json")  # until a column is cached
     workers = _children(proc.pid)
     assert workers  # the pool is running
     assert (out / RunLock.NAME).read_text().split()[0] == str(proc.pid)
