@@ -423,10 +423,17 @@ class _PhaseProbe:
         return out
 
     def at(self, name: str, alpha: float) -> FixedPoint | None:
+        """The branch at α: :meth:`Branch.at` (from its grid neighbours), else continued from the
+        nearest end of its spinodal bisection (which can lie closer than any grid point)."""
         key = (name, alpha)
         if key not in self.cache:
             b = self.branches[name]
-            self.cache[key] = b.points[alpha] if alpha in b.points else b.at(alpha)
+            fp = b.points[alpha] if alpha in b.points else b.at(alpha)
+            if fp is None and b.ends:
+                good, _, start = min(b.ends.values(), key=lambda e: abs(e[0] - alpha))
+                fp = b.solve_from(alpha, start)
+                fp = fp if b.on_branch(fp) else None
+            self.cache[key] = fp
         return self.cache[key]
 
     def phase(self, alpha: float, names: Sequence[str]) -> str:

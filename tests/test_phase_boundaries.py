@@ -156,3 +156,33 @@ def test_toy_default_column_unchanged():
     assert [s.alpha_c, s.alpha_lin, s.alpha_c_error, s.alpha_lin_error] == ref
     assert [(b.alpha, b.below, b.above, b.method) for b in s.boundaries] == [
         (s.alpha_c, "positional", "semantic", "brent")]
+
+
+def test_rank_2_phase_diagram_through_the_cli(tmp_path):
+    """A small real r = 2 run (Gauss–Hermite 2 per axis, 64 nodes: a plumbing check, not physics):
+    the mixed branch is followed at every α with its spinodals, every boundary is a valid record
+    between the followed phases, and boundaries.csv, summary.json and the records agree."""
+    from clitools import run
+
+    from dotattn.records import BranchPoint
+    from dotattn.results_io import read_boundaries, read_phase_diagram
+
+    out = tmp_path / "pd"
+    r = run("phase-diagram", "--rank", "2", "--omega", "0.3", "--alpha", "1,2", "--quad-order", "2",
+            "--coarse-order", "0", "--workers", "1", "--quiet", "--out", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = read_phase_diagram(out)
+    assert all(isinstance(p, BranchPoint) for p in rows)
+    assert {(p.alpha, p.branch) for p in rows} == {(a, b) for a in (1.0, 2.0)
+                                                   for b in ("positional", "semantic", "mixed")}
+    col = json.loads((out / "summary.json").read_text())["omegas"][0]
+    assert set(col["spinodals"]) == {"positional", "semantic", "mixed"}
+    bounds = read_boundaries(out)
+    assert bounds == [PhaseBoundary.from_row(b) for b in col["boundaries"]]
+    for b in bounds:
+        assert b.below != b.above and {b.below, b.above} <= {"positional", "semantic", "mixed", "none"}
+        assert 1.0 <= b.alpha <= 2.0 and b.omega == 0.3
+    for a in (1.0, 2.0):  # the phase at each grid α is the selected record there
+        sel = [p for p in rows if p.alpha == a and p.selected]
+        assert len(sel) <= 1
+    assert "boundary" in r.stdout or not bounds
