@@ -27,8 +27,9 @@ class LazyCommand:
 LAZY_COMMANDS: dict[str, LazyCommand] = {
     "solve": LazyCommand("dotattn.cli.solve", "All fixed points of the replica equations at one (alpha, "
                                               "omega), and the selected one."),
-    "phase-diagram": LazyCommand("dotattn.cli.phase", "alpha sweeps of both branches, spinodals, alpha_c(omega), "
-                                                      "alpha_lin(omega) and figures."),
+    "phase-diagram": LazyCommand("dotattn.cli.phase", "alpha sweeps of the informed branches (positional, "
+                                                      "semantic; mixed for rank >= 2), spinodals, phase boundaries, "
+                                                      "alpha_c(omega), alpha_lin(omega) and figures."),
     "train-erm": LazyCommand("dotattn.cli.erm", "Train tied low-rank attention by ERM on n = alpha*d samples, "
                                                 "for all (alpha, init, seed) at once."),
     "compare": LazyCommand("dotattn.cli.compare", "Theory against ERM: eps_g, overlaps and training loss per "

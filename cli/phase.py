@@ -33,7 +33,8 @@ DEFAULT_OUT = "dotattn-output/phase_diagram"
 def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, quad_kind,
                           quad_order, coarse_order, tol, damping, max_iter, hat_form, out_dir, workers,
                           dask_address, figure_omega, quiet):
-    """alpha sweeps of both branches, spinodals, alpha_c(omega), alpha_lin(omega) and figures."""
+    """alpha sweeps of the informed branches (positional, semantic; mixed for rank >= 2), spinodals,
+    phase boundaries, alpha_c(omega), alpha_lin(omega) and figures."""
     from dotattn.phase_diagram import (DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_figure_omega, check_grids,
                                        run_phase_diagram)
     from dotattn.runner import check_workers, connect_dask
@@ -62,7 +63,9 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
             todo = len(omega_grid) - cached
             n_fp = todo * column_fixed_points_estimate(problem, alpha_grid)
             runners = "on Dask" if dask_address is not None else f"on {min(workers, max(todo, 1))} worker process(es)"
-            click.echo(f"phase-diagram: {len(omega_grid)} omega x {len(alpha_grid)} alpha, both branches, alpha_c and "
+            from dotattn.branch import branch_names
+            click.echo(f"phase-diagram: {len(omega_grid)} omega x {len(alpha_grid)} alpha, branches "
+                       f"{', '.join(branch_names(problem))}; phase boundaries, alpha_c and "
                        f"alpha_lin by Brent: about {n_fp} fixed points" + (f" ({cached} columns cached)" if cached else "")
                        + f" {runners}; writing {out}; roughly "
                        f"{format_duration(estimate_seconds(problem, alpha_grid, settings, todo, workers))}"
@@ -84,5 +87,8 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
         click.echo(f"  omega = {s.omega:<5g} alpha_c = {pm(s.alpha_c, s.alpha_c_error):<22} "
                    f"alpha_lin = {pm(s.alpha_lin, s.alpha_lin_error):<22}"
                    f" spinodal(sem) = {fmt(s.spinodal_semantic):<14} spinodal(pos) = {fmt(s.spinodal_positional)}")
+        for b in s.boundaries:
+            err = "" if b.error != b.error else f" +- {b.error:.4f}"
+            click.echo(f"      boundary {b.below} -> {b.above} at alpha = {b.alpha:.4f}{err} ({b.method})")
     for name, path in paths.items():
         click.echo(f"  wrote {path}")

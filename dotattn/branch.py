@@ -48,6 +48,9 @@ class Branch:
         self.report = report  # called after every fixed point solved (progress)
         self.points: dict[float, FixedPoint] = {}
         self.failed: dict[float, FixedPoint] = {}
+        self.ends: dict[str, tuple[float, float, FixedPoint]] = {}
+        """Set by :meth:`spinodals`: side ("lower" / "upper") -> (last α on the branch, first α off
+        it, the fixed point at the former) of the bisection."""
 
     def on_branch(self, fp: FixedPoint) -> bool:
         return fp.converged and branch_label(fp.overlaps, self.problem) == self.name
@@ -137,7 +140,8 @@ class Branch:
                 i += step
 
     def spinodals(self, alphas: list[float], tol: float) -> dict[str, float | None]:
-        """Ends of the followed segment inside the grid, bracketed to ``tol`` by bisection."""
+        """Ends of the followed segment inside the grid, bracketed to ``tol`` by bisection (the
+        midpoint of the final bracket; the bracket and its last fixed point are kept in :attr:`ends`)."""
         out: dict[str, float | None] = {"lower": None, "upper": None}
         if not self.points:
             return out
@@ -156,6 +160,7 @@ class Branch:
                 else:
                     bad = mid
             out[side] = 0.5 * (good + bad)
+            self.ends[side] = (good, bad, start)
         return out
 
     def record(self, omega: float, alpha: float, selected: bool) -> BranchPoint | None:

@@ -11,9 +11,14 @@ function of plain arguments, so that a process pool or a Dask cluster can run it
 2. each end inside the grid is bracketed by bisection to ``spinodal_tol`` in α (the spinodal);
 3. α_c: the root of e_t(semantic) − e_t(positional), bracketed on the grid and polished by
    Brent's method to ``critical_tol``;
-4. α_lin: the smallest α at which ε_g of the selected branch drops below the linear baseline,
+4. the boundaries between the globally minimal phases (:func:`phase_boundaries`): the phase at
+   each α is the followed branch of lowest e_t (positional, semantic and, for r >= 2, mixed);
+   where it changes between grid neighbours, the root of the two phases' e_t difference by
+   Brent's method (α_c itself where it is that root), or the spinodal where a phase starts or
+   ends (one :class:`dotattn.records.PhaseBoundary` each, in the column's summary);
+5. α_lin: the smallest α at which ε_g of the selected branch drops below the linear baseline,
    by Brent's method on the branch's ε_g (or α_c itself where the switch of branch crosses it).
-5. the quadrature errors of α_c and α_lin: each branch's fixed point at the evaluation nearest
+6. the quadrature errors of α_c, α_lin and the Brent boundaries: each branch's fixed point at the evaluation nearest
    the root solved again on the coarse rule, |fine − coarse| of e_t (ε_g) divided by the slope of
    the gap over the bracketing grid cell (:func:`root_uncertainty`).
 
@@ -45,16 +50,17 @@ from dotattn.branch import (FOLLOWED_BRANCHES, Branch, branch_names, branch_reco
 from dotattn.catalogue import QuadratureSpec, default_quadrature
 from dotattn.io import read_json_if_valid, remove_stale_tmp, write_json
 from dotattn.problem import ParameterError, Problem, check_alpha, check_number
-from dotattn.records import BRANCH_POINT_COLUMNS, BranchPoint
+from dotattn.records import BOUNDARY_COLUMNS, BRANCH_POINT_COLUMNS, BranchPoint, PhaseBoundary
 from dotattn.rows import read_float
 from dotattn.runner import (Interrupted, ProgressState, RunLock, as_interrupted, check_dask_address, check_workers,
                             run_tasks)
 from dotattn.state_evolution import FixedPoint, SolverOptions
+from dotattn.status import NO_BRANCH
 
 __all__ = ["SweepSettings", "ColumnSummary", "omega_column", "column_branch", "finish_column", "branch_points", "PhaseDiagram", "run_phase_diagram",
            "check_grids", "check_figure_omega", "cached_columns", "root_uncertainty",
            "column_fixed_points_estimate", "estimate_seconds", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS",
-           "FOLLOWED_BRANCHES"]
+           "BOUNDARY_ROW_COLUMNS", "FOLLOWED_BRANCHES", "phase_boundaries"]
 
 DEFAULT_OMEGAS = tuple(round(0.05 * i, 10) for i in range(10))  # 0, 0.05, ..., 0.45
 DEFAULT_ALPHAS = tuple(round(0.1 * i, 10) for i in range(1, 26))  # 0.1, ..., 2.5
@@ -69,10 +75,13 @@ SECONDS_PER_FIXED_POINT_NODE = 4.3e-6
 SECONDS_PER_FIXED_POINT = 0.017
 """Rough CPU seconds per fixed point besides the nodes (from the ω = 0.3 column on Gauss-Hermite 8,
 4,096 nodes: 0.032 s per fixed point)."""
-COLUMN_FORMAT = 2
-"""Version of a column result's content (part of the cache key): 2 added the α_c, α_lin errors."""
+COLUMN_FORMAT = 3
+"""Version of a column result's content (part of the cache key): 2 added the α_c, α_lin errors,
+3 the phase boundaries and the mixed branch's spinodals."""
 ROW_COLUMNS = list(BRANCH_POINT_COLUMNS)
 """Columns of ``phase_diagram.csv``: one :class:`dotattn.records.BranchPoint` per row."""
+BOUNDARY_ROW_COLUMNS = list(BOUNDARY_COLUMNS)
+"""Columns of ``boundaries.csv``: one :class:`dotattn.records.PhaseBoundary` per row."""
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,10 @@ class ColumnSummary:
     ``alpha_c_error``, ``alpha_lin_error``: quadrature-error estimates of α_c and α_lin
     (:func:`root_uncertainty` of the e_t gap, resp. of ε_g, with the fixed points' quadrature
     errors from :meth:`dotattn.branch.Branch.quadrature_error`); None where the root is None or
-    no estimate is available (no coarse rule).
+    no estimate is available (no coarse rule). ``boundaries``: every boundary between globally
+    minimal phases found in the α range (:func:`phase_boundaries`), sorted by α (α_c is one of
+    them where the positional phase gives way to the semantic one). ``spinodals`` has every
+    followed branch (mixed too for r >= 2).
     """
 
     omega: float
@@ -153,6 +165,7 @@ class ColumnSummary:
     seconds: float
     alpha_c_error: float | None = None
     alpha_lin_error: float | None = None
+    boundaries: tuple[PhaseBoundary, ...] = ()
 
     def to_row(self) -> dict[str, Any]:
         return {"omega": self.omega, "alpha_c": self.alpha_c, "alpha_c_error": self.alpha_c_error,
@@ -160,7 +173,7 @@ class ColumnSummary:
                 "spinodal_positional": self.spinodal_positional, "alpha_lin": self.alpha_lin,
                 "alpha_lin_error": self.alpha_lin_error,
                 "linear_baseline_test_error": self.linear_baseline_test_error, "spinodals": self.spinodals,
-                "seconds": self.seconds}
+                "boundaries": [b.to_row() for b in self.boundaries], "seconds": self.seconds}
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "ColumnSummary":
@@ -169,7 +182,8 @@ class ColumnSummary:
                    spinodal_semantic=opt(row["spinodal_semantic"]), spinodal_positional=opt(row["spinodal_positional"]),
                    spinodals=dict(row["spinodals"]), linear_baseline_test_error=float(row["linear_baseline_test_error"]),
                    seconds=read_float(row.get("seconds")), alpha_c_error=opt(row.get("alpha_c_error")),
-                   alpha_lin_error=opt(row.get("alpha_lin_error")))
+                   alpha_lin_error=opt(row.get("alpha_lin_error")),
+                   boundaries=tuple(PhaseBoundary.from_row(b) for b in row.get("boundaries") or ()))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -247,15 +261,16 @@ def _finish(problem: Problem, omega: float, alphas: list[float], settings: Sweep
             branches: dict[str, Branch], count: _Counter, t0: float) -> dict[str, Any]:
     """Spinodals, α_c, α_lin (with their quadrature errors) and the records of a column whose
     branches are followed; the column result of :func:`omega_column`."""
-    spinodals = {name: branches[name].spinodals(alphas, settings.spinodal_tol) for name in FOLLOWED_BRANCHES}
+    spinodals = {name: branches[name].spinodals(alphas, settings.spinodal_tol) for name in branches}
     eps_lin = linear_baseline_test_error(problem)
     critical = _critical_root(branches, alphas, settings.critical_tol)
     alpha_c = critical.alpha if critical is not None else None
     alpha_c_error = _root_error(branches, critical, "train_loss")
     alpha_lin, alpha_lin_error = _baseline_alpha(branches, alphas, critical, alpha_c_error, eps_lin,
                                                  settings.critical_tol)
+    boundaries = phase_boundaries(branches, alphas, omega, settings, known=(critical, alpha_c_error))
     summary = ColumnSummary(omega=omega, alpha_c=alpha_c, alpha_lin=alpha_lin, alpha_c_error=alpha_c_error,
-                            alpha_lin_error=alpha_lin_error,
+                            alpha_lin_error=alpha_lin_error, boundaries=tuple(boundaries),
                             spinodal_semantic=spinodals["semantic"]["lower"],
                             spinodal_positional=spinodals["positional"]["upper"], spinodals=spinodals,
                             linear_baseline_test_error=eps_lin, seconds=time.perf_counter() - t0)
@@ -271,6 +286,7 @@ class _Root:
     alpha: float
     slope: float
     nearest: dict[str, FixedPoint]
+    bracket: tuple[float, float] = (float("nan"), float("nan"))
 
 
 def root_uncertainty(errors: Sequence[float | None], slope: float) -> float | None:
@@ -293,7 +309,7 @@ def _brent(f: Callable[[float], tuple[float, dict[str, FixedPoint]]], a: float, 
         return seen[x][0]
     root = float(brentq(value, a, b, xtol=tol, rtol=4 * np.finfo(float).eps))
     nearest = seen[min(seen, key=lambda x: abs(x - root))][1]
-    return _Root(alpha=root, slope=(seen[b][0] - seen[a][0]) / (b - a), nearest=nearest)
+    return _Root(alpha=root, slope=(seen[b][0] - seen[a][0]) / (b - a), nearest=nearest, bracket=(a, b))
 
 
 def _root_error(branches: dict[str, Branch], root: _Root | None, key: str) -> float | None:
@@ -375,6 +391,131 @@ def _baseline_alpha(branches: dict[str, Branch], alphas: list[float], critical: 
             return b, None
         return (root.alpha, _root_error(branches, root, "test_error")) if root is not None else (None, None)
     return None, None
+
+
+class _PhaseProbe:
+    """The followed branches' fixed points at any α of one column, each solved at most once
+    (grid points and the last points of the spinodal bisections are known already)."""
+
+    def __init__(self, branches: dict[str, Branch]) -> None:
+        self.branches = branches
+        self.cache: dict[tuple[str, float], FixedPoint | None] = {}
+        for name, b in branches.items():
+            for good, _, fp in b.ends.values():
+                self.cache[(name, good)] = fp
+
+    def extent(self, name: str) -> tuple[float, float] | None:
+        """[first, last] α known to be on the branch (grid points or bisection ends), or None."""
+        b = self.branches[name]
+        if not b.points:
+            return None
+        lo = b.ends["lower"][0] if "lower" in b.ends else min(b.points)
+        hi = b.ends["upper"][0] if "upper" in b.ends else max(b.points)
+        return lo, hi
+
+    def present(self, lo: float, hi: float) -> list[str]:
+        """The branches that exist on all of [lo, hi] (between their known ends)."""
+        out = []
+        for name in self.branches:
+            e = self.extent(name)
+            if e is not None and e[0] <= lo and hi <= e[1]:
+                out.append(name)
+        return out
+
+    def at(self, name: str, alpha: float) -> FixedPoint | None:
+        """The branch at α: :meth:`Branch.at` (from its grid neighbours), else continued from the
+        nearest end of its spinodal bisection (which can lie closer than any grid point)."""
+        key = (name, alpha)
+        if key not in self.cache:
+            b = self.branches[name]
+            fp = b.points[alpha] if alpha in b.points else b.at(alpha)
+            if fp is None and b.ends:
+                good, _, start = min(b.ends.values(), key=lambda e: abs(e[0] - alpha))
+                fp = b.solve_from(alpha, start)
+                fp = fp if b.on_branch(fp) else None
+            self.cache[key] = fp
+        return self.cache[key]
+
+    def phase(self, alpha: float, names: Sequence[str]) -> str:
+        """The branch of lowest e_t among ``names`` found at α (``none`` if none is found)."""
+        found = {n: fp for n in names if (fp := self.at(n, alpha)) is not None}
+        return min(found, key=lambda n: found[n].train_loss) if found else NO_BRANCH
+
+    def gap(self, lower: str, upper: str) -> Callable[[float], tuple[float, dict[str, FixedPoint]]]:
+        """x -> (e_t(upper) − e_t(lower) at x, the two fixed points), for :func:`_brent`."""
+        def f(x: float) -> tuple[float, dict[str, FixedPoint]]:
+            p, q = self.at(lower, x), self.at(upper, x)
+            if p is None or q is None:
+                raise _BranchLost(x)
+            return q.train_loss - p.train_loss, {lower: p, upper: q}
+        return f
+
+
+def phase_boundaries(branches: dict[str, Branch], alphas: list[float], omega: float, settings: SweepSettings,
+                     known: tuple[_Root | None, float | None] = (None, None)) -> list[PhaseBoundary]:
+    """Every boundary between globally minimal phases in the α range of one column, sorted by α.
+
+    The phase at α is the followed branch of lowest e_t among those that exist there. Each grid
+    cell [a, b] is cut at the spinodals inside it (after :meth:`Branch.spinodals`, whose bracket
+    ends are used: the last α on the branch and the first off it), so that the set of existing
+    branches is constant on each piece. A piece whose ends have different phases P, Q holds the
+    root of e_t(Q) − e_t(P), found by Brent's method to ``critical_tol`` (``brent``, with the
+    quadrature-error estimate of :func:`root_uncertainty`; if a third branch is lower at that
+    root, each side is searched again, at most three levels deep); if a branch is lost inside
+    the bracket, the boundary is ``unresolved`` at its midpoint. Neighbouring pieces whose phases
+    differ give a ``spinodal`` boundary at the spinodal between them. Two crossings inside one
+    grid cell with the same phase at both ends are not seen. ``known``: α_c's root and error
+    (:func:`_critical_root`), reused where the same bracket is asked for (no solve repeated).
+    """
+    probe = _PhaseProbe(branches)
+    out: list[PhaseBoundary] = []
+
+    def brent(lo: float, hi: float, names: list[str], depth: int) -> list[PhaseBoundary]:
+        p, q = probe.phase(lo, names), probe.phase(hi, names)
+        if p == q:
+            return []
+        if NO_BRANCH in (p, q):  # a branch present on the piece was not found at an end
+            return [PhaseBoundary(omega, 0.5 * (lo + hi), p, q, "unresolved", bracket=0.5 * (hi - lo))]
+        root, error = known
+        if not (root is not None and (p, q) == ("positional", "semantic") and root.bracket == (lo, hi)):
+            try:
+                root = _brent(probe.gap(p, q), lo, hi, settings.critical_tol)
+            except (_BranchLost, ValueError):
+                return [PhaseBoundary(omega, 0.5 * (lo + hi), p, q, "unresolved", bracket=0.5 * (hi - lo))]
+            error = _root_error(branches, root, "train_loss")
+        others = [n for n in names if n not in (p, q)]
+        if others and depth < 3:
+            for n, fp in root.nearest.items():
+                probe.cache.setdefault((n, root.alpha), fp)
+            middle = probe.phase(root.alpha, names)
+            if middle not in (p, q):
+                return brent(lo, root.alpha, names, depth + 1) + brent(root.alpha, hi, names, depth + 1)
+        return [PhaseBoundary(omega, root.alpha, p, q, "brent", np.nan if error is None else error,
+                              settings.critical_tol)]
+
+    for a, b in zip(alphas, alphas[1:]):
+        # cuts inside (a, b): (first α of the piece to the right, last α of the piece to the left, spinodal)
+        cuts = sorted((max(good, bad), min(good, bad), 0.5 * (good + bad))
+                      for br in branches.values() for good, bad, _ in br.ends.values() if a < 0.5 * (good + bad) < b)
+        pieces = []  # [lo, hi] between the cuts (a piece shorter than nothing is skipped)
+        lo = a
+        for c in cuts + [None]:
+            hi = b if c is None else c[1]
+            if lo <= hi:
+                pieces.append((lo, hi))
+            if c is not None:
+                lo = c[0]
+        previous = None  # (hi, phase at hi) of the previous piece
+        for lo, hi in pieces:
+            names = probe.present(lo, hi)
+            if previous is not None:
+                before, here = previous[1], probe.phase(lo, names)
+                if before != here:  # the spinodal bracket [previous hi, lo] holds the change
+                    out.append(PhaseBoundary(omega, 0.5 * (previous[0] + lo), before, here, "spinodal",
+                                             bracket=max(0.5 * (lo - previous[0]), 0.0)))
+            out.extend(brent(lo, hi, names, 0))
+            previous = (hi, probe.phase(hi, names))
+    return sorted(out, key=lambda x: x.alpha)
 
 
 # ----------------------------------------------------------------------------------------------

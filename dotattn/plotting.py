@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from matplotlib import colormaps
-from matplotlib.colors import SymLogNorm
+from matplotlib.colors import ListedColormap, SymLogNorm
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from dotattn.records import BranchPoint
 
@@ -21,11 +22,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.alpha_c import TheoryColumn
     from dotattn.comparison import ComparisonRow
     from dotattn.phase_diagram import ColumnSummary
+    from dotattn.records import PhaseBoundary
 
-__all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_comparison", "figure_finite_size",
+__all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_phases", "PHASES", "figure_comparison", "figure_finite_size",
            "branch_series", "figure_alpha_c_delta", "figure_alpha_c_scaling"]
 
-COLOURS = {"positional": "tab:blue", "semantic": "tab:red"}
+COLOURS = {"positional": "tab:blue", "semantic": "tab:red", "mixed": "tab:purple"}
+PHASES: tuple[str, ...] = ("positional", "semantic", "mixed")
+"""The globally minimal phases of the phases figure, in the order of their colours."""
 BRANCH_STYLE = {"positional": (COLOURS["positional"], "o"), "semantic": (COLOURS["semantic"], "o"),
                 "mixed": ("tab:purple", "s")}
 """Colour and ERM marker per branch in the comparison figure."""
@@ -55,11 +59,12 @@ def _solid_dashed(ax, a: np.ndarray, v: np.ndarray, sel: np.ndarray, colour: str
 
 
 def figure_test_error(rows: Sequence[BranchPoint], summary: "ColumnSummary", title: str = "") -> Figure:
-    """(a) ε_g against α at one ω: both branches (selected solid, metastable dashed), α_c, baseline."""
+    """(a) ε_g against α at one ω: every followed branch (selected solid, metastable dashed), α_c,
+    baseline."""
     omega = summary.omega
     fig = _figure(figsize=(6.4, 4.4))
     ax = fig.subplots()
-    for b in ("positional", "semantic"):
+    for b in PHASES:
         a, v, sel = branch_series(rows, omega, b, "test_error")
         if a.size:
             _solid_dashed(ax, a, v, sel, COLOURS[b], f"{b} branch")
@@ -147,6 +152,57 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
     ax.set_ylabel(r"positional fraction of the target $\omega$")
     ax.set_title("Phase diagram of dot-product attention (grey: one branch only)", fontsize=10)
     ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    fig.tight_layout()
+    return fig
+
+
+def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummary"], title: str = "") -> Figure:
+    """The (α, ω) plane with one colour per globally minimal phase (the ``selected`` record of
+    each (ω, α): positional, semantic, mixed; white where none converged), the phase boundaries
+    of the summaries as lines (one line per pair of phases across ω, ± the quadrature error of
+    Brent roots; open markers: boundaries at a spinodal, crosses: unresolved) and α_lin(ω)."""
+    omegas = sorted({s.omega for s in summaries})
+    alphas = sorted({r.alpha for r in rows})
+    grid = np.full((len(omegas), len(alphas)), np.nan)
+    idx_w = {w: i for i, w in enumerate(omegas)}
+    idx_a = {a: j for j, a in enumerate(alphas)}
+    for r in rows:
+        if r.selected and r.branch in PHASES and r.omega in idx_w:
+            grid[idx_w[r.omega], idx_a[r.alpha]] = PHASES.index(r.branch)
+    fig = _figure(figsize=(7.2, 4.8))
+    ax = fig.subplots()
+    cmap = ListedColormap([COLOURS[p] for p in PHASES])
+    ax.pcolormesh(_edges(np.array(alphas)), _edges(np.array(omegas)), np.ma.masked_invalid(grid), cmap=cmap,
+                  vmin=-0.5, vmax=len(PHASES) - 0.5, alpha=0.35, shading="flat")
+    handles: list[Any] = [Patch(facecolor=COLOURS[p], alpha=0.35, label=f"{p} phase") for i, p in enumerate(PHASES)
+                          if np.any(grid == i)]
+    bounds: list["PhaseBoundary"] = [b for s in summaries for b in s.boundaries]
+    styles = {"brent": ("o", "k"), "spinodal": ("v", "white"), "unresolved": ("x", "k")}
+    for k, pair in enumerate(sorted({(b.below, b.above) for b in bounds})):
+        pts = sorted((b for b in bounds if (b.below, b.above) == pair), key=lambda b: b.omega)
+        colour = colormaps["Dark2"](k % 8)
+        ax.plot([b.alpha for b in pts], [b.omega for b in pts], "-", color=colour, lw=1.8,
+                label=f"{pair[0]} → {pair[1]}")
+        for method, (marker, face) in styles.items():
+            sub = [b for b in pts if b.method == method]
+            if sub:
+                ax.errorbar([b.alpha for b in sub], [b.omega for b in sub],
+                            xerr=[0.0 if not np.isfinite(b.error) else b.error for b in sub], fmt=marker,
+                            color=colour, mfc=face if face == "white" else colour, ms=5, capsize=2, lw=0)
+    for method, (marker, face) in styles.items():
+        if any(b.method == method for b in bounds):
+            handles.append(ax.plot([], [], marker, color="k", mfc=face, ls="none",
+                                   label={"brent": "root of the e_t difference (± quadrature error)",
+                                          "spinodal": "at a spinodal", "unresolved": "unresolved"}[method])[0])
+    wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
+    if wl:
+        ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
+    line_handles, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=handles + [h for h in line_handles if h not in handles], loc="upper left", fontsize=7,
+              framealpha=0.85)
+    ax.set_xlabel(r"sample complexity $\alpha$")
+    ax.set_ylabel(r"positional fraction of the target $\omega$")
+    ax.set_title(f"Globally minimal phase (lowest $e_t$){', ' + title if title else ''}", fontsize=10)
     fig.tight_layout()
     return fig
 

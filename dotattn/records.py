@@ -29,7 +29,7 @@ from dotattn.status import CONVERGED
 if TYPE_CHECKING:  # pragma: no cover
     from dotattn.state_evolution import FixedPoint
 
-__all__ = ["BranchPoint", "BRANCH_POINT_COLUMNS"]
+__all__ = ["BranchPoint", "BRANCH_POINT_COLUMNS", "PhaseBoundary", "BOUNDARY_COLUMNS", "BOUNDARY_METHODS"]
 
 BRANCH_POINT_COLUMNS: tuple[str, ...] = (
     "omega", "alpha", "branch", "status", "q", "m", "m_norm", "mu", "theta", "V", "train_loss", "test_error",
@@ -114,5 +114,60 @@ class BranchPoint:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, BranchPoint) and self.to_row() == other.to_row()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+BOUNDARY_METHODS: tuple[str, ...] = ("brent", "spinodal", "unresolved")
+"""How a :class:`PhaseBoundary` was found: ``brent`` (root of the e_t difference of the two
+phases by Brent's method), ``spinodal`` (the phase below ends, or the phase above starts, at a
+spinodal of its branch, bracketed by bisection; the other phase is the minimum right after it),
+``unresolved`` (a branch was lost inside the bracket: α is the midpoint of the bracket)."""
+
+BOUNDARY_COLUMNS: tuple[str, ...] = ("omega", "alpha", "below", "above", "method", "error", "bracket")
+"""Columns of ``boundaries.csv`` (one :class:`PhaseBoundary` per row)."""
+
+
+@dataclass(frozen=True)
+class PhaseBoundary:
+    """A boundary between two globally minimal phases (lowest e_t among the converged fixed points
+    of the followed branches) at one ω.
+
+    ``alpha``: where it lies; ``below`` / ``above``: the phase just below / above it in α
+    (positional, semantic, mixed, or ``none`` where no followed branch exists); ``method``: one of
+    :data:`BOUNDARY_METHODS`; ``error``: quadrature-error estimate of α (Brent roots with a coarse
+    rule or QMC errors: Σ|δe_t| / |slope|, :func:`dotattn.phase_diagram.root_uncertainty`), NaN
+    where unknown (no coarse rule, spinodals, unresolved); ``bracket``: half-width of the α
+    interval that holds the root for the solver (Brent: its x tolerance; spinodal: half the
+    bisection bracket; unresolved: half the bracket).
+    """
+
+    omega: float
+    alpha: float
+    below: str
+    above: str
+    method: str
+    error: float = float("nan")
+    bracket: float = float("nan")
+
+    def __post_init__(self) -> None:
+        if self.method not in BOUNDARY_METHODS:
+            raise ValueError(f"method must be one of {', '.join(BOUNDARY_METHODS)}, got {self.method!r}")
+
+    def to_row(self) -> dict[str, Any]:
+        """JSON-ready row (NaN as None)."""
+        num = (lambda x: float(x) if np.isfinite(x) else None)  # noqa: E731
+        return {"omega": self.omega, "alpha": self.alpha, "below": self.below, "above": self.above,
+                "method": self.method, "error": num(self.error), "bracket": num(self.bracket)}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "PhaseBoundary":
+        """Inverse of :meth:`to_row`, for JSON rows and CSV rows."""
+        return cls(omega=read_float(row["omega"]), alpha=read_float(row["alpha"]), below=read_text(row["below"]),
+                   above=read_text(row["above"]), method=read_text(row["method"]),
+                   error=read_float(row.get("error")), bracket=read_float(row.get("bracket")))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PhaseBoundary) and self.to_row() == other.to_row()
 
     __hash__ = None  # type: ignore[assignment]

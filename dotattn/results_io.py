@@ -9,8 +9,9 @@ typed records (:class:`dotattn.records.BranchPoint`, :class:`dotattn.phase_diagr
 Outputs:
 
 * phase diagram (``dotattn phase-diagram``): ``phase_diagram.csv`` (one BranchPoint per row,
-  :data:`dotattn.phase_diagram.ROW_COLUMNS`), ``summary.json`` (one ColumnSummary per ω plus
-  provenance), figures;
+  :data:`dotattn.phase_diagram.ROW_COLUMNS`), ``boundaries.csv`` (one PhaseBoundary per row,
+  :data:`dotattn.phase_diagram.BOUNDARY_ROW_COLUMNS`), ``summary.json`` (one ColumnSummary per ω,
+  boundaries included, plus provenance), figures;
 * ERM (``dotattn train-erm``): ``runs.csv`` (one RunRecord per row), ``summary.csv`` (mean/std
   over seeds), ``summary.json`` (provenance, column docs, summary and runs);
 * comparison (``dotattn compare``): ``comparison.csv`` / ``comparison.json`` (the table, the
@@ -35,11 +36,11 @@ from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, Co
                                 theory_curves, theory_points)
 from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord, SummaryRecord
 from dotattn.io import ensure_writable_dir, provenance, read_csv, save_figure, write_csv, write_json
-from dotattn.phase_diagram import ROW_COLUMNS, PhaseDiagram, SweepSettings, check_figure_omega
+from dotattn.phase_diagram import BOUNDARY_ROW_COLUMNS, ROW_COLUMNS, PhaseDiagram, SweepSettings, check_figure_omega
 from dotattn.problem import ParameterError, Problem
-from dotattn.records import BranchPoint
+from dotattn.records import BranchPoint, PhaseBoundary
 
-__all__ = ["write_phase_diagram", "read_phase_diagram", "write_erm", "load_erm", "read_theory",
+__all__ = ["write_phase_diagram", "read_phase_diagram", "read_boundaries", "write_erm", "load_erm", "read_theory",
            "compare_and_write", "write_alpha_c_study"]
 
 
@@ -48,7 +49,8 @@ __all__ = ["write_phase_diagram", "read_phase_diagram", "write_erm", "load_erm",
 # ----------------------------------------------------------------------------------------------
 def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
                         figure_omega: float | None = None) -> dict[str, str]:
-    """CSV of records, summary.json with provenance, and figures (a), (b), (c); all written atomically."""
+    """CSV of records, CSV of phase boundaries, summary.json with provenance, and figures (a), (b),
+    (c) and the phases figure; all written atomically."""
     from dotattn import plotting
 
     out = Path(out_dir)
@@ -59,10 +61,13 @@ def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
                "quadrature": pd.settings.quadrature.to_dict(), **prov,
                "wall_seconds": round(pd.seconds, 3), "columns_from_cache": pd.from_cache,
                "column_compute_seconds_total": round(sum(s.seconds for s in pd.summaries), 1)}
-    paths = {"csv": str(out / "phase_diagram.csv"), "summary": str(out / "summary.json")}
-    write_csv(paths["csv"], [p.to_row() for p in pd.rows], ROW_COLUMNS,
-              comment=f"dotattn {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; "
-                      f"parameters in summary.json")
+    paths = {"csv": str(out / "phase_diagram.csv"), "boundaries": str(out / "boundaries.csv"),
+             "summary": str(out / "summary.json")}
+    comment = (f"dotattn {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; "
+               f"parameters in summary.json")
+    write_csv(paths["csv"], [p.to_row() for p in pd.rows], ROW_COLUMNS, comment=comment)
+    write_csv(paths["boundaries"], [b.to_row() for s in pd.summaries for b in s.boundaries], BOUNDARY_ROW_COLUMNS,
+              comment=comment)
     write_json(paths["summary"], summary)
     if figure_omega is None:
         figure_omega = 0.3 if any(abs(w - 0.3) < 1e-9 for w in pd.omegas) else pd.omegas[len(pd.omegas) // 2]
@@ -74,6 +79,7 @@ def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
             "overlaps": plotting.figure_overlaps(pd.rows, s_fig, pd.problem.sigma)}
     if len(pd.omegas) > 1:
         figs["phase_plane"] = plotting.figure_phase_plane(pd.rows, pd.summaries)
+        figs["phases"] = plotting.figure_phases(pd.rows, pd.summaries, title=_shape_title(pd.problem, omega=False))
     for name, fig in figs.items():
         paths[name] = str(out / f"{name}.png")
         save_figure(fig, paths[name], meta)
@@ -84,6 +90,11 @@ def read_phase_diagram(folder: str | os.PathLike, omega: float | None = None) ->
     """The records of ``phase_diagram.csv`` in a phase-diagram folder (at ``omega`` only if given)."""
     points = [BranchPoint.from_row(r) for r in read_csv(Path(folder) / "phase_diagram.csv")]
     return points if omega is None else [p for p in points if abs(p.omega - omega) < 1e-9]
+
+
+def read_boundaries(folder: str | os.PathLike) -> list[PhaseBoundary]:
+    """The phase boundaries of ``boundaries.csv`` in a phase-diagram folder."""
+    return [PhaseBoundary.from_row(r) for r in read_csv(Path(folder) / "boundaries.csv")]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -177,8 +188,9 @@ def read_theory(folder: str | os.PathLike, problem: Problem,
     return points
 
 
-def _shape_title(problem: Problem) -> str:
-    return f"L = {problem.L}, r = {problem.rank}, r_t = {problem.teacher_rank}, ω = {problem.omega:g}"
+def _shape_title(problem: Problem, omega: bool = True) -> str:
+    return (f"L = {problem.L}, r = {problem.rank}, r_t = {problem.teacher_rank}"
+            + (f", ω = {problem.omega:g}" if omega else ""))
 
 
 def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_dirs: list[str],

@@ -44,6 +44,11 @@ def _one_line_exit_2(r, *words):
     ([*PD, "--tol", "0"], ["tol", "[1e-14, 0.1]"]),
     ([*PD, "--max-iter", "10000000"], ["max_iter", "1000000"]),
     ([*PD, "--L", "100"], ["L", "[2, 64]"]),
+    ([*PD, "--L", "1"], ["L", "[2, 64]"]),
+    ([*PD, "--rank", "0"], ["rank", "[1, 64]"]),
+    ([*PD, "--rank", "65"], ["rank", "[1, 64]"]),
+    ([*PD, "--teacher-rank", "0"], ["teacher", "[1, 64]"]),
+    ([*PD, "--rank", "2", "--quad-order", "100"], ["quadrature order", "6 dimensions"]),
 ])
 def test_phase_diagram_refuses(args, words, tmp_path):
     out = tmp_path / "out"

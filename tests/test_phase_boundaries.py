@@ -1,0 +1,188 @@
+"""Phase boundaries between the globally minimal phases (phase_diagram.phase_boundaries) on synthetic
+branches with known crossings and spinodals, the PhaseBoundary record, and the toy default column."""
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from dotattn.branch import Branch
+from dotattn.catalogue import QuadratureSpec
+from dotattn.phase_diagram import ColumnSummary, SweepSettings, _critical_root, phase_boundaries
+from dotattn.problem import Problem
+from dotattn.records import BOUNDARY_COLUMNS, PhaseBoundary
+
+SETTINGS = SweepSettings(QuadratureSpec("gauss-hermite", 6, None))
+GRID = [0.5, 0.8, 1.3, 2.0]
+
+
+class Synthetic(Branch):
+    """A branch whose e_t is ``f(α)`` on [lo, hi] (absent outside), with a fixed quadrature error."""
+
+    def __init__(self, name, f, lo=-math.inf, hi=math.inf, error=0.0, grid=GRID, tol=1e-3):
+        super().__init__(name, Problem(), None, None, SETTINGS.options)
+        self.f, self.lo, self.hi, self.error, self.calls = f, lo, hi, error, 0
+        self.points = {a: self._fp(a) for a in grid if lo <= a <= hi}
+        inside = sorted(self.points)
+        # the spinodal bisection's bracket ends, as Branch.spinodals keeps them
+        if inside and inside[0] != grid[0]:
+            self.ends["lower"] = (lo + 0.25 * tol, lo - 0.25 * tol, self._fp(lo + 0.25 * tol))
+        if inside and inside[-1] != grid[-1]:
+            self.ends["upper"] = (hi - 0.25 * tol, hi + 0.25 * tol, self._fp(hi - 0.25 * tol))
+
+    def _fp(self, a):
+        return SimpleNamespace(alpha=a, train_loss=self.f(a))
+
+    def at(self, alpha):
+        self.calls += 1
+        return self._fp(alpha) if self.lo <= alpha <= self.hi else None
+
+    def quadrature_error(self, fp):
+        return {"train_loss": self.error}
+
+
+def pos(**kw):
+    return Synthetic("positional", lambda a: a, **kw)
+
+
+def sem(**kw):
+    return Synthetic("semantic", lambda a: 1.5 - 0.5 * a, **kw)
+
+
+def test_a_crossing_is_found_by_brent_with_its_quadrature_error():
+    """e_t(pos) = α, e_t(sem) = 1.5 − α/2 cross at α = 1: one boundary there, to critical_tol,
+    with error (δ_pos + δ_sem) / |slope of the gap| = (2e-4 + 1e-4) / 1.5."""
+    branches = {"positional": pos(error=2e-4), "semantic": sem(error=1e-4)}
+    (b,) = phase_boundaries(branches, GRID, 0.3, SETTINGS)
+    assert (b.below, b.above, b.method, b.omega) == ("positional", "semantic", "brent", 0.3)
+    assert abs(b.alpha - 1.0) <= SETTINGS.critical_tol and b.bracket == SETTINGS.critical_tol
+    assert b.error == pytest.approx(3e-4 / 1.5, rel=1e-9)
+
+
+def test_alpha_c_root_is_reused_not_solved_again():
+    branches = {"positional": pos(), "semantic": sem()}
+    root = _critical_root(branches, GRID, SETTINGS.critical_tol)
+    for b in branches.values():
+        b.calls = 0
+    (b,) = phase_boundaries(branches, GRID, 0.3, SETTINGS, known=(root, 0.01))
+    assert b.alpha == root.alpha and b.error == 0.01
+    assert sum(br.calls for br in branches.values()) == 0
+
+
+def test_a_phase_that_starts_at_a_spinodal_gives_a_spinodal_boundary():
+    """A mixed branch (lowest everywhere it exists) starting at α = 1.55 inside the cell [1.3, 2]:
+    semantic -> mixed at its spinodal, besides the positional -> semantic crossing at 1."""
+    branches = {"positional": pos(), "semantic": sem(),
+                "mixed": Synthetic("mixed", lambda a: -1.0, lo=1.55)}
+    first, second = phase_boundaries(branches, GRID, 0.3, SETTINGS)
+    assert (first.below, first.above, first.method) == ("positional", "semantic", "brent")
+    assert (second.below, second.above, second.method) == ("semantic", "mixed", "spinodal")
+    assert abs(second.alpha - 1.55) < 1e-12 and second.bracket == pytest.approx(0.25e-3)
+    assert math.isnan(second.error)
+
+
+def test_a_phase_that_ends_at_a_spinodal_gives_a_spinodal_boundary():
+    """The positional branch, lowest until it ends at α = 0.9 (its crossing with the semantic
+    branch would be at 1, beyond its end): positional -> semantic at the spinodal."""
+    branches = {"positional": pos(hi=0.9), "semantic": sem()}
+    (b,) = phase_boundaries(branches, GRID, 0.3, SETTINGS)
+    assert (b.below, b.above, b.method) == ("positional", "semantic", "spinodal")
+    assert abs(b.alpha - 0.9) < 1e-12
+
+
+def test_a_third_phase_inside_one_grid_cell_is_found():
+    """pos = α, sem = 1.5 − α/2 and mixed = 0.9: on [0.8, 1.3] the ends are positional and
+    semantic but mixed is lowest in between: positional -> mixed at 0.9, mixed -> semantic at 1.2."""
+    branches = {"positional": pos(), "semantic": sem(), "mixed": Synthetic("mixed", lambda a: 0.9)}
+    found = phase_boundaries(branches, GRID, 0.3, SETTINGS)
+    assert [(b.below, b.above, b.method) for b in found] == [("positional", "mixed", "brent"),
+                                                             ("mixed", "semantic", "brent")]
+    assert [round(b.alpha, 3) for b in found] == [0.9, 1.2]
+
+
+def test_no_boundary_without_a_change_of_phase():
+    branches = {"positional": Synthetic("positional", lambda a: 0.0), "semantic": sem()}
+    assert phase_boundaries(branches, GRID, 0.3, SETTINGS) == []
+
+
+def test_boundary_record_round_trips(tmp_path):
+    from dotattn.io import read_csv, write_csv
+
+    bs = [PhaseBoundary(0.3, 1.2345678901234567, "positional", "mixed", "brent", 1.5e-3, 1e-4),
+          PhaseBoundary(0.35, 1.55, "semantic", "mixed", "spinodal", float("nan"), 5e-4)]
+    assert [PhaseBoundary.from_row(b.to_row()) for b in bs] == bs
+    write_csv(tmp_path / "b.csv", [b.to_row() for b in bs], BOUNDARY_COLUMNS)
+    assert [PhaseBoundary.from_row(r) for r in read_csv(tmp_path / "b.csv")] == bs
+    assert json.loads(json.dumps(bs[1].to_row()))["error"] is None
+    with pytest.raises(ValueError):
+        PhaseBoundary(0.3, 1.0, "positional", "semantic", "guess")
+    s = ColumnSummary(omega=0.3, alpha_c=None, alpha_lin=None, spinodal_semantic=None, spinodal_positional=None,
+                      spinodals={}, linear_baseline_test_error=0.01, seconds=1.0, boundaries=tuple(bs))
+    assert ColumnSummary.from_row(json.loads(json.dumps(s.to_row()))) == s
+    old = {k: v for k, v in s.to_row().items() if k != "boundaries"}  # a column cached before
+    assert ColumnSummary.from_row(old).boundaries == ()
+
+
+REFERENCE = Path(__file__).parent / "data" / "toy_default_alpha_c.json"
+
+
+@pytest.mark.slow
+def test_toy_default_alpha_c_alpha_lin_unchanged():
+    """The default toy phase diagram (default rule and grids, every ω): α_c and α_lin are
+    bit-identical to those of the code before the phase boundaries (tests/data reference,
+    made by the commit before them), and α_c is a boundary of its column."""
+    from dotattn.phase_diagram import DEFAULT_ALPHAS, DEFAULT_OMEGAS, run_phase_diagram
+
+    ref = json.loads(REFERENCE.read_text())
+    pd = run_phase_diagram(Problem(), DEFAULT_OMEGAS, DEFAULT_ALPHAS, workers=2)
+    got = {f"{s.omega:g}": [s.alpha_c, s.alpha_lin, s.alpha_c_error, s.alpha_lin_error] for s in pd.summaries}
+    assert got == ref["columns"]
+    for s in pd.summaries:
+        if s.alpha_c is not None:
+            assert any(b.alpha == s.alpha_c and b.method == "brent" for b in s.boundaries)
+
+
+def test_toy_default_column_unchanged():
+    """Reduced form of the test above: the ω = 0.3 column of the default run."""
+    from dotattn.phase_diagram import DEFAULT_ALPHAS, omega_column
+    from dotattn.catalogue import default_quadrature
+
+    ref = json.loads(REFERENCE.read_text())["columns"]["0.3"]
+    p = Problem(omega=0.3)
+    s = ColumnSummary.from_row(omega_column(p.to_dict(), 0.3, list(DEFAULT_ALPHAS),
+                                            SweepSettings(default_quadrature(p)).to_dict())["summary"])
+    assert [s.alpha_c, s.alpha_lin, s.alpha_c_error, s.alpha_lin_error] == ref
+    assert [(b.alpha, b.below, b.above, b.method) for b in s.boundaries] == [
+        (s.alpha_c, "positional", "semantic", "brent")]
+
+
+def test_rank_2_phase_diagram_through_the_cli(tmp_path):
+    """A small real r = 2 run (Gauss–Hermite 2 per axis, 64 nodes: a plumbing check, not physics):
+    the mixed branch is followed at every α with its spinodals, every boundary is a valid record
+    between the followed phases, and boundaries.csv, summary.json and the records agree."""
+    from clitools import run
+
+    from dotattn.records import BranchPoint
+    from dotattn.results_io import read_boundaries, read_phase_diagram
+
+    out = tmp_path / "pd"
+    r = run("phase-diagram", "--rank", "2", "--omega", "0.3", "--alpha", "1,2", "--quad-order", "2",
+            "--coarse-order", "0", "--workers", "1", "--quiet", "--out", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows = read_phase_diagram(out)
+    assert all(isinstance(p, BranchPoint) for p in rows)
+    assert {(p.alpha, p.branch) for p in rows} == {(a, b) for a in (1.0, 2.0)
+                                                   for b in ("positional", "semantic", "mixed")}
+    col = json.loads((out / "summary.json").read_text())["omegas"][0]
+    assert set(col["spinodals"]) == {"positional", "semantic", "mixed"}
+    bounds = read_boundaries(out)
+    assert bounds == [PhaseBoundary.from_row(b) for b in col["boundaries"]]
+    for b in bounds:
+        assert b.below != b.above and {b.below, b.above} <= {"positional", "semantic", "mixed", "none"}
+        assert 1.0 <= b.alpha <= 2.0 and b.omega == 0.3
+    for a in (1.0, 2.0):  # the phase at each grid α is the selected record there
+        sel = [p for p in rows if p.alpha == a and p.selected]
+        assert len(sel) <= 1
+    assert "boundary" in r.stdout or not bounds
