@@ -69,7 +69,7 @@ def spectral_radius(operator: np.ndarray) -> float:
     return float(np.max(np.abs(np.linalg.eigvals(operator))))
 
 
-def teacher_field_rule(problem: Problem, log2_points: int = 11, scramblings: int = 4) -> GaussianRule:
+def teacher_field_rule(problem: Problem, log2_points: int = 10, scramblings: int = 4) -> GaussianRule:
     """Randomised QMC rule (scrambled Sobol) for the teacher fields alone, h* (L, r_t) ~ N(0, ρ)
     i.i.d. over tokens, in L·r_t dimensions: the jump weight is the probability of a set, whose
     indicator a Gauss-Hermite rule integrates poorly; the scramblings give its standard error."""
@@ -77,7 +77,7 @@ def teacher_field_rule(problem: Problem, log2_points: int = 11, scramblings: int
 
 
 def mirror_jump_weight(V: np.ndarray, problem: Problem, rule: GaussianRule | None = None, *,
-                       random_starts: int = 16, seed: int = 1, rtol: float = 1e-9) -> tuple[float, np.ndarray]:
+                       random_starts: int = 4, seed: int = 1, rtol: float = 1e-9) -> tuple[float, np.ndarray]:
     """Probability over the teacher fields h* ~ N(0, ρ) that the origin is not the global minimiser
     of E_0(h) = Σ_l ½ h_lᵀV⁻¹h_l + ℓ(h, h*) (the prox objective with centre 0), and the per-node
     flags (N,) on ``rule`` (default :func:`teacher_field_rule`; nodes are standard normal, scaled by ρ^{1/2}).
