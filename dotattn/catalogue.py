@@ -316,7 +316,7 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
     entries = tuple(CatalogueEntry(init=name, branch=branch_label(fp.overlaps, problem) if fp.converged
                                    else NO_BRANCH, selected=(i == best), result=fp,
                                    stability=rs_stability(fp.overlaps, alpha, rule, problem, prox_h=fp.prox_h,
-                                                          random_starts=options.random_starts)
+                                                          coarse_rule=coarse, random_starts=options.random_starts)
                                    if stability and fp.converged else None)
                     for i, (name, fp) in enumerate(fine))
     check = _quadrature_check(problem, alpha, entries, quad, options) if check_quadrature else None

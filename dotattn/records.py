@@ -33,8 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["BranchPoint", "BRANCH_POINT_COLUMNS", "Stability", "STABILITY_COLUMNS"]
 
-STABILITY_COLUMNS: tuple[str, ...] = ("stability", "replicon", "jump_weight", "at_stable", "rs_stable",
-                                     "stability_reason")
+STABILITY_COLUMNS: tuple[str, ...] = ("stability", "replicon", "replicon_error", "jump_weight", "at_stable",
+                                     "rs_stable", "stability_reason")
 BRANCH_POINT_COLUMNS: tuple[str, ...] = (
     "omega", "alpha", "branch", "status", "q", "m", "m_norm", "mu", "theta", "V", "train_loss", "test_error",
     "selected", "iterations", "residual", "message") + STABILITY_COLUMNS
@@ -131,13 +131,16 @@ class Stability:
     """RS stability of one fixed point (zero temperature; ``docs/rs_stability.md``).
 
     status: 'computed' or 'unavailable' (then ``reason`` says why and the numbers are NaN/None).
-    replicon: spectral radius ρ(R) of the replicon map of the smooth part (AT condition: < 1).
+    replicon: spectral radius ρ(R) of the replicon map of the smooth part (AT condition: < 1);
+    replicon_error: its quadrature-error estimate (|fine − coarse rule|; NaN if unknown).
     jump_weight: probability that the global prox jumps at ω = 0 (> 0: the T = 0 replicon diverges).
-    at_stable: replicon < 1.  rs_stable: at_stable and jump_weight == 0.  reason: one line.
+    at_stable: replicon < 1 (None when 1 is within the error).  rs_stable: at_stable and
+    jump_weight == 0 (False if either fails, None if undecided).  reason: one line.
     """
 
     status: str
     replicon: float
+    replicon_error: float
     jump_weight: float
     at_stable: bool | None
     rs_stable: bool | None
@@ -145,13 +148,15 @@ class Stability:
 
     @classmethod
     def unavailable(cls, reason: str) -> "Stability":
-        return cls(status="unavailable", replicon=float("nan"), jump_weight=float("nan"), at_stable=None,
+        nan = float("nan")
+        return cls(status="unavailable", replicon=nan, replicon_error=nan, jump_weight=nan, at_stable=None,
                    rs_stable=None, reason=reason)
 
     def to_row(self) -> dict[str, Any]:
         """JSON/CSV-ready columns (NaN as None)."""
         num = (lambda x: float(x) if np.isfinite(x) else None)  # noqa: E731
-        return {"stability": self.status, "replicon": num(self.replicon), "jump_weight": num(self.jump_weight),
+        return {"stability": self.status, "replicon": num(self.replicon),
+                "replicon_error": num(self.replicon_error), "jump_weight": num(self.jump_weight),
                 "at_stable": self.at_stable, "rs_stable": self.rs_stable, "stability_reason": self.reason}
 
     @classmethod
@@ -160,12 +165,15 @@ class Stability:
         def flag(x: Any) -> bool | None:
             return None if x in (None, "") else read_bool(x)
         return cls(status=read_text(row.get("stability")), replicon=read_float(row.get("replicon")),
+                   replicon_error=read_float(row.get("replicon_error")),
                    jump_weight=read_float(row.get("jump_weight")), at_stable=flag(row.get("at_stable")),
                    rs_stable=flag(row.get("rs_stable")), reason=read_text(row.get("stability_reason")))
 
     @property
     def label(self) -> str:
-        """One word for tables: stable / AT-unstable / jumps / unknown."""
+        """One word for tables: stable / AT-unstable / AT-undecided / jumps / unknown."""
         if self.status != "computed":
             return "unknown"
-        return "stable" if self.rs_stable else ("AT-unstable" if not self.at_stable else "jumps")
+        if self.at_stable is None:
+            return "AT-undecided"
+        return "stable" if self.rs_stable else ("jumps" if self.at_stable else "AT-unstable")

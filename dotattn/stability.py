@@ -107,21 +107,15 @@ def mirror_jump_weight(V: np.ndarray, problem: Problem, rule: GaussianRule | Non
     return float(np.sum(rule.weights[moved])), moved
 
 
-def rs_stability(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Problem, *,
-                 prox_h: np.ndarray | None = None, random_starts: int | None = None) -> Stability:
-    """The two RS-stability conditions at a fixed point's ``overlaps`` on its quadrature ``rule``.
-
-    ``prox_h`` (N, L, r): the fixed point's global prox at the nodes of ``rule``; it is polished by
-    one local Newton run at ``overlaps``. Without it the multi-start global search is run
-    (``random_starts`` as in :func:`dotattn.prox.prox`).
-    """
+def _replicon_on(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Problem,
+                 prox_h: np.ndarray | None, random_starts: int | None) -> float | str:
+    """ρ(R) on ``rule`` from the global prox (``prox_h`` polished, or a fresh multi-start search);
+    a string saying why when it cannot be computed."""
     try:
         fl = local_fields(overlaps, rule, problem)
     except InvalidOverlaps as exc:
-        return Stability.unavailable(f"fields cannot be formed: {exc}")
+        return f"fields cannot be formed: {exc}"
     V = np.atleast_2d(overlaps.V)
-    if not np.all(np.linalg.eigvalsh(V) > 0):
-        return Stability.unavailable("V is not positive definite")
     target = teacher_attention(fl.h_star, problem)
     warm = prox_h if prox_h is not None and np.shape(prox_h) == fl.centre.shape else None
     px = prox(fl.centre, target, V, problem, warm=warm, random_starts=random_starts)
@@ -129,18 +123,45 @@ def rs_stability(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: 
     try:
         A = prox_jacobian(hess, V)
     except np.linalg.LinAlgError:
-        return Stability.unavailable("the prox objective's Hessian is singular at some node (degenerate minimiser)")
+        return "the prox objective's Hessian is singular at some node (degenerate minimiser)"
     if not np.all(np.isfinite(A)):
-        return Stability.unavailable("the prox Jacobian is not finite at some node")
-    rho = spectral_radius(replicon_operator(A, rule.weights, alpha, problem.rank))
-    jump, _ = mirror_jump_weight(V, problem)
-    at_stable = rho < 1.0
-    if not at_stable:
-        reason = f"replicon {rho:.4g} >= 1 (AT condition violated)"
+        return "the prox Jacobian is not finite at some node"
+    return spectral_radius(replicon_operator(A, rule.weights, alpha, problem.rank))
+
+
+def rs_stability(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Problem, *,
+                 prox_h: np.ndarray | None = None, coarse_rule: GaussianRule | None = None,
+                 random_starts: int | None = None) -> Stability:
+    """The two RS-stability conditions at a fixed point's ``overlaps`` on its quadrature ``rule``.
+
+    ``prox_h`` (N, L, r): the fixed point's global prox at the nodes of ``rule``; it is polished by
+    one local Newton run at ``overlaps``. Without it the multi-start global search is run
+    (``random_starts`` as in :func:`dotattn.prox.prox`). ``coarse_rule``: the replicon is computed
+    on it too, at the same overlaps, and |fine − coarse| is its quadrature-error estimate; where
+    |replicon − 1| is within it, ``at_stable`` is None (undecided), never a guess.
+    """
+    if not np.all(np.linalg.eigvalsh(np.atleast_2d(overlaps.V)) > 0):
+        return Stability.unavailable("V is not positive definite")
+    rho = _replicon_on(overlaps, alpha, rule, problem, prox_h, random_starts)
+    if isinstance(rho, str):
+        return Stability.unavailable(rho)
+    error = float("nan")
+    if coarse_rule is not None:
+        coarse = _replicon_on(overlaps, alpha, coarse_rule, problem, None, random_starts)
+        error = abs(rho - coarse) if not isinstance(coarse, str) else float("nan")
+    jump, _ = mirror_jump_weight(overlaps.V, problem)
+    undecided = bool(np.isfinite(error) and abs(rho - 1.0) <= error)
+    at_stable = None if undecided else bool(rho < 1.0)
+    shown = f"{rho:.4g}" + (f" +- {error:.2g}" if np.isfinite(error) else "")
+    if undecided:
+        reason = f"replicon {shown}: 1 is within its quadrature error, AT condition undecided"
+    elif not at_stable:
+        reason = f"replicon {shown} >= 1 (AT condition violated)"
     elif jump > 0.0:
-        reason = (f"replicon {rho:.4g} < 1, but the global prox jumps at omega = 0 with probability {jump:.3g}, "
+        reason = (f"replicon {shown} < 1, but the global prox jumps at omega = 0 with probability {jump:.3g}, "
                   "so the T = 0 replicon diverges")
     else:
-        reason = f"replicon {rho:.4g} < 1 and the global prox is continuous at omega = 0"
-    return Stability(status="computed", replicon=rho, jump_weight=jump, at_stable=bool(at_stable),
-                     rs_stable=bool(at_stable and jump == 0.0), reason=reason)
+        reason = f"replicon {shown} < 1 and the global prox is continuous at omega = 0"
+    rs_stable = False if (at_stable is False or jump > 0.0) else (None if undecided else True)
+    return Stability(status="computed", replicon=rho, replicon_error=error, jump_weight=jump, at_stable=at_stable,
+                     rs_stable=rs_stable, reason=reason)

@@ -144,11 +144,24 @@ def test_unavailable_when_the_fields_cannot_be_formed(toy):
 
 
 def test_record_round_trip():
-    s = Stability(status="computed", replicon=0.4, jump_weight=0.05, at_stable=True, rs_stable=False, reason="x")
+    s = Stability(status="computed", replicon=0.4, replicon_error=0.01, jump_weight=0.05, at_stable=True,
+                  rs_stable=False, reason="x")
     assert Stability.from_row(s.to_row()) == s
     u = Stability.unavailable("why")
     assert Stability.from_row(u.to_row()).reason == "why"
     assert s.label == "jumps" and u.label == "unknown"
+
+
+def test_undecided_when_one_is_within_the_quadrature_error(toy):
+    """The coarse rule's replicon sets the error; a verdict inside it is None, not a guess."""
+    ov = overlaps_from_scalars(toy, 0.05, 0.2, 11.0, 0.0)
+    fine, coarse = gauss_hermite(4, 8), gauss_hermite(4, 3)
+    s = rs_stability(ov, 1.0, fine, toy, coarse_rule=coarse)
+    assert s.replicon_error == pytest.approx(abs(s.replicon - rs_stability(ov, 1.0, coarse, toy).replicon))
+    alpha_at_one = 1.0 / s.replicon  # the replicon is linear in α at fixed overlaps
+    u = rs_stability(ov, alpha_at_one, fine, toy, coarse_rule=coarse)
+    assert u.replicon == pytest.approx(1.0) and u.at_stable is None and "undecided" in u.reason
+    assert u.label == "AT-undecided" and u.rs_stable is (False if u.jump_weight > 0 else None)
 
 
 def test_fixed_point_prox_is_reused_exactly(toy):
