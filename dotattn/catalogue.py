@@ -315,8 +315,8 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
     best = min(converged, key=lambda t: t[1].train_loss)[0] if converged else -1
     entries = tuple(CatalogueEntry(init=name, branch=branch_label(fp.overlaps, problem) if fp.converged
                                    else NO_BRANCH, selected=(i == best), result=fp,
-                                   stability=rs_stability(fp.overlaps, alpha, rule, problem, prox_h=fp.prox_h,
-                                                          coarse_rule=coarse, random_starts=options.random_starts)
+                                   stability=rs_stability(fp.overlaps, alpha, problem,
+                                                          random_starts=options.random_starts)
                                    if stability and fp.converged else None)
                     for i, (name, fp) in enumerate(fine))
     check = _quadrature_check(problem, alpha, entries, quad, options) if check_quadrature else None

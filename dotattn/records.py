@@ -132,9 +132,9 @@ class Stability:
 
     status: 'computed' or 'unavailable' (then ``reason`` says why and the numbers are NaN/None).
     replicon: spectral radius ρ(R) of the replicon map of the smooth part (AT condition: < 1);
-    replicon_error: its quadrature-error estimate (|fine − coarse rule|; NaN if unknown).
+    replicon_error: its standard error over the QMC scramblings (NaN on a deterministic rule).
     jump_weight: probability that the global prox jumps at ω = 0 (> 0: the T = 0 replicon diverges).
-    at_stable: replicon < 1 (None when 1 is within the error).  rs_stable: at_stable and
+    at_stable: replicon < 1 (None when 1 is within two standard errors).  rs_stable: at_stable and
     jump_weight == 0 (False if either fails, None if undecided).  reason: one line.
     """
 

@@ -9,8 +9,8 @@ from dotattn.loss_channel import local_fields
 from dotattn.overlaps import Overlaps, overlaps_from_scalars
 from dotattn.problem import Problem
 from dotattn.prox import prox
-from dotattn.quadrature import gauss_hermite
-from dotattn.stability import (Stability, mirror_jump_weight, prox_jacobian, replicon_operator, rs_stability,
+from dotattn.quadrature import GaussianRule, gauss_hermite, sobol_qmc
+from dotattn.stability import (Stability, mirror_jump_weight, prox_jacobian, replicon, replicon_operator, rs_stability,
                                spectral_radius)
 
 
@@ -133,13 +133,13 @@ def test_small_V_state_is_rs_stable(toy):
         h = (1 - t) * fl.centre + t * px.h
         P = np.eye(2) / 0.5 + loss_derivatives(h, target, toy).hess
         assert np.linalg.eigvalsh(P)[:, 0].min() > 0
-    s = rs_stability(ov, 1.0, rule, toy)
+    s = rs_stability(ov, 1.0, toy)
     assert s.status == "computed" and s.rs_stable and s.jump_weight == 0.0 and s.replicon < 1.0
 
 
 def test_unavailable_when_the_fields_cannot_be_formed(toy):
     bad = overlaps_from_scalars(toy, 0.05, 0.0, 10.0, 0.3)  # θ² > q ρ: ρ − θᵀq⁻¹θ not positive definite
-    s = rs_stability(bad, 1.0, gauss_hermite(4, 4), toy)
+    s = rs_stability(bad, 1.0, toy)
     assert s.status == "unavailable" and s.rs_stable is None and np.isnan(s.replicon) and "fields" in s.reason
 
 
@@ -152,25 +152,26 @@ def test_record_round_trip():
     assert s.label == "jumps" and u.label == "unknown"
 
 
-def test_undecided_when_one_is_within_the_quadrature_error(toy):
-    """The coarse rule's replicon sets the error; a verdict inside it is None, not a guess."""
+def test_undecided_when_one_is_within_two_standard_errors(toy):
+    """The QMC scramblings set the standard error; a verdict within two of them is None, not a guess."""
     ov = overlaps_from_scalars(toy, 0.05, 0.2, 11.0, 0.0)
-    fine, coarse = gauss_hermite(4, 8), gauss_hermite(4, 3)
-    s = rs_stability(ov, 1.0, fine, toy, coarse_rule=coarse)
-    assert s.replicon_error == pytest.approx(abs(s.replicon - rs_stability(ov, 1.0, coarse, toy).replicon))
-    alpha_at_one = 1.0 / s.replicon  # the replicon is linear in α at fixed overlaps
-    u = rs_stability(ov, alpha_at_one, fine, toy, coarse_rule=coarse)
+    rule = sobol_qmc(4, 9, 4)
+    s = rs_stability(ov, 1.0, toy, rule=rule)
+    per = [replicon(ov, 1.0, GaussianRule(nodes=rule.nodes[rule.groups == g], weights=rule.weights[rule.groups == g] * 4,
+                                          kind="gauss-hermite", order=0), toy)[0] for g in range(4)]
+    assert s.replicon_error == pytest.approx(np.std(per, ddof=1) / 2, rel=1e-9) and s.replicon_error > 0
+    u = rs_stability(ov, 1.0 / s.replicon, toy, rule=rule)  # the replicon is linear in α at fixed overlaps
     assert u.replicon == pytest.approx(1.0) and u.at_stable is None and "undecided" in u.reason
     assert u.label == "AT-undecided" and u.rs_stable is (False if u.jump_weight > 0 else None)
 
 
-def test_fixed_point_prox_is_reused_exactly(toy):
-    """rs_stability with the fixed point's prox (polished) and with a fresh global search agree."""
+def test_the_fixed_point_prox_is_reused_exactly(toy):
+    """On the fixed point's own rule, its prox (polished) and a fresh global search give the same replicon."""
     from dotattn.catalogue import initialisations
     from dotattn.state_evolution import iterate
     rule = gauss_hermite(4, 6)
     fp = iterate(toy, 2.0, dict(initialisations(toy, 0))["positional"], rule)
     assert fp.converged
-    a = rs_stability(fp.overlaps, 2.0, rule, toy, prox_h=fp.prox_h)
-    b = rs_stability(fp.overlaps, 2.0, rule, toy)
-    assert a.replicon == pytest.approx(b.replicon, rel=1e-9)
+    a = rs_stability(fp.overlaps, 2.0, toy, rule=rule, prox_h=fp.prox_h)
+    b = rs_stability(fp.overlaps, 2.0, toy, rule=rule)
+    assert a.replicon == pytest.approx(b.replicon, rel=1e-9) and np.isnan(a.replicon_error)
