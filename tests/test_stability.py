@@ -8,6 +8,7 @@ from dotattn.loss import loss_derivatives, teacher_attention
 from dotattn.loss_channel import local_fields
 from dotattn.overlaps import Overlaps, overlaps_from_scalars
 from dotattn.problem import Problem
+from dotattn.records import BranchPoint
 from dotattn.prox import prox
 from dotattn.quadrature import GaussianRule, gauss_hermite, sobol_qmc
 from dotattn.stability import (Stability, mirror_jump_weight, prox_jacobian, replicon, replicon_operator, rs_stability,
@@ -175,3 +176,32 @@ def test_the_fixed_point_prox_is_reused_exactly(toy):
     a = rs_stability(fp.overlaps, 2.0, toy, rule=rule, prox_h=fp.prox_h)
     b = rs_stability(fp.overlaps, 2.0, toy, rule=rule)
     assert a.replicon == pytest.approx(b.replicon, rel=1e-9) and np.isnan(a.replicon_error)
+
+
+def test_figures_mark_the_rs_unstable_points():
+    """Plotting reads the verdicts only: × where replicon ≥ 1, ○ where undecided, nothing where stable."""
+    from types import SimpleNamespace
+
+    from dotattn.plotting import figure_overlaps, figure_test_error
+
+    def point(alpha, branch, label):
+        rho, at = {"stable": (0.3, True), "AT-unstable": (1.5, False), "AT-undecided": (1.0, None)}[label]
+        st = Stability(status="computed", replicon=rho, replicon_error=0.05, jump_weight=0.0, at_stable=at,
+                       rs_stable=at, reason=label)
+        mu = np.array([[0.2], [-0.2]]) if branch == "positional" else np.zeros((2, 1))
+        theta = np.zeros((1, 1)) if branch == "positional" else np.array([[0.1]])
+        return BranchPoint(omega=0.3, alpha=alpha, branch=branch, status="converged", selected=False, iterations=1,
+                           residual=0.0, q=np.array([[0.1]]), V=np.array([[10.0]]), theta=theta, mu=mu,
+                           train_loss=0.004, test_error=0.003 + alpha / 1000, stability=st)
+
+    rows = [point(1.0, "positional", "stable"), point(1.5, "positional", "AT-unstable"),
+            point(2.0, "positional", "AT-unstable"), point(1.0, "semantic", "AT-undecided"),
+            point(2.0, "semantic", "stable")]
+    summary = SimpleNamespace(omega=0.3, alpha_c=None, alpha_lin=None, linear_baseline_test_error=0.002)
+    for fig in (figure_test_error(rows, summary), figure_overlaps(rows, summary, 0.5)):
+        lines = fig.axes[0].get_lines()
+        crosses = [ln for ln in lines if ln.get_marker() == "x"]
+        assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [1.5, 2.0]
+        circles = [ln for ln in lines if ln.get_marker() == "o" and ln.get_linestyle() == "None"
+                   and ln.get_markerfacecolor() == "none"]
+        assert len(circles) == 1 and list(circles[0].get_xdata()) == [1.0]
