@@ -87,12 +87,15 @@ def start_name(init: str) -> str:
 def format_table(cat) -> str:
     """Readable table of the catalogue (one row per distinct fixed point, with the start it came from)."""
     toy = cat.problem.is_toy_layout
-    cols = ["branch", "start", "status", "q", "m" if toy else "mu", "theta", "V", "e_t", "eps_g", "selected"]
+    cols = ["branch", "start", "status", "q", "m" if toy else "mu", "theta", "V", "e_t", "eps_g", "replicon", "RS",
+            "selected"]
     rows = []
     for e in cat.fixed_points:
         p = e.point(cat.problem.omega)
+        s = p.stability
         rows.append([p.branch, start_name(e.init), p.status, _fmt(p.q), _fmt(p.m if toy else p.mu), _fmt(p.theta),
-                     _fmt(p.V), _fmt(p.train_loss), _fmt(p.test_error), "*" if p.selected else ""])
+                     _fmt(p.V), _fmt(p.train_loss), _fmt(p.test_error), _fmt(s.replicon if s else None),
+                     s.label if s else "-", "*" if p.selected else ""])
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     lines = [f"alpha = {cat.alpha:g}, omega = {cat.problem.omega:g}  "
              f"(quadrature {cat.quadrature['kind']} order {cat.quadrature['order']}, {cat.quadrature['nodes']} nodes; "
@@ -103,6 +106,11 @@ def format_table(cat) -> str:
     for e in cat.fixed_points:
         if not e.converged:
             lines.append(f"  note: start '{e.init}': {e.result.message}")
+        elif e.stability is not None and e.stability.label != "stable":
+            lines.append(f"  RS stability of {e.branch}: {e.stability.reason}")
+    if any(e.stability is not None for e in cat.fixed_points):
+        lines.append("  (RS: stable / AT-unstable: replicon >= 1 / jumps: replicon < 1 but the global prox jumps, "
+                     "unstable at T = 0; docs/rs_stability.md)")
     lines.append(f"linear baseline eps_lin = {cat.linear_baseline_test_error:.6g}")
     sel = cat.selected
     if sel is not None:

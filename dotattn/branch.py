@@ -15,6 +15,7 @@ from dotattn.catalogue import QuadratureSpec, branch_label, coarse_difference, i
 from dotattn.problem import Problem
 from dotattn.quadrature import GaussianRule
 from dotattn.records import BranchPoint
+from dotattn.stability import rs_stability
 from dotattn.state_evolution import FixedPoint, SolverOptions, iterate, predict_start
 from dotattn.status import ABSENT
 
@@ -164,9 +165,12 @@ class Branch:
         return out
 
     def record(self, omega: float, alpha: float, selected: bool) -> BranchPoint | None:
-        """The branch at α as a record: its fixed point, or why it is absent (None if not sought)."""
+        """The branch at α as a record: its fixed point with its RS stability
+        (:func:`dotattn.stability.rs_stability`), or why it is absent (None if not sought)."""
         if alpha in self.points:
-            return BranchPoint.of(self.points[alpha], omega=omega, branch=self.name, selected=selected)
+            fp = self.points[alpha]
+            stability = rs_stability(fp.overlaps, alpha, self.problem, random_starts=self.options.random_starts)
+            return BranchPoint.of(fp, omega=omega, branch=self.name, selected=selected, stability=stability)
         fp = self.failed.get(alpha)
         if fp is None:
             return None

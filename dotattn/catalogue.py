@@ -21,7 +21,8 @@ from dotattn.baseline import linear_baseline_test_error
 from dotattn.overlaps import Overlaps, overlaps_from_scalars
 from dotattn.problem import ParameterError, Problem, check_alpha, check_int
 from dotattn.quadrature import MAX_TENSOR_NODES, GaussianRule, make_rule
-from dotattn.records import BranchPoint
+from dotattn.records import BranchPoint, Stability
+from dotattn.stability import rs_stability
 from dotattn.state_evolution import FixedPoint, SolverOptions, iterate
 from dotattn.status import BRANCHES, NO_BRANCH
 from dotattn.status import branch_label as _label
@@ -132,6 +133,7 @@ class CatalogueEntry:
     branch: str
     selected: bool
     result: FixedPoint
+    stability: Stability | None = None
 
     # convenience views used by the CLI, the sweeps and the ERM comparison
     @property
@@ -176,7 +178,8 @@ class CatalogueEntry:
 
     def point(self, omega: float) -> BranchPoint:
         """This entry as a typed record (its row is what ``solve --json`` prints)."""
-        return BranchPoint.of(self.result, omega=omega, branch=self.branch, selected=self.selected, init=self.init)
+        return BranchPoint.of(self.result, omega=omega, branch=self.branch, selected=self.selected, init=self.init,
+                              stability=self.stability)
 
 
 @dataclass(frozen=True)
@@ -273,12 +276,13 @@ def _dedupe(results: list[tuple[str, FixedPoint]], rtol: float) -> list[tuple[st
 
 def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None = None, n_random: int = 8,
           options: SolverOptions = SolverOptions(), seed: int = 0, check_quadrature: bool = False,
-          inits: list[tuple[str, Overlaps]] | None = None) -> Catalogue:
+          inits: list[tuple[str, Overlaps]] | None = None, stability: bool = True) -> Catalogue:
     """All fixed points at sample complexity ``alpha`` for ``problem``, with the selected one.
 
     Parameters: ``quadrature`` (default :func:`default_quadrature`), ``n_random`` random
     initialisations, ``options`` for the iteration, ``check_quadrature`` to solve every
-    converged fixed point again on a finer rule and report the change of every output.
+    converged fixed point again on a finer rule and report the change of every output,
+    ``stability`` to add the RS stability of every converged fixed point (:func:`dotattn.stability.rs_stability`).
     """
     t0 = time.perf_counter()
     alpha = check_alpha(alpha)
@@ -310,7 +314,10 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
     converged = [(i, fp) for i, (_, fp) in enumerate(fine) if fp.converged]
     best = min(converged, key=lambda t: t[1].train_loss)[0] if converged else -1
     entries = tuple(CatalogueEntry(init=name, branch=branch_label(fp.overlaps, problem) if fp.converged
-                                   else NO_BRANCH, selected=(i == best), result=fp)
+                                   else NO_BRANCH, selected=(i == best), result=fp,
+                                   stability=rs_stability(fp.overlaps, alpha, problem,
+                                                          random_starts=options.random_starts)
+                                   if stability and fp.converged else None)
                     for i, (name, fp) in enumerate(fine))
     check = _quadrature_check(problem, alpha, entries, quad, options) if check_quadrature else None
     return Catalogue(problem=problem, alpha=alpha, fixed_points=entries,

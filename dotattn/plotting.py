@@ -24,8 +24,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.phase_diagram import ColumnSummary
     from dotattn.records import PhaseBoundary
 
-__all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_phases", "PHASES", "figure_comparison", "figure_finite_size",
-           "branch_series", "figure_alpha_c_delta", "figure_alpha_c_scaling"]
+__all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_phases", "PHASES",
+           "figure_comparison", "figure_finite_size", "branch_series", "unstable_points",
+           "figure_alpha_c_delta", "figure_alpha_c_scaling"]
 
 COLOURS = {"positional": "tab:blue", "semantic": "tab:red", "mixed": "tab:purple"}
 PHASES: tuple[str, ...] = ("positional", "semantic", "mixed")
@@ -58,6 +59,37 @@ def _solid_dashed(ax, a: np.ndarray, v: np.ndarray, sel: np.ndarray, colour: str
     ax.plot(a, vs, ls="-", color=colour, lw=2.4, label=label)
 
 
+def unstable_points(points: Sequence[BranchPoint], omega: float, branch: str,
+                    key: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(α, value of ``key``) of one branch's converged points at ω whose RS verdict is AT-unstable
+    (replicon ≥ 1) or AT-undecided (1 within two standard errors), by verdict."""
+    out = {}
+    for label in ("AT-unstable", "AT-undecided"):
+        pts = sorted((p for p in points if abs(p.omega - omega) < 1e-9 and p.branch == branch and p.converged
+                      and p.stability is not None and p.stability.label == label), key=lambda p: p.alpha)
+        out[label] = (np.array([p.alpha for p in pts]), np.array([getattr(p, key) for p in pts], dtype=float))
+    return out
+
+
+UNSTABLE_STYLE = {"AT-unstable": dict(marker="*", color="k", ms=9, ls="none"),
+                  "AT-undecided": dict(marker="o", mfc="none", color="k", ms=7, mew=1.0, ls="none")}
+"""How RS-unstable stretches are marked: ★, replicon ≥ 1; ○, undecided (docs/rs_stability.md)."""
+
+
+def _mark_unstable(ax, rows: Sequence[BranchPoint], omega: float, series: Sequence[tuple[str, str]],
+                   scale: float = 1.0) -> None:
+    """Mark the AT-unstable and undecided points of each (branch, key) in ``series`` (values / ``scale``;
+    one legend entry per kind present)."""
+    shown = set()
+    for b, key in series:
+        for label, (a, v) in unstable_points(rows, omega, b, key).items():
+            if a.size:
+                ax.plot(a, v / scale, label=None if label in shown else
+                        {"AT-unstable": "RS unstable (replicon ≥ 1)",
+                         "AT-undecided": "RS undecided (replicon ≈ 1)"}[label], **UNSTABLE_STYLE[label])
+                shown.add(label)
+
+
 def figure_test_error(rows: Sequence[BranchPoint], summary: "ColumnSummary", title: str = "") -> Figure:
     """(a) ε_g against α at one ω: every followed branch (selected solid, metastable dashed), α_c,
     baseline."""
@@ -68,6 +100,7 @@ def figure_test_error(rows: Sequence[BranchPoint], summary: "ColumnSummary", tit
         a, v, sel = branch_series(rows, omega, b, "test_error")
         if a.size:
             _solid_dashed(ax, a, v, sel, COLOURS[b], f"{b} branch")
+    _mark_unstable(ax, rows, omega, [(b, "test_error") for b in PHASES])
     ax.axhline(summary.linear_baseline_test_error, color="k", ls=":", lw=1.5, label="linear baseline")
     if summary.alpha_c is not None:
         ax.axvline(summary.alpha_c, color="0.4", lw=1, ls="-.")
@@ -98,6 +131,7 @@ def figure_overlaps(rows: Sequence[BranchPoint], summary: "ColumnSummary", sigma
             ax.plot(a, v / sigma**2, ls="--", marker=marker, ms=3, color=COLOURS[b], lw=1)
             ax.plot(a, np.where(sel, v, np.nan) / sigma**2, ls="-", marker=marker, ms=4, color=COLOURS[b],
                     lw=2.4, label=f"{name}, {b} branch")
+    _mark_unstable(ax, rows, omega, [("positional", "m_norm"), ("semantic", "theta_fro")], sigma**2)
     if summary.alpha_c is not None:
         ax.axvline(summary.alpha_c, color="0.4", lw=1, ls="-.", label=r"$\alpha_c$")
     ax.set_xlabel(r"sample complexity $\alpha$")
@@ -160,7 +194,8 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
     """The (α, ω) plane with one colour per globally minimal phase (the ``selected`` record of
     each (ω, α): positional, semantic, mixed; white where none converged), the phase boundaries
     of the summaries as lines (one line per pair of phases across ω, ± the quadrature error of
-    Brent roots; open markers: boundaries at a spinodal, crosses: unresolved) and α_lin(ω)."""
+    Brent roots; open markers: boundaries at a spinodal, crosses: unresolved), α_lin(ω), and black
+    ★ / ○ where the selected fixed point is RS unstable (replicon ≥ 1) / undecided."""
     omegas = sorted({s.omega for s in summaries})
     alphas = sorted({r.alpha for r in rows})
     grid = np.full((len(omegas), len(alphas)), np.nan)
@@ -197,6 +232,11 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
+    for label, style in UNSTABLE_STYLE.items():  # the selected phase's RS verdict where it is not AT-stable
+        pts = [(r.alpha, r.omega) for r in rows if r.selected and r.stability is not None and r.stability.label == label]
+        if pts:
+            ax.plot(*zip(*pts), label={"AT-unstable": "selected phase RS unstable (replicon ≥ 1)",
+                                       "AT-undecided": "selected phase RS undecided"}[label], **style)
     line_handles, _ = ax.get_legend_handles_labels()
     ax.legend(handles=handles + [h for h in line_handles if h not in handles], loc="upper left", fontsize=7,
               framealpha=0.85)

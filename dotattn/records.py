@@ -13,6 +13,8 @@ Columns of a :class:`BranchPoint` row (:data:`BRANCH_POINT_COLUMNS`; SPEC sectio
   ``m_norm``: ‖μ₁‖ = the norm of ``mu[0]`` over the student directions (gauge invariant);
 * ``train_loss`` e_t, ``test_error`` ε_g (empty unless converged); ``selected``: lowest e_t among
   the converged points at this (ω, α); ``iterations``, ``residual``: of the solver run;
+* ``stability`` (computed / unavailable; empty if not computed), ``replicon``, ``jump_weight``,
+  ``at_stable``, ``rs_stable``, ``stability_reason``: RS stability (:class:`Stability`);
 * JSON only: ``init`` (the start it came from), ``quadrature_error`` (estimated errors of e_t, ε_g).
 """
 
@@ -29,11 +31,14 @@ from dotattn.status import CONVERGED
 if TYPE_CHECKING:  # pragma: no cover
     from dotattn.state_evolution import FixedPoint
 
-__all__ = ["BranchPoint", "BRANCH_POINT_COLUMNS", "PhaseBoundary", "BOUNDARY_COLUMNS", "BOUNDARY_METHODS"]
+__all__ = ["BranchPoint", "BRANCH_POINT_COLUMNS", "PhaseBoundary", "BOUNDARY_COLUMNS", "BOUNDARY_METHODS",
+           "Stability", "STABILITY_COLUMNS"]
 
+STABILITY_COLUMNS: tuple[str, ...] = ("stability", "replicon", "replicon_error", "jump_weight", "at_stable",
+                                     "rs_stable", "stability_reason")
 BRANCH_POINT_COLUMNS: tuple[str, ...] = (
     "omega", "alpha", "branch", "status", "q", "m", "m_norm", "mu", "theta", "V", "train_loss", "test_error",
-    "selected", "iterations", "residual", "message")
+    "selected", "iterations", "residual", "message") + STABILITY_COLUMNS
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,10 +61,12 @@ class BranchPoint:
     message: str = ""
     init: str = ""
     quadrature_error: dict = field(default_factory=dict)
+    stability: "Stability | None" = None
 
     @classmethod
     def of(cls, fp: "FixedPoint", *, omega: float, branch: str, selected: bool, init: str = "",
-           status: str | None = None, message: str | None = None) -> "BranchPoint":
+           status: str | None = None, message: str | None = None,
+           stability: "Stability | None" = None) -> "BranchPoint":
         """The record of a solver result (``status`` / ``message`` override the solver's)."""
         o = fp.overlaps
         return cls(omega=float(omega), alpha=float(fp.alpha), branch=branch, status=status or fp.status,
@@ -68,7 +75,7 @@ class BranchPoint:
                    theta=None if o is None else o.theta, mu=None if o is None else o.mu,
                    train_loss=float(fp.train_loss), test_error=float(fp.test_error),
                    message=fp.message if message is None else message, init=init,
-                   quadrature_error=dict(fp.quadrature_error))
+                   quadrature_error=dict(fp.quadrature_error), stability=stability)
 
     @property
     def converged(self) -> bool:
@@ -96,8 +103,9 @@ class BranchPoint:
                 "q": matrix_cell(self.q), "m": num(self.m), "m_norm": num(self.m_norm), "mu": matrix_cell(self.mu),
                 "theta": matrix_cell(self.theta), "V": matrix_cell(self.V), "train_loss": num(self.train_loss),
                 "test_error": num(self.test_error), "selected": self.selected, "iterations": self.iterations,
-                "residual": num(self.residual), "message": self.message, "init": self.init,
-                "quadrature_error": self.quadrature_error}
+                "residual": num(self.residual), "message": self.message,
+                **(self.stability.to_row() if self.stability is not None else dict.fromkeys(STABILITY_COLUMNS)),
+                "init": self.init, "quadrature_error": self.quadrature_error}
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "BranchPoint":
@@ -110,7 +118,8 @@ class BranchPoint:
                    q=read_matrix(row.get("q")), V=read_matrix(row.get("V")), theta=read_matrix(row.get("theta")),
                    mu=read_matrix(row.get("mu"), column=True), train_loss=read_float(row.get("train_loss")),
                    test_error=read_float(row.get("test_error")), message=read_text(row.get("message")),
-                   init=read_text(row.get("init")), quadrature_error=qe if isinstance(qe, dict) else {})
+                   init=read_text(row.get("init")), quadrature_error=qe if isinstance(qe, dict) else {},
+                   stability=Stability.from_row(row) if read_text(row.get("stability")) else None)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, BranchPoint) and self.to_row() == other.to_row()
@@ -171,3 +180,56 @@ class PhaseBoundary:
         return isinstance(other, PhaseBoundary) and self.to_row() == other.to_row()
 
     __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass(frozen=True)
+class Stability:
+    """RS stability of one fixed point (zero temperature; ``docs/rs_stability.md``).
+
+    status: 'computed' or 'unavailable' (then ``reason`` says why and the numbers are NaN/None).
+    replicon: spectral radius ρ(R) of the replicon map of the smooth part (AT condition: < 1);
+    replicon_error: its standard error over the QMC scramblings (NaN on a deterministic rule).
+    jump_weight: probability that the global prox jumps at ω = 0 (> 0: the T = 0 replicon diverges).
+    at_stable: replicon < 1 (None when 1 is within two standard errors).  rs_stable: at_stable and
+    jump_weight == 0 (False if either fails, None if undecided).  reason: one line.
+    """
+
+    status: str
+    replicon: float
+    replicon_error: float
+    jump_weight: float
+    at_stable: bool | None
+    rs_stable: bool | None
+    reason: str
+
+    @classmethod
+    def unavailable(cls, reason: str) -> "Stability":
+        nan = float("nan")
+        return cls(status="unavailable", replicon=nan, replicon_error=nan, jump_weight=nan, at_stable=None,
+                   rs_stable=None, reason=reason)
+
+    def to_row(self) -> dict[str, Any]:
+        """JSON/CSV-ready columns (NaN as None)."""
+        num = (lambda x: float(x) if np.isfinite(x) else None)  # noqa: E731
+        return {"stability": self.status, "replicon": num(self.replicon),
+                "replicon_error": num(self.replicon_error), "jump_weight": num(self.jump_weight),
+                "at_stable": self.at_stable, "rs_stable": self.rs_stable, "stability_reason": self.reason}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "Stability":
+        """Inverse of :meth:`to_row` (JSON rows and CSV rows)."""
+        def flag(x: Any) -> bool | None:
+            return None if x in (None, "") else read_bool(x)
+        return cls(status=read_text(row.get("stability")), replicon=read_float(row.get("replicon")),
+                   replicon_error=read_float(row.get("replicon_error")),
+                   jump_weight=read_float(row.get("jump_weight")), at_stable=flag(row.get("at_stable")),
+                   rs_stable=flag(row.get("rs_stable")), reason=read_text(row.get("stability_reason")))
+
+    @property
+    def label(self) -> str:
+        """One word for tables: stable / AT-unstable / AT-undecided / jumps / unknown."""
+        if self.status != "computed":
+            return "unknown"
+        if self.at_stable is None:
+            return "AT-undecided"
+        return "stable" if self.rs_stable else ("jumps" if self.at_stable else "AT-unstable")

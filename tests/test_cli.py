@@ -27,6 +27,18 @@ def test_solve_json_small_rule():
     assert len(selected) == 1 and selected[0]["branch"] == "semantic"
     assert selected[0]["train_loss"] == min(fp["train_loss"] for fp in fps if fp["status"] == "converged")
     assert out["quadrature"]["order"] == 8 and out["quadrature"]["nodes"] == 8**4
+    for fp in fps:  # RS stability of every converged fixed point (docs/rs_stability.md)
+        if fp["status"] == "converged":
+            assert fp["stability"] == "computed" and fp["replicon"] > 0 and 0 <= fp["jump_weight"] <= 1
+            if fp["at_stable"] is None:  # undecided: 1 lies within two standard errors of the replicon
+                assert abs(fp["replicon"] - 1) <= 2 * fp["replicon_error"]
+            else:
+                assert fp["at_stable"] == (fp["replicon"] < 1)
+            if fp["jump_weight"] > 0 or fp["at_stable"] is False:
+                assert fp["rs_stable"] is False
+            else:
+                assert fp["rs_stable"] == fp["at_stable"]
+            assert fp["stability_reason"]
 
 
 def test_solve_table_and_quadrature_check():
@@ -35,6 +47,7 @@ def test_solve_table_and_quadrature_check():
     assert r.returncode == 0, r.stderr
     assert "positional" in r.stdout and "semantic" in r.stdout and "linear baseline" in r.stdout
     assert "quadrature check" in r.stdout and "dtrain_loss" in r.stdout
+    assert "replicon" in r.stdout and "RS stability of positional" in r.stdout
 
 
 @pytest.mark.parametrize("args, word", [
