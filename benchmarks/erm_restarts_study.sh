@@ -4,8 +4,9 @@
 # (alpha = 2), a decision of compute time, not of outcome. Run from the repository root on a
 # clean committed tree:
 #   bash benchmarks/erm_restarts_study.sh A   # stream A: (2,1,2) at larger d, orthonormal restarts
-#   bash benchmarks/erm_restarts_study.sh B   # stream B: Gaussian-teacher restarts, toy model
-# (the two streams can run at once). A folder that already holds summary.json is skipped. Each
+#   bash benchmarks/erm_restarts_study.sh B   # stream B: Gaussian-teacher restarts at alpha = 2
+#   bash benchmarks/erm_restarts_study.sh C   # stream C: toy model, then Gaussian-teacher restarts at alpha = 1.5
+# (the streams can run at once). A folder that already holds summary.json is skipped. Each
 # command's wall time is written to its folder's wall.txt (also in summary.json's provenance).
 set -euo pipefail
 DOT=${DOT:-.venv/bin/dotattn}
@@ -38,10 +39,11 @@ A)
   for d in 250 500 1000 2000; do restarts212 orthonormal 2 $d; done
   for d in 250 500 1000; do restarts212 orthonormal 1.5 $d; done ;;
 B)
-  for d in 250 500 1000 2000; do restarts212 gaussian 2 $d; done
+  for d in 250 500 1000 2000; do restarts212 gaussian 2 $d; done ;;
+C)
   for d in 250 500 1000 2000; do toy 0.01 $d; done
   for d in 250 500 1000; do toy 1 $d; done
   for d in 250 500 1000; do toy 0.1 $d; done
   for d in 250 500 1000; do restarts212 gaussian 1.5 $d; done ;;
-*) echo "usage: $0 A|B" >&2; exit 2 ;;
+*) echo "usage: $0 A|B|C" >&2; exit 2 ;;
 esac
