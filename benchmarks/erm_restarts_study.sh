@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The restarts and larger-d study of issue 14 (items 1-3, ERM side). Sizes and seeds were fixed
-# before any outcome was looked at; d = 2000 is kept only where the 2-core budget allowed it
-# (alpha = 2), a decision of compute time, not of outcome. Run from the repository root on a
+# before any outcome was looked at (d = 2000 for alpha = 1.5 and the two ridge controls was
+# first left out for compute time, and run once the other folders had finished). Run from the repository root on a
 # clean committed tree:
 #   bash benchmarks/erm_restarts_study.sh A   # stream A: (2,1,2) at larger d, orthonormal restarts
 #   bash benchmarks/erm_restarts_study.sh B   # stream B: Gaussian-teacher restarts at alpha = 2
@@ -37,13 +37,13 @@ A)
         --random 0 --semantic 1 --informed-noise 0 --test-samples 20000 --diagnose
   done; done
   for d in 250 500 1000 2000; do restarts212 orthonormal 2 $d; done
-  for d in 250 500 1000; do restarts212 orthonormal 1.5 $d; done ;;
+  for d in 250 500 1000 2000; do restarts212 orthonormal 1.5 $d; done ;;
 B)
   for d in 250 500 1000 2000; do restarts212 gaussian 2 $d; done ;;
 C)
   for d in 250 500 1000 2000; do toy 0.01 $d; done
-  for d in 250 500 1000; do toy 1 $d; done
-  for d in 250 500 1000; do toy 0.1 $d; done
-  for d in 250 500 1000; do restarts212 gaussian 1.5 $d; done ;;
+  for d in 250 500 1000 2000; do toy 1 $d; done
+  for d in 250 500 1000 2000; do toy 0.1 $d; done
+  for d in 250 500 1000 2000; do restarts212 gaussian 1.5 $d; done ;;
 *) echo "usage: $0 A|B|C" >&2; exit 2 ;;
 esac
