@@ -36,9 +36,10 @@ import torch
 
 from dotattn.erm.config import (MEMORY_FRACTION, TEACHERS, ErmConfig, _integer, _normalise_seeds, _positive,
                                 available_memory)
-from dotattn.erm.data import (STREAM_INIT, STREAM_TEST, STREAM_TRAIN, generator, make_dataset,
+from dotattn.erm.data import (STREAM_INIT, STREAM_TRAIN, generator, make_dataset,
                               positional_embeddings, teacher_weights)
-from dotattn.erm.experiment import DTYPES, _risk_function, _sample_errors, initial_weights, resolve_device
+from dotattn.erm.experiment import (DTYPES, _risk_function, _sample_errors, initial_weights, resolve_device,
+                                   test_batches)
 from dotattn.erm.models import sample_stats
 from dotattn.erm.records import run_branch
 from dotattn.erm.restart_records import PAIR_COLUMNS, RESTART_COLUMNS, PairRecord, RestartRecord
@@ -249,12 +250,8 @@ def run_restarts(problem: Problem, config: RestartConfig, progress: Callable[[in
         del X, Cxx, Cyx, cyy
         tsum = torch.zeros(S, R, dtype=torch.float64, device=dev)
         tsq = torch.zeros_like(tsum)
-        for start in range(0, config.test_samples, config.test_batch):
-            nb = min(config.test_batch, config.test_samples - start)
-            parts = [make_dataset(problem, Q_star[k], P, nb, s, STREAM_TEST, start) for k, s in enumerate(seeds)]
-            Xt, Tt, Cpzt, Czzt = (torch.stack([getattr(p, f) for p in parts]) for f in ("X", "T", "Cpz", "Czz"))
-            del parts
-            Cxxt, Cyxt, cyyt = sample_stats(Tt, G, Cpzt, Czzt)
+        for Xt, _, _, _, (Cxxt, Cyxt, cyyt) in test_batches(problem, Q_star, P, seeds, config.test_samples,
+                                                            config.test_batch):
             err = _sample_errors(W, Xt, pf(Cxxt), pf(Cyxt), cyyt).to(torch.float64) / (2 * d)
             tsum += err.sum(-1)
             tsq += err.square().sum(-1)
