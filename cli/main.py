@@ -38,6 +38,8 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                                                       "start) on paired data, per (omega, d); mean, bootstrap "
                                                       "interval, no-crossing seeds; fit alpha_c(d) -> "
                                                       "alpha_c(inf); the theory's alpha_c."),
+    "erm-restarts": LazyCommand("dotattn.cli.restarts", "Many optimiser restarts on the same data and teacher: "
+                                                        "minima, their spread and mutual distances."),
 }
 
 # optional top-level package -> (what to call it, the pip extra that installs it)

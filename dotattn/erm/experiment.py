@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -183,6 +183,19 @@ def _sample_errors(W: torch.Tensor, X: torch.Tensor, Cxx: torch.Tensor, Cyx: tor
     return quadratic_residual_pf(att, Cxx[:, :, :, None], Cyx[:, :, :, None], cyy[:, None])
 
 
+def test_batches(problem: Problem, Q_star: torch.Tensor, P: torch.Tensor, seeds: Sequence[int], test_samples: int,
+                 test_batch: int) -> Iterator[tuple]:
+    """Fresh test samples of every seed (teacher ``Q_star[k]`` for ``seeds[k]``), ``test_batch`` at a time:
+    yields ``(X, T, Cpz, Czz, (Cxx, Cyx, cyy))``, each with a leading seed axis (``(S, nb, ...)``)."""
+    G = P @ P.T
+    for start in range(0, test_samples, test_batch):
+        nb = min(test_batch, test_samples - start)
+        parts = [make_dataset(problem, Q_star[k], P, nb, s, STREAM_TEST, start) for k, s in enumerate(seeds)]
+        Xt, Tt, Cpzt, Czzt = (torch.stack([getattr(p, f) for p in parts]) for f in ("X", "T", "Cpz", "Czz"))
+        del parts
+        yield Xt, Tt, Cpzt, Czzt, sample_stats(Tt, G, Cpzt, Czzt)
+
+
 def _risk_function(X: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor, cyy: torch.Tensor,
                    ns: Sequence[int], ridge: float) -> Callable[[torch.Tensor], torch.Tensor]:
     """``W (S, A, I, r, d) -> R (S, A, I)``: run ``(s, a, i)`` sees the first ``ns[a]`` samples of seed ``s``.
@@ -279,12 +292,8 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
         test_sq = torch.zeros_like(test_sum)
         lin_test = torch.zeros(S, A, dtype=torch.float64, device=dev)
         W = Q.transpose(-1, -2).reshape(S, A * I, r, d)
-        for start in range(0, config.test_samples, config.test_batch):
-            nb = min(config.test_batch, config.test_samples - start)
-            parts = [make_dataset(problem, Q_star[k], P, nb, s, STREAM_TEST, start) for k, s in enumerate(seeds)]
-            Xt, Tt, Cpzt, Czzt = (torch.stack([getattr(p, f) for p in parts]) for f in ("X", "T", "Cpz", "Czz"))
-            del parts
-            Cxxt, Cyxt, cyyt = sample_stats(Tt, G, Cpzt, Czzt)
+        for Xt, Tt, Cpzt, Czzt, (Cxxt, Cyxt, cyyt) in test_batches(problem, Q_star, P, seeds, config.test_samples,
+                                                                  config.test_batch):
             err = _sample_errors(W, Xt, pf(Cxxt), pf(Cyxt), cyyt).to(torch.float64) / (2 * d)  # (S, A I, nb)
             test_sum += err.sum(-1)
             test_sq += err.square().sum(-1)
