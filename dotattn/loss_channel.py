@@ -234,8 +234,11 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
     target = teacher_attention(fl.h_star, problem)
     if search == "local" and warm is None:
         warm = fl.centre
+    # r = 1: the node symmetries h → ±P h are token actions, and where the state has them the fold's
+    # orbit sums already average over the degenerate minimisers (a node fixed by one otherwise is an
+    # accident of measure zero); r >= 2 adds the student's own reflections, which the fold lacks
     px = prox(fl.centre, target, overlaps.V, problem, warm=warm if search == "local" else None,
-              random_starts=random_starts)
+              random_starts=random_starts, symmetric_nodes=sym is None or problem.rank > 1)
     envelope = float(used.expect(px.value))
     h_all, f, xi, eta, h_star, w = _minima(px, fl, used.weights)  # f = V⁻¹(ĥ − ω), (M, L, r)
     mu_hat = alpha * np.einsum("n,nlr->lr", w, f)
