@@ -276,3 +276,17 @@ def test_rank2_positional_fixed_point_converges_on_the_default_rule():
     e = solve(p, 2.0, n_random=0, inits=[("positional", init)]).fixed_points[0]
     assert e.converged and e.branch == "positional", e.result.message
     assert e.result.iterations < 200 and e.result.residual < SolverOptions().tol
+
+
+def test_rank2_uninformative_start_keeps_its_exchangeable_directions_and_converges():
+    """The uninformative start of a rank-2 student (q, V ∝ I, θ = μ = 0) is invariant under swapping
+    the two student directions; kept so, it converges. (Unconstrained, the iterate alternated
+    between the gauge copies (q_11, q_22) and (q_22, q_11) of a slightly asymmetric state and ran
+    into the iteration budget, last change 6e-4.)"""
+    from dotattn.catalogue import initialisations
+    p = Problem(**RANK2)
+    init = dict(initialisations(p, 0))["uninformative"]
+    fp = iterate(p, 2.0, init, gauss_hermite(6, 3), SolverOptions(max_iter=200))
+    assert fp.converged, fp.message
+    assert fp.overlaps.q[0, 0] == fp.overlaps.q[1, 1] and fp.overlaps.V[0, 0] == fp.overlaps.V[1, 1]
+    assert not np.any(fp.overlaps.theta) and not np.any(fp.overlaps.mu)
