@@ -290,3 +290,13 @@ def test_rank2_uninformative_start_keeps_its_exchangeable_directions_and_converg
     assert fp.converged, fp.message
     assert fp.overlaps.q[0, 0] == fp.overlaps.q[1, 1] and fp.overlaps.V[0, 0] == fp.overlaps.V[1, 1]
     assert not np.any(fp.overlaps.theta) and not np.any(fp.overlaps.mu)
+
+
+def test_a_start_that_fails_on_the_coarse_rule_is_solved_on_the_fine_rule(toy):
+    """solve: a start whose coarse-rule run fails (here a 1-point rule, where q loses positive
+    definiteness) is solved on the fine rule from the start itself, and says so."""
+    from dotattn.catalogue import QuadratureSpec, solve
+    cat = solve(toy, 2.0, quadrature=QuadratureSpec("gauss-hermite", 6, 1), n_random=0)
+    retried = [e for e in cat.fixed_points if "directly on the fine rule" in e.result.message]
+    assert retried and all(e.converged for e in retried)
+    assert {e.branch for e in cat.fixed_points} >= {"positional", "semantic"}
