@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> dict:
             for r in case["fixed_points"]:
                 ref[(name, r["alpha"], r["branch"])] = r
     t0 = time.perf_counter()
+    params = {"gh_order": gh, "cases": args.cases, "alphas": args.alphas, "branches": args.branches,
+              "symmetry": args.symmetry, "random_starts": args.random_starts}
+    started = provenance(params)  # the commit the code was imported from, not the one at the end
     results = {}
     for name in args.cases.split(","):
         problem, alphas, branches = CASES[name]
@@ -123,9 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
                       f"({r['nodes']:,} nodes)  e_t={r['train_loss']:.8f} eps_g={r['test_error']:.8f}"
                       + _changes(r, ref.get((name, alpha, r["branch"]))), flush=True)
         results[name] = {"problem": problem.to_dict(), "fixed_points": rows}
-    payload = {"cases": results, **provenance({"gh_order": gh, "cases": args.cases, "alphas": args.alphas,
-                                               "symmetry": args.symmetry, "random_starts": args.random_starts},
-                                              seconds=time.perf_counter() - t0),
+    payload = {"cases": results, **started, "seconds": round(time.perf_counter() - t0, 3),
                "load_average": list(os.getloadavg())}
     write_json(args.out, payload)
     print(f"wrote {args.out}")
