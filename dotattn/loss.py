@@ -20,6 +20,7 @@ other and against finite differences.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,7 +66,9 @@ def teacher_attention(h_star: np.ndarray, problem: Problem) -> np.ndarray:
 
 def attention_loss(h: np.ndarray, target: np.ndarray, problem: Problem,
                    general: bool | None = None) -> np.ndarray:
-    """ℓ for N points, shape (N,). h (N, L, r); target T(h*) (N, L, L) from :func:`teacher_attention`."""
+    """ℓ for N points, shape (N,). h (N, L, r); target T(h*) (N, L, L) from :func:`teacher_attention`.
+    ``general=True`` forces the general (N, L, L) path."""
+    auto = general is None
     if general is None:
         general = not _is_fast(h)
     if not general:
@@ -73,6 +76,9 @@ def attention_loss(h: np.ndarray, target: np.ndarray, problem: Problem,
         ra = expit(a) - target[:, 0, 0]
         rb = expit(b) - target[:, 1, 1]
         return problem.sigma**2 * (ra * ra + rb * rb)
+    if auto and h.shape[-1] == 1:  # r = 1, L >= 3: node-length columns
+        _, _, Rc = _rank1_columns(h, target)
+        return 0.5 * problem.sigma**2 * functools.reduce(np.add, [r * r for row in Rc for r in row])
     R = softmax_rows(h @ np.swapaxes(h, -1, -2)) - target
     return 0.5 * problem.sigma**2 * np.sum(R * R, axis=(-2, -1))
 
@@ -213,6 +219,61 @@ def _general_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, he
     return LossDerivatives(value=value, grad=grad, hess=hess)
 
 
+def _rank1_columns(h: np.ndarray, target: np.ndarray) -> tuple[list, list, list]:
+    """r = 1: the columns x_l = h_l (N,), and S_lm = softmax_rows(h hᵀ)_lm, R_lm = S_lm − T_lm as
+    nested lists of (N,) columns."""
+    L = h.shape[1]
+    x = [h[:, l, 0] for l in range(L)]
+    S, R = [], []
+    for l in range(L):
+        z = [x[l] * x[m] for m in range(L)]
+        zmax = functools.reduce(np.maximum, z)
+        e = [np.exp(zm - zmax) for zm in z]
+        tot = functools.reduce(np.add, e)
+        S.append([em / tot for em in e])
+        R.append([S[l][m] - target[:, l, m] for m in range(L)])
+    return x, S, R
+
+
+def _rank1_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool) -> LossDerivatives:
+    """r = 1, any L: the general path's maths on the L node-length columns h_l (no (N, L, L) or
+    (N, L·r, L, L) arrays), with the Hessian in closed form instead of L·r directional derivatives.
+
+    With Z = h hᵀ, S = softmax_rows(Z), R = S − T, P = ∂ℓ/∂Z, c_l = R_l·S_l, W = S + R and
+    σ_l = |S_l|² + 2c_l, row l's Hessian in its scores is
+    σ²[δ_ab S_la(W_la − c_l) + S_la S_lb(σ_l − W_la − W_lb)] =: σ² Hz_l, and
+    ∂²ℓ/∂h² = P + Pᵀ + σ² Σ_l [(hᵀHz_l h) e_l e_lᵀ + h_l (e_l u_lᵀ + u_l e_lᵀ) + h_l² Hz_l],
+    u_l = Hz_l h (scores z_lm = h_l h_m, so ∂z_l/∂h = h e_lᵀ + h_l I)."""
+    N, L, _ = h.shape
+    s2 = problem.sigma**2
+    x, S, R = _rank1_columns(h, target)
+    value = 0.5 * s2 * functools.reduce(np.add, [R[l][m] * R[l][m] for l in range(L) for m in range(L)])
+    c = [functools.reduce(np.add, [R[l][m] * S[l][m] for m in range(L)]) for l in range(L)]
+    P = [[s2 * S[l][m] * (R[l][m] - c[l]) for m in range(L)] for l in range(L)]
+    Ps = [[P[k][m] + P[m][k] for m in range(L)] for k in range(L)]
+    grad = np.stack([functools.reduce(np.add, [Ps[k][m] * x[m] for m in range(L)]) for k in range(L)], axis=1)[:, :, None]
+    hess = None
+    if hessian:
+        W = [[S[l][m] + R[l][m] for m in range(L)] for l in range(L)]
+        sig = [functools.reduce(np.add, [S[l][m] * S[l][m] for m in range(L)]) + 2 * c[l] for l in range(L)]
+        p = [functools.reduce(np.add, [S[l][b] * x[b] for b in range(L)]) for l in range(L)]
+        qv = [functools.reduce(np.add, [S[l][b] * W[l][b] * x[b] for b in range(L)]) for l in range(L)]
+        dg = [[S[l][a] * (W[l][a] - c[l]) for a in range(L)] for l in range(L)]
+        U = [[dg[l][a] * x[a] + S[l][a] * ((sig[l] - W[l][a]) * p[l] - qv[l]) for a in range(L)] for l in range(L)]
+        X = [xl * xl for xl in x]
+        hess = np.empty((N, L, L))
+        for k in range(L):
+            for j in range(k, L):
+                acc = functools.reduce(np.add, [X[l] * S[l][k] * S[l][j] * (sig[l] - W[l][k] - W[l][j])
+                                                for l in range(L)])
+                acc = acc + x[k] * U[k][j] + x[j] * U[j][k]
+                if k == j:
+                    acc = acc + functools.reduce(np.add, [X[l] * dg[l][k] for l in range(L)])
+                    acc = acc + functools.reduce(np.add, [U[k][a] * x[a] for a in range(L)])
+                hess[:, k, j] = hess[:, j, k] = s2 * acc + Ps[k][j]
+    return LossDerivatives(value=value, grad=grad, hess=hess)
+
+
 def _general_teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem) -> np.ndarray:
     s2, w = problem.sigma**2, problem.omega
     S = softmax_rows(h @ np.swapaxes(h, -1, -2))
@@ -230,10 +291,13 @@ def loss_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessia
     """ℓ, ∂ℓ/∂h (N, L, r) and optionally ∂²ℓ/∂h² (N, L·r, L·r; index l·r + i).
 
     target : T(h*) (N, L, L) from :func:`teacher_attention`.
-    ``general=True`` forces the general path (used by tests to check the L = 2 fast path).
+    ``general=True`` forces the general path (used by tests to check the L = 2 fast path and the
+    closed-form r = 1 Hessian of :func:`_rank1_derivatives`, the default for r = 1, L ≥ 3).
     """
     if general is None:
         general = not _is_fast(h)
+        if general and h.shape[-1] == 1:
+            return _rank1_derivatives(h, target, problem, hessian)
     if general:
         return _general_derivatives(h, target, problem, hessian)
     if h.shape[-1] == 1:

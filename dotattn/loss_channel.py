@@ -22,9 +22,12 @@ teacher fields see η only), and A_π(l)π(l') = A_ll' (ℓ is invariant under h
 for a token permutation P that fixes A). Then ĥ(g x) = g · ĥ(x), f and ∂ℓ/∂h* transform like
 ξ and η, and on a rule that is itself invariant (tensor Gauss-Hermite; never QMC) every
 expectation is an orbit sum: the prox is taken at one node per orbit only
-(:meth:`GaussianRule.fold`). The global prox search must be equivariant as well, so the fold is
-used only without random prox starts (the default for L = 2, r = 1) and with permutations that
-map cyclic shifts to cyclic shifts. Toy model: 2x fewer nodes on a general state with
+(:meth:`GaussianRule.fold`). The global prox search must be equivariant as well: only
+permutations that map cyclic shifts to cyclic shifts (the canonical prox starts) are used. Random
+prox starts (the default for L ≥ 3 or r ≥ 2) are drawn at the representative only; the folded
+search is then the full one with equivariant random starts (the images of the representative's
+at the other nodes of its orbit), which agrees with the unfolded search wherever both find the
+global minimum (measured in benchmarks/README.md). Toy model: 2x fewer nodes on a general state with
 μ_1 = −μ_2, 4x on the positional (θ = 0) and semantic (μ = 0) branches, 8x on the
 uninformative one. The result equals the full rule's up to rounding (tested).
 """
@@ -40,7 +43,7 @@ import numpy as np
 from dotattn.loss import attention_loss, teacher_attention, teacher_gradient
 from dotattn.overlaps import FieldFactors, Hats, Overlaps, factor_jvp, field_factors, symmetric_basis
 from dotattn.problem import Problem
-from dotattn.prox import ProxResult, _apply_right, default_random_starts, prox
+from dotattn.prox import ProxResult, _apply_right, prox
 from dotattn.quadrature import Fold, GaussianRule
 
 __all__ = ["Fields", "LossChannelResult", "TokenSymmetry", "token_symmetry", "local_fields", "hat_update", "test_error",
@@ -135,13 +138,12 @@ def token_symmetry(overlaps: Overlaps, rule: GaussianRule, problem: Problem,
     equivariant and ``rule`` invariant, with the rule folded by it; None if only the identity.
 
     The global prox search must be equivariant too, so that the folded computation is the full
-    one: no random starts (``random_starts``, None meaning the prox's default, must resolve to 0:
-    the default for L = 2, r = 1), and only permutations that map the canonical starts to
-    themselves.
+    one: only permutations that map the canonical starts to themselves. ``random_starts`` is
+    accepted for compatibility and no longer matters: random starts are drawn at the
+    representatives (see the module docstring).
     """
     L, r, rt = problem.L, problem.rank, problem.teacher_rank
-    n_random = default_random_starts(L, r) if random_starts is None else random_starts
-    if rule.groups is not None or n_random > 0:
+    if rule.groups is not None:
         return None
     A, mu = problem.A, overlaps.mu
     theta_zero = not np.any(overlaps.theta)
@@ -186,9 +188,23 @@ def local_fields(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> Fi
     return Fields(xi=xi, eta=eta, centre=centre, h_star=h_star, factors=f)
 
 
-def _expect(rule: GaussianRule, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """E[Σ_l a_l b_lᵀ] for a (N, L, i), b (N, L, j): shape (i, j)."""
-    return np.einsum("n,nli,nlj->ij", rule.weights, a, b)
+def _expect(weights: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """E[Σ_l a_l b_lᵀ] = Σ_n w_n Σ_l a_nl b_nlᵀ for a (N, L, i), b (N, L, j): shape (i, j)."""
+    return np.einsum("n,nli,nlj->ij", weights, a, b)
+
+
+def _minima(px: ProxResult, fl: Fields, weights: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(ĥ, f, ξ, η, h*, w) over every global minimiser of every node: a node with k degenerate
+    minimisers (:attr:`ProxResult.alts`) counts each with weight w/k. Without degenerate nodes
+    these are the prox's own arrays."""
+    if px.alts is None:
+        return px.h, px.f, fl.xi, fl.eta, fl.h_star, weights
+    count = px.minima_count()
+    parts = [(px.h, px.f, fl.xi, fl.eta, fl.h_star, weights / count)]
+    for k in range(px.alts.shape[0]):
+        i = np.flatnonzero(~np.isnan(px.alts[k, :, 0, 0]))
+        parts.append((px.alts[k, i], px.alts_f[k, i], fl.xi[i], fl.eta[i], fl.h_star[i], weights[i] / count[i]))
+    return tuple(np.concatenate(z) for z in zip(*parts))
 
 
 def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Problem, *,
@@ -197,7 +213,10 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
     """Hats from the overlaps (one loss-channel step).
 
     ``search='global'``: multi-start global prox. ``search='local'``: one Newton run from
-    ``warm`` (N, L, r; a previous ĥ) or, if None, from the centres ω. ``symmetry``: fold the rule
+    ``warm`` (N, L, r; a previous ĥ) or, if None, from the centres ω. A node whose minimum is
+    degenerate by an exact symmetry of its objective (:attr:`ProxResult.alts`) counts every one of
+    its minimisers equally (the symmetric choice; taking whichever one rounding makes lowest would
+    let the map jump between them from step to step). ``symmetry``: fold the rule
     by the exact token symmetry of the state (:func:`token_symmetry`), if any. Raises
     InvalidOverlaps if the fields cannot be formed.
     """
@@ -215,30 +234,32 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
     target = teacher_attention(fl.h_star, problem)
     if search == "local" and warm is None:
         warm = fl.centre
+    # r = 1: the node symmetries h → ±P h are token actions, and where the state has them the fold's
+    # orbit sums already average over the degenerate minimisers (a node fixed by one otherwise is an
+    # accident of measure zero); r >= 2 adds the student's own reflections, which the fold lacks
     px = prox(fl.centre, target, overlaps.V, problem, warm=warm if search == "local" else None,
-              random_starts=random_starts)
-    f = px.f  # V⁻¹(ĥ − ω), (M, L, r)
-    w = used.weights
+              random_starts=random_starts, symmetric_nodes=sym is None or problem.rank > 1)
     envelope = float(used.expect(px.value))
+    h_all, f, xi, eta, h_star, w = _minima(px, fl, used.weights)  # f = V⁻¹(ĥ − ω), (M, L, r)
     mu_hat = alpha * np.einsum("n,nlr->lr", w, f)
     mixed = 1.0
     if sym is not None:
         mu_hat = sym.token_projector() @ mu_hat
         mixed = sym.mixed_character()
-    q_hat = alpha * _expect(used, f, f)
+    q_hat = alpha * _expect(w, f, f)
     q_hat = 0.5 * (q_hat + q_hat.T)
     if form == "stein":
         if problem.rank != 1 or problem.teacher_rank != 1:
             raise ValueError("the Stein form of the hats is implemented for r = r_t = 1 only")
         q, th = overlaps.q[0, 0], overlaps.theta[0, 0]
         v_star = fl.factors.D[0, 0]
-        theta_hat = mixed * alpha * _expect(used, f, fl.eta) / v_star
-        V_hat = -alpha * _expect(used, f, fl.xi) / np.sqrt(q) + th * theta_hat / q
+        theta_hat = mixed * alpha * _expect(w, f, eta) / v_star
+        V_hat = -alpha * _expect(w, f, xi) / np.sqrt(q) + th * theta_hat / q
     else:
-        g_star = teacher_gradient(px.h, fl.h_star, problem)  # ∂ℓ/∂h* at ĥ
-        G_C = -_expect(used, f, fl.xi)  # ∂E/∂C (r, r)
-        G_B = mixed * _expect(used, fl.xi, g_star)  # ∂E/∂B (r, r_t)
-        G_D = _expect(used, g_star, fl.eta)  # ∂E/∂D (r_t, r_t)
+        g_star = teacher_gradient(h_all, h_star, problem)  # ∂ℓ/∂h* at ĥ
+        G_C = -_expect(w, f, xi)  # ∂E/∂C (r, r)
+        G_B = mixed * _expect(w, xi, g_star)  # ∂E/∂B (r, r_t)
+        G_D = _expect(w, g_star, eta)  # ∂E/∂D (r_t, r_t)
 
         def directional(dq: np.ndarray, dth: np.ndarray) -> float:
             d = factor_jvp(fl.factors, dq, dth)
@@ -260,8 +281,11 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
     V_hat = 0.5 * (V_hat + V_hat.T)
     hats = Hats(q_hat=q_hat, V_hat=V_hat, theta_hat=theta_hat, mu_hat=mu_hat)
     if sym is not None:  # the prox at every node of the rule, from the representatives
+        alts = None if px.alts is None else np.stack([sym.expand(a) for a in px.alts])
+        alts_f = None if px.alts is None else np.stack([sym.expand(a) for a in px.alts_f])
         px = ProxResult(h=sym.expand(px.h), value=px.value[sym.fold.rep_of], f=sym.expand(px.f),
-                        iterations=px.iterations, grad_norm=px.grad_norm, n_starts=px.n_starts)
+                        iterations=px.iterations, grad_norm=px.grad_norm, n_starts=px.n_starts, alts=alts,
+                        alts_f=alts_f)
     return LossChannelResult(hats=hats, envelope=envelope, prox=px, fields=fl, symmetry=sym)
 
 

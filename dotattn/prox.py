@@ -21,7 +21,8 @@ safeguard) and an Armijo backtracking line search, so every step decreases the o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -31,7 +32,7 @@ from dotattn.loss import LossDerivatives, attention_loss, loss_derivatives
 from dotattn.problem import Problem
 
 __all__ = ["ProxResult", "PointLoss", "AttentionPointLoss", "prox_objective", "prox", "minimise_envelope",
-           "multistart_points", "default_random_starts"]
+           "multistart_points", "default_random_starts", "objective_symmetries", "symmetric_minimisers"]
 
 
 class PointLoss(Protocol):
@@ -56,6 +57,8 @@ class AttentionPointLoss:
 
 _EIG_FLOOR = 1e-8
 _ARMIJO = 1e-4
+_DISTINCT = 1e-6
+"""Minimisers closer than this (max-norm, relative to 1 + |ĥ|) are the same point."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class ProxResult:
     h : (N, L, r) minimiser ĥ.    value : (N,) envelope M.    f : (N, L, r) V⁻¹(ĥ − c).
     iterations : Newton iterations of the slowest start.    grad_norm : max ∞-norm of the
     objective's gradient at ĥ.    n_starts : starts per node.
+    alts, alts_f : (K, N, L, r) the other global minimisers g ĥ of a node whose objective has an
+    exact symmetry g (:func:`symmetric_minimisers`) and their V⁻¹(ĥ − c); NaN where a node has
+    fewer; None if no node has any. The loss channel averages over all global minimisers of a node (:meth:`minima_count`).
     """
 
     h: np.ndarray
@@ -73,6 +79,14 @@ class ProxResult:
     iterations: int
     grad_norm: float
     n_starts: int
+    alts: np.ndarray | None = None
+    alts_f: np.ndarray | None = None
+
+    def minima_count(self) -> np.ndarray:
+        """Number of global minimisers kept per node, (N,) (1 + the alternatives)."""
+        if self.alts is None:
+            return np.ones(len(self.value))
+        return 1.0 + np.sum(~np.isnan(self.alts[:, :, 0, 0]), axis=0)
 
 
 def _apply_right(x: np.ndarray, mat: np.ndarray) -> np.ndarray:
@@ -331,8 +345,11 @@ def _newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float
 
 def default_random_starts(L: int, r: int) -> int:
     """Random starts per node of the global search: none for L = 2, r = 1 (the canonical starts
-    suffice there), 8 otherwise."""
-    return 0 if (L == 2 and r == 1) else 8
+    suffice there), 4 otherwise. Measured at the converged fixed points of (L, r, r_t) = (2, 2, 1)
+    (all three branches) and (3, 1, 1) (issue 14, benchmarks/README.md): 2 random starts already
+    find the same global minimum as 16 at every node (hats equal to 2e-10), the canonical starts
+    alone miss nodes of weight up to 1e-3 for r = 2; 4 keeps a factor 2 in hand (8 before)."""
+    return 0 if (L == 2 and r == 1) else 4
 
 
 def multistart_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, random_starts: int = 0,
@@ -358,6 +375,20 @@ def multistart_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, rand
     return np.stack(starts)
 
 
+def _newton_starts(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, V_inv: np.ndarray, loss: PointLoss,
+                   max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """Safeguarded Newton from every start: (h (S, N, L, r), value (S, N), iterations)."""
+    S, N, L, r = starts.shape
+    flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
+    flat_d = np.broadcast_to(data, (S,) + data.shape).reshape((S * N,) + data.shape[1:])
+    if isinstance(loss, AttentionPointLoss) and (L, r) == (2, 1) and data.shape[1:] == (2, 2):
+        h, value, iters = _newton_toy(starts.reshape(S * N, L, r), flat_c, flat_d, float(V_inv[0, 0]),
+                                      loss.problem.sigma**2, max_iter, gtol)
+    else:
+        h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv, loss, max_iter, gtol)
+    return h.reshape(S, N, L, r), value.reshape(S, N), iters
+
+
 def minimise_envelope(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, V: np.ndarray, loss: PointLoss,
                       *, max_iter: int = 100, gtol: float = 1e-11) -> ProxResult:
     """Best of safeguarded Newton runs from ``starts`` (S, N, L, r) for every node (the prox machinery).
@@ -367,15 +398,7 @@ def minimise_envelope(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, 
     N, L, r = centre.shape
     V_inv = np.linalg.inv(V)
     S = starts.shape[0]
-    flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
-    flat_d = np.broadcast_to(data, (S,) + data.shape).reshape((S * N,) + data.shape[1:])
-    if isinstance(loss, AttentionPointLoss) and (L, r) == (2, 1) and data.shape[1:] == (2, 2):
-        h, value, iters = _newton_toy(starts.reshape(S * N, L, r), flat_c, flat_d, float(V_inv[0, 0]),
-                                      loss.problem.sigma**2, max_iter, gtol)
-    else:
-        h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv, loss, max_iter, gtol)
-    h = h.reshape(S, N, L, r)
-    value = value.reshape(S, N)
+    h, value, iters = _newton_starts(starts, centre, data, V_inv, loss, max_iter, gtol)
     best = np.argmin(value, axis=0)
     idx = np.arange(N)
     h_best, v_best = h[best, idx], value[best, idx]
@@ -384,15 +407,82 @@ def minimise_envelope(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, 
     return ProxResult(h=h_best, value=v_best, f=f, iterations=iters, grad_norm=float(resid), n_starts=S)
 
 
+def objective_symmetries(L: int, V: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The maps h → P h U (P (L, L) a token permutation, U (r, r) orthogonal with U V Uᵀ = V: sign
+    flips in V's eigenbasis, −I included) other than the identity. ℓ(P h U, T) = ℓ(h, Pᵀ T P)
+    (ℓ depends on h hᵀ only), so the prox objective of a node with P c U = c and P T Pᵀ = T is
+    invariant under the map. Permutations only for L ≤ 4."""
+    r = V.shape[0]
+    _, E = np.linalg.eigh(V)
+    perms = list(itertools.permutations(range(L))) if L <= 4 else [tuple(range(L))]
+    out = []
+    for perm in perms:
+        P = np.eye(L)[list(perm)]
+        for signs in itertools.product((1.0, -1.0), repeat=r):
+            if perm == tuple(range(L)) and all(x == 1.0 for x in signs):
+                continue
+            out.append((P, (E * np.array(signs)) @ E.T))
+    return out
+
+
+def symmetric_minimisers(h: np.ndarray, centre: np.ndarray, target: np.ndarray, V: np.ndarray
+                         ) -> np.ndarray | None:
+    """The other global minimisers g ĥ of nodes whose prox objective is invariant under a map g of
+    :func:`objective_symmetries` (g c = c and P T Pᵀ = T to 1e-12) with g ĥ ≠ ĥ: (K, N, L, r), NaN
+    where a node has fewer than K; None if no node has any.
+
+    Such a node's minimum is exactly degenerate. These nodes are common on a symmetric tensor rule
+    (e.g. the rank-2 student's positional branch: ξ_{1,i} = ±ξ_{2,i} per column); which of the
+    minimisers the search returns is decided by rounding, and a map that used only that one
+    would jump between them from step to step (it never converges).
+    """
+    N, L, r = h.shape
+    scale_c = 1e-12 * (1.0 + _row_absmax(centre))
+    scale_h = _DISTINCT * (1.0 + _row_absmax(h))
+    found: list[np.ndarray] = []  # images, NaN where not a new minimiser
+    for P, U in objective_symmetries(L, V):
+        perm = np.argmax(P, axis=1)  # (P a)_l = a_perm[l]
+
+        def image(x: np.ndarray) -> np.ndarray:
+            return _apply_right(x[:, perm], U)
+
+        gc = image(centre)
+        fixed = _row_absmax(gc - centre) <= scale_c
+        if not np.any(fixed):
+            continue
+        T = target[fixed]
+        fixed[fixed] = _row_absmax(T[:, perm][:, :, perm] - T) <= 1e-12
+        if not np.any(fixed):
+            continue
+        gh = image(h)
+        new = fixed & (_row_absmax(gh - h) > scale_h)
+        for prev in found:
+            same = _row_absmax(gh - np.nan_to_num(prev, nan=np.inf)) <= scale_h
+            new &= ~same
+        if np.any(new):
+            found.append(np.where(new[:, None, None], gh, np.nan))
+    if not found:
+        return None
+    # compact: the k-th alternative of each node in slot k
+    stack = np.stack(found)
+    present = ~np.isnan(stack[:, :, 0, 0])
+    order = np.argsort(~present, axis=0, kind="stable")
+    stack = np.take_along_axis(stack, order[:, :, None, None], axis=0)
+    K = int(np.max(np.sum(present, axis=0)))
+    return stack[:K]
+
+
 def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem, *,
          warm: np.ndarray | None = None, random_starts: int | None = None, seed: int = 0,
-         max_iter: int = 100, gtol: float = 1e-11) -> ProxResult:
+         max_iter: int = 100, gtol: float = 1e-11, symmetric_nodes: bool = True) -> ProxResult:
     """Global proximal point for every node.
 
     centre (N, L, r), target (N, L, L) = T(h*), V (r, r) symmetric positive definite.
     ``warm`` (N, L, r): start only from these points (a previous iteration's ĥ), no global
     search; otherwise a multi-start search (``random_starts`` extra random starts per node;
-    default 0 for L = 2, r = 1 and 8 otherwise).
+    default 0 for L = 2, r = 1 and 4 otherwise). Nodes whose minimum is degenerate by an exact
+    symmetry also return the other minimisers (:func:`symmetric_minimisers`), unless
+    ``symmetric_nodes`` is False (the caller averages over those symmetries itself).
     """
     centre = np.asarray(centre, dtype=float)
     target = np.asarray(target, dtype=float)
@@ -404,4 +494,8 @@ def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem
         if random_starts is None:
             random_starts = default_random_starts(L, r)
         starts = multistart_points(centre, V, problem.sigma**2 * L, random_starts, seed)
-    return minimise_envelope(starts, centre, target, V, AttentionPointLoss(problem), max_iter=max_iter, gtol=gtol)
+    res = minimise_envelope(starts, centre, target, V, AttentionPointLoss(problem), max_iter=max_iter, gtol=gtol)
+    alts = symmetric_minimisers(res.h, centre, target, V) if symmetric_nodes else None
+    if alts is None:
+        return res
+    return replace(res, alts=alts, alts_f=_apply_right(alts - centre[None], np.linalg.inv(V)))

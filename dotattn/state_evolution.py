@@ -172,11 +172,14 @@ class _Subspace:
 
     zero_theta (r_t,): teacher columns k with θ_{:,k} = 0.  zero_mu: μ = 0.  noise (r,): student
     directions i that carry nothing (θ_{i,:} = 0, μ_{:,i} = 0, q_ij = V_ij = 0 for j ≠ i).
+    exchangeable: groups of noise directions with equal q_ii and V_ii (the state is invariant
+    under swapping them, and so is the map); their q_ii and V_ii are kept equal.
     """
 
     zero_theta: np.ndarray
     zero_mu: bool
     noise: np.ndarray
+    exchangeable: tuple[tuple[int, ...], ...] = ()
 
     @classmethod
     def of(cls, init: Overlaps) -> "_Subspace":
@@ -185,11 +188,21 @@ class _Subspace:
         noise = np.array([r > 1 and not (np.any(init.theta[i]) or np.any(init.mu[:, i])
                                          or np.any(init.q[i][off[i]]) or np.any(init.V[i][off[i]]))
                           for i in range(r)], dtype=bool)
-        return cls(zero_theta=~np.any(init.theta, axis=0), zero_mu=not np.any(init.mu), noise=noise)
+        groups: dict[tuple[float, float], list[int]] = {}
+        for i in np.flatnonzero(noise):
+            groups.setdefault((float(init.q[i, i]), float(init.V[i, i])), []).append(int(i))
+        return cls(zero_theta=~np.any(init.theta, axis=0), zero_mu=not np.any(init.mu), noise=noise,
+                   exchangeable=tuple(tuple(g) for g in groups.values() if len(g) > 1))
 
     def apply(self, update: Overlaps) -> Overlaps:
         if not (np.any(self.zero_theta) or self.zero_mu or np.any(self.noise)):
             return update
+        if self.exchangeable:
+            q, V = np.array(update.q), np.array(update.V)
+            for g in self.exchangeable:
+                idx = list(g)
+                q[idx, idx], V[idx, idx] = np.mean(q[idx, idx]), np.mean(V[idx, idx])
+            update = Overlaps(q=q, V=V, theta=update.theta, mu=update.mu)
         theta = np.where(self.zero_theta[None, :] | self.noise[:, None], 0.0, update.theta)
         mu = np.zeros_like(update.mu) if self.zero_mu else np.where(self.noise[None, :], 0.0, update.mu)
         cross = (self.noise[:, None] | self.noise[None, :]) & ~np.eye(len(self.noise), dtype=bool)
@@ -273,6 +286,9 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     Q_{:,i} → −Q_{:,i}, and so is the map (exactly, also for a tensor Gauss–Hermite rule). This
     fixes the student's rotation gauge on the pure branches of a student with r >= 2, which
     otherwise drift slowly along directions the rule's lack of rotation symmetry barely pins.
+    Such directions that also start with equal q_ii and V_ii (the uninformative start) are
+    exchangeable, and stay so: otherwise the iterate alternates between the two gauge copies
+    (q_11, q_22) and (q_22, q_11) of a slightly asymmetric state and never converges.
     The initial state is put in the canonical
     student frame (:meth:`Overlaps.canonical`); the iterates are not, because an update that
     only maps the state to a gauge copy of itself (e.g. μ → −μ) is a cycle, not a fixed point,

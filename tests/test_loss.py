@@ -84,3 +84,20 @@ def test_loss_is_invariant_under_sign_and_rotation():
     U = np.array([[np.cos(th), -np.sin(th)], [np.sin(th), np.cos(th)]])
     np.testing.assert_allclose(attention_loss(-h, T, p), attention_loss(h, T, p))
     np.testing.assert_allclose(attention_loss(h @ U, T, p), attention_loss(h, T, p))
+
+
+@pytest.mark.parametrize("L", [3, 4, 5])
+def test_rank1_column_path_matches_general_path(L):
+    """r = 1, L >= 3: the closed-form column Hessian (the default there) against the general path's
+    directional derivatives, to rounding."""
+    A = np.full((L, L), 0.3 / (L - 1)) + (0.7 - 0.3 / (L - 1)) * np.eye(L)
+    p = Problem(L=L, omega=0.3, positional_attention=A.tolist(), positional_gram=np.eye(L).tolist())
+    rng = np.random.default_rng(L)
+    h = 1.5 * rng.normal(size=(500, L, 1))
+    T = teacher_attention(rng.normal(size=(500, L, 1)), p)
+    fast, ref = loss_derivatives(h, T, p), loss_derivatives(h, T, p, general=True)
+    np.testing.assert_allclose(fast.value, ref.value, rtol=1e-13, atol=1e-16)
+    np.testing.assert_allclose(fast.grad, ref.grad, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(fast.hess, ref.hess, rtol=1e-11, atol=1e-13 * np.max(np.abs(ref.hess)))
+    np.testing.assert_allclose(attention_loss(h, T, p), attention_loss(h, T, p, general=True), rtol=1e-13, atol=1e-16)
+    assert loss_derivatives(h, T, p, hessian=False).hess is None

@@ -130,3 +130,29 @@ def test_envelope_theorem():
         np.testing.assert_allclose(fd, teacher_gradient(base.h, h_star, p)[:, l, 0], atol=1e-7)
     fd = (env(centre, h_star, V + 1e-4) - env(centre, h_star, V - 1e-4)) / 2e-4
     np.testing.assert_allclose(fd, -0.5 * np.sum(f**2, axis=(1, 2)), atol=1e-8)
+
+
+def test_symmetric_minimisers_are_images_under_the_node_symmetries():
+    """A node with P c U = c and P T Pᵀ = T (here the token swap with U = diag(−1, 1)) has a prox
+    objective invariant under h → P h U: its image of any point is returned, with the same
+    objective value; a node without such a symmetry gets none."""
+    from dotattn.prox import objective_symmetries, symmetric_minimisers
+    p = Problem(L=2, rank=2, teacher_rank=1, omega=0.3)
+    V = np.diag([20.0, 12.0])
+    rng = np.random.default_rng(4)
+    c0 = np.array([0.3, -0.2])
+    centre = np.stack([np.stack([c0, c0 * [-1.0, 1.0]]), rng.normal(size=(2, 2))])  # node 0 symmetric, node 1 not
+    t = 0.62
+    target = np.stack([[[t, 1 - t], [1 - t, t]], [[0.7, 0.3], [0.45, 0.55]]])
+    h = rng.normal(size=(2, 2, 2))
+    alts = symmetric_minimisers(h, centre, target, V)
+    assert alts is not None and np.all(np.isnan(alts[:, 1]))
+    image = np.array([[0, 1], [1, 0]]) @ h[0] @ np.diag([-1.0, 1.0])
+    assert any(np.allclose(a, image) for a in alts[:, 0] if not np.isnan(a[0, 0]))
+    loss = AttentionPointLoss(p)
+    V_inv = np.linalg.inv(V)
+    for a in alts[:, 0]:
+        if not np.isnan(a[0, 0]):
+            np.testing.assert_allclose(prox_objective(a[None], centre[:1], target[:1], V_inv, loss),
+                                       prox_objective(h[:1], centre[:1], target[:1], V_inv, loss), rtol=1e-13)
+    assert len(objective_symmetries(2, V)) == 2 * 4 - 1
