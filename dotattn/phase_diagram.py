@@ -75,6 +75,10 @@ SECONDS_PER_FIXED_POINT_NODE = 4.3e-6
 SECONDS_PER_FIXED_POINT = 0.017
 """Rough CPU seconds per fixed point besides the nodes (from the ω = 0.3 column on Gauss-Hermite 8,
 4,096 nodes: 0.032 s per fixed point)."""
+SECONDS_PER_STABILITY = 0.065
+"""Rough CPU seconds of the RS stability of one grid record (:func:`dotattn.stability.rs_stability` on
+its 2^11 x 4 Sobol rule, toy model): the ω = 0.3 column took 13.7 s of user time with it and 9.5 s
+without (50 records, 1 worker, load average ≈ 7, so ≈ 0.085 s each loaded), against ≈ 1.3x less quiet."""
 COLUMN_FORMAT = 3
 """Version of a column result's content (part of the cache key): 2 added the α_c, α_lin errors,
 3 the phase boundaries and the mixed branch's spinodals."""
@@ -555,13 +559,15 @@ def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepS
                      workers: int) -> float:
     """Rough wall time (s) of ``columns`` ω columns on ``workers`` processes: fixed points ×
     (:data:`SECONDS_PER_FIXED_POINT` + :data:`SECONDS_PER_FIXED_POINT_NODE` × nodes of the fine
-    rule), with whole columns spread over the workers."""
+    rule) plus the RS stability of every grid record (:data:`SECONDS_PER_STABILITY`), with whole
+    columns spread over the workers."""
     if columns <= 0:
         return 0.0
     q = settings.quadrature
     nodes = q.order ** problem.gaussian_dim if q.kind == "gauss-hermite" else 2 ** q.order * q.scramblings
-    per_column = column_fixed_points_estimate(problem, alphas) * (SECONDS_PER_FIXED_POINT
-                                                                   + SECONDS_PER_FIXED_POINT_NODE * nodes)
+    per_column = (column_fixed_points_estimate(problem, alphas) * (SECONDS_PER_FIXED_POINT
+                                                                    + SECONDS_PER_FIXED_POINT_NODE * nodes)
+                  + len(branch_names(problem)) * len(alphas) * SECONDS_PER_STABILITY)
     return per_column * -(-columns // max(1, min(workers, columns)))
 
 
