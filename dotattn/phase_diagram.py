@@ -551,8 +551,7 @@ def column_fixed_points_estimate(problem: Problem, alphas: Sequence[float]) -> i
     """Rough number of fixed points one ω column solves: every followed branch at every α, plus
     the Brent evaluations of α_c and α_lin and the spinodal bisections (measured: about
     :data:`EXTRA_FIXED_POINTS_PER_COLUMN` on the toy model)."""
-    branches = len(FOLLOWED_BRANCHES) + (1 if problem.rank >= 2 else 0)
-    return branches * len(alphas) + EXTRA_FIXED_POINTS_PER_COLUMN
+    return len(branch_names(problem)) * len(alphas) + EXTRA_FIXED_POINTS_PER_COLUMN
 
 
 def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepSettings, columns: int,

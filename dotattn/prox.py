@@ -32,7 +32,8 @@ from dotattn.loss import LossDerivatives, attention_loss, loss_derivatives
 from dotattn.problem import Problem
 
 __all__ = ["ProxResult", "PointLoss", "AttentionPointLoss", "prox_objective", "prox", "minimise_envelope",
-           "multistart_points", "default_random_starts", "objective_symmetries", "symmetric_minimisers"]
+           "multistart_points", "random_ball_points", "quadratic_hessian", "default_random_starts",
+           "objective_symmetries", "symmetric_minimisers"]
 
 
 class PointLoss(Protocol):
@@ -206,6 +207,12 @@ def _cholesky_solve(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return -x, ok
 
 
+def quadratic_hessian(L: int, V_inv: np.ndarray) -> np.ndarray:
+    """Hessian of the prox objective's quadratic term Σ_l ½ (h_l − c_l)ᵀ V⁻¹ (h_l − c_l): I_L ⊗ V⁻¹,
+    (L r, L r) with index l·r + i as in :func:`dotattn.loss.loss_derivatives`."""
+    return np.kron(np.eye(L), V_inv)
+
+
 def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.ndarray, loss: PointLoss,
             max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
     """Damped safeguarded Newton from h0 (M, L, r); returns (h, value, iterations).
@@ -214,7 +221,7 @@ def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.nd
     """
     M, L, r = h0.shape
     n = L * r
-    block = np.kron(np.eye(L), V_inv)  # Hessian of the quadratic, (n, n)
+    block = quadratic_hessian(L, V_inv)
     h_out = h0.copy()
     v_out = prox_objective(h_out, centre, target, V_inv, loss)
     idx = np.arange(M)  # global index of each active point
@@ -365,14 +372,25 @@ def multistart_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, rand
         rolled = np.roll(centre, shift, axis=1)
         starts += [rolled, -rolled]
     if random_starts > 0:
-        rng = np.random.default_rng(seed)
-        radius = np.sqrt(2.0 * np.max(np.linalg.eigvalsh(V)) * loss_bound)
-        dim = L * r
-        for _ in range(random_starts):
-            u = rng.normal(size=(N, dim))
-            u *= (rng.random((N, 1)) ** (1.0 / dim)) * radius / np.linalg.norm(u, axis=1, keepdims=True)
-            starts.append(centre + u.reshape(N, L, r))
+        starts += list(random_ball_points(centre, V, loss_bound, random_starts, seed))
     return np.stack(starts)
+
+
+def random_ball_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, count: int,
+                       seed: int = 0) -> np.ndarray:
+    """``count`` points per node (count, N, L, r), uniform in the ball ‖h − c‖² ≤ 2 λ_max(V) ·
+    loss_bound around each centre (N, L, r), which must contain the global minimiser of the prox
+    objective (the quadratic alone exceeds ℓ's upper bound ``loss_bound`` outside it)."""
+    N, L, r = centre.shape
+    rng = np.random.default_rng(seed)
+    radius = np.sqrt(2.0 * np.max(np.linalg.eigvalsh(V)) * loss_bound)
+    dim = L * r
+    out = np.empty((count, N, L, r))
+    for k in range(count):
+        u = rng.normal(size=(N, dim))
+        u *= (rng.random((N, 1)) ** (1.0 / dim)) * radius / np.linalg.norm(u, axis=1, keepdims=True)
+        out[k] = centre + u.reshape(N, L, r)
+    return out
 
 
 def _newton_starts(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, V_inv: np.ndarray, loss: PointLoss,

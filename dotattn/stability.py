@@ -23,20 +23,18 @@ Functions are pure and vectorised over quadrature nodes.
 
 from __future__ import annotations
 
-
 import numpy as np
 
-from dotattn.loss import attention_loss, loss_derivatives, teacher_attention
+from dotattn.loss import loss_derivatives, teacher_attention
 from dotattn.loss_channel import local_fields
 from dotattn.overlaps import InvalidOverlaps, Overlaps
 from dotattn.problem import Problem
-from dotattn.prox import AttentionPointLoss, minimise_envelope, multistart_points, prox
+from dotattn.prox import AttentionPointLoss, minimise_envelope, prox, quadratic_hessian, random_ball_points
 from dotattn.quadrature import GaussianRule, sobol_qmc
 from dotattn.records import Stability
 
 __all__ = ["prox_jacobian", "replicon_operator", "spectral_radius", "mirror_jump_weight", "Stability",
            "rs_stability", "replicon", "replicon_rule", "teacher_field_rule", "REPLICON_RULE_SIZES"]
-
 
 
 def prox_jacobian(hessian: np.ndarray, V: np.ndarray) -> np.ndarray:
@@ -45,9 +43,7 @@ def prox_jacobian(hessian: np.ndarray, V: np.ndarray) -> np.ndarray:
     Index l·r + i as in :func:`dotattn.loss.loss_derivatives`. Returns (N, L r, L r). Raises
     numpy.linalg.LinAlgError if the prox objective's Hessian is singular at some node.
     """
-    n = hessian.shape[-1]
-    r = V.shape[0]
-    P = np.kron(np.eye(n // r), np.linalg.inv(V))[None] + hessian
+    P = quadratic_hessian(hessian.shape[-1] // V.shape[0], np.linalg.inv(V))[None] + hessian
     return -np.linalg.solve(P, hessian)
 
 
@@ -96,11 +92,11 @@ def mirror_jump_weight(V: np.ndarray, problem: Problem, rule: GaussianRule | Non
     target = teacher_attention(h_star, problem)
     zero = np.zeros((N, L, r))
     at_zero = loss_derivatives(zero, target, problem, hessian=True)
-    lam, U = np.linalg.eigh(np.kron(np.eye(L), np.linalg.inv(V))[None] + at_zero.hess)
+    lam, U = np.linalg.eigh(quadratic_hessian(L, np.linalg.inv(V))[None] + at_zero.hess)
     loss_bound = problem.sigma**2 * L
     radius = np.sqrt(2.0 * np.max(np.linalg.eigvalsh(V)) * loss_bound)
     directed = [s * 0.5 * radius * U[:, :, j].reshape(N, L, r) for j in range(min(2, L * r)) for s in (1, -1)]
-    random = multistart_points(zero, V, loss_bound, random_starts, seed)[1 + 2 * L:]
+    random = random_ball_points(zero, V, loss_bound, random_starts, seed)
     best = minimise_envelope(np.concatenate([np.stack(directed), random]), zero, target, V,
                              AttentionPointLoss(problem))
     moved = (best.value < at_zero.value - rtol * problem.sigma**2) | (lam[:, 0] < 0)
