@@ -20,6 +20,14 @@ RESTART_COLUMNS: tuple[str, ...] = ("d", "alpha", "n", "seed", "restart", "start
                                     "theta", "q", "teacher_rho", "teacher_nu")
 
 
+def _read_flat(row: dict[str, Any], columns: tuple[str, ...], ints: tuple[str, ...],
+               texts: tuple[str, ...]) -> dict[str, Any]:
+    """The fields of a record with scalar columns only, from a JSON or CSV row: ``ints`` as int,
+    ``texts`` as str, every other column as float."""
+    return {k: read_int(row[k]) if k in ints else read_text(row[k]) if k in texts else read_float(row[k])
+            for k in columns}
+
+
 @dataclass(frozen=True, eq=False)
 class RestartRecord:
     """One restart: e_t = ``train_loss`` (R/d, ridge included), ``train_error`` (data term per sample),
@@ -84,10 +92,7 @@ class PairRecord:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "PairRecord":
-        return cls(d=read_int(row["d"]), alpha=read_float(row["alpha"]), seed=read_int(row["seed"]),
-                   a=read_int(row["a"]), b=read_int(row["b"]), branch=read_text(row["branch"]),
-                   distance=read_float(row["distance"]), overlap=read_float(row["overlap"]),
-                   train_loss_diff=read_float(row["train_loss_diff"]))
+        return cls(**_read_flat(row, PAIR_COLUMNS, ints=("d", "seed", "a", "b"), texts=("branch",)))
 
 
 SAME_MINIMUM = 1e-4
@@ -128,9 +133,8 @@ class RestartSummary:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "RestartSummary":
-        ints, texts = ("d", "seed", "runs", "converged", "minima", "pairs"), ("branch",)
-        return cls(**{k: (read_int(row[k]) if k in ints else read_text(row[k]) if k in texts else read_float(row[k]))
-                      for k in RESTART_SUMMARY_COLUMNS})
+        return cls(**_read_flat(row, RESTART_SUMMARY_COLUMNS, ints=("d", "seed", "runs", "converged", "minima", "pairs"),
+                                texts=("branch",)))
 
 
 def _clusters(members: list[int], pairs: list[PairRecord]) -> int:
