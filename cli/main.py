@@ -40,6 +40,9 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                                                       "alpha_c(inf); the theory's alpha_c."),
     "erm-restarts": LazyCommand("dotattn.cli.restarts", "Many optimiser restarts on the same data and teacher: "
                                                         "minima, their spread and mutual distances."),
+    "verify": LazyCommand("dotattn.cli.verify", "Verify output folders: every file against manifest.json "
+                                                "(SHA-256, row count, provenance), and the rows against the "
+                                                "folder's problem and grid."),
 }
 
 # optional top-level package -> (what to call it, the pip extra that installs it)

@@ -15,7 +15,7 @@ from dotattn.cli.options import problem_from_options, problem_options
 from dotattn.erm.config import DEVICE_CHOICES, TEACHERS
 from dotattn.erm.restart_records import (PAIR_COLUMNS, RESTART_COLUMNS, RESTART_SUMMARY_COLUMNS, SAME_MINIMUM,
                                          summarise_restarts)
-from dotattn.io import ensure_writable_dir, provenance, write_csv, write_json
+from dotattn.io import ensure_writable_dir, provenance, write_csv, write_json, write_manifest
 from dotattn.problem import ParameterError, check_int
 
 MAX_QUAD_ORDER = 16
@@ -130,6 +130,8 @@ def erm_restarts(d: int, alpha: float, omega: float, L: int, rank: int, teacher_
         write_csv(folder / "diagnostics.csv", diag_rows, DIAGNOSTIC_COLUMNS, comment=comment)
         payload["diagnostics"] = diag_rows
     write_json(folder / "summary.json", payload)
+    write_manifest(folder, [f for f in ("runs.csv", "pairs.csv", "summary.csv", "diagnostics.csv", "summary.json")
+                            if (folder / f).is_file()], params, provenance_record=prov)
     if not quiet:
         click.echo(f"{'seed':>5s} {'branch':>13s} {'conv':>5s} {'minima':>6s} {'e_t mean':>10s} {'e_t std':>9s} "
                    f"{'eps_g mean':>10s} {'D mean':>9s} {'D max':>9s}")

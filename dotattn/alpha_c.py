@@ -41,7 +41,7 @@ import numpy as np
 
 from dotattn.crossing import (CROSSING, FIT_MODELS, NO_CROSSING, SEVERAL, CellSummary, FiniteSizeFit, SeedCrossing,
                               crossings, fit_finite_size, summarise_cell)
-from dotattn.io import read_json_if_valid, write_json
+from dotattn.io import read_cache_unit, write_cache_unit
 from dotattn.problem import ParameterError, Problem
 from dotattn.runner import run_tasks
 
@@ -303,13 +303,13 @@ def run_cell(problem_dict: dict[str, Any], omega: float, d: int, config_dict: di
                                                          if k not in ("omegas", "ds", "seeds", "first_seed", "seed_chunk",
                                                                       "level", "n_boot", "model", "device")})
         path = Path(cache_dir) / f"chunk_w{omega:.4f}_d{d}_s{chunk[0]}-{chunk[-1]}.json" if cache_dir else None
-        cached = read_json_if_valid(path) if path else None
-        if cached is not None and cached.get("key") == key:
+        cached = read_cache_unit(path, key)
+        if cached is not None:
             part = CellRuns.from_row(cached["cell"])
         else:
             part = _chunk(problem, cfg, d, chunk)
             if path is not None:
-                write_json(path, {"key": key, "cell": part.to_row()})
+                write_cache_unit(path, key, cell=part.to_row())
         parts.append(part)
         if progress is not None:
             progress(len(chunk))
@@ -464,8 +464,8 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
             continue
         key = _theory_key(problem, w, config.alphas)
         path = cache / f"theory_w{w:.4f}.json" if cache else None
-        hit = read_json_if_valid(path) if path else None
-        if hit is not None and hit.get("key") == key:
+        hit = read_cache_unit(path, key)
+        if hit is not None:
             theory_cols[w] = TheoryColumn.from_row(hit["result"])
             from_cache += 1
         else:
@@ -475,8 +475,8 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
     for w, d in cell_order:
         key = _cell_key(problem, w, d, config)
         path = cache / f"cell_w{w:.4f}_d{d}.json" if cache else None
-        hit = read_json_if_valid(path) if path else None
-        if hit is not None and hit.get("key") == key:
+        hit = read_cache_unit(path, key)
+        if hit is not None:
             cells[(w, d)] = CellRuns.from_row(hit["cell"])
             from_cache += 1
             if progress:
@@ -507,7 +507,7 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
             if not in_process and progress:
                 progress(config.cost(cell.d))
         if path is not None:
-            write_json(path, {"key": key, ("result" if name == "theory" else "cell"): res})
+            write_cache_unit(path, key, **{("result" if name == "theory" else "cell"): res})
 
     run_tasks(_run_task, tasks, workers=workers, dask_address=dask_address, on_result=store)
 

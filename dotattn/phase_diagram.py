@@ -48,7 +48,7 @@ from dotattn.baseline import linear_baseline_test_error
 from dotattn.branch import (FOLLOWED_BRANCHES, Branch, branch_names, branch_records, follow_branches,
                             selected_at)
 from dotattn.catalogue import QuadratureSpec, default_quadrature
-from dotattn.io import read_json_if_valid, remove_stale_tmp, write_json
+from dotattn.io import read_cache_unit, remove_stale_tmp, write_cache_unit
 from dotattn.problem import ParameterError, Problem, check_alpha, check_number
 from dotattn.records import BOUNDARY_COLUMNS, BRANCH_POINT_COLUMNS, BranchPoint, PhaseBoundary
 from dotattn.rows import read_float
@@ -578,8 +578,8 @@ def cached_columns(problem: Problem, omegas: Iterable[float], alphas: Iterable[f
         return out
     alphas = sorted(set(float(a) for a in alphas))
     for w in sorted(set(float(w) for w in omegas)):
-        cached = read_json_if_valid(_cache_file(cache_dir, w))
-        if cached is not None and cached.get("key") == _cache_key(problem, w, alphas, settings):
+        cached = read_cache_unit(_cache_file(cache_dir, w), _cache_key(problem, w, alphas, settings))
+        if cached is not None and isinstance(cached.get("result"), dict):
             out[w] = cached["result"]
     return out
 
@@ -641,7 +641,7 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
         def on_result(i: int, res: dict) -> None:
             w = todo[i]
             if cache is not None:
-                write_json(_cache_file(cache, w), {"key": _cache_key(problem, w, alphas, settings), "result": res})
+                write_cache_unit(_cache_file(cache, w), _cache_key(problem, w, alphas, settings), result=res)
             results[w] = res
             finished[i] = units[i] = max(units[i], int(res.get("fixed_points", units[i])))
             emit()

@@ -35,10 +35,12 @@ from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, Co
                                 comparison_table, finite_size_points, first_difference, linear_baseline_points,
                                 theory_curves, theory_points)
 from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord, SummaryRecord
-from dotattn.io import ensure_writable_dir, provenance, read_csv, save_figure, write_csv, write_json
+from dotattn.io import (IntegrityError, ensure_writable_dir, provenance, read_csv, save_figure, verify_manifest,
+                        write_csv, write_json, write_manifest)
 from dotattn.phase_diagram import BOUNDARY_ROW_COLUMNS, ROW_COLUMNS, PhaseDiagram, SweepSettings, check_figure_omega
 from dotattn.problem import ParameterError, Problem
 from dotattn.records import BranchPoint, PhaseBoundary
+from dotattn.verify import read_record, verify_folder
 
 __all__ = ["write_phase_diagram", "read_phase_diagram", "read_boundaries", "write_erm", "load_erm", "read_theory",
            "compare_and_write", "write_alpha_c_study"]
@@ -83,18 +85,23 @@ def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
     for name, fig in figs.items():
         paths[name] = str(out / f"{name}.png")
         save_figure(fig, paths[name], meta)
+    write_manifest(out, paths.values(), params, provenance_record=prov)
     return paths
 
 
 def read_phase_diagram(folder: str | os.PathLike, omega: float | None = None) -> list[BranchPoint]:
-    """The records of ``phase_diagram.csv`` in a phase-diagram folder (at ``omega`` only if given)."""
+    """The records of ``phase_diagram.csv`` in a phase-diagram folder (at ``omega`` only if given),
+    after the folder is verified (:func:`dotattn.verify.verify_folder`; IntegrityError otherwise)."""
+    verify_folder(folder, kind="phase-diagram")
     points = [BranchPoint.from_row(r) for r in read_csv(Path(folder) / "phase_diagram.csv")]
     return points if omega is None else [p for p in points if abs(p.omega - omega) < 1e-9]
 
 
 def read_boundaries(folder: str | os.PathLike) -> list[PhaseBoundary]:
-    """The phase boundaries of ``boundaries.csv`` in a phase-diagram folder."""
-    return [PhaseBoundary.from_row(r) for r in read_csv(Path(folder) / "boundaries.csv")]
+    """The phase boundaries of ``boundaries.csv`` in a verified phase-diagram folder."""
+    verify_folder(folder, kind="phase-diagram")
+    path = Path(folder) / "boundaries.csv"
+    return [read_record(path, i, PhaseBoundary, r) for i, r in enumerate(read_csv(path), start=1)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -114,20 +121,20 @@ def write_erm(folder: str | os.PathLike, result: Any, extra_parameters: dict[str
     write_csv(folder / "summary.csv", summary, SUMMARY_COLUMNS, comment=comment)
     write_json(folder / "summary.json", {"provenance": prov, "columns": COLUMN_DOCS, "summary": summary,
                                          "runs": runs})
+    write_manifest(folder, ("runs.csv", "summary.csv", "summary.json"), params, provenance_record=prov)
     return records
 
 
 def load_erm(path: str | os.PathLike) -> ErmRun:
     """Read a ``dotattn train-erm`` folder (``summary.json`` for the problem, ``runs.csv`` for the runs)."""
     p = Path(path)
-    try:
-        meta = json.loads((p / "summary.json").read_text())
-        rows = read_csv(p / "runs.csv")
-        params = meta["provenance"]["parameters"]
-        return ErmRun(path=p, problem=Problem.from_dict(params["problem"]), d=int(params["erm"]["d"]),
-                      runs=tuple(RunRecord.from_row(r) for r in rows))
-    except (OSError, ValueError, KeyError):
-        raise ParameterError(f"erm folder {str(p)!r} must hold summary.json and runs.csv from train-erm") from None
+    if not (p / "runs.csv").is_file() or not (p / "summary.json").is_file():
+        raise ParameterError(f"erm folder {str(p)!r} must hold summary.json and runs.csv from train-erm")
+    verify_folder(p, kind="erm")
+    meta = json.loads((p / "summary.json").read_text())
+    params = meta["provenance"]["parameters"]
+    return ErmRun(path=p, problem=Problem.from_dict(params["problem"]), d=int(params["erm"]["d"]),
+                  runs=tuple(RunRecord.from_row(r) for r in read_csv(p / "runs.csv")))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -142,6 +149,7 @@ def _theory_metadata(folder: Path) -> tuple[str, dict[str, Any]]:
         kind, meta = "comparison", folder / "comparison.json"
     else:
         raise ParameterError(f"theory folder {str(folder)!r} must hold phase_diagram.csv or comparison.json")
+    verify_folder(folder, kind=kind)
     try:
         params = json.loads(meta.read_text())["parameters"]
         if not isinstance(params, dict) or "problem" not in params:
@@ -244,6 +252,8 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
         fig = plotting.figure_finite_size(pts, inf, alpha, erm.problem.omega)
         paths["finite_size"] = str(out / "finite_size.png")
         save_figure(fig, paths["finite_size"], {"git_commit": prov["git_commit"]})
+        paths["finite_size_json"] = str(out / "finite_size.json")
+    write_manifest(out, paths.values(), prov["parameters"], provenance_record=prov)
     return paths, table
 
 
@@ -299,4 +309,5 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
     for name, fig in figs.items():
         paths[name] = str(out / f"{name}.png")
         save_figure(fig, paths[name], meta)
+    write_manifest(out, paths.values(), params, provenance_record=prov, command=command or None)
     return paths
