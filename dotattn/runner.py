@@ -29,6 +29,8 @@ import re
 import signal
 import socket
 import sys
+import tempfile
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -106,14 +108,55 @@ def as_interrupted(err: BaseException) -> Interrupted:
 _REPORT_QUEUE: Any = None  # set in each pool worker by _init_worker
 
 
-def _init_worker(q: Any) -> None:
+PARENT_POLL_SECONDS = 0.5
+"""How often a pool worker's watchdog checks that the process that started it is still alive."""
+
+
+def _set_parent_death_signal(signum: int = signal.SIGKILL) -> bool:
+    """Ask Linux to send ``signum`` to this process when its parent dies (prctl PR_SET_PDEATHSIG);
+    False where that is not available (then the watchdog of :func:`watch_parent` alone acts)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(1, int(signum), 0, 0, 0) == 0  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return False
+
+
+def watch_parent(parent_pid: int, poll: float = PARENT_POLL_SECONDS) -> None:
+    """End this process at once (``os._exit``) if ``parent_pid`` is no longer its parent: the parent
+    died, whatever the cause (SIGKILL included), and this process was re-parented. Checked now and
+    then every ``poll`` seconds by a daemon thread; the parent-death signal, where the kernel has it,
+    acts even sooner."""
+    def gone() -> bool:
+        return os.getppid() != parent_pid
+
+    _set_parent_death_signal()
+    if gone():  # the parent died before the death signal was armed
+        os._exit(1)
+
+    def loop() -> None:
+        while not gone():
+            time.sleep(poll)
+        os._exit(1)
+
+    threading.Thread(target=loop, name="dotattn-parent-watchdog", daemon=True).start()
+
+
+def _init_worker(q: Any, parent_pid: int | None = None) -> None:
     """Pool worker set-up: the progress queue; SIGINT ignored (a Ctrl-C on the terminal reaches the
     whole process group; the main process decides and terminates the workers); SIGTERM back to
-    the default (a forked worker inherits :func:`stop_on_signals`' handler), so it ends quietly."""
+    the default (a forked worker inherits :func:`stop_on_signals`' handler), so it ends quietly;
+    and :func:`watch_parent`, so that no worker outlives the main process (no orphans, even after
+    a SIGKILL of the main process)."""
     global _REPORT_QUEUE
     _REPORT_QUEUE = q
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if parent_pid is not None:
+        watch_parent(parent_pid)
 
 
 def _pool_call(fn: Callable, index: int, task: tuple) -> Any:
@@ -205,7 +248,7 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, workers: int = 
     ctx = multiprocessing.get_context()
     q = ctx.Queue()
     pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx, initializer=_init_worker,
-                               initargs=(q,))
+                               initargs=(q, os.getpid()))
     ok = False
     try:
         futures = {pool.submit(_pool_call, fn, i, t): i for i, t in enumerate(tasks)}
@@ -288,7 +331,8 @@ def _pid_alive(pid: int) -> bool:
 class RunLock:
     """``with RunLock(folder, what):`` one run at a time in ``folder`` (file ``.dotattn.lock``).
 
-    The lock file holds ``pid host``, created atomically with ``O_CREAT | O_EXCL``. If it exists
+    The lock file holds ``pid host``, created atomically with its content (a hard link of a written
+temporary file). If it exists
     and its owner is alive (or on another host, where we cannot tell), :class:`RunLockedError`;
     if its owner is dead, the lock is stale and is taken over. Removed on exit.
     """
@@ -307,11 +351,38 @@ class RunLock:
         except (OSError, ValueError, IndexError):
             return None, ""
 
+    def _create(self, text: str) -> None:
+        """Create the lock file with its content in one step: written to a temporary file first, then
+        hard-linked to the lock's name (FileExistsError if it exists). A full disk or a folder that
+        cannot be written raises OSError and leaves neither file behind (never an empty lock)."""
+        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".dotattn.lock.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+                fh.flush()
+            os.chmod(tmp, 0o644)
+            try:
+                os.link(tmp, self.path)
+            except FileExistsError:
+                raise
+            except OSError:  # a file system without hard links: exclusive create, removed if the write fails
+                fd2 = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                try:
+                    with os.fdopen(fd2, "w") as fh:
+                        fh.write(text)
+                except OSError:
+                    with contextlib.suppress(OSError):
+                        self.path.unlink()
+                    raise
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
     def acquire(self) -> None:
         me = f"{os.getpid()} {socket.gethostname()}\n"
         for _ in range(3):
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                self._create(me)
             except FileExistsError:
                 pid, host = self._owner()
                 if pid is None:
@@ -326,8 +397,6 @@ class RunLock:
                 with contextlib.suppress(FileNotFoundError):
                     self.path.unlink()  # stale: its owner is dead
                 continue
-            with os.fdopen(fd, "w") as fh:
-                fh.write(me)
             self.held = True
             return
         raise RunLockedError(f"{self.what}: could not take the lock {self.path}")
