@@ -149,7 +149,6 @@ def _theory_metadata(folder: Path) -> tuple[str, dict[str, Any]]:
         kind, meta = "comparison", folder / "comparison.json"
     else:
         raise ParameterError(f"theory folder {str(folder)!r} must hold phase_diagram.csv or comparison.json")
-    verify_folder(folder, kind=kind)
     try:
         params = json.loads(meta.read_text())["parameters"]
         if not isinstance(params, dict) or "problem" not in params:
@@ -170,7 +169,7 @@ def read_theory(folder: str | os.PathLike, problem: Problem,
     options); otherwise ParameterError naming the first differing field and both values.
     """
     folder = Path(folder)
-    kind, params = _theory_metadata(folder)
+    kind, params = _theory_metadata(folder)  # refuse another problem or settings first, then verify the files
     settings = settings or SweepSettings(default_quadrature(problem))
     stored_problem = params["problem"]
     omegas = params.get("omegas", [stored_problem.get("omega")]) if kind == "phase-diagram" \
@@ -185,6 +184,7 @@ def read_theory(folder: str | os.PathLike, problem: Problem,
         field, want, have = diff
         raise ParameterError(f"theory folder {str(folder)!r} was computed for another {field}: {have} there, "
                              f"{want} here (problem and solver options must match)")
+    verify_folder(folder, kind=kind)
     try:
         if kind == "comparison":
             return [BranchPoint.from_row(r) for r in json.loads((folder / "comparison.json").read_text())["theory"]]

@@ -29,14 +29,14 @@ __all__ = ["FOLDER_FILES", "folder_kind", "read_verified_csv", "read_verified_js
            "read_record"]
 
 FOLDER_FILES: dict[str, tuple[str, ...]] = {
-    "restarts": ("pairs.csv", "runs.csv", "summary.csv", "summary.json"),
-    "phase-diagram": ("phase_diagram.csv", "boundaries.csv", "summary.json"),
-    "erm": ("runs.csv", "summary.csv", "summary.json"),
+    "restarts": ("pairs.csv", "runs.csv", "summary.json"),
+    "phase-diagram": ("phase_diagram.csv", "summary.json"),
+    "erm": ("runs.csv", "summary.json"),
     "comparison": ("comparison.csv", "comparison.json"),
     "alpha-c": ("crossings.csv", "cells.csv", "delta.csv", "summary.json"),
 }
-"""The data files of each folder kind, which every reader verifies (figures are listed in the
-manifest too, and :func:`verify_folder` checks them)."""
+"""The data files each folder kind must hold (the first one names the kind); :func:`verify_folder`
+checks them and every other file the manifest lists (summary.csv, boundaries.csv, figures)."""
 
 MATRIX_BOUND = 1e12
 """Largest overlap entry a row may hold: the overlaps are O(σ²) and O(1), V ≤ 1/λ ≤ 1e8 for the
@@ -242,7 +242,8 @@ def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str
             raise IntegrityError(f"{folder / 'summary.json'}: no provenance parameters")
         problem = _problem_of(folder / "summary.json", params)
         for name in ("runs.csv", "summary.csv"):
-            check_erm_provenance(folder / name, params)
+            if (folder / name).is_file():
+                check_erm_provenance(folder / name, params)
         path = folder / "runs.csv"
         check_run_rows(path, _records(path, RunRecord), problem, params.get("erm") or {})
     elif kind == "restarts":
@@ -252,7 +253,8 @@ def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str
             raise IntegrityError(f"{folder / 'summary.json'}: no provenance parameters")
         problem = _problem_of(folder / "summary.json", params)
         for name in ("runs.csv", "pairs.csv", "summary.csv"):
-            check_erm_provenance(folder / name, params)
+            if (folder / name).is_file():
+                check_erm_provenance(folder / name, params)
         path = folder / "runs.csv"
         for i, run in enumerate(_records(path, RestartRecord), start=1):
             for name, val, shape in (("mu", run.mu, (problem.L, problem.rank)),

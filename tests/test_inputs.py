@@ -103,7 +103,7 @@ def test_train_erm_refuses(args, words, tmp_path):
 # ----------------------------------------------------------------------------------------------
 def _erm_folder(path, problem):
     from dotattn.erm.records import RUN_COLUMNS, RunRecord
-    from dotattn.io import write_csv, write_json
+    from dotattn.io import write_csv, write_json, write_manifest
 
     run_ = RunRecord(alpha=1.0, n=100, init="semantic", seed=0, status="converged", steps=1, rel_change=0.0,
                      grad_norm=0.0, train_loss=0.004, train_error=0.004, test_error=0.004, test_error_se=0.0,
@@ -112,7 +112,9 @@ def _erm_folder(path, problem):
                      branch="semantic", selected=True, d=100)
     path.mkdir()
     write_csv(path / "runs.csv", [run_.to_row()], RUN_COLUMNS)
-    write_json(path / "summary.json", {"provenance": {"parameters": {"problem": problem.to_dict(), "erm": {"d": 100}}}})
+    params = {"problem": problem.to_dict(), "erm": {"d": 100, "alphas": [1.0], "inits": ["semantic"], "seeds": [0]}}
+    write_json(path / "summary.json", {"provenance": {"parameters": params}})
+    write_manifest(path, ["runs.csv", "summary.json"], params)  # as train-erm does: a verified folder
     return path
 
 
