@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import numpy as np
 
 __all__ = ["check_number", "check_int", "check_alpha", "check_instance", "check_problem", "check_out_dir",
+           "check_dask_scheme", "DASK_SCHEMES",
            "ParameterError", "Problem", "TOY_A", "TOY_GRAM", "parse_matrix", "readonly_array", "SIGMA_RANGE",
            "LAMBDA_RANGE", "ALPHA_MAX", "SHAPE_MAX", "GRAM_MAX", "PROBLEM_KEYS"]
 
@@ -141,6 +142,30 @@ def check_problem(value: Any, name: str = "problem") -> "Problem":
         raise ParameterError(f"{name} must be a dotattn.Problem (e.g. dotattn.Problem(omega=0.3)), "
                              f"got {type(value).__name__} {shown}")
     return value
+
+
+DASK_SCHEMES: tuple[str, ...] = ("tcp", "ws")
+"""Dask comm schemes a ``--dask`` address may use, each tested against a local cluster (tcp also
+when no scheme is written). ``tls``/``wss`` need certificates (a ``distributed.Security``) and
+``ucx`` needs UCX-Py and its configuration, neither of which dotattn takes: refused, not crashed."""
+_DASK_REFUSED = {"tls": "TLS certificates (a distributed.Security configuration)",
+                 "wss": "TLS certificates (a distributed.Security configuration)",
+                 "ucx": "UCX-Py and a UCX configuration"}
+
+
+def check_dask_scheme(address: Any) -> str:
+    """``address`` if its scheme (before ``://``; none means tcp) is one of :data:`DASK_SCHEMES` or
+    ``inproc`` (a scheduler in this very process, for the Python API); ParameterError in one line
+    otherwise, naming what the scheme would need."""
+    text = str(address).strip()
+    scheme = text.split("://", 1)[0].lower() if "://" in text else "tcp"
+    if scheme in DASK_SCHEMES or scheme == "inproc":
+        return text
+    if scheme in _DASK_REFUSED:
+        raise ParameterError(f"dask: {scheme}:// addresses need {_DASK_REFUSED[scheme]}, which dotattn does not "
+                             f"take; give a {' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address")
+    raise ParameterError(f"dask: unknown scheme {scheme!r} in {text!r}; give a "
+                         f"{' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address")
 
 
 def check_out_dir(value: Any, name: str = "out") -> str:
