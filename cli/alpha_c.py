@@ -7,7 +7,6 @@ before the output folder is created.
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 import time
@@ -16,7 +15,7 @@ import click
 
 from dotattn.alpha_c import AlphaCConfig, run_study
 from dotattn.cli.main import cli
-from dotattn.cli.options import parse_grid, problem_from_options, problem_options
+from dotattn.cli.options import parse_grid, problem_from_options, problem_options, threads_per_worker
 from dotattn.crossing import FIT_MODELS
 from dotattn.io import ensure_writable_dir, remove_stale_tmp
 from dotattn.problem import ParameterError
@@ -77,8 +76,8 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
     workers = check_workers(workers)
     if threads < 0:
         raise ParameterError(f"threads must be an integer >= 0 (0: cores // workers), got {threads}")
-    if threads == 0 and dask_address is None:  # never oversubscribe: workers x threads <= cores
-        threads = max(1, (os.cpu_count() or 1) // workers)
+    if dask_address is None:  # never oversubscribe by default: workers x threads <= cores
+        threads = threads_per_worker(threads, workers)
     problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram)
     if min(d_grid) < problem.L:
         raise ParameterError(f"d must be >= L = {problem.L}, got {int(min(d_grid))}")
