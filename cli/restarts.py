@@ -14,7 +14,7 @@ from dotattn.cli.main import cli
 from dotattn.cli.options import output_folder, problem_from_options, problem_options
 from dotattn.erm.config import DEVICE_CHOICES, TEACHERS
 from dotattn.erm.restart_records import (PAIR_COLUMNS, POOLED_SEED, RESTART_COLUMNS, RESTART_SUMMARY_COLUMNS,
-                                         SAME_MINIMUM, summarise_restarts)
+                                         RESTART_SUMMARY_DOCS, SAME_MINIMUM, summarise_restarts)
 from dotattn.io import provenance, write_csv, write_json
 from dotattn.problem import ParameterError, check_int
 
@@ -134,7 +134,7 @@ def _run_and_write(problem, config, folder: Path, show: bool, order: int | None,
     write_csv(folder / "pairs.csv", [p.to_row() for p in pairs], PAIR_COLUMNS, comment=comment)
     summary_rows = [s.to_row() for s in summary]
     write_csv(folder / "summary.csv", summary_rows, RESTART_SUMMARY_COLUMNS, comment=comment)
-    payload = {"provenance": prov, "summary": summary_rows, "runs": run_rows}
+    payload = {"provenance": prov, "columns": RESTART_SUMMARY_DOCS, "summary": summary_rows, "runs": run_rows}
     if diag_rows is not None:
         write_csv(folder / "diagnostics.csv", diag_rows, DIAGNOSTIC_COLUMNS, comment=comment)
         payload["diagnostics"] = diag_rows

@@ -136,12 +136,7 @@ def check_instance(name: str, value: Any, kind: type | tuple[type, ...], what: s
 def check_problem(value: Any, name: str = "problem") -> "Problem":
     """``value`` if it is a :class:`Problem` (ParameterError naming ``name`` otherwise, e.g. for
     ``dotattn.solve("toy", alpha=2)``: build one with ``dotattn.Problem(...)``)."""
-    if not isinstance(value, Problem):
-        shown = repr(value)
-        shown = shown if len(shown) <= 40 else shown[:37] + "..."
-        raise ParameterError(f"{name} must be a dotattn.Problem (e.g. dotattn.Problem(omega=0.3)), "
-                             f"got {type(value).__name__} {shown}")
-    return value
+    return check_instance(name, value, Problem, "dotattn.Problem (e.g. dotattn.Problem(omega=0.3))")
 
 
 DASK_SCHEMES: tuple[str, ...] = ("tcp", "ws")

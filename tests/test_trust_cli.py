@@ -213,8 +213,9 @@ def test_erm_restarts_explains_pooled_rows_and_defaults_to_auto(tmp_path):
     lines = proc.stdout.splitlines()
     assert any(ln.split()[:1] == ["all"] for ln in lines) and not any(ln.split()[:1] == ["-1"] for ln in lines)
     assert "seed 'all': the seeds pooled per branch, written as seed = -1" in proc.stdout
-    params = json.loads((out / "summary.json").read_text())["provenance"]["parameters"]
-    assert params["cli"]["device"] == "auto"
+    meta = json.loads((out / "summary.json").read_text())
+    assert meta["provenance"]["parameters"]["cli"]["device"] == "auto"
+    assert "-1: every seed of the branch pooled" in meta["columns"]["seed"]
 
 
 def test_readme_examples_write_into_ignored_paths_and_cite_the_paper():

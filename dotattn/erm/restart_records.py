@@ -11,7 +11,7 @@ import numpy as np
 from dotattn.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 from dotattn.status import CONVERGED
 
-__all__ = ["RestartRecord", "PairRecord", "RestartSummary", "POOLED_SEED", "RESTART_COLUMNS", "PAIR_COLUMNS", "RESTART_SUMMARY_COLUMNS",
+__all__ = ["RestartRecord", "PairRecord", "RestartSummary", "POOLED_SEED", "RESTART_SUMMARY_DOCS", "RESTART_COLUMNS", "PAIR_COLUMNS", "RESTART_SUMMARY_COLUMNS",
            "SAME_MINIMUM", "summarise_restarts"]
 
 _R_MATRICES = ("mu", "theta", "q", "teacher_rho", "teacher_nu")
@@ -100,6 +100,13 @@ SAME_MINIMUM = 1e-4
 """Two converged restarts count as the same minimum when their distance D_ab < SAME_MINIMUM."""
 POOLED_SEED = -1
 """The ``seed`` of the summary rows that pool every seed of a branch (tables print it as 'all')."""
+RESTART_SUMMARY_DOCS: dict[str, str] = {
+    "seed": f"data seed (teacher + data) of the row; {POOLED_SEED}: every seed of the branch pooled",
+    "minima": f"distinct minima among the converged runs (runs closer than D = {SAME_MINIMUM:g} are one); "
+              f"pooled rows: summed over the seeds",
+    "distance_mean": "mean distance D_ab between two converged restarts of one seed on the branch",
+}
+"""Column notes of ``summary.csv`` written into ``summary.json["columns"]``."""
 RESTART_SUMMARY_COLUMNS: tuple[str, ...] = (
     "d", "alpha", "seed", "branch", "runs", "converged", "minima", "train_loss_mean", "train_loss_std",
     "train_loss_min", "train_loss_max", "test_error_mean", "test_error_std", "pairs", "distance_mean",
