@@ -76,8 +76,9 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
     workers = check_workers(workers)
     if threads < 0:
         raise ParameterError(f"threads must be an integer >= 0 (0: cores // workers), got {threads}")
-    if dask_address is None:  # never oversubscribe by default: workers x threads <= cores
-        threads = threads_per_worker(threads, workers)
+    if dask_address is None:  # never oversubscribe by default: processes x threads <= cores
+        tasks = len(omega_grid) * (len(d_grid) + (1 if theory else 0))  # (omega, d) cells and theory columns
+        threads = threads_per_worker(threads, min(workers, tasks))
     problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram)
     if min(d_grid) < problem.L:
         raise ParameterError(f"d must be >= L = {problem.L}, got {int(min(d_grid))}")

@@ -16,9 +16,11 @@ Statuses (theory and ERM alike):
 Branch labels: :data:`BRANCHES`, from whether a state carries a positional and/or a semantic
 overlap (:func:`branch_label`, the one labeller; each caller decides what "carries" means, e.g.
 the theory's exact zero up to rounding or ERM's finite-size thresholds). A student of rank 1 has
-one column, hence one informed direction: callers that know the rank pass it, and a rank-1 state
-that carries both overlaps above its thresholds (a finite-size run whose other overlap is still
-noise) gets the label of the *dominant* one, never "mixed".
+one column, hence one informed direction: ERM (:func:`dotattn.erm.records.run_branch`) passes the
+rank, and a rank-1 run that carries both overlaps above its thresholds (at finite d the other
+overlap is noise) gets the label of the *dominant* one, never "mixed". The theory passes no rank:
+its zeros are exact (θ = 0 and μ = 0 are invariant subspaces of the fixed-point equations), so a
+rank-1 fixed point carrying both would be a finding and is reported as "mixed" (none is known).
 """
 
 from __future__ import annotations
