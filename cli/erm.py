@@ -108,5 +108,6 @@ def _echo_table(summary: list) -> None:
                                 sum(r.diverged for r in runs))
     if stopped or diverged:
         click.echo(f"warning: {stopped + diverged} of {total} runs did not converge ({stopped} spent the step budget "
-                   f"--steps without reaching --tol, {diverged} diverged); their numbers are where the budget stopped, not necessarily minima: raise "
-                   f"--steps, or use --optimizer batched-lbfgs (runs.csv: column status)", err=True)
+                   f"--steps without reaching --tol, {diverged} diverged); their numbers are where the budget "
+                   f"stopped, not necessarily minima: raise --steps, or use --optimizer batched-lbfgs "
+                   f"(runs.csv: column status)", err=True)

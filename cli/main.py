@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import click
 
 from dotattn import __version__
-from dotattn.problem import ParameterError, check_out_dir
+from dotattn.problem import ParameterError, check_dask_scheme, check_out_dir
 from dotattn.runner import Interrupted
 
 
@@ -59,6 +59,9 @@ EXTRA_INSTALL = {
 OUT_PARAMS = ("out", "out_dir")
 """Names of the output-folder parameters of the commands (checked by :func:`_check_out` before the
 command runs: an empty path would mean the working directory or the input folder)."""
+DASK_PARAMS = ("dask_address",)
+"""Names of the Dask scheduler parameters (their scheme is checked by :func:`_check_dask` while the
+command line is parsed, before any import or folder)."""
 
 
 class MissingExtraError(click.ClickException):
@@ -77,25 +80,32 @@ def missing_extra(command: str, err: ModuleNotFoundError) -> MissingExtraError |
     return MissingExtraError(f"{command} needs {what}; install {how}")
 
 
-def _check_out(ctx: click.Context, param: click.Parameter, value):
-    """Click callback of every --out: refuse an empty path before the command creates anything."""
-    if value is not None:
-        check_out_dir(value, "--out")
-    return value
+def _check_out(value):
+    """Refuse an empty --out before the command creates anything."""
+    return value if value is None else check_out_dir(value, "--out")
 
 
-def _guard_out(command: click.Command) -> None:
-    """Give the command's output-folder options the :func:`_check_out` callback (once)."""
+def _check_dask(value):
+    """Refuse a --dask scheme that cannot work from a command line (tls, wss, ucx, inproc)."""
+    return value if value is None else check_dask_scheme(value, inproc=False)
+
+
+def _guard_params(command: click.Command) -> None:
+    """Chain :func:`_check_out` / :func:`_check_dask` in front of the callbacks of the command's
+    output-folder and Dask options (once per command): checks common to every command, in one place."""
+    checks = {**{name: _check_out for name in OUT_PARAMS}, **{name: _check_dask for name in DASK_PARAMS}}
     for param in command.params:
-        if param.name in OUT_PARAMS and getattr(param, "_dotattn_out_checked", False) is False:
-            previous = param.callback
+        check = checks.get(param.name)
+        if check is None or getattr(param, "_dotattn_guarded", False):
+            continue
+        previous = param.callback
 
-            def callback(ctx, p, value, previous=previous):
-                value = _check_out(ctx, p, value)
-                return previous(ctx, p, value) if previous is not None else value
+        def callback(ctx, p, value, previous=previous, check=check):
+            value = check(value)
+            return previous(ctx, p, value) if previous is not None else value
 
-            param.callback = callback
-            param._dotattn_out_checked = True
+        param.callback = callback
+        param._dotattn_guarded = True
 
 
 class LazyGroup(click.Group):
@@ -119,7 +129,7 @@ class LazyGroup(click.Group):
                 raise extra from None
         command = self.commands.get(name)
         if command is not None:
-            _guard_out(command)
+            _guard_params(command)
         return command
 
     def invoke(self, ctx: click.Context):

@@ -148,14 +148,18 @@ _DASK_REFUSED = {"tls": "TLS certificates (a distributed.Security configuration)
                  "ucx": "UCX-Py and a UCX configuration"}
 
 
-def check_dask_scheme(address: Any) -> str:
-    """``address`` if its scheme (before ``://``; none means tcp) is one of :data:`DASK_SCHEMES` or
-    ``inproc`` (a scheduler in this very process, for the Python API); ParameterError in one line
-    otherwise, naming what the scheme would need."""
+def check_dask_scheme(address: Any, inproc: bool = True) -> str:
+    """``address`` if its scheme (before ``://``; none means tcp) is one of :data:`DASK_SCHEMES` or,
+    if ``inproc``, ``inproc`` (a scheduler in this very process: the Python API only, never a
+    command line); ParameterError in one line otherwise, naming what the scheme would need."""
     text = str(address).strip()
     scheme = text.split("://", 1)[0].lower() if "://" in text else "tcp"
-    if scheme in DASK_SCHEMES or scheme == "inproc":
+    if scheme in DASK_SCHEMES or (scheme == "inproc" and inproc):
         return text
+    if scheme == "inproc":
+        raise ParameterError("dask: an inproc:// scheduler lives inside one Python process and cannot be reached "
+                             "from a command; give a tcp:// or ws:// scheduler address (or, in Python, "
+                             "dask_address=<distributed.Client>)")
     if scheme in _DASK_REFUSED:
         raise ParameterError(f"dask: {scheme}:// addresses need {_DASK_REFUSED[scheme]}, which dotattn does not "
                              f"take; give a {' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address")

@@ -65,13 +65,15 @@ def test_bad_out_and_matrix_refused_in_one_line(args, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("command, address", [("phase-diagram", "tls://127.0.0.1:8786"),
-                                              ("phase-diagram", "ucx://127.0.0.1:8786"),
-                                              ("phase-diagram", "wss://127.0.0.1:8786")])
-def test_dask_schemes_refused_before_any_folder(command, address, tmp_path):
+@pytest.mark.parametrize("command, address, why", [
+    ("phase-diagram", "tls://127.0.0.1:8786", "dotattn does not take"),
+    ("phase-diagram", "ucx://127.0.0.1:8786", "dotattn does not take"),
+    ("erm-alpha-c", "wss://127.0.0.1:8786", "dotattn does not take"),
+    ("phase-diagram", "inproc://127.0.0.1/1/1", "cannot be reached from a command")])
+def test_dask_schemes_refused_before_any_folder(command, address, why, tmp_path):
     out = tmp_path / "out"
     proc = run(command, "--dask", address, "--out", str(out), timeout=120)
-    assert proc.returncode == 2 and "dotattn does not take" in one_error_line(proc)
+    assert proc.returncode == 2 and why in one_error_line(proc)
     assert not out.exists()
 
 
