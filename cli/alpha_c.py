@@ -15,7 +15,7 @@ import click
 
 from dotattn.alpha_c import AlphaCConfig, run_study
 from dotattn.cli.main import cli
-from dotattn.cli.options import parse_grid, problem_from_options, problem_options
+from dotattn.cli.options import parse_grid, problem_from_options, problem_options, threads_per_worker
 from dotattn.crossing import FIT_MODELS
 from dotattn.io import ensure_writable_dir, remove_stale_tmp
 from dotattn.problem import ParameterError
@@ -54,7 +54,7 @@ from dotattn.runner import (Interrupted, ProgressReporter, ProgressState, RunLoc
 @click.option("--dask", "dask_address", default=None,
               help="Address [tcp://]host:port of a running Dask scheduler to run the cells on (workers need torch).")
 @click.option("--threads", type=int, default=0, show_default=True,
-              help="torch CPU threads per process (0: torch's default).")
+              help="torch CPU threads per process (0: cores // workers, so that the workers never share a core).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--theory/--no-theory", default=True, show_default=True,
               help="Compute the theory's alpha_c and Delta e_t on the alpha grid (about a minute per omega).")
@@ -75,7 +75,10 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
         raise ParameterError("d values must be integers >= 2")
     workers = check_workers(workers)
     if threads < 0:
-        raise ParameterError(f"threads must be an integer >= 0 (0: torch's default), got {threads}")
+        raise ParameterError(f"threads must be an integer >= 0 (0: cores // workers), got {threads}")
+    if dask_address is None:  # never oversubscribe by default: processes x threads <= cores
+        tasks = len(omega_grid) * (len(d_grid) + (1 if theory else 0))  # (omega, d) cells and theory columns
+        threads = threads_per_worker(threads, min(workers, tasks))
     problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram)
     if min(d_grid) < problem.L:
         raise ParameterError(f"d must be >= L = {problem.L}, got {int(min(d_grid))}")

@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import click
+import numpy as np
 
 from dotattn.cli.main import cli
-from dotattn.cli.options import parse_grid, problem_from_options, problem_options
+from dotattn.cli.options import output_folder, parse_grid, problem_from_options, problem_options
 from dotattn.erm.config import DEFAULT_LR, DEVICE_CHOICES, INIT_CHOICES, OPTIMIZERS, ErmConfig
-from dotattn.io import ensure_writable_dir
 from dotattn.problem import check_int
 
 
@@ -64,37 +64,50 @@ def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, t
     from dotattn.results_io import write_erm
 
     resolve_device(config.device)  # is the requested device there? (before any folder is made)
-    folder = ensure_writable_dir(out)
 
     if threads:
         torch.set_num_threads(threads)
 
     show = not quiet and sys.stderr.isatty()
-    if show:
-        with click.progressbar(length=config.steps, label=f"train-erm d={d}", show_eta=True, show_pos=True,
-                               file=sys.stderr) as bar:
-            result = run_config(problem, config, progress=bar.update)
-    else:
-        result = run_config(problem, config)
-
     ctx = click.get_current_context()
-    summary = write_erm(folder, result, {"command": "train-erm", "cli": dict(ctx.params)})
+    with output_folder(out) as folder:  # removed again if still empty when the run is interrupted
+        if show:
+            with click.progressbar(length=config.steps, label=f"train-erm d={d}", show_eta=True, show_pos=True,
+                                   file=sys.stderr) as bar:
+                result = run_config(problem, config, progress=bar.update)
+        else:
+            result = run_config(problem, config)
+        summary = write_erm(folder, result, {"command": "train-erm", "cli": dict(ctx.params)})
     if not quiet:
         _echo_table(summary)
         click.echo(f"wrote {Path(folder) / 'runs.csv'}, summary.csv, summary.json  ({result.seconds:.1f} s, "
                    f"{result.device})")
 
 
-def _fmt(v: Any) -> str:
-    return f"{v:.5g}" if isinstance(v, float) else ("-" if v in (None, "") else str(v))
+def _number(v: Any) -> str:
+    """A table cell: a number to 5 significant digits, a matrix as its Frobenius norm, '-' if missing."""
+    if v is None or v == "":
+        return "-"
+    if isinstance(v, (list, tuple)):
+        v = float(np.linalg.norm(np.asarray(v, dtype=float)))
+    return "-" if v != v else f"{v:.5g}"
 
 
 def _echo_table(summary: list) -> None:
-    """The summary records as a table (mean over seeds)."""
-    cols = [("alpha", "alpha"), ("init", "init"), ("m_norm_mean", "|mu_1|"), ("theta_over_sigma2_mean", "theta/s2"),
-            ("train_loss_mean", "train_loss"), ("test_error_mean", "eps_g"), ("linear_test_error_mean", "eps_lin"),
-            ("converged", "conv"), ("runs", "runs")]
-    click.echo("  ".join(f"{h:>11s}" for _, h in cols))
+    """The summary records as a table (mean over seeds; matrices as their Frobenius norm), then a
+    warning on stderr if runs stopped on the step budget or diverged."""
+    cols = [("|mu_1|", "m_norm"), ("|theta|/s2", "theta_over_sigma2"), ("train_loss", "train_loss"),
+            ("eps_g", "test_error"), ("eps_lin", "linear_test_error")]
+    click.echo(f"{'alpha':>7s}  {'init':<10s}  " + "  ".join(f"{h:>11s}" for h, _ in cols)
+               + f"  {'converged':>9s}  branches")
     for rec in summary:
-        row = rec.to_row()
-        click.echo("  ".join(f"{_fmt(row.get(k)):>11s}" for k, _ in cols))
+        click.echo(f"{rec.alpha:>7g}  {rec.init:<10s}  " + "  ".join(f"{_number(rec.mean[k]):>11s}" for _, k in cols)
+                   + f"  {f'{rec.converged}/{rec.runs}':>9s}  {rec.branches}")
+    runs = [r for r in summary if r.init != "selected"]
+    total, stopped, diverged = (sum(r.runs for r in runs), sum(r.not_converged for r in runs),
+                                sum(r.diverged for r in runs))
+    if stopped or diverged:
+        click.echo(f"warning: {stopped + diverged} of {total} runs did not converge ({stopped} spent the step budget "
+                   f"--steps without reaching --tol, {diverged} diverged); their numbers are where the budget "
+                   f"stopped, not necessarily minima: raise --steps, or use --optimizer batched-lbfgs "
+                   f"(runs.csv: column status)", err=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 from dataclasses import dataclass
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 import click
 
 from dotattn import __version__
-from dotattn.problem import ParameterError
+from dotattn.problem import ParameterError, check_dask_scheme, check_out_dir
 from dotattn.runner import Interrupted
 
 
@@ -51,6 +52,19 @@ OPTIONAL_PACKAGES = {
     "dask": ("Dask", "dask"),
     "distributed": ("Dask", "dask"),
 }
+# how to install an extra without what it would drag in by default (PyPI's torch wheel pulls the CUDA
+# libraries, several GB; the CPU build is enough for every command here)
+EXTRA_INSTALL = {
+    "erm": ('PyTorch\'s CPU build: from a clone, pip install ".[erm]" -c cpu-torch.txt; elsewhere '
+            'pip install torch --index-url https://download.pytorch.org/whl/cpu, then pip install "dotattn[erm]"'),
+}
+
+OUT_PARAMS = ("out", "out_dir")
+"""Names of the output-folder parameters of the commands (checked by :func:`_check_out` before the
+command runs: an empty path would mean the working directory or the input folder)."""
+DASK_PARAMS = ("dask_address",)
+"""Names of the Dask scheduler parameters (their scheme is checked by :func:`_check_dask` while the
+command line is parsed, before any import or folder)."""
 
 
 class MissingExtraError(click.ClickException):
@@ -65,7 +79,36 @@ def missing_extra(command: str, err: ModuleNotFoundError) -> MissingExtraError |
     if root not in OPTIONAL_PACKAGES:
         return None
     what, extra = OPTIONAL_PACKAGES[root]
-    return MissingExtraError(f'{command} needs {what}; install it with pip install "dotattn[{extra}]"')
+    how = EXTRA_INSTALL.get(extra, f'pip install "dotattn[{extra}]"')
+    return MissingExtraError(f"{command} needs {what}; install {how}")
+
+
+def _check_out(value):
+    """Refuse an empty --out before the command creates anything."""
+    return value if value is None else check_out_dir(value, "--out")
+
+
+def _check_dask(value):
+    """Refuse a --dask scheme that cannot work from a command line (tls, wss, ucx, inproc)."""
+    return value if value is None else check_dask_scheme(value, inproc=False)
+
+
+def _guard_params(command: click.Command) -> None:
+    """Chain :func:`_check_out` / :func:`_check_dask` in front of the callbacks of the command's
+    output-folder and Dask options (once per command): checks common to every command, in one place."""
+    checks = {**{name: _check_out for name in OUT_PARAMS}, **{name: _check_dask for name in DASK_PARAMS}}
+    for param in command.params:
+        check = checks.get(param.name)
+        if check is None or getattr(param, "_dotattn_guarded", False):
+            continue
+        previous = param.callback
+
+        def callback(ctx, p, value, previous=previous, check=check):
+            value = check(value)
+            return previous(ctx, p, value) if previous is not None else value
+
+        param.callback = callback
+        param._dotattn_guarded = True
 
 
 class LazyGroup(click.Group):
@@ -87,7 +130,10 @@ class LazyGroup(click.Group):
                 if extra is None:
                     raise
                 raise extra from None
-        return self.commands.get(name)
+        command = self.commands.get(name)
+        if command is not None:
+            _guard_params(command)
+        return command
 
     def invoke(self, ctx: click.Context):
         try:
@@ -120,6 +166,19 @@ def cli() -> None:
     """
 
 
+def os_error_line(err: OSError) -> str:
+    """One line for an OSError: what failed, on which file, and what to do for the common causes."""
+    what = err.strerror or str(err) or type(err).__name__
+    where = f" ({err.filename})" if err.filename else ""
+    hint = {errno.ENOSPC: "free some space or choose another --out; every file is written atomically, so no "
+                          "partial file was left",
+            errno.EDQUOT: "free some space or choose another --out",
+            errno.EACCES: "choose a folder you can write to (--out)",
+            errno.EPERM: "choose a folder you can write to (--out)",
+            errno.EROFS: "choose a folder on a writable file system (--out)"}.get(err.errno)
+    return f"{what}{where}" + (f"; {hint}" if hint else "")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI. Invalid input: one line on stderr and exit status 2."""
     try:
@@ -139,6 +198,9 @@ def main(argv: list[str] | None = None) -> None:
         msg = err.format_message().replace("\n", " ")
         click.echo(f"Error: {msg}", err=True)
         sys.exit(err.exit_code)
+    except OSError as err:  # disk full, permission denied, ...: one line and exit 1 (writes are atomic)
+        click.echo(f"Error: {os_error_line(err)}", err=True)
+        sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)
 
 

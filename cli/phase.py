@@ -68,8 +68,8 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
                        f"{', '.join(branch_names(problem))}; phase boundaries, alpha_c and "
                        f"alpha_lin by Brent: about {n_fp} fixed points" + (f" ({cached} columns cached)" if cached else "")
                        + f" {runners}; writing {out}; roughly "
-                       f"{format_duration(estimate_seconds(problem, alpha_grid, settings, todo, workers))}"
-                       f" on a quiet 2-core machine (rough estimate)", err=True)
+                       f"{format_duration(estimate_seconds(problem, alpha_grid, settings, todo, workers) * max(1.0, (os.getloadavg()[0] + min(workers, max(todo, 1))) / (os.cpu_count() or 1)))}"
+                       f" at the present load ({os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; rough estimate)", err=True)
         try:
             pd = run_phase_diagram(problem, omega_grid, alpha_grid, settings=settings, cache_dir=out / "cache",
                                    workers=workers, dask_address=dask, progress=reporter)

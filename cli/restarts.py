@@ -11,11 +11,11 @@ from pathlib import Path
 import click
 
 from dotattn.cli.main import cli
-from dotattn.cli.options import problem_from_options, problem_options
+from dotattn.cli.options import output_folder, problem_from_options, problem_options
 from dotattn.erm.config import DEVICE_CHOICES, TEACHERS
-from dotattn.erm.restart_records import (PAIR_COLUMNS, RESTART_COLUMNS, RESTART_SUMMARY_COLUMNS, SAME_MINIMUM,
-                                         summarise_restarts)
-from dotattn.io import ensure_writable_dir, provenance, write_csv, write_json, write_manifest
+from dotattn.erm.restart_records import (PAIR_COLUMNS, POOLED_SEED, RESTART_COLUMNS, RESTART_SUMMARY_COLUMNS,
+                                         RESTART_SUMMARY_DOCS, SAME_MINIMUM, summarise_restarts)
+from dotattn.io import provenance, write_csv, write_json, write_manifest
 from dotattn.problem import ParameterError, check_int
 
 MAX_QUAD_ORDER = 16
@@ -45,7 +45,8 @@ MAX_QUAD_ORDER = 16
               help="Entry std of the noise added to the informed starts, >= 0.")
 @click.option("--test-samples", type=int, default=10_000, show_default=True, help="Fresh test samples, in [2, 1e7].")
 @click.option("--dtype", type=click.Choice(["float64", "float32"]), default="float64", show_default=True, help="Torch dtype.")
-@click.option("--device", type=str, default="cpu", show_default=True, help=f"Torch device: {DEVICE_CHOICES}.")
+@click.option("--device", type=str, default="auto", show_default=True,
+              help=f"Torch device: {DEVICE_CHOICES} (auto: CUDA when available).")
 @click.option("--threads", type=int, default=0, show_default=True, help="CPU threads for torch (0: default), in [0, 1024].")
 @click.option("--diagnose/--no-diagnose", default=False, show_default=True,
               help="Evaluate the theory's eps_g and e_t at each converged run's overlaps (diagnostics.csv).")
@@ -81,25 +82,32 @@ def erm_restarts(d: int, alpha: float, omega: float, L: int, rank: int, teacher_
                            informed_noise=informed_noise, test_samples=test_samples, teacher=teacher, dtype=dtype,
                            device=device)
     config.check(problem)
-    rule = None
+    order = None
     if diagnose:
         if problem.rank != 1:
             raise ParameterError(f"--diagnose needs rank = 1 (e_t at fixed overlaps), got rank = {problem.rank}")
         from dotattn.catalogue import default_quadrature
-        from dotattn.quadrature import make_rule
         order = quad_order or default_quadrature(problem).order
     import torch
 
     from dotattn.erm.experiment import resolve_device
-    from dotattn.erm.restarts import run_restarts
 
     resolve_device(config.device)
-    folder = ensure_writable_dir(out)
     if threads:
         torch.set_num_threads(threads)
     show = not quiet and sys.stderr.isatty()
+    with output_folder(out) as folder:  # removed again if still empty when the run is interrupted
+        _run_and_write(problem, config, folder, show, order, quiet)
+
+
+def _run_and_write(problem, config, folder: Path, show: bool, order: int | None, quiet: bool) -> None:
+    """Train, measure, write runs.csv, pairs.csv, summary.csv, summary.json (and diagnostics.csv with
+    the theory at each run's overlaps on Gauss-Hermite ``order``, unless None); print the table."""
+    from dotattn.erm.restarts import run_restarts
+
+    diagnose, rule = order is not None, None
     if show:
-        with click.progressbar(length=config.steps, label=f"erm-restarts d={d}", file=sys.stderr) as bar:
+        with click.progressbar(length=config.steps, label=f"erm-restarts d={config.d}", file=sys.stderr) as bar:
             result = run_restarts(problem, config, progress=bar.update)
     else:
         result = run_restarts(problem, config)
@@ -108,6 +116,7 @@ def erm_restarts(d: int, alpha: float, omega: float, L: int, rank: int, teacher_
     diag_rows, diag_seconds = None, 0.0
     if diagnose:
         from dotattn.diagnostics import DIAGNOSTIC_COLUMNS, diagnose_restarts
+        from dotattn.quadrature import make_rule
         t0 = time.perf_counter()
         rule = make_rule(problem.gaussian_dim, "gauss-hermite", order)
         diag = diagnose_restarts(problem, runs, rule)
@@ -125,7 +134,7 @@ def erm_restarts(d: int, alpha: float, omega: float, L: int, rank: int, teacher_
     write_csv(folder / "pairs.csv", [p.to_row() for p in pairs], PAIR_COLUMNS, comment=comment)
     summary_rows = [s.to_row() for s in summary]
     write_csv(folder / "summary.csv", summary_rows, RESTART_SUMMARY_COLUMNS, comment=comment)
-    payload = {"provenance": prov, "summary": summary_rows, "runs": run_rows}
+    payload = {"provenance": prov, "columns": RESTART_SUMMARY_DOCS, "summary": summary_rows, "runs": run_rows}
     if diag_rows is not None:
         write_csv(folder / "diagnostics.csv", diag_rows, DIAGNOSTIC_COLUMNS, comment=comment)
         payload["diagnostics"] = diag_rows
@@ -136,7 +145,10 @@ def erm_restarts(d: int, alpha: float, omega: float, L: int, rank: int, teacher_
         click.echo(f"{'seed':>5s} {'branch':>13s} {'conv':>5s} {'minima':>6s} {'e_t mean':>10s} {'e_t std':>9s} "
                    f"{'eps_g mean':>10s} {'D mean':>9s} {'D max':>9s}")
         for s in summary:
-            click.echo(f"{s.seed:5d} {s.branch:>13s} {s.converged:5d} {s.minima:6d} {s.train_loss_mean:10.6g} "
+            seed = "all" if s.seed == POOLED_SEED else str(s.seed)
+            click.echo(f"{seed:>5s} {s.branch:>13s} {s.converged:5d} {s.minima:6d} {s.train_loss_mean:10.6g} "
                        f"{s.train_loss_std:9.3g} {s.test_error_mean:10.5g} {s.distance_mean:9.3g} {s.distance_max:9.3g}")
+        click.echo(f"(seed 'all': the seeds pooled per branch, written as seed = {POOLED_SEED} in summary.csv; "
+                   "D: distance D_ab between two restarts of one seed on that branch)")
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({result.seconds:.1f} s training"
                    + (f", {diag_seconds:.1f} s diagnostics)" if diagnose else ")"))

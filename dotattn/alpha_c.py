@@ -42,8 +42,9 @@ import numpy as np
 from dotattn.crossing import (CROSSING, FIT_MODELS, NO_CROSSING, SEVERAL, CellSummary, FiniteSizeFit, SeedCrossing,
                               crossings, fit_finite_size, summarise_cell)
 from dotattn.io import read_cache_unit, write_cache_unit
-from dotattn.problem import ParameterError, Problem
-from dotattn.runner import run_tasks
+from dotattn.problem import (ParameterError, Problem, check_alpha, check_instance, check_int, check_number,
+                             check_problem)
+from dotattn.runner import check_dask_address, check_workers, run_tasks
 
 __all__ = ["AlphaCConfig", "CellRuns", "AlphaCStudy", "run_cell", "theory_column", "cell_crossings",
            "run_study", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
@@ -111,6 +112,8 @@ class AlphaCConfig:
         alphas = _grid("alpha", self.alphas, 0.0)
         if len(alphas) < 2 or alphas[0] <= 0:
             raise ParameterError("alpha grid must have >= 2 distinct values > 0 to bracket a crossing")
+        for a in alphas:
+            check_alpha(a)
         object.__setattr__(self, "alphas", alphas)
         for name, low in (("seeds", 2), ("first_seed", 0), ("steps", 1), ("seed_chunk", 1), ("n_boot", 100)):
             v = getattr(self, name)
@@ -118,21 +121,24 @@ class AlphaCConfig:
                 raise ParameterError(f"{name} must be an integer >= {low}, got {v!r}")
         if not (isinstance(self.tol, (int, float)) and math.isfinite(self.tol) and self.tol > 0):
             raise ParameterError(f"tol must be a number > 0, got {self.tol!r}")
-        if not 0.5 <= float(self.level) < 1:
-            raise ParameterError(f"level must be in [0.5, 1), got {self.level!r}")
+        check_number("level", self.level, 0.5, False, 1.0, "in [0.5, 1)", high_open=True)
         if self.teacher not in ("gaussian", "orthonormal"):
             raise ParameterError(f"teacher must be one of gaussian, orthonormal, got {self.teacher!r}")
         if self.dtype not in ("float64", "float32"):
             raise ParameterError(f"dtype must be one of float64, float32, got {self.dtype!r}")
         if not DEVICE_PATTERN.match(str(self.device).strip().lower()):
             raise ParameterError(f"device must be one of auto, cpu, cuda or cuda:N, got {self.device!r}")
-        if self.model not in FIT_MODELS:
+        if not isinstance(self.model, str) or self.model not in FIT_MODELS:
             raise ParameterError(f"model must be one of {', '.join(FIT_MODELS)}, got {self.model!r}")
         if any(a * d < 1 for a in alphas[:1] for d in ds[:1]):
             raise ParameterError(f"alpha must be >= 1/d (one training sample), got {alphas[0]:g} at d = {ds[0]}")
-        from dotattn.erm.config import OPTIMIZERS
+        from dotattn.erm.config import OPTIMIZERS, ErmConfig
         if self.optimizer not in OPTIMIZERS:
             raise ParameterError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        # memory: one chunk of seeds at the largest d and alpha, one start, on the smallest problem (L = 2,
+        # r = r_t = 1) is a lower bound of every chunk's need; run_study checks the problem's own
+        ErmConfig(d=ds[-1], alphas=(alphas[-1],), inits="semantic", seeds=min(self.seed_chunk, self.seeds),
+                  test_samples=1, dtype=self.dtype).check(Problem())
 
     @property
     def seed_list(self) -> tuple[int, ...]:
@@ -446,8 +452,18 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
     ``progress(cost)`` reports finished work in the units of :meth:`AlphaCConfig.cost` (per chunk
     of seeds in-process, per cell on a pool or cluster).
     """
+    from dotattn.erm.config import ErmConfig
     from dotattn.erm.experiment import resolve_device
-    from dotattn.erm.training import STATUS_CONVERGED
+    from dotattn.status import STATUS_CONVERGED
+    check_problem(problem)
+    check_instance("config", config, AlphaCConfig, "dotattn.alpha_c.AlphaCConfig")
+    workers = check_workers(workers)
+    threads = check_int("threads (0: torch's default)", threads, 0, 1024)
+    if dask_address is not None and isinstance(dask_address, str):
+        check_dask_address(dask_address)
+    ErmConfig(d=config.ds[-1], alphas=config.alphas if config.nested else config.alphas[-1:],
+              inits="both" if config.paired else "semantic", seeds=min(config.seed_chunk, config.seeds),
+              test_samples=1, dtype=config.dtype).check(problem)  # the largest chunk must fit in memory
     resolve_device(config.device)  # availability (ParameterError) before any computation
     t0 = time.perf_counter()
     cache = Path(cache_dir) if cache_dir is not None else None

@@ -19,7 +19,7 @@ import numpy as np
 
 from dotattn.baseline import linear_baseline_test_error
 from dotattn.overlaps import Overlaps, overlaps_from_scalars
-from dotattn.problem import ParameterError, Problem, check_alpha, check_int
+from dotattn.problem import ParameterError, Problem, check_alpha, check_instance, check_int, check_problem
 from dotattn.quadrature import MAX_TENSOR_NODES, GaussianRule, make_rule
 from dotattn.records import BranchPoint, Stability
 from dotattn.stability import rs_stability
@@ -288,7 +288,11 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
     ``stability`` to add the RS stability of every converged fixed point (:func:`dotattn.stability.rs_stability`).
     """
     t0 = time.perf_counter()
+    check_problem(problem)
     alpha = check_alpha(alpha)
+    if quadrature is not None:
+        check_instance("quadrature", quadrature, QuadratureSpec, "dotattn.QuadratureSpec")
+    check_instance("options", options, SolverOptions, "dotattn.SolverOptions")
     n_random = check_int("n_random (random starts)", n_random, 0, MAX_RANDOM_STARTS)
     seed = check_int("seed", seed, 0)
     quad = quadrature or default_quadrature(problem)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["check_number", "check_int", "check_alpha", "ParameterError", "Problem", "TOY_A", "TOY_GRAM",
-           "parse_matrix", "readonly_array", "SIGMA_RANGE", "LAMBDA_RANGE", "ALPHA_MAX", "SHAPE_MAX"]
+__all__ = ["check_number", "check_int", "check_alpha", "check_instance", "check_problem", "check_out_dir",
+           "check_dask_scheme", "DASK_SCHEMES",
+           "ParameterError", "Problem", "TOY_A", "TOY_GRAM", "parse_matrix", "readonly_array", "SIGMA_RANGE",
+           "LAMBDA_RANGE", "ALPHA_MAX", "SHAPE_MAX", "GRAM_MAX", "PROBLEM_KEYS"]
 
 TOY_A: tuple[tuple[float, ...], ...] = ((0.6, 0.4), (0.4, 0.6))
 TOY_GRAM: tuple[tuple[float, ...], ...] = ((1.0, -1.0), (-1.0, 1.0))
@@ -38,6 +40,17 @@ while α = 1e12 kept the solver busy for minutes (issue 12). For ERM, n = α d s
 SHAPE_MAX: int = 64
 """Largest L, r and r_t: the theory integrates over L(r + r_t) Gaussian dimensions (QMC beyond 6)
 and ERM stores L x L matrices per sample; 64 keeps every array bounded."""
+GRAM_MAX: float = 4.0
+"""Largest |G_ll'| of the positional Gram matrix (‖p_l‖²/d is at most this; the token noise adds
+σ² per entry). Measured for the toy model (G = g [[1, -1], [-1, 1]], Gauss-Hermite 6, ω ∈ {0, 0.3},
+α ∈ {0.5, 1, 2}): the informed positional start converges at every point for g ≤ 4; for g = 8 and
+beyond the positional fixed point is lost at some (ω, α) (the iteration runs out of budget or
+leaves the admissible set with |μ| growing: the positional scores grow with g until the softmax
+saturates), and entries of 1e100 overflow (|μ| ~ 1e162) and from 1e150 LAPACK fails in the
+least-squares step. So larger Gram matrices are refused rather than answered with "no positional
+fixed point". (A is row-stochastic, so its entries are in [0, 1] and need no bound.)"""
+PROBLEM_KEYS: tuple[str, ...] = ("L", "rank", "teacher_rank", "sigma", "lambda", "omega", "A", "positional_gram")
+"""The keys of :meth:`Problem.to_dict` / :meth:`Problem.from_dict`."""
 
 
 def readonly_array(a) -> np.ndarray:
@@ -108,6 +121,65 @@ def check_alpha(value: Any, name: str = "alpha") -> float:
     return check_number(name, value, 0.0, True, ALPHA_MAX, f"in (0, {ALPHA_MAX:g}]")
 
 
+def check_instance(name: str, value: Any, kind: type | tuple[type, ...], what: str | None = None) -> Any:
+    """``value`` if it is an instance of ``kind``, else ParameterError naming ``name`` and the type wanted
+    (``what``: how to call it, default the class names); for API arguments such as ``options=``."""
+    if not isinstance(value, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wanted = what or " or ".join(k.__name__ for k in kinds)
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise ParameterError(f"{name} must be a {wanted}, got {type(value).__name__} {shown}")
+    return value
+
+
+def check_problem(value: Any, name: str = "problem") -> "Problem":
+    """``value`` if it is a :class:`Problem` (ParameterError naming ``name`` otherwise, e.g. for
+    ``dotattn.solve("toy", alpha=2)``: build one with ``dotattn.Problem(...)``)."""
+    return check_instance(name, value, Problem, "dotattn.Problem (e.g. dotattn.Problem(omega=0.3))")
+
+
+DASK_SCHEMES: tuple[str, ...] = ("tcp", "ws")
+"""Dask comm schemes a ``--dask`` address may use, each tested against a local cluster (tcp also
+when no scheme is written). ``tls``/``wss`` need certificates (a ``distributed.Security``) and
+``ucx`` needs UCX-Py and its configuration, neither of which dotattn takes: refused, not crashed."""
+_DASK_REFUSED = {"tls": "TLS certificates (a distributed.Security configuration)",
+                 "wss": "TLS certificates (a distributed.Security configuration)",
+                 "ucx": "UCX-Py and a UCX configuration"}
+
+
+def check_dask_scheme(address: Any, inproc: bool = True) -> str:
+    """``address`` if its scheme (before ``://``; none means tcp) is one of :data:`DASK_SCHEMES` or,
+    if ``inproc``, ``inproc`` (a scheduler in this very process: the Python API only, never a
+    command line); ParameterError in one line otherwise, naming what the scheme would need."""
+    text = str(address).strip()
+    scheme = text.split("://", 1)[0].lower() if "://" in text else "tcp"
+    if scheme in DASK_SCHEMES or (scheme == "inproc" and inproc):
+        return text
+    if scheme == "inproc":
+        raise ParameterError("dask: an inproc:// scheduler lives inside one Python process and cannot be reached "
+                             "from a command; give a tcp:// or ws:// scheduler address (or, in Python, "
+                             "dask_address=<distributed.Client>)")
+    if scheme in _DASK_REFUSED:
+        raise ParameterError(f"dask: {scheme}:// addresses need {_DASK_REFUSED[scheme]}, which dotattn does not "
+                             f"take; give a {' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address")
+    raise ParameterError(f"dask: unknown scheme {scheme!r} in {text!r}; give a "
+                         f"{' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address")
+
+
+def check_out_dir(value: Any, name: str = "out") -> str:
+    """An output folder name: a non-empty path (ParameterError for '' or blanks, which would mean the
+    working directory, or another command's folder, without saying so)."""
+    if value is None or not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
+        raise ParameterError(f"{name} must be a folder path, got {value!r}")
+    text = str(value.__fspath__() if hasattr(value, "__fspath__") else value)
+    if not text.strip():
+        raise ParameterError(f"{name} must be a non-empty folder path (use '.' for the working directory), got {text!r}")
+    if "\0" in text:
+        raise ParameterError(f"{name} must be a folder path without NUL characters")
+    return text
+
+
 @dataclass(frozen=True)
 class Problem:
     """One teacher-student model (SPEC section 1).
@@ -167,6 +239,10 @@ class Problem:
             raise ParameterError("positional_gram must be symmetric positive semi-definite")
         if np.min(np.linalg.eigvalsh(arrG)) < -1e-10 * max(1.0, np.max(np.abs(arrG))):
             raise ParameterError("positional_gram must be symmetric positive semi-definite (an eigenvalue is < 0)")
+        if np.max(np.abs(arrG)) > GRAM_MAX:
+            raise ParameterError(f"positional_gram entries must be in [-{GRAM_MAX:g}, {GRAM_MAX:g}], got max "
+                                 f"|G| = {np.max(np.abs(arrG)):.3g}: beyond it the positional scores saturate the "
+                                 f"softmax and the solver loses the positional fixed point (1e150 overflows LAPACK)")
         object.__setattr__(self, "positional_gram", G)
 
     # -- derived, read-only arrays ---------------------------------------------------------
@@ -218,7 +294,18 @@ class Problem:
                 "positional_gram": [list(r) for r in self.positional_gram]}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Problem":
+    def from_dict(cls, d: Mapping[str, Any]) -> "Problem":
+        """The problem of :meth:`to_dict`'s keys (:data:`PROBLEM_KEYS`; ParameterError naming a missing
+        or unknown key, or a value out of range)."""
+        if not isinstance(d, Mapping):
+            raise ParameterError(f"problem must be a dict with keys {', '.join(PROBLEM_KEYS)}, got {type(d).__name__}")
+        missing = [k for k in PROBLEM_KEYS if k not in d]
+        if missing:
+            raise ParameterError(f"problem dict is missing the key(s) {', '.join(missing)} "
+                                 f"(needs {', '.join(PROBLEM_KEYS)}; as written by Problem.to_dict())")
+        unknown = sorted(str(k) for k in d if k not in PROBLEM_KEYS)
+        if unknown:
+            raise ParameterError(f"problem dict has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(PROBLEM_KEYS)})")
         return cls(L=d["L"], rank=d["rank"], teacher_rank=d["teacher_rank"], sigma=d["sigma"],
                    ridge=d["lambda"], omega=d["omega"], positional_attention=d["A"],
                    positional_gram=d["positional_gram"])

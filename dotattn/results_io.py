@@ -261,7 +261,7 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
                   extra: Mapping[str, Any] | None = None) -> dict[str, str]:
     """crossings.csv, cells.csv, delta.csv, summary.json (with provenance) and the two figures."""
     from dotattn import plotting
-    from dotattn.erm.training import STATUS_CONVERGED
+    from dotattn.status import STATUS_CONVERGED
 
     out = Path(out_dir)
     params = {"problem": study.problem.to_dict(), "config": study.config.to_dict(), "command": command,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
-from dotattn.problem import ParameterError, check_int
+from dotattn.problem import ParameterError, check_dask_scheme, check_int
 
 __all__ = ["DASK_TIMEOUT", "MAX_WORKERS", "check_dask_address", "connect_dask", "check_workers", "Interrupted", "stop_on_signals", "run_tasks", "RunLock", "RunLockedError", "ProgressState",
            "ProgressReporter", "format_duration"]
@@ -195,7 +195,7 @@ _DASK_ADDRESS = re.compile(r"^((tcp|tls|ucx|ws|wss)://)?(\[[0-9a-fA-F:.]+\]|[A-Z
 def check_dask_address(address: Any) -> str:
     """``address`` if it reads as a Dask scheduler address ``[tcp|tls|ucx|ws|wss://]host:port`` or
     ``inproc://...`` (ParameterError otherwise)."""
-    text = str(address).strip()
+    text = check_dask_scheme(address)  # tcp, ws (and inproc): the schemes that work without configuration
     m = _DASK_ADDRESS.match(text)
     if m is None or (not text.startswith("inproc://") and not 1 <= int(text.rsplit(":", 1)[1]) <= 65535):
         raise ParameterError(f"dask must be a scheduler address [tcp://]host:port (port in [1, 65535]), got {address!r}")

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from dotattn.problem import ParameterError, Problem, check_alpha
+from dotattn.problem import ParameterError, Problem, check_alpha, check_problem
 
 __all__ = ["ErmConfig", "INIT_KINDS", "INIT_CHOICES", "INFORMED", "DTYPE_NAMES", "DEVICE_CHOICES", "OPTIMIZERS",
            "DEFAULT_LR", "TEACHERS", "check_device_name", "available_memory", "MEMORY_FRACTION", "MAX_STEPS"]
@@ -72,7 +72,10 @@ def check_device_name(name: Any) -> str:
 
 
 def _normalise_inits(inits: str | Sequence[str]) -> tuple[str, ...]:
-    names = [inits] if isinstance(inits, str) else list(inits)
+    try:
+        names = [inits] if isinstance(inits, str) else list(inits)
+    except TypeError:
+        raise ParameterError(f"init must be one of {', '.join(INIT_CHOICES)} or a list of them, got {inits!r}") from None
     out: list[str] = []
     for name in names:
         key = str(name).strip().lower()
@@ -211,6 +214,7 @@ class ErmConfig:
     def check(self, problem: Problem, memory: int | None = -1) -> None:
         """Checks that involve the problem (ParameterError), and that the runs fit in ``MEMORY_FRACTION``
         of ``memory`` bytes (default: :func:`available_memory`; None: no memory check)."""
+        check_problem(problem)
         if self.d < problem.L:
             raise ParameterError(f"d must be >= L = {problem.L}, got {self.d}")
         if "positional" in self.inits and float(np.max(np.abs(problem.G))) == 0.0:

@@ -39,7 +39,7 @@ from dotattn.erm.models import (attention_matrix_pf, fit_linear_baseline, quadra
 from dotattn.erm.records import (BRANCH_M, BRANCH_THETA, COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, SUMMARY_METRICS,
                                  RunRecord, SummaryRecord, run_branch)
 from dotattn.erm.training import STATUS, train
-from dotattn.problem import ParameterError, Problem, readonly_array
+from dotattn.problem import ParameterError, Problem, check_instance, readonly_array
 from dotattn.rows import matrix_cell
 from dotattn.status import CONVERGED, DIVERGED, NOT_CONVERGED, from_training
 
@@ -237,6 +237,7 @@ def run_erm(problem: Problem, d: int, alphas: float | Sequence[float], inits: st
 
 def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], None] | None = None) -> ErmResult:
     """:func:`run_erm` for a ready :class:`ErmConfig`."""
+    check_instance("config", config, ErmConfig, "dotattn.erm.ErmConfig")
     config.check(problem)
     t0 = time.perf_counter()
     dev, dt = resolve_device(config.device), DTYPES[config.dtype]

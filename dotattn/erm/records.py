@@ -28,9 +28,18 @@ BRANCH_M = 0.05
 
 
 def run_branch(theta_over_sigma2: np.ndarray, mu: np.ndarray) -> str:
-    """Branch a run ended on, from ``θ/σ²`` (r×r_t) and ``μ`` (L×r), with the thresholds above."""
-    return branch_label(positional=float(np.linalg.norm(mu, axis=1).max()) >= BRANCH_M,
-                        semantic=float(np.linalg.norm(theta_over_sigma2)) >= BRANCH_THETA)
+    """Branch a run ended on, from ``θ/σ²`` (r×r_t) and ``μ`` (L×r), with the thresholds above.
+
+    The student's rank is ``mu``'s column count. A rank-1 run above both thresholds (at finite d
+    the other overlap is noise: e.g. θ/σ² = 0.22 on a positional run at d = 100) is labelled by
+    the overlap that is further above its own threshold, in units of that threshold; "mixed"
+    needs r >= 2 (one positional and one semantic column).
+    """
+    mu = np.asarray(mu, dtype=float)
+    m_ratio = float(np.linalg.norm(mu, axis=1).max()) / BRANCH_M
+    theta_ratio = float(np.linalg.norm(theta_over_sigma2)) / BRANCH_THETA
+    return branch_label(positional=m_ratio >= 1, semantic=theta_ratio >= 1, rank=mu.shape[1],
+                        positional_dominant=m_ratio >= theta_ratio)
 
 
 _MATRICES = ("mu", "theta", "q", "theta_over_sigma2", "q_over_sigma2")

@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from dotattn.rows import matrix_cell, read_float, read_int, read_matrix, read_text
+from dotattn.status import CONVERGED
 
-__all__ = ["RestartRecord", "PairRecord", "RestartSummary", "RESTART_COLUMNS", "PAIR_COLUMNS", "RESTART_SUMMARY_COLUMNS",
+__all__ = ["RestartRecord", "PairRecord", "RestartSummary", "POOLED_SEED", "RESTART_SUMMARY_DOCS", "RESTART_COLUMNS", "PAIR_COLUMNS", "RESTART_SUMMARY_COLUMNS",
            "SAME_MINIMUM", "summarise_restarts"]
 
 _R_MATRICES = ("mu", "theta", "q", "teacher_rho", "teacher_nu")
@@ -97,6 +98,15 @@ class PairRecord:
 
 SAME_MINIMUM = 1e-4
 """Two converged restarts count as the same minimum when their distance D_ab < SAME_MINIMUM."""
+POOLED_SEED = -1
+"""The ``seed`` of the summary rows that pool every seed of a branch (tables print it as 'all')."""
+RESTART_SUMMARY_DOCS: dict[str, str] = {
+    "seed": f"data seed (teacher + data) of the row; {POOLED_SEED}: every seed of the branch pooled",
+    "minima": f"distinct minima among the converged runs (runs closer than D = {SAME_MINIMUM:g} are one); "
+              f"pooled rows: summed over the seeds",
+    "distance_mean": "mean distance D_ab between two converged restarts of one seed on the branch",
+}
+"""Column notes of ``summary.csv`` written into ``summary.json["columns"]``."""
 RESTART_SUMMARY_COLUMNS: tuple[str, ...] = (
     "d", "alpha", "seed", "branch", "runs", "converged", "minima", "train_loss_mean", "train_loss_std",
     "train_loss_min", "train_loss_max", "test_error_mean", "test_error_std", "pairs", "distance_mean",
@@ -105,7 +115,7 @@ RESTART_SUMMARY_COLUMNS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class RestartSummary:
-    """Per (seed, branch) — ``seed = -1`` pools the seeds — the converged runs on that branch: count,
+    """Per (seed, branch) — ``seed =`` :data:`POOLED_SEED` (-1) pools the seeds — the converged runs on that branch: count,
     distinct ``minima`` (clusters of D_ab < :data:`SAME_MINIMUM`, single linkage; pooled: summed over
     seeds), e_t and ε_g mean / std (ddof = 1) / extremes, and D_ab over its pairs."""
 
@@ -170,13 +180,14 @@ def summarise_restarts(runs: list[RestartRecord], pairs: list[PairRecord]) -> li
     seeds = sorted({r.seed for r in runs})
     for branch in branches:
         pooled_minima = 0
-        for seed in seeds + [-1]:
-            mine = [r for r in runs if r.branch == branch and (seed == -1 or r.seed == seed)]
-            conv = [r for r in mine if r.status == "converged"]
-            prs = [p for p in pairs if p.branch == branch and (seed == -1 or p.seed == seed)]
+        for seed in seeds + [POOLED_SEED]:
+            pooled = seed == POOLED_SEED
+            mine = [r for r in runs if r.branch == branch and (pooled or r.seed == seed)]
+            conv = [r for r in mine if r.status == CONVERGED]
+            prs = [p for p in pairs if p.branch == branch and (pooled or p.seed == seed)]
             if not mine:
                 continue
-            if seed == -1:
+            if pooled:
                 minima = pooled_minima
             else:
                 minima = _clusters([r.restart for r in conv], prs)

@@ -44,7 +44,7 @@ from dotattn.erm.models import sample_stats
 from dotattn.erm.records import run_branch
 from dotattn.erm.restart_records import PAIR_COLUMNS, RESTART_COLUMNS, PairRecord, RestartRecord
 from dotattn.erm.training import STATUS, train
-from dotattn.problem import ParameterError, Problem, check_alpha, readonly_array
+from dotattn.problem import ParameterError, Problem, check_alpha, check_instance, check_problem, readonly_array
 from dotattn.status import CONVERGED, from_training
 
 __all__ = ["START_KINDS", "SECTORS", "RestartConfig", "RestartRecord", "PairRecord", "RestartResult", "run_restarts",
@@ -124,6 +124,7 @@ class RestartConfig:
 
     def check(self, problem: Problem, memory: int | None = -1) -> None:
         """Problem-dependent checks and the memory estimate (ParameterError)."""
+        check_problem(problem)
         if self.d < problem.L:
             raise ParameterError(f"d must be >= L = {problem.L}, got {self.d}")
         if "positional" in self.starts and float(np.max(np.abs(problem.G))) == 0.0:
@@ -194,6 +195,7 @@ def _starts(config: RestartConfig, problem: Problem, Q_star: torch.Tensor, P: to
 def run_restarts(problem: Problem, config: RestartConfig, progress: Callable[[int], None] | None = None
                  ) -> RestartResult:
     """Train every (seed, restart) of ``config`` and measure it (module docstring)."""
+    check_instance("config", config, RestartConfig, "dotattn.erm.restarts.RestartConfig")
     config.check(problem)
     t0 = time.perf_counter()
     dev, dt = resolve_device(config.device), DTYPES[config.dtype]

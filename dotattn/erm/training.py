@@ -68,14 +68,15 @@ from typing import Callable
 import torch
 
 from dotattn.erm.config import DEFAULT_LR, OPTIMIZERS
+from dotattn.status import DIVERGED, STATUS_CONVERGED
 
 __all__ = ["OPTIMIZERS", "DEFAULT_LR", "STATUS", "STATUS_CONVERGED", "TrainOutcome", "train", "progress_chunk",
            "relative_stationarity", "LBFGS_HISTORY"]
 
-STATUS: tuple[str, ...] = ("max_steps", "converged", "diverged")
+STATUS: tuple[str, ...] = ("max_steps", STATUS_CONVERGED, DIVERGED)
+"""The training loop's status words by index (``max_steps`` is the shared ``not_converged``:
+:func:`dotattn.status.from_training`); ``STATUS_CONVERGED`` is re-exported from :mod:`dotattn.status`."""
 _MAX_STEPS, _CONVERGED, _DIVERGED = 0, 1, 2
-STATUS_CONVERGED: str = STATUS[_CONVERGED]
-"""The status of a run that met its optimiser's stopping criterion."""
 LBFGS_HISTORY = 10
 """Curvature pairs kept per run by ``batched-lbfgs``."""
 _ARMIJO_C1, _MAX_BACKTRACK = 1e-4, 40
