@@ -149,6 +149,15 @@ class AlphaCConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "AlphaCConfig":
+        """Inverse of :meth:`to_dict`; ParameterError naming a missing or unknown key."""
+        d = check_instance("config", d, Mapping, "a mapping of AlphaCConfig fields")
+        fields = cls.__dataclass_fields__
+        unknown = sorted(set(d) - set(fields))
+        if unknown:
+            raise ParameterError(f"config has unknown key {unknown[0]!r}; allowed: {', '.join(fields)}")
+        missing = [k for k in ("omegas", "ds", "alphas") if k not in d]
+        if missing:
+            raise ParameterError(f"config lacks the key {missing[0]!r} (omegas, ds and alphas are required)")
         return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
 
     def cost(self, d: int) -> float:

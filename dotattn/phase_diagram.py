@@ -609,6 +609,8 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
         raise ParameterError(f"problem must be a Problem, got {type(problem).__name__}")
     omegas, alphas = check_grids(omegas, alphas)
     workers = check_workers(workers)
+    if settings is not None and not isinstance(settings, SweepSettings):
+        raise ParameterError(f"settings must be a dotattn.phase_diagram.SweepSettings, got {type(settings).__name__}")
     if isinstance(dask_address, str):
         check_dask_address(dask_address)
     settings = settings or SweepSettings(default_quadrature(problem))

@@ -70,6 +70,9 @@ class SolverOptions:
         if self.random_starts is not None:
             object.__setattr__(self, "random_starts", check_int("random_starts", self.random_starts, 0, 1000))
         object.__setattr__(self, "anderson", check_int("anderson", self.anderson, 0))
+        if not isinstance(self.symmetry, (bool, np.bool_)):
+            raise ParameterError(f"symmetry must be True or False, got {self.symmetry!r}")
+        object.__setattr__(self, "symmetry", bool(self.symmetry))
 
     def check(self, problem: Problem) -> None:
         """Checks that involve the problem (ParameterError)."""

@@ -56,7 +56,9 @@ def test_missing_torch_names_the_extra(tmp_path):
     r = python(code, tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert lines == ['Error: train-erm needs PyTorch; install it with pip install "dotattn[erm]"'], r.stderr
+    from dotattn.cli.main import EXTRA_INSTALL
+    assert lines == [f"Error: train-erm needs PyTorch; install {EXTRA_INSTALL['erm']}"], r.stderr
+    assert "cpu-torch.txt" in lines[0]  # the CPU route, never a bare pip install that pulls CUDA
     assert r.stdout == "" and not out.exists()
 
 
@@ -105,6 +107,7 @@ def test_missing_extra_inside_a_running_command():
 
     r = CliRunner().invoke(group, ["needs-torch"])
     assert r.exit_code == 2
-    assert r.output.strip().splitlines()[-1] == 'Error: needs-torch needs PyTorch; install it with pip install "dotattn[erm]"'
+    from dotattn.cli.main import EXTRA_INSTALL
+    assert r.output.strip().splitlines()[-1] == f"Error: needs-torch needs PyTorch; install {EXTRA_INSTALL['erm']}"
     r = CliRunner().invoke(group, ["needs-other"])  # a missing module that is no extra is a bug: not hidden
     assert isinstance(r.exception, ModuleNotFoundError) and r.exception.name == "not_an_extra"

@@ -195,3 +195,31 @@ def test_pooled_seed_rows_pool_every_seed():
     pooled = rows[-1]
     assert pooled.runs == 4 and pooled.converged == 4
     assert pooled.train_loss_mean == pytest.approx(0.15, rel=1e-12)  # mean of 0.1, 0.1, 0.2, 0.2 (rounding only)
+
+
+def test_alpha_c_config_from_dict_names_missing_and_unknown_keys():
+    from dotattn.alpha_c import AlphaCConfig
+    from dotattn.problem import ParameterError
+    with pytest.raises(ParameterError, match="lacks the key 'omegas'"):
+        AlphaCConfig.from_dict({})
+    with pytest.raises(ParameterError, match="unknown key 'colour'"):
+        AlphaCConfig.from_dict({"omegas": [0.3], "ds": [20], "alphas": [1, 2], "colour": "red"})
+    with pytest.raises(ParameterError, match="config"):
+        AlphaCConfig.from_dict("omegas=0.3")
+    cfg = AlphaCConfig(omegas=(0.3,), ds=(20,), alphas=(1.0, 2.0), seeds=2)
+    assert AlphaCConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_solver_options_symmetry_must_be_boolean():
+    from dotattn.problem import ParameterError
+    from dotattn.state_evolution import SolverOptions
+    with pytest.raises(ParameterError, match="symmetry must be True or False"):
+        SolverOptions(symmetry="x")
+    assert SolverOptions(symmetry=False).symmetry is False
+
+
+def test_run_phase_diagram_names_a_wrong_settings_type():
+    from dotattn.phase_diagram import run_phase_diagram
+    from dotattn.problem import ParameterError, Problem
+    with pytest.raises(ParameterError, match="settings must be a dotattn.phase_diagram.SweepSettings"):
+        run_phase_diagram(Problem(), [0.3], [1.0], settings="x")
