@@ -215,6 +215,20 @@ def _phase_diagram_parts(folder: Path) -> tuple[Problem, list[float], list[float
     return problem, omegas, alphas, summary
 
 
+def _erm_parts(folder: Path, csvs: Sequence[str]) -> tuple[Problem, dict[str, Any]]:
+    """(problem, parameters) of a train-erm or erm-restarts folder, from summary.json's provenance,
+    after the provenance line of each of ``csvs`` present is checked against them."""
+    meta = read_verified_json(folder / "summary.json")
+    params = (meta.get("provenance") or {}).get("parameters") if isinstance(meta.get("provenance"), dict) else None
+    if not isinstance(params, dict):
+        raise IntegrityError(f"{folder / 'summary.json'}: no provenance parameters")
+    problem = _problem_of(folder / "summary.json", params)
+    for name in csvs:
+        if (folder / name).is_file():
+            check_erm_provenance(folder / name, params)
+    return problem, params
+
+
 def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str | None = None) -> str:
     """Every check a reader makes, for a whole folder (manifest of every listed file, then the rows);
     returns the folder kind. ``manifest=False`` checks the rows only (used before sealing); ``kind``:
@@ -236,25 +250,11 @@ def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str
         points = _records(path, BranchPoint)
         check_branch_rows(path, points, problem, omegas, alphas, ALL_BRANCHES)
     elif kind == "erm":
-        meta = read_verified_json(folder / "summary.json")
-        params = (meta.get("provenance") or {}).get("parameters") if isinstance(meta.get("provenance"), dict) else None
-        if not isinstance(params, dict):
-            raise IntegrityError(f"{folder / 'summary.json'}: no provenance parameters")
-        problem = _problem_of(folder / "summary.json", params)
-        for name in ("runs.csv", "summary.csv"):
-            if (folder / name).is_file():
-                check_erm_provenance(folder / name, params)
+        problem, params = _erm_parts(folder, ("runs.csv", "summary.csv"))
         path = folder / "runs.csv"
         check_run_rows(path, _records(path, RunRecord), problem, params.get("erm") or {})
     elif kind == "restarts":
-        meta = read_verified_json(folder / "summary.json")
-        params = (meta.get("provenance") or {}).get("parameters") if isinstance(meta.get("provenance"), dict) else None
-        if not isinstance(params, dict):
-            raise IntegrityError(f"{folder / 'summary.json'}: no provenance parameters")
-        problem = _problem_of(folder / "summary.json", params)
-        for name in ("runs.csv", "pairs.csv", "summary.csv"):
-            if (folder / name).is_file():
-                check_erm_provenance(folder / name, params)
+        problem, _ = _erm_parts(folder, ("runs.csv", "pairs.csv", "summary.csv"))
         path = folder / "runs.csv"
         for i, run in enumerate(_records(path, RestartRecord), start=1):
             for name, val, shape in (("mu", run.mu, (problem.L, problem.rank)),
