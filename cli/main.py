@@ -40,6 +40,8 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                                                       "alpha_c(inf); the theory's alpha_c."),
     "erm-restarts": LazyCommand("dotattn.cli.restarts", "Many optimiser restarts on the same data and teacher: "
                                                         "minima, their spread and mutual distances."),
+    "paths": LazyCommand("dotattn.cli.paths", "Attention paths: finite-width Bayesian theory of multi-head, "
+                                              "multi-layer attention (theory, sample)."),
 }
 
 # optional top-level package -> (what to call it, the pip extra that installs it)
@@ -47,6 +49,9 @@ OPTIONAL_PACKAGES = {
     "torch": ("PyTorch", "erm"),
     "dask": ("Dask", "dask"),
     "distributed": ("Dask", "dask"),
+    "numpyro": ("NumPyro", "paths"),
+    "jax": ("JAX", "paths"),
+    "jaxlib": ("JAX", "paths"),
 }
 
 
