@@ -64,16 +64,19 @@ def test_sampled_width_must_be_an_integer_in_range(N):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not SLOW, reason="set DOTATTN_SLOW=1")
-def test_markov_N10_sampled_accuracy_matches_theory():
-    """The full Markov task at N = 10, 4 chains: the accuracy of the sampled posterior-mean predictor
-    within 3 of its Monte-Carlo errors (+ 1 test example) of the theory's (the U entries' z-scores are
-    reported by `dotattn paths sample`, not asserted: they show an O(1/N) offset at N = 10)."""
+def test_markov_sampler_theory_offset_shrinks_with_width():
+    """The full Markov task at N = 10 and 30 (4 chains, 200 + 200 draws, ~5 min): converged chains, and
+    the relative offset of the sampled U_good, U_denoising from the saddle point smaller at N = 30 than
+    at N = 10 (the theory is the N -> infinity limit; at N = 10 the committed run finds ~10 %,
+    results/paths/markov/summary.json)."""
     task = MarkovTask()
     data = markov_path_data(task)
-    model = PathsModel(N=10)
-    res = run_nuts(data, model, SamplerConfig(chains=4, warmup=300, draws=300))
-    ev, err, _ = sampled_evaluation(res, data, model)
-    theory = minimise_action(data.C_train, data.y_train, model)
-    from dotattn.paths.analysis import evaluate
-    assert abs(ev.accuracy - evaluate(theory.U, data, model).accuracy) < 3 * err + 1 / task.P_test
-    assert res.rhat_max < 1.05
+    offsets = []
+    for N in (10, 30):
+        model = PathsModel(N=N)
+        res = run_nuts(data, model, SamplerConfig(chains=4, warmup=200, draws=200))
+        assert res.rhat_max < 1.05 and res.divergences == 0
+        theory = minimise_action(data.C_train, data.y_train, model)
+        i = [data.path_names.index("good"), data.path_names.index("denoising")]
+        offsets.append(np.abs(np.diag(res.U_mean)[i] / np.diag(theory.U)[i] - 1))
+    assert np.all(offsets[1] < offsets[0]), offsets
