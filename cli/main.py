@@ -44,6 +44,8 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
     "verify": LazyCommand("dotattn.cli.verify", "Verify output folders: every file against manifest.json "
                                                 "(SHA-256, row count, provenance), and the rows against the "
                                                 "folder's problem and grid."),
+    "paths": LazyCommand("dotattn.cli.paths", "Attention paths: finite-width Bayesian theory of multi-head, "
+                                              "multi-layer attention (theory, sample)."),
 }
 
 # optional top-level package -> (what to call it, the pip extra that installs it)
@@ -51,6 +53,9 @@ OPTIONAL_PACKAGES = {
     "torch": ("PyTorch", "erm"),
     "dask": ("Dask", "dask"),
     "distributed": ("Dask", "dask"),
+    "numpyro": ("NumPyro", "paths"),
+    "jax": ("JAX", "paths"),
+    "jaxlib": ("JAX", "paths"),
 }
 # how to install an extra without what it would drag in by default (PyPI's torch wheel pulls the CUDA
 # libraries, several GB; the CPU build is enough for every command here)

@@ -1,0 +1,111 @@
+"""The attention-paths network: L layers of heads with fixed attention and linear values.
+
+Notation (docs/attention_paths.md): an input is x ∈ ℝ^{N0×T} (columns are tokens); a batch is an
+array ``x`` of shape (P, N0, T). Layer ℓ = 1..L has H_ℓ heads with fixed attention matrices
+Ω^{(ℓ)h} ∈ ℝ^{T×T}, computed from the bare input: Ω_{st} = softmax over keys s of β x_sᵀ W x_t.
+A path π = (h_1, …, h_L) has the path input ξ^π(x) = x Ω^{(1)h_1} ⋯ Ω^{(L)h_L} r ∈ ℝ^{N0}, r the
+read-out vector (last token or token mean), and the path-path kernel C_ππ'(x, x') = ξ^π(x)·ξ^π'(x')/N0.
+Paths are numbered with h_1 the most significant digit (``np.ravel_multi_index`` order).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from dotattn.problem import ParameterError
+
+__all__ = ["READOUTS", "attention", "readout_vector", "path_inputs", "path_kernels", "path_kernel_diagonal",
+           "path_labels", "network_output", "effective_weights", "order_parameter"]
+
+READOUTS: tuple[str, ...] = ("last", "mean")
+
+
+def attention(x: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """Attention matrices Ω (P, T, T) of one head: Ω[p, s, t] = softmax_s(x_s·W x_t) (columns sum to 1).
+
+    ``x``: (P, N0, T); ``W``: (N0, N0), the key-query matrix already times the inverse temperature.
+    """
+    scores = np.einsum("pis,ij,pjt->pst", x, W, x, optimize=True)
+    scores -= scores.max(axis=1, keepdims=True)
+    e = np.exp(scores)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def readout_vector(T: int, readout: str) -> np.ndarray:
+    """r ∈ ℝ^T: the last token (e_T) or the token mean (1/T)."""
+    if readout not in READOUTS:
+        raise ParameterError(f"readout must be one of {', '.join(READOUTS)}, got {readout!r}")
+    if readout == "last":
+        r = np.zeros(T)
+        r[-1] = 1.0
+        return r
+    return np.full(T, 1.0 / T)
+
+
+def path_inputs(x: np.ndarray, omegas: Sequence[np.ndarray], readout: str = "last") -> np.ndarray:
+    """Path inputs ξ^π(x^μ), shape (n_paths, P, N0), n_paths = ∏ H_ℓ, h_1 most significant.
+
+    ``omegas[ℓ-1]``: the layer-ℓ attention matrices, shape (H_ℓ, P, T, T).
+    """
+    P, _, T = x.shape
+    v = np.broadcast_to(readout_vector(T, readout), (P, T))[:, :, None]  # (P, T, paths of layers > ℓ)
+    for om in reversed(list(omegas)):
+        H = om.shape[0]
+        nxt = np.einsum("hpst,ptk->pshk", om, v)  # new head index most significant
+        v = nxt.reshape(P, T, H * v.shape[2])
+    return np.einsum("pit,ptk->kpi", x, v)
+
+
+def path_kernels(xi_a: np.ndarray, xi_b: np.ndarray) -> np.ndarray:
+    """C[π, π', μ, ν] = ξ^π(x_μ)·ξ^π'(x_ν)/N0, shape (n, n, P_a, P_b) from ξ of shapes (n, P_a, N0), (n, P_b, N0)."""
+    return np.einsum("api,bqi->abpq", xi_a, xi_b, optimize=True) / xi_a.shape[2]
+
+
+def path_kernel_diagonal(xi: np.ndarray) -> np.ndarray:
+    """C[π, π', μ, μ] for each input, shape (n, n, P) (what the predictor's variance needs)."""
+    return np.einsum("api,bpi->abp", xi, xi, optimize=True) / xi.shape[2]
+
+
+def path_labels(head_names: Sequence[Sequence[str]]) -> list[str]:
+    """Readable names of the paths, e.g. 'good>uniform', in the code's path order."""
+    labels = [""]
+    for names in head_names:
+        labels = [f"{lab}>{n}" if lab else n for lab in labels for n in names]
+    return labels
+
+
+def effective_weights(a: np.ndarray, values: Sequence[np.ndarray]) -> np.ndarray:
+    """V_eff^π = a V^{(L)h_L} ⋯ V^{(1)h_1} / N^{L/2}, shape (n_paths, N).
+
+    ``a``: (N,); ``values[ℓ-1]``: layer-ℓ value weights, shape (H_ℓ, N, N).
+    """
+    N = a.shape[0]
+    u = a[None, :]  # (paths through the layers above ℓ, N), the lowest layer's head most significant
+    for V in reversed(list(values)):
+        H = V.shape[0]
+        u = np.einsum("kn,hnm->hkm", u, V).reshape(H * u.shape[0], N) / np.sqrt(N)
+    return u
+
+
+def order_parameter(a: np.ndarray, values: Sequence[np.ndarray]) -> np.ndarray:
+    """U^{ππ'} = V_eff^π · V_eff^π' / N, shape (n_paths, n_paths)."""
+    v = effective_weights(a, values)
+    return v @ v.T / a.shape[0]
+
+
+def network_output(x: np.ndarray, omegas: Sequence[np.ndarray], V0: np.ndarray, values: Sequence[np.ndarray],
+                   a: np.ndarray, readout: str = "last") -> np.ndarray:
+    """The network's output f(x^μ), shape (P,), by the forward pass (no paths): x¹ = V⁰x/√N0,
+    x^{ℓ+1} = (H_ℓ N)^{-1/2} Σ_h V^{(ℓ)h} x^ℓ Ω^{(ℓ)h}, f = a·x^{L+1} r/√N.
+
+    ``V0``: (N, N0); ``values[ℓ-1]``: (H_ℓ, N, N); ``a``: (N,).
+    """
+    P, N0, T = x.shape
+    N = a.shape[0]
+    h = np.einsum("ni,pit->pnt", V0, x) / np.sqrt(N0)
+    for V, om in zip(values, omegas):
+        H = V.shape[0]
+        h = np.einsum("hnm,pmt,hpts->pns", V, h, om) / np.sqrt(H * N)
+    return np.einsum("n,pnt,t->p", a, h, readout_vector(T, readout)) / np.sqrt(N)

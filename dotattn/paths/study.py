@@ -1,0 +1,254 @@
+"""The Markov-task study: theory and GP per width and network, the sampler's results, head scores,
+pruning and alignments; written as CSV + JSON + PNG with provenance.
+
+``run_theory_study`` computes; ``write_theory_study`` writes; ``write_sample_run`` /
+``read_sample_run`` carry one sampling run (``dotattn paths sample``) into the study.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from dotattn.io import provenance, read_json_if_valid, save_figure, write_csv, write_json
+from dotattn.paths.analysis import (POINT_COLUMNS, PathsPoint, alignment, evaluate, head_scores, path_alignments,
+                                    prune_head)
+from dotattn.paths.data import PathData, markov_path_data, subset_heads
+from dotattn.paths.task import SUMMARY_ORDER, MarkovTask
+from dotattn.paths.theory import PathsModel, TheoryResult, gp_order_parameters, kernel, minimise_action
+from dotattn.problem import ParameterError
+from dotattn.status import CONVERGED
+
+__all__ = ["StudyConfig", "Study", "run_theory_study", "write_theory_study", "write_sample_run",
+           "read_sample_run", "summary_order", "SAMPLE_FILE"]
+
+SAMPLE_FILE = "sample.json"
+
+
+@dataclass(frozen=True)
+class StudyConfig:
+    """Task, widths, temperature, prior variance and the networks (head subsets) to solve."""
+
+    task: MarkovTask
+    widths: tuple[float, ...]
+    temperature: float = 0.01
+    sigma2: float = 1.0
+    subsets: tuple[str, ...] = ("all", "good", "good+denoising")
+    heatmap_widths: tuple[float, ...] = (10.0, 100.0, 1000.0)
+
+    def __post_init__(self) -> None:
+        if not self.widths:
+            raise ParameterError("N grid is empty; give at least one width")
+        for N in self.widths:  # validates N, temperature, sigma2
+            PathsModel(N=N, temperature=self.temperature, sigma2=self.sigma2)
+        for s in self.subsets:
+            subset_heads(self.task, s)
+        if "all" not in self.subsets:
+            raise ParameterError("subsets must include 'all' (the network whose U is reported)")
+
+    def model(self, N: float, heads: tuple[int, ...]) -> PathsModel:
+        return PathsModel(N=N, temperature=self.temperature, sigma2=self.sigma2, heads=heads)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": "markov", **self.task.to_dict(), "N": list(self.widths), "temperature": self.temperature,
+                "sigma2": self.sigma2, "subsets": list(self.subsets)}
+
+
+@dataclass
+class Study:
+    config: StudyConfig
+    data: PathData
+    points: list[PathsPoint] = field(default_factory=list)
+    results: dict[float, TheoryResult] = field(default_factory=dict)
+    samples: dict[float, dict[str, Any]] = field(default_factory=dict)
+    heads: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def summary_order(data: PathData, variant: str) -> list[int]:
+    """Indices of the paths good, denoising, adversarial 1, adversarial 2 in the code's order."""
+    return [data.path_keys.index(k) for k in SUMMARY_ORDER[variant]]
+
+
+def _point(subset: str, method: str, N: float, U: np.ndarray, data: PathData, model: PathsModel,
+           res: TheoryResult | None = None) -> PathsPoint:
+    ev = evaluate(U, data, model)
+    return PathsPoint(subset=subset, method=method, N=N, temperature=model.temperature, accuracy=ev.accuracy,
+                      loss=ev.loss, variance=ev.variance, status=res.status if res else CONVERGED,
+                      stationarity=res.stationarity if res else 0.0, iterations=res.iterations if res else 0,
+                      seconds=res.seconds if res else 0.0, paths=data.path_names, U=U)
+
+
+def run_theory_study(config: StudyConfig, samples: Sequence[dict[str, Any]] = (),
+                     progress: Callable[[str], None] | None = None) -> Study:
+    """Theory (saddle point) for each width and network, GP limits, head scores and pruning."""
+    t0 = time.perf_counter()
+    data = markov_path_data(config.task)
+    study = Study(config=config, data=data)
+    for subset in config.subsets:
+        sub = data.restrict(subset_heads(config.task, subset))
+        gp_model = config.model(1e12, sub.heads)  # N only labels the model; U is the GP value
+        study.points.append(_point(subset, "gp", float("nan"), gp_order_parameters(gp_model)[0], sub, gp_model))
+        start = None
+        for N in sorted(config.widths):
+            model = config.model(N, sub.heads)
+            res = minimise_action(sub.C_train, sub.y_train, model, start=start)
+            start = res.levels if res.converged else None
+            study.points.append(_point(subset, "theory", N, res.U, sub, model, res))
+            if subset == "all":
+                study.results[N] = res
+                for l, sc in enumerate(head_scores(res.U, sub)):
+                    for h, s in enumerate(sc):
+                        pr = prune_head(res.U, sub, model, l, h)
+                        study.heads.append({"N": N, "layer": l + 1, "head": sub.head_names[l][h], "score": s,
+                                            "accuracy_pruned": pr.accuracy, "loss_pruned": pr.loss})
+            if progress:
+                progress(f"{subset:>15s} N={N:<8g} {res.status:>13s} it={res.iterations:<4d} "
+                         f"stat={res.stationarity:.1e} acc={study.points[-1].accuracy:.3f} ({res.seconds:.2f} s)")
+    for s in samples:
+        N = float(s["N"])
+        study.samples[N] = s
+        model = config.model(N, data.heads)
+        study.points.append(PathsPoint(subset="all", method="sampled", N=N, temperature=config.temperature,
+                                       accuracy=s["accuracy_sampled"], accuracy_error=s["accuracy_error"],
+                                       loss=s["loss_sampled"], loss_error=s["loss_error"], variance=float("nan"),
+                                       status=s["status"], stationarity=float("nan"), iterations=s["draws_total"],
+                                       seconds=s["seconds"], paths=data.path_names,
+                                       U=np.asarray(s["U_sampled_code_order"])))
+    study.seconds = time.perf_counter() - t0
+    return study
+
+
+def _check_sample_matches(config: StudyConfig, s: dict[str, Any]) -> None:
+    p = s.get("parameters", {})
+    want = config.task.to_dict()
+    got = {k: p.get("task_parameters", {}).get(k) for k in want}
+    if got != want or p.get("temperature") != config.temperature or p.get("sigma2") != config.sigma2:
+        raise ParameterError("a --sampled run has other task, temperature or sigma2 parameters than this study")
+
+
+def read_sample_run(folder: str | Path, config: StudyConfig) -> dict[str, Any]:
+    """The summary of one sampling run written by :func:`write_sample_run` (checked against ``config``)."""
+    s = read_json_if_valid(Path(folder) / SAMPLE_FILE)
+    if not isinstance(s, dict) or "accuracy_sampled" not in s:
+        raise ParameterError(f"--sampled {str(folder)!r} holds no readable {SAMPLE_FILE}")
+    _check_sample_matches(config, s)
+    return s
+
+
+def _reorder(U: np.ndarray, order: Sequence[int]) -> np.ndarray:
+    U = np.asarray(U)
+    return U[np.ix_(order, order)]
+
+
+def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[str, Any]:
+    """points.csv, heads.csv, alignment.csv, summary.json and the figures, all with provenance."""
+    from dotattn.paths import plotting
+
+    folder = Path(folder)
+    cfg, data = study.config, study.data
+    order = summary_order(data, cfg.task.variant)
+    prov = provenance({**cfg.to_dict(), "command": command}, seconds=study.seconds)
+    comment = "dotattn paths theory; provenance: " + json.dumps(prov, separators=(",", ":"))
+    write_csv(folder / "points.csv", [p.to_row() for p in study.points], POINT_COLUMNS, comment=comment)
+    write_csv(folder / "heads.csv", study.heads, ["N", "layer", "head", "score", "accuracy_pruned", "loss_pruned"],
+              comment=comment)
+    gp_all = next(p for p in study.points if p.subset == "all" and p.method == "gp")
+    gp_model = cfg.model(1e12, data.heads)
+    align_rows = [{"N": "gp", "alignment": alignment(kernel(gp_all.U, data.C_train, gp_model.kernel_scale),
+                                                     data.y_train)}]
+    for N, res in sorted(study.results.items()):
+        align_rows.append({"N": N, "alignment": alignment(kernel(res.U, data.C_train, gp_model.kernel_scale),
+                                                          data.y_train)})
+    pa = path_alignments(data)
+    write_csv(folder / "alignment.csv", align_rows, ["N", "alignment"], comment=comment)
+    per_N = {}
+    for N, res in sorted(study.results.items()):
+        theory = next(p for p in study.points if p.subset == "all" and p.method == "theory" and p.N == N)
+        entry = {"accuracy_theory": theory.accuracy, "loss_theory": theory.loss, "accuracy_gp": gp_all.accuracy,
+                 "loss_gp": gp_all.loss, "status": res.status, "stationarity": res.stationarity,
+                 "iterations": res.iterations, "U": _reorder(res.U, order)}
+        for subset in cfg.subsets:
+            if subset != "all":
+                for method in ("theory", "gp"):
+                    pt = next(p for p in study.points if p.subset == subset and p.method == method
+                              and (method == "gp" or p.N == N))
+                    entry[f"accuracy_{method}_{subset}"] = pt.accuracy
+        if N in study.samples:
+            s = study.samples[N]
+            entry.update({"accuracy_sampled": s["accuracy_sampled"], "accuracy_sampled_error": s["accuracy_error"],
+                          "loss_sampled": s["loss_sampled"], "U_sampled": s["U_sampled"],
+                          "U_zscores": s["U_zscores"], "sampler_diagnostics": s["diagnostics"]})
+        per_N[f"{N:g}"] = entry
+    summary = {"provenance": prov, "paths": [data.path_names[i] for i in order],
+               "head_names": [list(h) for h in data.head_names], "per_N": per_N,
+               "path_alignment": _reorder(pa, order), "heads": study.heads,
+               "files": ["points.csv", "heads.csv", "alignment.csv", "summary.json", "accuracy_loss.png",
+                         "U_heatmaps.png", "path_kernels.png", "alignment.png", "head_scores.png"]}
+    write_json(folder / "summary.json", summary)
+    meta = {"command": command, "git_commit": prov["git_commit"]}
+    names = [data.path_names[i] for i in order]
+    save_figure(plotting.figure_accuracy_loss(study.points, cfg.subsets), folder / "accuracy_loss.png", meta)
+    heat = {N: _reorder(res.U, order) for N, res in study.results.items()
+            if any(abs(N - w) < 1e-9 for w in cfg.heatmap_widths)} or \
+        {N: _reorder(res.U, order) for N, res in list(sorted(study.results.items()))[:3]}
+    save_figure(plotting.figure_U_heatmaps(heat, names), folder / "U_heatmaps.png", meta)
+    save_figure(plotting.figure_path_kernels(data, order), folder / "path_kernels.png", meta)
+    save_figure(plotting.figure_alignment(_reorder(pa, order), names, align_rows), folder / "alignment.png", meta)
+    save_figure(plotting.figure_head_scores(study.heads), folder / "head_scores.png", meta)
+    return summary
+
+
+def write_sample_run(folder: str | Path, result: Any, data: PathData, model: PathsModel, task: MarkovTask,
+                     config: Any, theory: TheoryResult, sampled: Any, command: str) -> dict[str, Any]:
+    """sample.json (diagnostics, U sampled / theory / z-scores, accuracy and loss), U_draws.csv and a figure."""
+    from dotattn.paths import plotting
+    from dotattn.paths.analysis import evaluate as _evaluate
+
+    folder = Path(folder)
+    ev, acc_err, loss_err = sampled
+    th_ev = _evaluate(theory.U, data, model)
+    order = summary_order(data, task.variant)
+    mean, mcse = result.U_mean, result.U_mcse
+    z = (mean - theory.U) / mcse
+    params = {"task": "markov", "task_parameters": task.to_dict(), "N": model.N, "temperature": model.temperature,
+              "sigma2": model.sigma2, "heads": list(model.heads), "sampler": config.to_dict(),
+              "sampler_library": _library_versions(), "command": command}
+    prov = provenance(params, seconds=result.seconds)
+    converged = result.rhat_max < 1.01 and result.divergences == 0 and result.ess_min >= 100
+    s = {"parameters": prov["parameters"], "provenance": prov, "N": model.N, "paths": [data.path_names[i] for i in order],
+         "status": CONVERGED if converged else "not_converged",
+         "accuracy_sampled": ev.accuracy, "accuracy_error": acc_err, "loss_sampled": ev.loss, "loss_error": loss_err,
+         "accuracy_theory": th_ev.accuracy, "loss_theory": th_ev.loss,
+         "U_sampled": _reorder(mean, order), "U_mcse": _reorder(mcse, order), "U_theory": _reorder(theory.U, order),
+         "U_zscores": _reorder(z, order), "U_sampled_code_order": mean, "theory_status": theory.status,
+         "draws_total": int(result.U.shape[0] * result.U.shape[1]), "seconds": result.seconds,
+         "diagnostics": result.diagnostics(),
+         "convergence_rule": "converged when max split R-hat over U entries < 1.01, no divergences, min bulk ESS >= 100"}
+    s["diagnostics"]["rhat_U"] = _reorder(result.rhat, order)
+    s["diagnostics"]["ess_U"] = _reorder(result.ess, order)
+    comment = "dotattn paths sample; provenance: " + json.dumps(prov, separators=(",", ":"))
+    n = model.n_paths
+    rows = []
+    for c in range(result.U.shape[0]):
+        for d in range(result.U.shape[1]):
+            U = _reorder(result.U[c, d], order)
+            rows.append({"chain": c, "draw": d, **{f"U_{i}_{j}": U[i, j] for i in range(n) for j in range(i, n)}})
+    cols = ["chain", "draw"] + [f"U_{i}_{j}" for i in range(n) for j in range(i, n)]
+    write_csv(folder / "U_draws.csv", rows, cols, comment=comment)
+    write_json(folder / SAMPLE_FILE, s)
+    save_figure(plotting.figure_sample(result.U[..., order, :][..., order], theory.U[np.ix_(order, order)],
+                                       _reorder(z, order), s["paths"], model.N),
+                folder / "sample.png", {"command": command, "git_commit": prov["git_commit"]})
+    return s
+
+
+def _library_versions() -> dict[str, str]:
+    import jax
+    import numpyro
+    return {"numpyro": numpyro.__version__, "jax": jax.__version__, "kernel": "NUTS", "dtype": "float64"}

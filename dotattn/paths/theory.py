@@ -1,0 +1,391 @@
+"""The finite-width theory: the action S(U) = 𝓛(U) + α 𝓔(U), its minimiser, the predictor, the GP limit.
+
+Derivation and notation: docs/attention_paths.md. Levels k = 1..L+1: U_k is the order parameter
+of layer k (dimension d_k = H_k ⋯ H_L, indices (h_k, …, h_L) with h_k most significant), U_1 = U
+is the H^L × H^L path-path matrix and U_{L+1} = U_a the readout's scalar (a 1 × 1 matrix). With
+M_k = σ² I_{H_k} ⊗ U_{k+1} (M_{L+1} = σ²) and D(U‖M) = tr(M⁻¹U) − ln det(M⁻¹U) − dim ≥ 0,
+
+    S = Σ_k D(U_k ‖ M_k) + N⁻¹ [ln det(K + 𝒯 I) + Yᵀ (K + 𝒯 I)⁻¹ Y],
+    K_μν = c Σ_ππ' U^{ππ'} C_ππ'(x^μ, x^ν),  c = σ² / ∏_ℓ H_ℓ,
+
+(N⁻¹ [...] = α 𝓔 with α = P/N). S is minimised over all levels jointly on Cholesky factors
+(log diagonals), by L-BFGS with the analytic gradient, then polished by Newton steps on a
+finite-difference Hessian of that gradient.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+from scipy import linalg, optimize
+
+from dotattn.problem import ParameterError, check_int, check_number
+from dotattn.rows import matrix_cell, read_float, read_int, read_matrix, read_text
+from dotattn.status import CONVERGED, INVALID, NOT_CONVERGED
+
+__all__ = ["PathsModel", "TheoryResult", "level_dims", "gp_order_parameters", "action", "action_gradient",
+           "minimise_action", "saddle_point_residual", "predict", "scalar_renormalisation", "kernel",
+           "N_RANGE", "TEMPERATURE_RANGE", "SIGMA2_RANGE", "MAX_PATHS", "GRAD_TOL", "theta_from_levels",
+           "levels_from_theta"]
+
+N_RANGE: tuple[float, float] = (1.0, 1e12)
+"""Width N: the theory is the large-N saddle point (its error is O(1/N)); N = 1e12 is already the GP
+limit to 1e-12 relative, far beyond what the float64 action resolves."""
+TEMPERATURE_RANGE: tuple[float, float] = (1e-8, 1e4)
+"""𝒯: below 1e-8 K + 𝒯I is singular to float64 for P ≥ N0 kernels; above 1e4 the labels are noise."""
+SIGMA2_RANGE: tuple[float, float] = (1e-4, 1e4)
+MAX_HEADS = 16
+MAX_LAYERS = 6
+MAX_PATHS = 64
+"""Most paths ∏ H_ℓ: U has MAX_PATHS² entries and the kernel MAX_PATHS² P × P blocks."""
+GRAD_TOL = 1e-8
+"""Relative stationarity of the returned optimum (see :func:`stationarity`)."""
+
+
+@dataclass(frozen=True)
+class PathsModel:
+    """Width N, temperature 𝒯, prior variance σ² of every weight, heads per layer (H_1, …, H_L)."""
+
+    N: float
+    temperature: float = 0.01
+    sigma2: float = 1.0
+    heads: tuple[int, ...] = (2, 2)
+
+    def __post_init__(self) -> None:
+        lo, hi = N_RANGE
+        object.__setattr__(self, "N", check_number("N (width)", self.N, lo, False, hi, f"in [{lo:g}, {hi:g}]"))
+        lo, hi = TEMPERATURE_RANGE
+        object.__setattr__(self, "temperature", check_number("temperature", self.temperature, lo, False, hi,
+                                                             f"in [{lo:g}, {hi:g}]"))
+        lo, hi = SIGMA2_RANGE
+        object.__setattr__(self, "sigma2", check_number("sigma2 (prior variance)", self.sigma2, lo, False, hi,
+                                                        f"in [{lo:g}, {hi:g}]"))
+        heads = tuple(self.heads) if isinstance(self.heads, (list, tuple)) else None
+        if not heads or not 1 <= len(heads) <= MAX_LAYERS:
+            raise ParameterError(f"L (layers) must be in [1, {MAX_LAYERS}], got heads {self.heads!r}")
+        heads = tuple(check_int("H (heads per layer)", h, 1, MAX_HEADS) for h in heads)
+        if math.prod(heads) > MAX_PATHS:
+            raise ParameterError(f"number of paths prod(H) must be <= {MAX_PATHS}, got {math.prod(heads)}")
+        object.__setattr__(self, "heads", heads)
+
+    @property
+    def L(self) -> int:
+        return len(self.heads)
+
+    @property
+    def n_paths(self) -> int:
+        return math.prod(self.heads)
+
+    @property
+    def kernel_scale(self) -> float:
+        """c = σ² / ∏ H_ℓ (the prior variance of V⁰ over the head normalisations)."""
+        return self.sigma2 / self.n_paths
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"N": self.N, "temperature": self.temperature, "sigma2": self.sigma2, "heads": list(self.heads)}
+
+
+def level_dims(heads: Sequence[int]) -> list[int]:
+    """d_k = H_k ⋯ H_L for k = 1..L, and 1 for the readout level L+1."""
+    return [math.prod(heads[k:]) for k in range(len(heads))] + [1]
+
+
+def gp_order_parameters(model: PathsModel) -> list[np.ndarray]:
+    """The GP (N → ∞) values U_k = σ^{2(L+2−k)} I_{d_k}, k = 1..L+1 (the prior means)."""
+    dims = level_dims(model.heads)
+    L = model.L
+    return [model.sigma2 ** (L + 2 - (k + 1)) * np.eye(d) for k, d in enumerate(dims)]
+
+
+# -- parametrisation --------------------------------------------------------------------------------
+
+def theta_from_levels(levels: Sequence[np.ndarray]) -> np.ndarray:
+    """Cholesky factors of the U_k, lower triangles row by row, diagonals as logarithms."""
+    parts = []
+    for U in levels:
+        Lc = np.linalg.cholesky(U)
+        i, j = np.tril_indices(U.shape[0])
+        v = Lc[i, j].copy()
+        v[i == j] = np.log(Lc[i, i][i == j])
+        parts.append(v)
+    return np.concatenate(parts)
+
+
+def _factors(theta: np.ndarray, dims: Sequence[int]) -> list[np.ndarray]:
+    out, pos = [], 0
+    for d in dims:
+        i, j = np.tril_indices(d)
+        n = len(i)
+        v = theta[pos:pos + n]
+        pos += n
+        Lc = np.zeros((d, d))
+        Lc[i, j] = np.where(i == j, np.exp(np.clip(v, -350.0, 350.0)), v)
+        out.append(Lc)
+    return out
+
+
+def levels_from_theta(theta: np.ndarray, heads: Sequence[int]) -> list[np.ndarray]:
+    """U_k = L_k L_kᵀ, k = 1..L+1."""
+    return [Lc @ Lc.T for Lc in _factors(theta, level_dims(heads))]
+
+
+# -- the action ------------------------------------------------------------------------------------
+
+def _partial_trace(U: np.ndarray, H: int) -> np.ndarray:
+    """Tr over the most significant index (of size H) of a (H d) × (H d) matrix: a d × d matrix."""
+    d = U.shape[0] // H
+    return np.einsum("hahb->ab", U.reshape(H, d, H, d))
+
+
+def kernel(U: np.ndarray, C: np.ndarray, scale: float) -> np.ndarray:
+    """K = c Σ_ππ' U^{ππ'} C_ππ', shape C.shape[2:] (C: (n, n, P_a, P_b))."""
+    return scale * np.tensordot(U, C, axes=([0, 1], [0, 1]))
+
+
+def _energy(U: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> tuple[float, np.ndarray]:
+    """ln det(K + 𝒯I) + Yᵀ(K + 𝒯I)⁻¹Y and its gradient in U: c Σ_μν (A − A Y Yᵀ A)_μν C_ππ'[μ, ν]."""
+    K = kernel(U, C, model.kernel_scale)
+    K[np.diag_indices_from(K)] += model.temperature
+    cf = linalg.cho_factor(K, lower=True, check_finite=False)
+    Ay = linalg.cho_solve(cf, y, check_finite=False)
+    A = linalg.cho_solve(cf, np.eye(len(y)), check_finite=False)
+    value = 2.0 * np.sum(np.log(np.diag(cf[0]))) + float(y @ Ay)
+    B = A - np.outer(Ay, Ay)
+    grad = model.kernel_scale * np.tensordot(C, B, axes=([2, 3], [0, 1]))
+    return value, 0.5 * (grad + grad.T)
+
+
+def _terms(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel
+           ) -> tuple[float, float, list[np.ndarray], list[float]]:
+    """(entropy 𝓛, energy N α 𝓔, ∂S/∂U_k per level, the scale of each level's gradient terms)."""
+    heads, s2 = model.heads, model.sigma2
+    nlev = len(levels)
+    inv = [np.linalg.inv(U) for U in levels]
+    grads = [np.zeros_like(U) for U in levels]
+    scales = [0.0] * nlev
+    entropy = 0.0
+    for k, U in enumerate(levels):
+        d = U.shape[0]
+        if k < nlev - 1:
+            H = heads[k]
+            Minv = np.kron(np.eye(H), inv[k + 1]) / s2
+            logdetM = d * math.log(s2) + H * np.linalg.slogdet(levels[k + 1])[1]
+            # the dependence of D_k on U_{k+1}
+            up = -inv[k + 1] @ _partial_trace(U, H) @ inv[k + 1] / s2
+            grads[k + 1] += up + H * inv[k + 1]
+            scales[k + 1] += np.linalg.norm(up) + H * np.linalg.norm(inv[k + 1])
+        else:
+            Minv = np.eye(d) / s2
+            logdetM = d * math.log(s2)
+        entropy += float(np.sum(Minv * U)) - np.linalg.slogdet(U)[1] + logdetM - d
+        grads[k] += Minv - inv[k]
+        scales[k] += np.linalg.norm(Minv) + np.linalg.norm(inv[k])
+    energy, g_e = _energy(levels[0], C, y, model)
+    grads[0] += g_e / model.N
+    scales[0] += np.linalg.norm(g_e) / model.N
+    return entropy, energy, grads, scales
+
+
+def action(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel) -> float:
+    """S = 𝓛 + α𝓔 at the order parameters ``levels`` = [U_1, …, U_L, U_a] (each as a matrix)."""
+    entropy, energy, _, _ = _terms(levels, C, y, model)
+    return entropy + energy / model.N
+
+
+def action_gradient(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel
+                    ) -> list[np.ndarray]:
+    """∂S/∂U_k for each level, as symmetric matrices G_k with dS = Σ_k tr(G_k dU_k)."""
+    return _terms(levels, C, y, model)[2]
+
+
+def stationarity(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel) -> float:
+    """max_k ‖∂S/∂U_k‖_F / (sum of the Frobenius norms of the terms of ∂S/∂U_k): the relative residual
+    of the saddle-point equations (0 at a stationary point, 1 when the terms do not cancel at all)."""
+    _, _, grads, scales = _terms(levels, C, y, model)
+    return max(float(np.linalg.norm(g)) / s for g, s in zip(grads, scales))
+
+
+def _theta_objective(theta: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel
+                     ) -> tuple[float, np.ndarray]:
+    dims = level_dims(model.heads)
+    facs = _factors(theta, dims)
+    levels = [Lc @ Lc.T for Lc in facs]
+    entropy, energy, grads, _ = _terms(levels, C, y, model)
+    out = []
+    for Lc, G in zip(facs, grads):
+        dL = 2.0 * G @ Lc
+        i, j = np.tril_indices(Lc.shape[0])
+        v = dL[i, j]
+        v = np.where(i == j, v * Lc[i, j], v)  # log-diagonal
+        out.append(v)
+    return entropy + energy / model.N, np.concatenate(out)
+
+
+@dataclass(frozen=True)
+class TheoryResult:
+    """The minimiser of S: status, the order parameters per level, the action's parts and the residuals."""
+
+    status: str
+    N: float
+    levels: tuple[np.ndarray, ...]
+    action: float
+    entropy: float
+    energy: float
+    iterations: int
+    stationarity: float
+    message: str = ""
+    seconds: float = 0.0
+
+    @property
+    def converged(self) -> bool:
+        return self.status == CONVERGED
+
+    @property
+    def U(self) -> np.ndarray:
+        """U_1, the path-path order parameter (n_paths × n_paths)."""
+        return self.levels[0]
+
+    def to_row(self) -> dict[str, Any]:
+        return {"status": self.status, "N": self.N, "action": self.action, "entropy": self.entropy,
+                "energy": self.energy, "iterations": self.iterations, "stationarity": self.stationarity,
+                "message": self.message, "seconds": self.seconds,
+                "levels": [matrix_cell(U) for U in self.levels]}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "TheoryResult":
+        import json
+        levels = row["levels"]
+        if isinstance(levels, str):
+            levels = json.loads(levels)
+        return cls(status=read_text(row["status"]), N=read_float(row["N"]),
+                   levels=tuple(read_matrix(U) for U in levels), action=read_float(row["action"]),
+                   entropy=read_float(row["entropy"]), energy=read_float(row["energy"]),
+                   iterations=read_int(row["iterations"]), stationarity=read_float(row["stationarity"]),
+                   message=read_text(row.get("message")), seconds=read_float(row.get("seconds")))
+
+
+def _fd_hessian(theta: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> np.ndarray:
+    n = len(theta)
+    Hm = np.empty((n, n))
+    for i in range(n):
+        h = 1e-5 * max(1.0, abs(theta[i]))
+        tp, tm = theta.copy(), theta.copy()
+        tp[i] += h
+        tm[i] -= h
+        Hm[:, i] = (_theta_objective(tp, C, y, model)[1] - _theta_objective(tm, C, y, model)[1]) / (2 * h)
+    return 0.5 * (Hm + Hm.T)
+
+
+def minimise_action(C: np.ndarray, y: np.ndarray, model: PathsModel, start: Sequence[np.ndarray] | None = None,
+                    tol: float = GRAD_TOL, max_iter: int = 5000, newton_steps: int = 30) -> TheoryResult:
+    """The global-minimum search of S from ``start`` (default: the GP value), L-BFGS then Newton polish.
+
+    ``C``: path kernels on the training set, (n_paths, n_paths, P, P); ``y``: labels (P,). Status
+    ``converged`` when :func:`stationarity` ≤ ``tol``; ``invalid`` when the action is not finite.
+    """
+    t0 = time.perf_counter()
+    n = model.n_paths
+    if C.shape[:2] != (n, n) or C.shape[2] != C.shape[3] or C.shape[2] != len(y):
+        raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, "
+                             f"got {C.shape}")
+    levels0 = list(start) if start is not None else gp_order_parameters(model)
+    theta = theta_from_levels(levels0)
+    fun = lambda th: _theta_objective(th, C, y, model)  # noqa: E731
+    try:
+        res = optimize.minimize(fun, theta, jac=True, method="L-BFGS-B",
+                                options={"maxiter": max_iter, "maxcor": 30, "gtol": 1e-13, "ftol": 1e-16})
+        theta, iters, message = res.x, int(res.nit), str(res.message)
+        levels = levels_from_theta(theta, model.heads)
+        stat = stationarity(levels, C, y, model)
+        steps = 0
+        while stat > tol and steps < newton_steps and len(theta) <= 600:
+            f0, g = fun(theta)
+            Hm = _fd_hessian(theta, C, y, model)
+            w, Q = np.linalg.eigh(Hm)
+            step = -Q @ ((Q.T @ g) / np.maximum(np.abs(w), 1e-12 * max(1.0, np.max(np.abs(w)))))
+            t = 1.0
+            while t > 1e-6:
+                trial = theta + t * step
+                ft = fun(trial)[0]
+                if np.isfinite(ft) and ft <= f0 + 1e-12 * max(1.0, abs(f0)):
+                    break
+                t *= 0.5
+            theta = theta + t * step
+            steps += 1
+            levels = levels_from_theta(theta, model.heads)
+            stat = stationarity(levels, C, y, model)
+        iters += steps
+        if steps:
+            message += f"; {steps} Newton steps"
+    except (np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
+        return TheoryResult(status=INVALID, N=model.N, levels=tuple(levels0), action=float("nan"),
+                            entropy=float("nan"), energy=float("nan"), iterations=0, stationarity=float("nan"),
+                            message=f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t0)
+    entropy, energy, _, _ = _terms(levels, C, y, model)
+    S = entropy + energy / model.N
+    status = CONVERGED if stat <= tol else (INVALID if not np.isfinite(S) else NOT_CONVERGED)
+    return TheoryResult(status=status, N=model.N, levels=tuple(np.array(U) for U in levels), action=S,
+                        entropy=entropy, energy=energy, iterations=iters, stationarity=stat, message=message,
+                        seconds=time.perf_counter() - t0)
+
+
+def saddle_point_residual(U: np.ndarray, U2: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> float:
+    """Relative residual of U⁻¹ = (σ² I_{H_1} ⊗ U_2)⁻¹ + N⁻¹ c Σ_μν [A − A Y Yᵀ A]_μν C_ππ'[μ, ν], A = (K + 𝒯I)⁻¹,
+    written out independently of the solver (``U2``: the next level, U_a for L = 1)."""
+    P = len(y)
+    K = kernel(U, C, model.kernel_scale) + model.temperature * np.eye(P)
+    A = np.linalg.inv(K)
+    Ay = A @ y
+    B = A - np.outer(Ay, Ay)
+    G = model.kernel_scale * np.einsum("mn,abmn->ab", B, C)
+    rhs = np.kron(np.eye(model.heads[0]), np.linalg.inv(U2)) / model.sigma2 + G / model.N
+    lhs = np.linalg.inv(U)
+    return float(np.linalg.norm(lhs - rhs) / np.linalg.norm(lhs))
+
+
+def predict(U: np.ndarray, C_train: np.ndarray, y: np.ndarray, C_cross: np.ndarray, C_diag: np.ndarray,
+            model: PathsModel) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and variance of the predictor on test inputs: kᵀ(K + 𝒯I)⁻¹Y and K(x*, x*) − kᵀ(K + 𝒯I)⁻¹k.
+
+    ``C_cross``: (n, n, P_test, P) kernels test-train; ``C_diag``: (n, n, P_test) test-test diagonals.
+    """
+    c = model.kernel_scale
+    K = kernel(U, C_train, c) + model.temperature * np.eye(len(y))
+    k = kernel(U, C_cross, c)  # (P_test, P)
+    cf = linalg.cho_factor(K, lower=True)
+    mean = k @ linalg.cho_solve(cf, y)
+    kk = c * np.einsum("ab,abp->p", U, C_diag)
+    var = kk - np.einsum("pm,mp->p", k, linalg.cho_solve(cf, k.T))
+    return mean, var
+
+
+def scalar_renormalisation(C: np.ndarray, y: np.ndarray, N: float, temperature: float, sigma2: float = 1.0
+                           ) -> float:
+    """H = L = 1 in closed form: U = u², u the global minimiser of
+    s(u) = 2u/σ² − 2 ln u + N⁻¹ Σ_k [ln(σ² u² λ_k + 𝒯) + y_k²/(σ² u² λ_k + 𝒯)],
+    λ_k, y_k: eigenvalues of the single path kernel C (P × P) and the labels in its eigenbasis.
+    Solved by a log-grid scan and Brent's method on s'(u) = 0 (independent of :func:`minimise_action`)."""
+    lam, vec = np.linalg.eigh(C)
+    lam = np.clip(lam, 0.0, None)
+    yk2 = (vec.T @ y) ** 2
+
+    def s(u: float) -> float:
+        g = sigma2 * u * u * lam + temperature
+        return 2 * u / sigma2 - 2 * math.log(u) + float(np.sum(np.log(g) + yk2 / g)) / N
+
+    def ds(u: float) -> float:
+        g = sigma2 * u * u * lam + temperature
+        return 2 / sigma2 - 2 / u + float(np.sum(2 * u * sigma2 * lam * (1 / g - yk2 / g**2))) / N
+
+    grid = np.geomspace(1e-6, 1e6, 2401)
+    vals = np.array([s(u) for u in grid])
+    i = int(np.argmin(vals))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    if ds(lo) * ds(hi) > 0:
+        return float(grid[i] ** 2)
+    u = optimize.brentq(ds, lo, hi, xtol=1e-15, rtol=4 * np.finfo(float).eps, maxiter=500)
+    return float(u * u)
