@@ -84,7 +84,7 @@ def missing_extra(command: str, err: ModuleNotFoundError) -> MissingExtraError |
     if root not in OPTIONAL_PACKAGES:
         return None
     what, extra = OPTIONAL_PACKAGES[root]
-    how = EXTRA_INSTALL.get(extra, f'pip install "dotattn[{extra}]"')
+    how = EXTRA_INSTALL.get(extra, f'it with pip install "dotattn[{extra}]"')
     return MissingExtraError(f"{command} needs {what}; install {how}")
 
 
