@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dotattn.io import provenance, read_json_if_valid, save_figure, write_csv, write_json
+from dotattn.io import IntegrityError, provenance, save_figure, write_csv, write_json, write_manifest
 from dotattn.paths.analysis import (POINT_COLUMNS, PathsPoint, alignment, evaluate, head_scores, path_alignments,
                                     prune_head)
 from dotattn.paths.data import PathData, markov_path_data, subset_heads
@@ -133,10 +133,16 @@ def _check_sample_matches(config: StudyConfig, s: dict[str, Any]) -> None:
 
 
 def read_sample_run(folder: str | Path, config: StudyConfig) -> dict[str, Any]:
-    """The summary of one sampling run written by :func:`write_sample_run` (checked against ``config``)."""
-    s = read_json_if_valid(Path(folder) / SAMPLE_FILE)
-    if not isinstance(s, dict) or "accuracy_sampled" not in s:
-        raise ParameterError(f"--sampled {str(folder)!r} holds no readable {SAMPLE_FILE}")
+    """The summary of one sampling run written by :func:`write_sample_run` (its folder verified,
+    :func:`dotattn.verify.verify_folder`, and checked against ``config``)."""
+    from dotattn.verify import read_verified_json, verify_folder
+    folder = Path(folder)
+    if not (folder / SAMPLE_FILE).is_file():
+        raise ParameterError(f"--sampled {str(folder)!r} holds no {SAMPLE_FILE}")
+    verify_folder(folder, kind="paths-sample")
+    s = read_verified_json(folder / SAMPLE_FILE)
+    if "accuracy_sampled" not in s:
+        raise IntegrityError(f"{folder / SAMPLE_FILE}: no accuracy_sampled")
     _check_sample_matches(config, s)
     return s
 
@@ -201,6 +207,7 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
     save_figure(plotting.figure_path_kernels(data, order), folder / "path_kernels.png", meta)
     save_figure(plotting.figure_alignment(_reorder(pa, order), names, align_rows), folder / "alignment.png", meta)
     save_figure(plotting.figure_head_scores(study.heads), folder / "head_scores.png", meta)
+    write_manifest(folder, summary["files"], prov["parameters"], command=command, provenance_record=prov)
     return summary
 
 
@@ -245,6 +252,8 @@ def write_sample_run(folder: str | Path, result: Any, data: PathData, model: Pat
     save_figure(plotting.figure_sample(result.U[..., order, :][..., order], theory.U[np.ix_(order, order)],
                                        _reorder(z, order), s["paths"], model.N),
                 folder / "sample.png", {"command": command, "git_commit": prov["git_commit"]})
+    write_manifest(folder, (SAMPLE_FILE, "U_draws.csv", "sample.png"), prov["parameters"], command=command,
+                   provenance_record=prov)
     return s
 
 
