@@ -42,6 +42,11 @@ class StudyConfig:
     heatmap_widths: tuple[float, ...] = (10.0, 100.0, 1000.0)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.task, MarkovTask):
+            raise ParameterError(f"task must be a dotattn.paths.task.MarkovTask, got {type(self.task).__name__}")
+        for name in ("widths", "subsets", "heatmap_widths"):
+            if isinstance(getattr(self, name), (str, bytes)) or not hasattr(getattr(self, name), "__iter__"):
+                raise ParameterError(f"{name} must be a sequence, got {type(getattr(self, name)).__name__}")
         if not self.widths:
             raise ParameterError("N grid is empty; give at least one width")
         for N in self.widths:  # validates N, temperature, sigma2
