@@ -187,3 +187,19 @@ def test_theory_study_writer_lists_every_file(tmp_path):
     man = json.loads((tmp_path / "t" / MANIFEST_NAME).read_text())
     assert set(man["files"]) == set(summary["files"])
     assert verify_folder(tmp_path / "t") == "paths-theory"
+
+
+def test_every_readme_example_writes_into_an_ignored_folder():
+    """Every --out (and --sampled) of a dotattn command in the README's code blocks lies under a path
+    git ignores: a user following the README leaves the clone clean (the paths section wrote into
+    out/paths)."""
+    import re
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"^```bash\n(.*?)^```", readme, re.S | re.M)
+    outs = [m for b in blocks for line in b.splitlines() if line.lstrip().startswith("dotattn ")
+            for m in re.findall(r"--(?:out|sampled)\s+(\S+)", line)]
+    assert len(outs) >= 8, outs
+    r = subprocess.run(["git", "check-ignore", "--no-index", *[f"{o}/x" for o in outs]], cwd=ROOT,
+                       capture_output=True, text=True)
+    ignored = {line[:-2] for line in r.stdout.split()}
+    assert ignored == set(outs), set(outs) - ignored
