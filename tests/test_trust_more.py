@@ -74,17 +74,11 @@ def _drop_last_row(path: Path) -> None:
 
 
 def _edit_cell(path: Path, column: str, value: str, row: int = 0) -> None:
-    import csv
-    import io
-    text = path.read_text().splitlines(keepends=True)
-    comment = [line for line in text if line.startswith("#")]
-    rows = list(csv.DictReader(io.StringIO("".join(line for line in text if not line.startswith("#")))))
+    """Rewrite one cell of a dotattn CSV, keeping its provenance line (through dotattn.io's CSV codec)."""
+    from dotattn.io import csv_comment, read_csv, write_csv
+    rows = read_csv(path)
     rows[row][column] = value
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-    path.write_text("".join(comment) + buf.getvalue())
+    write_csv(path, rows, list(rows[0]), comment=csv_comment(path))
 
 
 def test_paths_folders_verify(sample, theory):
