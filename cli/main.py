@@ -100,7 +100,11 @@ def _check_dask(value):
 
 def _guard_params(command: click.Command) -> None:
     """Chain :func:`_check_out` / :func:`_check_dask` in front of the callbacks of the command's
-    output-folder and Dask options (once per command): checks common to every command, in one place."""
+    output-folder and Dask options (once per command), and of every subcommand of a group (``paths
+    theory`` / ``paths sample``): checks common to every command, in one place."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _guard_params(sub)
     checks = {**{name: _check_out for name in OUT_PARAMS}, **{name: _check_dask for name in DASK_PARAMS}}
     for param in command.params:
         check = checks.get(param.name)

@@ -233,7 +233,9 @@ def _compare_row(alpha: float, init: str, branch: str, d: int, n_started: int, r
 
 def theory_curves(theory: Sequence[BranchPoint], omega: float, sigma: float) -> dict[str, dict[str, np.ndarray]]:
     """Per branch, the converged theory points at ω sorted by α: arrays ``alpha``, ``test_error``,
-    ``train_loss`` and the invariants ``m_norm``, ``theta_norm``, ``q_trace`` (for plotting)."""
+    ``train_loss``, the invariants ``m_norm``, ``theta_norm``, ``q_trace`` and ``rs`` (the RS
+    verdict of each point, :attr:`dotattn.records.Stability.label`; "unknown" where the rows carry
+    no stability) (for plotting)."""
     out: dict[str, dict[str, np.ndarray]] = {}
     for b in sorted({p.branch for p in theory}):
         pts = sorted((p for p in theory if p.branch == b and p.converged and abs(p.omega - omega) < 1e-9),
@@ -241,7 +243,8 @@ def theory_curves(theory: Sequence[BranchPoint], omega: float, sigma: float) -> 
         if pts:
             vals = [_values(p, sigma) for p in pts]
             out[b] = {"alpha": np.array([p.alpha for p in pts]),
-                      **{k: np.array([v[k] for v in vals]) for k in QUANTITIES}}
+                      **{k: np.array([v[k] for v in vals]) for k in QUANTITIES},
+                      "rs": np.array([p.stability.label if p.stability is not None else "unknown" for p in pts])}
     return out
 
 

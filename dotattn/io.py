@@ -226,16 +226,20 @@ def write_manifest(folder: str | os.PathLike, files: Iterable[str | os.PathLike]
     """Write ``folder/manifest.json`` last, atomically: for every file its SHA-256, size and (CSV)
     data-row count, plus ``made_for`` (the problem and settings it was made for) and provenance.
 
-    ``files`` are paths inside ``folder`` (absolute or relative to it). ``provenance_record``: the
-    provenance the run wrote into its files (default: a fresh one); ``note`` says e.g. that the
-    manifest was written after the fact by ``dotattn verify --seal``.
+    ``files`` are paths inside ``folder``: absolute, relative to it (``"runs.csv"``) or, like a
+    relative ``folder`` itself, relative to the working directory (``folder / "runs.csv"``).
+    ``provenance_record``: the provenance the run wrote into its files (default: a fresh one);
+    ``note`` says e.g. that the manifest was written after the fact by ``dotattn verify --seal``.
     """
     folder = Path(folder)
+    root = folder.resolve()
     entries: dict[str, Any] = {}
     for f in files:
         p = Path(f)
-        p = p if p.is_absolute() else folder / p
-        name = p.relative_to(folder).as_posix()
+        if not p.is_absolute() and not _under(p, folder):
+            p = folder / p
+        p = p.resolve()
+        name = p.relative_to(root).as_posix()
         entries[name] = {"sha256": sha256_file(p), "bytes": p.stat().st_size,
                          "rows": csv_data_rows(p) if p.suffix == ".csv" else None}
     prov = dict(provenance_record) if provenance_record is not None else provenance(made_for)
@@ -249,6 +253,18 @@ def write_manifest(folder: str | os.PathLike, files: Iterable[str | os.PathLike]
     path = folder / MANIFEST_NAME
     write_json(path, body)
     return path
+
+
+def _under(path: Path, folder: Path) -> bool:
+    """Whether the relative ``path`` already starts with the relative ``folder`` (both from the working
+    directory; a folder "." holds every relative path)."""
+    if folder.is_absolute():
+        return False
+    try:
+        path.relative_to(folder)
+    except ValueError:
+        return False
+    return True
 
 
 def invocation() -> str | None:

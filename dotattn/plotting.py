@@ -74,6 +74,7 @@ def unstable_points(points: Sequence[BranchPoint], omega: float, branch: str,
 UNSTABLE_STYLE = {"AT-unstable": dict(marker="*", color="k", ms=9, ls="none"),
                   "AT-undecided": dict(marker="o", mfc="none", color="k", ms=7, mew=1.0, ls="none")}
 """How RS-unstable stretches are marked: ★, replicon ≥ 1; ○, undecided (docs/rs_stability.md)."""
+_UNSTABLE_LABEL = {"AT-unstable": "RS unstable (replicon ≥ 1)", "AT-undecided": "RS undecided (replicon ≈ 1)"}
 
 
 def _mark_unstable(ax, rows: Sequence[BranchPoint], omega: float, series: Sequence[tuple[str, str]],
@@ -84,9 +85,8 @@ def _mark_unstable(ax, rows: Sequence[BranchPoint], omega: float, series: Sequen
     for b, key in series:
         for label, (a, v) in unstable_points(rows, omega, b, key).items():
             if a.size:
-                ax.plot(a, v / scale, label=None if label in shown else
-                        {"AT-unstable": "RS unstable (replicon ≥ 1)",
-                         "AT-undecided": "RS undecided (replicon ≈ 1)"}[label], **UNSTABLE_STYLE[label])
+                ax.plot(a, v / scale, label=None if label in shown else _UNSTABLE_LABEL[label],
+                        **UNSTABLE_STYLE[label])
                 shown.add(label)
 
 
@@ -195,7 +195,8 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
     each (ω, α): positional, semantic, mixed; white where none converged), the phase boundaries
     of the summaries as lines (one line per pair of phases across ω, ± the quadrature error of
     Brent roots; open markers: boundaries at a spinodal, crosses: unresolved), α_lin(ω), and black
-    ★ / ○ where the selected fixed point is RS unstable (replicon ≥ 1) / undecided."""
+    ★ / ○ where the selected fixed point is RS unstable (replicon ≥ 1) / undecided; the legend
+    beside the plane."""
     omegas = sorted({s.omega for s in summaries})
     alphas = sorted({r.alpha for r in rows})
     grid = np.full((len(omegas), len(alphas)), np.nan)
@@ -204,7 +205,7 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
     for r in rows:
         if r.selected and r.branch in PHASES and r.omega in idx_w:
             grid[idx_w[r.omega], idx_a[r.alpha]] = PHASES.index(r.branch)
-    fig = _figure(figsize=(7.2, 4.8))
+    fig = _figure(figsize=(9.6, 4.8))
     ax = fig.subplots()
     cmap = ListedColormap([COLOURS[p] for p in PHASES])
     ax.pcolormesh(_edges(np.array(alphas)), _edges(np.array(omegas)), np.ma.masked_invalid(grid), cmap=cmap,
@@ -216,14 +217,18 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
     for k, pair in enumerate(sorted({(b.below, b.above) for b in bounds})):
         pts = sorted((b for b in bounds if (b.below, b.above) == pair), key=lambda b: b.omega)
         colour = colormaps["Dark2"](k % 8)
-        ax.plot([b.alpha for b in pts], [b.omega for b in pts], "-", color=colour, lw=1.8,
-                label=f"{pair[0]} → {pair[1]}")
+        line = ax.plot([b.alpha for b in pts], [b.omega for b in pts], "-", color=colour, lw=1.8,
+                       label=f"{pair[0]} → {pair[1]}")[0]
+        if len(pts) == 1:  # a boundary found at one ω only is a marker, not a line: the legend shows it so
+            marker, face = styles.get(pts[0].method, ("o", "k"))
+            line.set(marker=marker, mfc=face if face == "white" else colour, ms=7, mew=1.5)
         for method, (marker, face) in styles.items():
             sub = [b for b in pts if b.method == method]
             if sub:
                 ax.errorbar([b.alpha for b in sub], [b.omega for b in sub],
                             xerr=[0.0 if not np.isfinite(b.error) else b.error for b in sub], fmt=marker,
-                            color=colour, mfc=face if face == "white" else colour, ms=5, capsize=2, lw=0)
+                            color=colour, mfc=face if face == "white" else colour, ms=7, mew=1.5, capsize=2,
+                            lw=0, zorder=5)  # above the RS marks, which may sit on the same grid point
     for method, (marker, face) in styles.items():
         if any(b.method == method for b in bounds):
             handles.append(ax.plot([], [], marker, color="k", mfc=face, ls="none",
@@ -238,8 +243,9 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
             ax.plot(*zip(*pts), label={"AT-unstable": "selected phase RS unstable (replicon ≥ 1)",
                                        "AT-undecided": "selected phase RS undecided"}[label], **style)
     line_handles, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=handles + [h for h in line_handles if h not in handles], loc="upper left", fontsize=7,
-              framealpha=0.85)
+    # the legend sits beside the plane, never over it: it hid the rank-2 diagram's only boundary point
+    ax.legend(handles=handles + [h for h in line_handles if h not in handles], loc="upper left",
+              bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7, frameon=False)
     ax.set_xlabel(r"sample complexity $\alpha$")
     ax.set_ylabel(r"positional fraction of the target $\omega$")
     ax.set_title(f"Globally minimal phase (lowest $e_t$){', ' + title if title else ''}", fontsize=10)
@@ -263,7 +269,9 @@ def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence[
     ``theory``: per branch the arrays of :func:`dotattn.comparison.theory_curves`; ``table``: rows
     of :func:`dotattn.comparison.comparison_table` (ERM runs grouped by init and final branch);
     ``erm_linear``: (alpha, mean, std) of the ERM linear baseline
-    (:func:`dotattn.comparison.linear_baseline_points`).
+    (:func:`dotattn.comparison.linear_baseline_points`). Theory points whose RS verdict (``rs``) is
+    AT-unstable or undecided are marked ★ / ○ (:data:`UNSTABLE_STYLE`); where no theory row carries
+    a verdict, the legend says the stability was not computed.
     """
     fig = _figure(figsize=(15, 4.2))
     axes = fig.subplots(1, 3)
@@ -274,6 +282,7 @@ def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence[
               (axes[1], lambda b: overlap_keys[b], r"$\|\mu_1\|$,  $\|\theta\|_F/\sigma^2$", "Branch overlaps"),
               (axes[2], lambda b: [("q_trace", "")], r"Tr $q/\sigma^2$", "Self-overlap")]
     branches = [b for b in BRANCH_STYLE if b in theory or any(r.branch == b for r in table)]
+    shown: set[tuple[Any, str]] = set()
     for ax, keys, ylabel, name in panels:
         for b in branches:
             colour, marker = BRANCH_STYLE[b]
@@ -283,6 +292,13 @@ def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence[
                 if b in theory:
                     ax.plot(theory[b]["alpha"], theory[b][key], ls=style, marker="x", color=colour, lw=1.8,
                             label=f"theory, {tag}")
+                    verdicts = theory[b].get("rs", np.full(theory[b]["alpha"].shape, "unknown"))
+                    for label, mark in UNSTABLE_STYLE.items():
+                        hit = verdicts == label
+                        if np.any(hit):
+                            ax.plot(theory[b]["alpha"][hit], theory[b][key][hit], **mark,
+                                    label=None if (ax, label) in shown else _UNSTABLE_LABEL[label])
+                            shown.add((ax, label))
                 pts = [r for r in table if r.branch == b]
                 for init in ("positional", "semantic"):
                     sub = [r for r in pts if r.init == init]
@@ -304,6 +320,8 @@ def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence[
                     capsize=2, label="ERM linear baseline")
     if eps_lin is not None:
         ax.axhline(eps_lin, color="k", ls=":", lw=1.2, label="theory linear baseline")
+    if theory and all(np.all(c.get("rs", np.array(["unknown"])) == "unknown") for c in theory.values()):
+        axes[0].plot([], [], ls="none", label="theory RS stability not computed")
     for ax in axes:
         ax.legend(frameon=False, fontsize=6)
     fig.tight_layout()

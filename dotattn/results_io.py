@@ -37,12 +37,13 @@ from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, Co
 from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord, SummaryRecord
 from dotattn.io import (IntegrityError, ensure_writable_dir, provenance, read_csv, save_figure, verify_manifest,
                         write_csv, write_json, write_manifest)
-from dotattn.phase_diagram import BOUNDARY_ROW_COLUMNS, ROW_COLUMNS, PhaseDiagram, SweepSettings, check_figure_omega
+from dotattn.phase_diagram import (BOUNDARY_ROW_COLUMNS, ROW_COLUMNS, ColumnSummary, PhaseDiagram, SweepSettings,
+                                   check_figure_omega)
 from dotattn.problem import ParameterError, Problem
 from dotattn.records import BranchPoint, PhaseBoundary
 from dotattn.verify import read_record, verify_folder
 
-__all__ = ["write_phase_diagram", "read_phase_diagram", "read_boundaries", "write_erm", "load_erm", "read_theory",
+__all__ = ["write_phase_diagram", "replot_phase_diagram", "read_phase_diagram", "read_boundaries", "write_erm", "load_erm", "read_theory",
            "compare_and_write", "write_alpha_c_study"]
 
 
@@ -53,8 +54,6 @@ def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
                         figure_omega: float | None = None) -> dict[str, str]:
     """CSV of records, CSV of phase boundaries, summary.json with provenance, and figures (a), (b),
     (c) and the phases figure; all written atomically."""
-    from dotattn import plotting
-
     out = Path(out_dir)
     params = {"problem": pd.problem.to_dict(), "omegas": list(pd.omegas), "alphas": list(pd.alphas),
               **pd.settings.to_dict()}
@@ -71,21 +70,60 @@ def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
     write_csv(paths["boundaries"], [b.to_row() for s in pd.summaries for b in s.boundaries], BOUNDARY_ROW_COLUMNS,
               comment=comment)
     write_json(paths["summary"], summary)
-    if figure_omega is None:
-        figure_omega = 0.3 if any(abs(w - 0.3) < 1e-9 for w in pd.omegas) else pd.omegas[len(pd.omegas) // 2]
-    check_figure_omega(figure_omega, pd.omegas)
-    s_fig = min(pd.summaries, key=lambda s: abs(s.omega - figure_omega))
     meta = {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
             "created_utc": prov["created_utc"]}
-    figs = {"test_error": plotting.figure_test_error(pd.rows, s_fig),
-            "overlaps": plotting.figure_overlaps(pd.rows, s_fig, pd.problem.sigma)}
-    if len(pd.omegas) > 1:
-        figs["phase_plane"] = plotting.figure_phase_plane(pd.rows, pd.summaries)
-        figs["phases"] = plotting.figure_phases(pd.rows, pd.summaries, title=_shape_title(pd.problem, omega=False))
+    paths.update(_phase_diagram_figures(pd.rows, pd.summaries, pd.problem, out, meta, figure_omega))
+    write_manifest(out, paths.values(), params, provenance_record=prov)
+    return paths
+
+
+def _phase_diagram_figures(rows: Any, summaries: Any, problem: Problem, out: Path, meta: Mapping[str, Any],
+                           figure_omega: float | None = None) -> dict[str, str]:
+    """Figures (a) test error and (b) overlaps at ``figure_omega`` (default 0.3 if on the grid, else
+    the middle ω), and with several ω the phase plane and the phases figure; written into ``out``."""
+    from dotattn import plotting
+
+    omegas = sorted({s.omega for s in summaries})
+    if figure_omega is None:
+        figure_omega = 0.3 if any(abs(w - 0.3) < 1e-9 for w in omegas) else omegas[len(omegas) // 2]
+    check_figure_omega(figure_omega, omegas)
+    s_fig = min(summaries, key=lambda s: abs(s.omega - figure_omega))
+    figs = {"test_error": plotting.figure_test_error(rows, s_fig),
+            "overlaps": plotting.figure_overlaps(rows, s_fig, problem.sigma)}
+    if len(omegas) > 1:
+        figs["phase_plane"] = plotting.figure_phase_plane(rows, summaries)
+        figs["phases"] = plotting.figure_phases(rows, summaries, title=_shape_title(problem, omega=False))
+    paths = {}
     for name, fig in figs.items():
         paths[name] = str(out / f"{name}.png")
         save_figure(fig, paths[name], meta)
-    write_manifest(out, paths.values(), params, provenance_record=prov)
+    return paths
+
+
+def replot_phase_diagram(folder: str | os.PathLike, figure_omega: float | None = None) -> dict[str, str]:
+    """Redraw the figures of a phase-diagram folder from its verified rows and summaries, without
+    solving anything, and rewrite its manifest (the data files' provenance unchanged; ``note`` says
+    which commit redrew the figures). IntegrityError if the folder fails verification."""
+    folder = Path(folder)
+    verify_folder(folder, kind="phase-diagram")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    summary = json.loads((folder / "summary.json").read_text())
+    rows = read_phase_diagram(folder)
+    try:
+        summaries = [ColumnSummary.from_row(r) for r in summary["omegas"]]
+        problem = Problem.from_dict(summary["parameters"]["problem"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise IntegrityError(f"{folder / 'summary.json'}: its column summaries cannot be read "
+                             f"({type(err).__name__}: {err})") from None
+    now = provenance({})
+    meta = {"dotattn_version": now["dotattn_version"], "git_commit": now["git_commit"],
+            "created_utc": now["created_utc"], "data_git_commit": manifest.get("git_commit"), "replotted": True}
+    paths = _phase_diagram_figures(rows, summaries, problem, folder, meta, figure_omega)
+    note = "; ".join(n for n in (manifest.get("note"),
+                                 f"figures redrawn from the verified rows by replot_phase_diagram at commit "
+                                 f"{now['git_commit']} ({now['created_utc']})") if n)
+    write_manifest(folder, manifest["files"], manifest["made_for"], command=manifest.get("command"),
+                   provenance_record=manifest, note=note)
     return paths
 
 
@@ -246,7 +284,10 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
         runs = finite
         alpha = sorted({a for r in runs for a in r.alphas})[0]
         pts = finite_size_points(runs, alpha)
-        inf = {p.branch: p.test_error for p in theory_points(erm.problem, [alpha], settings)
+        # the d -> infinity values: from the theory read (same problem and settings) where it holds that
+        # alpha, otherwise solved now
+        read = [p for p in theory if abs(p.alpha - alpha) < 1e-9] if theory_dir else []
+        inf = {p.branch: p.test_error for p in (read or theory_points(erm.problem, [alpha], settings))
                if p.converged and abs(p.alpha - alpha) < 1e-9}
         write_json(out / "finite_size.json", {"alpha": alpha, "points": pts, "theory": inf, **prov})
         fig = plotting.figure_finite_size(pts, inf, alpha, erm.problem.omega)

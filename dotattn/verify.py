@@ -7,7 +7,9 @@ line names the file and the mismatch.
 Folder kinds (:func:`folder_kind`): ``phase-diagram`` (phase_diagram.csv, boundaries.csv,
 summary.json), ``erm`` (runs.csv, summary.csv, summary.json), ``restarts`` (pairs.csv, runs.csv, summary.csv,
 summary.json), ``comparison`` (comparison.csv,
-comparison.json), ``alpha-c`` (crossings.csv, cells.csv, delta.csv, summary.json).
+comparison.json), ``alpha-c`` (crossings.csv, cells.csv, delta.csv, summary.json), ``paths-theory``
+(``dotattn paths theory``: points.csv, heads.csv, alignment.csv, summary.json), ``paths-sample``
+(``dotattn paths sample``: sample.json, U_draws.csv).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ FOLDER_FILES: dict[str, tuple[str, ...]] = {
     "erm": ("runs.csv", "summary.json"),
     "comparison": ("comparison.csv", "comparison.json"),
     "alpha-c": ("crossings.csv", "cells.csv", "delta.csv", "summary.json"),
+    "paths-theory": ("points.csv", "summary.json"),
+    "paths-sample": ("sample.json", "U_draws.csv"),
 }
 """The data files each folder kind must hold (the first one names the kind); :func:`verify_folder`
 checks them and every other file the manifest lists (summary.csv, boundaries.csv, figures)."""
@@ -175,7 +179,8 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
 
 
 def check_erm_provenance(path: Path, parameters: Mapping[str, Any]) -> None:
-    """The provenance comment of an ERM CSV must carry the same parameters as the folder's summary.json."""
+    """The provenance comment of an ERM (or attention-paths) CSV, ``...; provenance: {JSON}``, must carry
+    the same parameters as the folder's summary.json (sample.json)."""
     comment = csv_comment(path)
     start = comment.find("{")
     if start < 0:
@@ -263,6 +268,10 @@ def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str
                 check_matrix(path, i, name, val, shape, finite=True)
             _finite(path, i, "train_loss", float(run.train_loss))
         _records(folder / "pairs.csv", PairRecord)
+    elif kind == "paths-theory":
+        _check_paths_theory(folder)
+    elif kind == "paths-sample":
+        _check_paths_sample(folder)
     elif kind == "comparison":
         meta = read_verified_json(folder / "comparison.json")
         params = meta.get("parameters")
@@ -278,6 +287,67 @@ def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str
         if not read_verified_csv(folder / "comparison.csv"):
             raise IntegrityError(f"{folder / 'comparison.csv'}: no data rows")
     return kind
+
+
+def _paths_parameters(path: Path, csvs: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(meta, provenance parameters) of an attention-paths JSON file, after the provenance line of each
+    of ``csvs`` (beside it) is checked against them."""
+    meta = read_verified_json(path)
+    prov = meta.get("provenance")
+    params = prov.get("parameters") if isinstance(prov, dict) else None
+    if not isinstance(params, dict):
+        raise IntegrityError(f"{path}: no provenance parameters")
+    for name in csvs:
+        if (path.parent / name).is_file():
+            check_erm_provenance(path.parent / name, params)
+    return meta, params
+
+
+def _check_paths_u(path: Path, row: int, U: Any, n: int) -> None:
+    check_matrix(path, row, "U", U, (n, n), finite=True)
+    if not np.allclose(U, np.transpose(U), rtol=1e-9, atol=1e-12):  # U is an order parameter, symmetric
+        raise IntegrityError(f"{path}: row {row}: U is not symmetric")
+
+
+def _check_paths_theory(folder: Path) -> None:
+    """points.csv of ``dotattn paths theory``: every row readable, accuracy in [0, 1], finite loss, U
+    symmetric with one row and column per path of summary.json."""
+    from dotattn.paths.analysis import PathsPoint
+    meta, _ = _paths_parameters(folder / "summary.json", ("points.csv", "heads.csv", "alignment.csv"))
+    path = folder / "points.csv"
+    points = _records(path, PathsPoint)
+    if not points:
+        raise IntegrityError(f"{path}: no data rows")
+    for i, p in enumerate(points, start=1):
+        _finite(path, i, "accuracy", p.accuracy, 1.0)
+        if p.accuracy < 0:
+            raise IntegrityError(f"{path}: row {i}: accuracy = {p.accuracy!r} is not in [0, 1]")
+        _finite(path, i, "loss", p.loss)
+        _check_paths_u(path, i, p.U, len(p.paths))
+    if isinstance(meta.get("paths"), list) and points[0].subset == "all" and len(points[0].paths) != len(meta["paths"]):
+        raise IntegrityError(f"{path}: row 1 has {len(points[0].paths)} paths, summary.json {len(meta['paths'])}")
+
+
+def _check_paths_sample(folder: Path) -> None:
+    """U_draws.csv of ``dotattn paths sample``: the draws sample.json counts, each a finite U with one
+    entry per pair of its paths."""
+    meta, _ = _paths_parameters(folder / "sample.json", ("U_draws.csv",))
+    try:
+        n, total = len(meta["paths"]), int(meta["draws_total"])
+    except (KeyError, TypeError, ValueError):
+        raise IntegrityError(f"{folder / 'sample.json'}: lacks paths or draws_total") from None
+    path = folder / "U_draws.csv"
+    rows = read_verified_csv(path)
+    if len(rows) != total:
+        raise IntegrityError(f"{path}: {len(rows)} draws, sample.json counts {total} (rows removed or added?)")
+    cols = [f"U_{i}_{j}" for i in range(n) for j in range(i, n)]
+    for k, row in enumerate(rows, start=1):
+        try:
+            vals = [float(row[c]) for c in cols]
+        except (KeyError, TypeError, ValueError):
+            raise IntegrityError(f"{path}: row {k}: lacks the U entries of {n} paths or holds a non-number") from None
+        for c, v in zip(cols, vals):
+            _finite(path, k, c, v, MATRIX_BOUND)
 
 
 def read_record(path: Path, i: int, cls: Any, row: Mapping[str, Any]) -> Any:
@@ -298,7 +368,8 @@ def seal_folder(folder: str | os.PathLike, command: str | None = None) -> Path:
     if (folder / MANIFEST_NAME).exists():
         raise ParameterError(f"{folder / MANIFEST_NAME} exists already; verify the folder instead")
     kind = verify_folder(folder, manifest=False)
-    meta = read_verified_json(folder / ("comparison.json" if kind == "comparison" else "summary.json"))
+    meta = read_verified_json(folder / {"comparison": "comparison.json", "paths-sample": "sample.json"}.get(
+        kind, "summary.json"))
     prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else meta
     made_for = prov.get("parameters") if isinstance(prov.get("parameters"), dict) else {}
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".csv", ".json", ".png")

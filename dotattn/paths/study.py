@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dotattn.io import provenance, read_json_if_valid, save_figure, write_csv, write_json
+from dotattn.io import IntegrityError, provenance, save_figure, write_csv, write_json, write_manifest
 from dotattn.paths.analysis import (POINT_COLUMNS, PathsPoint, alignment, evaluate, head_scores, path_alignments,
                                     prune_head)
 from dotattn.paths.data import PathData, markov_path_data, subset_heads
@@ -42,6 +42,11 @@ class StudyConfig:
     heatmap_widths: tuple[float, ...] = (10.0, 100.0, 1000.0)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.task, MarkovTask):
+            raise ParameterError(f"task must be a dotattn.paths.task.MarkovTask, got {type(self.task).__name__}")
+        for name in ("widths", "subsets", "heatmap_widths"):
+            if isinstance(getattr(self, name), (str, bytes)) or not hasattr(getattr(self, name), "__iter__"):
+                raise ParameterError(f"{name} must be a sequence, got {type(getattr(self, name)).__name__}")
         if not self.widths:
             raise ParameterError("N grid is empty; give at least one width")
         for N in self.widths:  # validates N, temperature, sigma2
@@ -133,10 +138,16 @@ def _check_sample_matches(config: StudyConfig, s: dict[str, Any]) -> None:
 
 
 def read_sample_run(folder: str | Path, config: StudyConfig) -> dict[str, Any]:
-    """The summary of one sampling run written by :func:`write_sample_run` (checked against ``config``)."""
-    s = read_json_if_valid(Path(folder) / SAMPLE_FILE)
-    if not isinstance(s, dict) or "accuracy_sampled" not in s:
-        raise ParameterError(f"--sampled {str(folder)!r} holds no readable {SAMPLE_FILE}")
+    """The summary of one sampling run written by :func:`write_sample_run` (its folder verified,
+    :func:`dotattn.verify.verify_folder`, and checked against ``config``)."""
+    from dotattn.verify import read_verified_json, verify_folder
+    folder = Path(folder)
+    if not (folder / SAMPLE_FILE).is_file():
+        raise ParameterError(f"--sampled {str(folder)!r} holds no {SAMPLE_FILE}")
+    verify_folder(folder, kind="paths-sample")
+    s = read_verified_json(folder / SAMPLE_FILE)
+    if "accuracy_sampled" not in s:
+        raise IntegrityError(f"{folder / SAMPLE_FILE}: no accuracy_sampled")
     _check_sample_matches(config, s)
     return s
 
@@ -201,6 +212,7 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
     save_figure(plotting.figure_path_kernels(data, order), folder / "path_kernels.png", meta)
     save_figure(plotting.figure_alignment(_reorder(pa, order), names, align_rows), folder / "alignment.png", meta)
     save_figure(plotting.figure_head_scores(study.heads), folder / "head_scores.png", meta)
+    write_manifest(folder, summary["files"], prov["parameters"], command=command, provenance_record=prov)
     return summary
 
 
@@ -245,6 +257,8 @@ def write_sample_run(folder: str | Path, result: Any, data: PathData, model: Pat
     save_figure(plotting.figure_sample(result.U[..., order, :][..., order], theory.U[np.ix_(order, order)],
                                        _reorder(z, order), s["paths"], model.N),
                 folder / "sample.png", {"command": command, "git_commit": prov["git_commit"]})
+    write_manifest(folder, (SAMPLE_FILE, "U_draws.csv", "sample.png"), prov["parameters"], command=command,
+                   provenance_record=prov)
     return s
 
 

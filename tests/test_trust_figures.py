@@ -1,0 +1,177 @@
+"""Figures of issue 18 item 6 (second round): the comparison figure marks RS-unstable theory points,
+the phases figure's legend never covers the plane, and a phase-diagram folder's figures can be
+redrawn from its verified rows without solving anything."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dotattn.comparison import ComparisonRow, theory_curves
+from dotattn.io import IntegrityError, sha256_file
+from dotattn.records import BranchPoint
+
+ROOT = Path(__file__).resolve().parents[1]
+RANK2 = ROOT / "results" / "general" / "L2_r2_rt1"
+
+
+def _comparison(folder: Path) -> tuple[list[BranchPoint], list[ComparisonRow], dict]:
+    meta = json.loads((folder / "comparison.json").read_text())
+    return ([BranchPoint.from_row(r) for r in meta["theory"]], [ComparisonRow.from_row(r) for r in meta["table"]],
+            meta["parameters"]["problem"])
+
+
+def _figure(theory, table, problem):
+    from dotattn.plotting import figure_comparison
+    return figure_comparison(theory_curves(theory, problem["omega"], problem["sigma"]), table, [],
+                             problem["omega"], 1000)
+
+
+def _marked(fig, marker: str) -> list[np.ndarray]:
+    """Per axes, the sorted α of every line drawn with ``marker`` (the RS marks)."""
+    out = []
+    for ax in fig.axes:
+        xs = [np.asarray(line.get_xdata(), dtype=float) for line in ax.get_lines() if line.get_marker() == marker]
+        out.append(np.sort(np.concatenate(xs)) if xs else np.array([]))
+    return out
+
+
+def test_theory_curves_carry_each_points_rs_verdict():
+    theory, _, problem = _comparison(RANK2 / "comparison")
+    curves = theory_curves(theory, problem["omega"], problem["sigma"])
+    for branch, c in curves.items():
+        pts = sorted((p for p in theory if p.branch == branch and p.converged), key=lambda p: p.alpha)
+        assert list(c["rs"]) == [p.stability.label for p in pts]
+
+
+def test_comparison_figure_marks_the_at_unstable_theory_points():
+    """Rank-2 student: the pure branches' RS fixed points are AT-unstable (README), the mixed ones not;
+    the ★ marks sit at exactly the α of the unstable points on every panel that draws those branches."""
+    theory, table, problem = _comparison(RANK2 / "comparison")
+    unstable = [p for p in theory if p.converged and p.stability is not None and p.stability.label == "AT-unstable"]
+    assert unstable  # the committed rows have some, else this test would prove nothing
+    fig = _figure(theory, table, problem)
+    # panel 0 (ε_g) and 2 (Tr q) draw every branch once; panel 1 draws one overlap per pure branch
+    want = np.sort([p.alpha for p in unstable])
+    marked = _marked(fig, "*")
+    assert np.allclose(marked[0], want) and np.allclose(marked[2], want)
+    assert np.allclose(marked[1], want)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels.count("RS unstable (replicon ≥ 1)") == 1
+
+
+def test_comparison_figure_without_unstable_points_has_no_marks():
+    theory, table, problem = _comparison(RANK2 / "comparison")
+    stable = [p for p in theory if p.stability is not None and p.stability.label == "stable"]
+    fig = _figure(stable, [r for r in table if r.branch == "mixed"], problem)
+    assert all(m.size == 0 for m in _marked(fig, "*")) and all(m.size == 0 for m in _marked(fig, "o"))
+
+
+def test_comparison_figure_says_when_no_theory_row_has_a_verdict():
+    from dataclasses import replace
+    theory, table, problem = _comparison(RANK2 / "comparison")
+    bare = [replace(p, stability=None) for p in theory]
+    fig = _figure(bare, table, problem)
+    assert all(m.size == 0 for m in _marked(fig, "*"))
+    assert "theory RS stability not computed" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    fig = _figure(theory, table, problem)
+    assert "theory RS stability not computed" not in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+
+def test_phases_legend_lies_beside_the_plane():
+    """The rank-2 diagram's only boundary (ω = 0.5, α ≈ 1) was under the legend: the legend now
+    starts right of the axes."""
+    from dotattn.plotting import figure_phases
+    from dotattn.results_io import read_boundaries, read_phase_diagram
+    from dotattn.phase_diagram import ColumnSummary
+    folder = RANK2 / "phase_diagram"
+    rows = read_phase_diagram(folder)
+    summaries = [ColumnSummary.from_row(r) for r in json.loads((folder / "summary.json").read_text())["omegas"]]
+    assert read_boundaries(folder)
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    fig = figure_phases(rows, summaries)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert "positional → mixed" in texts and "at a spinodal" in texts
+
+
+@pytest.fixture
+def rank2_copy(tmp_path):
+    dst = tmp_path / "pd"
+    shutil.copytree(RANK2 / "phase_diagram", dst)
+    return dst
+
+
+def test_replot_redraws_the_figures_without_solving(rank2_copy, monkeypatch):
+    """replot_phase_diagram reads the verified rows and redraws: any call into the solver fails the test;
+    the data files keep their digests, the PNGs are new and listed in the rewritten manifest, which
+    still verifies and keeps the data's commit."""
+    import dotattn.phase_diagram as pdm
+    import dotattn.state_evolution as se
+    from dotattn.results_io import replot_phase_diagram
+    from dotattn.verify import verify_folder
+
+    def forbidden(*a, **k):
+        raise AssertionError("the replot solved something")
+    for mod, name in ((se, "solve"), (pdm, "run_phase_diagram"), (pdm, "branch_points")):
+        if hasattr(mod, name):
+            monkeypatch.setattr(mod, name, forbidden)
+    before = {p.name: sha256_file(p) for p in rank2_copy.iterdir()}
+    old = json.loads((rank2_copy / "manifest.json").read_text())
+    paths = replot_phase_diagram(rank2_copy)
+    assert set(paths) == {"test_error", "overlaps", "phase_plane", "phases"}
+    after = {p.name: sha256_file(p) for p in rank2_copy.iterdir()}
+    for name in ("phase_diagram.csv", "boundaries.csv", "summary.json"):
+        assert after[name] == before[name]
+    assert after["phases.png"] != before["phases.png"]
+    new = json.loads((rank2_copy / "manifest.json").read_text())
+    assert new["git_commit"] == old["git_commit"] and new["made_for"] == old["made_for"]
+    assert "redrawn from the verified rows" in new["note"]
+    assert verify_folder(rank2_copy) == "phase-diagram"
+
+
+def test_replot_refuses_a_tampered_folder_and_leaves_the_figures(rank2_copy):
+    from dotattn.results_io import replot_phase_diagram
+    lines = (rank2_copy / "phase_diagram.csv").read_text().splitlines(keepends=True)
+    (rank2_copy / "phase_diagram.csv").write_text("".join(lines[:-1]))
+    png = sha256_file(rank2_copy / "phases.png")
+    with pytest.raises(IntegrityError, match="phase_diagram.csv"):
+        replot_phase_diagram(rank2_copy)
+    assert sha256_file(rank2_copy / "phases.png") == png
+
+
+def test_compare_reads_the_finite_size_theory_from_the_theory_folder(tmp_path, monkeypatch):
+    """With --theory holding the finite-size α, compare solves nothing: the d → ∞ values written are
+    the theory folder's rows at that α."""
+    pytest.importorskip("torch")
+    import dotattn.results_io as rio
+    from dotattn.phase_diagram import SweepSettings
+    erm_root = ROOT / "results" / "erm"
+    cmp_dir = erm_root / "comparison_omega0.3_d1000"
+    params = json.loads((cmp_dir / "comparison.json").read_text())["parameters"]
+    settings = SweepSettings.from_dict(params)
+    theory = tmp_path / "theory"
+    shutil.copytree(cmp_dir, theory)
+
+    def forbidden(*a, **k):
+        raise AssertionError("compare solved the theory although the theory folder holds it")
+    monkeypatch.setattr(rio, "theory_points", forbidden)
+    finite = [str(erm_root / "finite_size" / f"d{d}") for d in (100, 200)]
+    paths, table = rio.compare_and_write(erm_root / "omega0.3_d1000_lr1.5", tmp_path / "out", str(theory), finite,
+                                         settings)
+    fs = json.loads(Path(paths["finite_size_json"]).read_text())
+    rows = json.loads((theory / "comparison.json").read_text())["theory"]
+    want = {r["branch"]: r["test_error"] for r in rows if abs(r["alpha"] - fs["alpha"]) < 1e-9}
+    assert fs["theory"].keys() == want.keys()
+    for b in want:  # the same numbers, through a JSON round trip
+        assert fs["theory"][b] == pytest.approx(want[b], rel=1e-12)
+    assert table
