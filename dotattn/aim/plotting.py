@@ -51,7 +51,8 @@ def _x(points: Sequence[SEPoint], xaxis: str) -> np.ndarray:
 
 def mmse_figure(curves: Sequence[Sequence[SEPoint]], thresholds: Sequence[dict] | None = None, xaxis: str = "alpha",
                 title: str = "", algorithm_points: Sequence[dict] = ()) -> Figure:
-    """MMSE against α (or ᾱ, or α/ρ) for each curve; perfect-recovery thresholds as dotted lines."""
+    """MMSE against α (or ᾱ, or α/ρ) for each curve; perfect-recovery thresholds as dotted lines and,
+    against α/ρ, the ρ → 0 weak-recovery threshold of the last curve's channel (dash-dotted)."""
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.subplots()
     for i, pts in enumerate(curves):
@@ -70,6 +71,9 @@ def mmse_figure(curves: Sequence[Sequence[SEPoint]], thresholds: Sequence[dict] 
             xv = {"alpha": a_pr, "alpha_bar": thr.get("alpha_bar_perfect_recovery"),
                   "alpha_over_rho": a_pr / p0.rho}[xaxis]
             ax.axvline(xv, color=line.get_color(), ls=":", lw=1)
+        a_wr = thr.get("alpha_weak_recovery_small_rho")
+        if xaxis == "alpha_over_rho" and a_wr is not None and i == len(curves) - 1:
+            ax.axvline(a_wr / p0.rho, color="k", ls="-.", lw=0.8, label=f"ρ → 0 weak recovery ({p0.channel})")
     for extra in algorithm_points:
         ax.errorbar(extra["alpha"], extra["mmse"], yerr=extra.get("mmse_se"), fmt="o", ms=4, capsize=2,
                     label=extra["name"])
