@@ -127,8 +127,13 @@ def figure(folders, xaxis, point_folders, title, out):
     click.echo(f"wrote {out}")
 
 
-try:  # the algorithms (amp, gd) register on this group when their module is installed
-    import dotattn.cli.aim_algorithms  # noqa: F401
+try:  # the algorithms (branch aim-algo: standalone click commands amp_command, gd_command) join this group
+    from dotattn.cli import aim_algorithms as _algorithms
 except ModuleNotFoundError as err:
     if err.name != "dotattn.cli.aim_algorithms":
         raise
+else:
+    for _name in ("amp", "gd"):
+        _command = getattr(_algorithms, f"{_name}_command", None)
+        if isinstance(_command, click.Command):
+            aim.add_command(_command, _name)
