@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shlex
 import sys
@@ -128,7 +129,7 @@ def figure(folders, xaxis, point_folders, title, out):
 
 
 try:  # the algorithms (branch aim-algo: standalone click commands amp_command, gd_command) join this group
-    from dotattn.cli import aim_algorithms as _algorithms
+    _algorithms = importlib.import_module("dotattn.cli.aim_algorithms")
 except ModuleNotFoundError as err:
     if err.name != "dotattn.cli.aim_algorithms":
         raise
