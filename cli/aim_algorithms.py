@@ -67,21 +67,23 @@ def _number(name: str, text: str) -> float:
 
 
 def _table(summary: dict) -> str:
-    lines = [f"{'estimator':<12} {'alpha':>8} {'mse':>9} {'+-':>8} {'SE mmse':>9} {'gap/se':>8} {'conv':>6}  flag"]
+    lines = [f"{'estimator':<12} {'alpha':>8} {'mse':>9} {'+-':>8} {'SE mmse':>9} {'gap/se':>8} {'conv':>6} "
+             f"{'div':>4}  flag"]
     for a in summary["alphas"]:
-        z = a["gap_in_se"]
-        lines.append(f"{a['estimator']:<12} {a['alpha']:>8.4g} {a['mse_mean']:>9.5f} {a['mse_se'] or 0:>8.5f} "
-                     f"{a['mmse_se_theory']:>9.5f} {z if z is not None else float('nan'):>8.2f} "
-                     f"{a['converged']:>3}/{a['runs']:<3} {'BEATS BOUND' if a['beats_bound'] else ''}")
+        z, m, e = (float("nan") if a[k] is None else a[k] for k in ("gap_in_se", "mse_mean", "mse_se"))
+        lines.append(f"{a['estimator']:<12} {a['alpha']:>8.4g} {m:>9.5f} {e:>8.5f} "
+                     f"{a['mmse_se_theory']:>9.5f} {z:>8.2f} "
+                     f"{a['converged']:>3}/{a['runs']:<3} {a['diverged']:>4}  {'BEATS BOUND' if a['beats_bound'] else ''}")
     return "\n".join(lines)
 
 
 @click.command("amp")
 @study_options
-@click.option("--max-iter", type=str, default="100", show_default=True, help="AMP iterations at most, in [1, 100000].")
-@click.option("--tol", type=str, default="1e-6", show_default=True,
+@click.option("--max-iter", type=str, default="300", show_default=True, help="AMP iterations at most, in [1, 100000].")
+@click.option("--tol", type=str, default="1e-5", show_default=True,
               help="Stop when the relative change of S_hat per iteration is below tol, in (0, 1].")
-@click.option("--damping", type=str, default="0", show_default=True, help="Damping of S_hat, in [0, 1) (0: none).")
+@click.option("--damping", type=str, default="0.5", show_default=True,
+              help="Damping of S_hat, in [0, 1) (0: none; undamped AMP diverges at d = 100-200).")
 def amp_command(d, rho, T, alpha, channel, beta, seeds, out, quiet, max_iter, tol, damping) -> None:
     """GAMP with the rotationally invariant denoiser on n = alpha d^2 samples, against the state evolution.
 

@@ -25,7 +25,7 @@ from dotattn.aim.model import check_channel, check_d, check_rho, check_tokens, d
 from dotattn.io import provenance, write_csv, write_json, write_manifest
 from dotattn.problem import ParameterError, check_alpha, check_int, check_number
 from dotattn.rows import read_float, read_int, read_text
-from dotattn.status import CONVERGED
+from dotattn.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
 __all__ = ["StudySpec", "BOUND_Z", "alpha_summary", "check_memory", "write_study", "RunRow", "AlphaRow"]
 
@@ -51,7 +51,7 @@ class StudySpec:
         object.__setattr__(self, "d", check_d(self.d))
         object.__setattr__(self, "rho", check_rho(self.rho))
         object.__setattr__(self, "T", check_tokens(self.T))
-        object.__setattr__(self, "channel", check_channel(self.channel))
+        object.__setattr__(self, "channel", check_channel(self.channel, self.T))
         object.__setattr__(self, "beta", check_number("beta", self.beta, 0.0, True, 1e3, "in (0, 1000]"))
         object.__setattr__(self, "seeds", check_int("seeds", self.seeds, 1, 10_000))
         if not self.alphas:
@@ -121,8 +121,9 @@ RUN_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRow))
 
 @dataclass(frozen=True)
 class AlphaRow:
-    """One (estimator, α): mean error over seeds, its standard error, the state evolution's MMSE, the gap
-    (mean − MMSE) in standard errors, how many runs converged, and the lower-bound flag."""
+    """One (estimator, α): mean error over the seeds that did not diverge, its standard error, the state
+    evolution's MMSE, the gap (mean − MMSE) in standard errors, how many runs converged and diverged
+    (diverged runs are counted, not averaged), and the lower-bound flag."""
 
     estimator: str
     alpha: float
@@ -130,6 +131,7 @@ class AlphaRow:
     mse_se: float
     runs: int
     converged: int
+    diverged: int
     mmse_se_theory: float
     gap: float
     gap_in_se: float
@@ -145,14 +147,20 @@ ALPHA_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AlphaRow))
 def alpha_summary(estimator: str, alpha: float, mse: Sequence[float], statuses: Sequence[str],
                   mmse: float) -> AlphaRow:
     """Mean and standard error of the runs' errors at one α, against the MMSE (see :data:`BOUND_Z`)."""
-    x = np.asarray(mse, dtype=float)
-    mean = float(np.mean(x))
+    if len(mse) != len(statuses):
+        raise ValueError("alpha_summary: one status per error")
+    x = np.asarray([m for m, s in zip(mse, statuses) if s != DIVERGED], dtype=float)
+    mean = float(np.mean(x)) if x.size else float("nan")
     se = float(np.std(x, ddof=1) / math.sqrt(x.size)) if x.size > 1 else float("nan")
     gap = mean - mmse
-    z = gap / se if se > 0 else (0.0 if gap == 0 else math.copysign(math.inf, gap))
+    if not math.isfinite(se):  # fewer than two runs to average: no standard error, no verdict
+        z = float("nan")
+    else:
+        z = gap / se if se > 0 else (0.0 if gap == 0 else math.copysign(math.inf, gap))
     beats = bool(z < -BOUND_Z)  # False for NaN (one seed)
-    return AlphaRow(estimator=estimator, alpha=float(alpha), mse_mean=mean, mse_se=se, runs=int(x.size),
-                    converged=sum(s == CONVERGED for s in statuses), mmse_se_theory=float(mmse), gap=gap,
+    return AlphaRow(estimator=estimator, alpha=float(alpha), mse_mean=mean, mse_se=se, runs=len(statuses),
+                    converged=sum(s == CONVERGED for s in statuses), diverged=sum(s == DIVERGED for s in statuses),
+                    mmse_se_theory=float(mmse), gap=gap,
                     gap_in_se=z, beats_bound=beats)
 
 
@@ -192,17 +200,22 @@ def _theory(spec: StudySpec):
     :mod:`dotattn.aim.state_evolution`)."""
     from dotattn.aim import channels, prior, state_evolution
 
+    T, Q0 = spec.T, prior.prior_second_moment(spec.rho)
+    diagonal = np.arange(channels.n_entries(T))
+
     def output(y, omega, V):
-        return channels.output_function(spec.channel, y, omega, V, spec.T)
+        """g and the diagonal of its Jacobian, (n, T, T) each (the channels work on flattened upper triangles)."""
+        g, dg = channels.output_function(spec.channel, y, channels.flatten(omega), V, T, beta=spec.beta)
+        return channels.unflatten(g, T), channels.unflatten(dg[:, diagonal, diagonal], T)
 
     def denoise(R, Delta):
         return prior.rie_denoise(R, Delta, spec.rho), prior.mmse_prior(Delta, spec.rho)
 
     def q_hat(alpha, V):
-        return channels.q_hat(spec.channel, alpha, V, spec.T)
+        return channels.q_hat(spec.channel, alpha, Q0 - V, spec.rho, T)
 
     def mmse(alpha):
-        return state_evolution.solve_point(spec.channel, spec.rho, spec.T, alpha).mmse
+        return state_evolution.solve_point(spec.channel, alpha, spec.rho, T).mmse
 
     return output, denoise, q_hat, mmse, prior.mmse_prior
 
@@ -258,9 +271,10 @@ def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callabl
                              status=k.status, iterations=k.steps, loss=k.loss, grad_rms=k.grad_rms, seconds=per)
                 runs.append(row)
                 single.append(row)
-            all_conv = all(k.status == CONVERGED for k in res.runs)
+            sts = [k.status for k in res.runs]
+            status = DIVERGED if DIVERGED in sts else CONVERGED if all(s == CONVERGED for s in sts) else NOT_CONVERGED
             avg = RunRow(estimator="gd_averaged", alpha=alpha, seed=seed, init=-1, n=data.n, mse=res.mse_averaged,
-                         status=CONVERGED if all_conv else "not_converged", iterations=len(res.runs),
+                         status=status, iterations=len(res.runs),
                          seconds=res.seconds, message=f"mean of S over {len(res.runs)} initialisations")
             runs.append(avg)
             averaged.append(avg)
@@ -268,8 +282,9 @@ def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callabl
                 progress(f"gd alpha={alpha:g} seed={seed}: mse {np.mean([k.mse for k in res.runs]):.4f}, averaged "
                          f"{res.mse_averaged:.4f} (SE {mmse:.4f}), max grad_rms "
                          f"{max(k.grad_rms for k in res.runs):.1e}, {res.seconds:.1f} s")
-        # the GD row: per seed the mean over initialisations, so that seeds are the independent samples
+        # the GD row: per seed the mean over initialisations (seeds are the independent samples), with the
+        # status of the averaged row (converged when every initialisation is)
         per_seed = [float(np.mean([r.mse for r in single if r.seed == s])) for s in range(spec.seeds)]
-        rows.append(alpha_summary("gd", alpha, per_seed, [r.status for r in single], mmse))
+        rows.append(alpha_summary("gd", alpha, per_seed, [r.status for r in averaged], mmse))
         rows.append(alpha_summary("gd_averaged", alpha, [r.mse for r in averaged], [r.status for r in averaged], mmse))
     return runs, rows, time.perf_counter() - t0

@@ -44,12 +44,13 @@ class AMPConfig:
     """Iteration budget, stopping rule and damping of GAMP-RIE.
 
     ``tol``: stop when ‖Ŝ^{t+1} − Ŝ^t‖_F/‖Ŝ^t‖_F < tol (status ``converged``); ``max_iter`` the budget
-    (``not_converged``); ``damping`` in [0, 1): Ŝ ← (1 − damping) RIE(R) + damping Ŝ (0: none).
+    (``not_converged``); ``damping`` in [0, 1): Ŝ ← (1 − damping) RIE(R) + damping Ŝ (0: none). The
+    default 0.5 is needed: undamped, the iteration diverges at d = 100 and 200 (docs/aim_algorithms.md §4).
     """
 
-    max_iter: int = 100
-    tol: float = 1e-6
-    damping: float = 0.0
+    max_iter: int = 300
+    tol: float = 1e-5
+    damping: float = 0.5
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "max_iter", check_int("max_iter", self.max_iter, 1, 100_000))
@@ -91,6 +92,10 @@ def amp_input_step(X: np.ndarray, S_hat: np.ndarray, g: np.ndarray, dg: np.ndarr
     return R, 1.0 / (2.0 * A)
 
 
+BLOWUP = 100.0
+"""A run has diverged when (1/d)‖Ŝ‖²_F exceeds BLOWUP times the prior's second moment Q0 = 1 + ρ (an
+estimate a hundred times larger than any teacher; its error is then reported but not averaged)."""
+
 OutputFn = Callable[[np.ndarray, np.ndarray, float], tuple[np.ndarray, np.ndarray]]
 DenoiseFn = Callable[[np.ndarray, float], tuple[np.ndarray, float]]
 
@@ -105,12 +110,23 @@ def run_amp(data: AIMData, output: OutputFn, denoise: DenoiseFn, config: AMPConf
     ``progress(t, mse_t, V_t)`` after each iteration.
     """
     t0 = time.perf_counter()
-    X, d, T = data.X, data.d, data.T
+    d, T = data.d, data.T
     c = c_weights(T)
     S_hat = math.sqrt(data.r / d) * np.eye(d)  # prior mean E S* = √ρ I
     V = 1.0  # the prior's MMSE: Q0 − ρ = (1 + ρ) − ρ
     g = np.zeros((data.n, T, T))
     mse_path, V_path, D_path = [data.mse(S_hat)], [V], []
+    blowup = BLOWUP * (1.0 + data.r / d)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # non-finite values are detected below
+        status, message, it, S_hat, V = _iterate(data, output, denoise, config, progress, S_hat, V, g, c, blowup,
+                                                 mse_path, V_path, D_path)
+    return AMPResult(S_hat=S_hat, mse=data.mse(S_hat), status=status, iterations=it, mse_path=tuple(mse_path),
+                     V_path=tuple(V_path), Delta_path=tuple(D_path), seconds=time.perf_counter() - t0,
+                     message=message)
+
+
+def _iterate(data, output, denoise, config, progress, S_hat, V, g, c, blowup, mse_path, V_path, D_path):
+    X, d = data.X, data.d
     status, message = NOT_CONVERGED, f"max_iter = {config.max_iter} reached"
     it = 0
     for it in range(1, config.max_iter + 1):
@@ -129,6 +145,10 @@ def run_amp(data: AIMData, output: OutputFn, denoise: DenoiseFn, config: AMPConf
         if not (np.all(np.isfinite(S_new)) and math.isfinite(V_new)):
             status, message = DIVERGED, f"non-finite estimate at iteration {it}"
             break
+        if np.sum(S_new * S_new) / d > blowup:
+            status, message = DIVERGED, f"(1/d)|S_hat|^2 > {BLOWUP:g} Q0 at iteration {it}"
+            S_hat = S_new
+            break
         change = float(np.linalg.norm(S_new - S_hat) / max(np.linalg.norm(S_hat), 1e-300))
         S_hat, V = S_new, float(V_new)
         mse_path.append(data.mse(S_hat))
@@ -139,9 +159,9 @@ def run_amp(data: AIMData, output: OutputFn, denoise: DenoiseFn, config: AMPConf
         if change < config.tol:
             status, message = CONVERGED, f"relative change {change:.2e} < tol {config.tol:g}"
             break
-    return AMPResult(S_hat=S_hat, mse=data.mse(S_hat), status=status, iterations=it, mse_path=tuple(mse_path),
-                     V_path=tuple(V_path), Delta_path=tuple(D_path), seconds=time.perf_counter() - t0,
-                     message=message)
+    else:
+        message += f" (last relative change {change:.2e})"
+    return status, message, it, S_hat, V
 
 
 def se_trajectory(q_hat_of_V: Callable[[float], float], mmse_of_Delta: Callable[[float], float], iterations: int,

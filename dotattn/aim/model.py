@@ -18,14 +18,14 @@ from typing import Any
 
 import numpy as np
 
+from dotattn.aim.channels import CHANNELS, softmax_rows
+from dotattn.aim.prior import sample_teacher as _prior_teacher
 from dotattn.problem import ParameterError, check_int, check_number
 
 __all__ = ["CHANNELS", "AIMData", "sample_teacher", "sample_tokens", "attention_index", "sensing_adjoint",
            "outputs", "softmax_rows", "hardmax_rows", "make_data", "teacher_rank", "data_bytes", "chunk_size",
            "check_channel", "check_rho", "check_tokens", "check_d"]
 
-CHANNELS: tuple[str, ...] = ("softmax", "hardmax")
-"""Output channels y = g(h): row-wise softmax_β, or hardmax (one-hot of the row argmax)."""
 D_MAX = 2000
 """Largest dimension d accepted by the generator (a d × d teacher, n = α d² samples of T × d tokens)."""
 CHUNK_BYTES = 64 * 2**20
@@ -34,10 +34,14 @@ CHUNK_BYTES = 64 * 2**20
 _STREAM_TEACHER, _STREAM_TOKENS = 1, 2
 
 
-def check_channel(channel: Any) -> str:
-    """``channel`` if it is one of :data:`CHANNELS` (ParameterError otherwise)."""
+def check_channel(channel: Any, T: int | None = None) -> str:
+    """``channel`` if it is one of the output channels :data:`dotattn.aim.channels.CHANNELS` (and, given
+    T, implemented there for T tokens: hardmax for T = 2 only); ParameterError otherwise."""
     if channel not in CHANNELS:
         raise ParameterError(f"channel must be one of {', '.join(CHANNELS)}, got {channel!r}")
+    if T is not None and channel == "hardmax" and T != 2:
+        raise ParameterError(f"tokens (T) must be 2 for the hardmax channel (its output function is implemented "
+                             f"for T = 2 only), got {T}")
     return str(channel)
 
 
@@ -71,8 +75,7 @@ def _rng(seed: int, stream: int) -> np.random.Generator:
 def sample_teacher(d: int, r: int, seed: int) -> np.ndarray:
     """S* = W Wᵀ/√(r d), W ∈ ℝ^{d×r} with i.i.d. N(0, 1) entries; (d, d), symmetric.
     (1/d) Tr S*² → Q0 = 1 + ρ (exactly 1 + ρ + 1/d in expectation)."""
-    W = _rng(seed, _STREAM_TEACHER).standard_normal((d, r))
-    S = W @ W.T / math.sqrt(r * d)
+    S = _prior_teacher(d, r / d, _rng(seed, _STREAM_TEACHER))
     return (S + S.T) / 2
 
 
@@ -119,14 +122,6 @@ def sensing_adjoint(X: np.ndarray, G: np.ndarray) -> np.ndarray:
     out -= np.trace(G, axis1=1, axis2=2).sum() * np.eye(d)
     out /= math.sqrt(d)
     return (out + out.T) / 2
-
-
-def softmax_rows(h: np.ndarray, beta: float = 1.0) -> np.ndarray:
-    """Row-wise softmax_β over the last axis (shifted by the row maximum: no overflow)."""
-    z = beta * h
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 def hardmax_rows(h: np.ndarray) -> np.ndarray:
