@@ -37,6 +37,7 @@ HARDMAX_NODES = 48
 """Nodes per dimension of the tensor rule for the hardmax q̂ (against 64, 96 and 192 nodes the change is below
 1e-8 for q/V in [1e-6, 1e3], measured in docs/aim.md; about 40 ms per q̂)."""
 _LOG_2PI = math.log(2.0 * math.pi)
+_SE_BVN_NODES = 32  # Gauss–Legendre nodes of log Φ₂ inside the q̂ quadrature (change vs 64 < 1e-12, docs)
 
 
 def n_entries(T: int) -> int:
@@ -128,42 +129,47 @@ def _softmax(y, omega, V, T, beta):
 # ----------------------------------------------------------------------------------------------
 # bivariate normal orthant probability in log space
 # ----------------------------------------------------------------------------------------------
-_GL_T, _GL_W = np.polynomial.legendre.leggauss(64)
+@lru_cache(maxsize=8)
+def _gl(n: int) -> tuple[np.ndarray, np.ndarray]:
+    t, w = np.polynomial.legendre.leggauss(n)
+    return t, np.log(w)
 
 
-def _log_bvn_lower(m: np.ndarray, M: np.ndarray, r: float) -> np.ndarray:
+def _log_bvn_lower(m: np.ndarray, M: np.ndarray, r: float, nodes: int = 64) -> np.ndarray:
     """log ∫_{−∞}^{m} φ(x) Φ((M − r x)/s) dx for m ≤ 0 (s = √(1 − r²)): the integrand is log-concave,
-    integrated with 64 Gauss–Legendre nodes on x = m − t, t ∈ [0, t_max] (tail beyond ≤ e^-40)."""
+    integrated with Gauss–Legendre nodes on x = m − t, t ∈ [0, t_max] (tail beyond ≤ e^-40)."""
     s = math.sqrt(1.0 - r * r)
     w = (M - r * m) / s
     lam = np.exp(-0.5 * w * w - 0.5 * _LOG_2PI - log_ndtr(w))  # inverse Mills ratio φ(w)/Φ(w)
     c = -m - (r / s) * lam  # decay rate of log f at x = m (x decreasing)
     tmax = np.where(c > 0, np.minimum(45.0 / np.maximum(c, 1e-300), 12.0), np.abs(c) + 12.0)
-    t = 0.5 * tmax[..., None] * (_GL_T + 1.0)
+    gt, lgw = _gl(nodes)
+    t = 0.5 * tmax[..., None] * (gt + 1.0)
     x = m[..., None] - t
-    logf = -0.5 * x * x - 0.5 * _LOG_2PI + log_ndtr((M[..., None] - r * x) / s)
-    return logsumexp(logf + np.log(_GL_W), axis=-1) + np.log(0.5 * tmax)
+    logf = -0.5 * x * x + log_ndtr((M[..., None] - r * x) / s) + lgw
+    top = logf.max(axis=-1)
+    return top + np.log(np.exp(logf - top[..., None]).sum(axis=-1)) + np.log(0.5 * tmax) - 0.5 * _LOG_2PI
 
 
-def log_bvn(h, k, r: float) -> np.ndarray:
+def log_bvn(h, k, r: float, nodes: int = 64) -> np.ndarray:
     """log Φ₂(h, k; r) = log P(X ≤ h, Y ≤ k), (X, Y) standard normal with correlation r, |r| < 1;
-    relative accuracy in both tails (vectorised over h, k)."""
+    relative accuracy in both tails (vectorised over h, k; ``nodes`` Gauss–Legendre nodes)."""
     h, k = np.broadcast_arrays(np.asarray(h, dtype=float), np.asarray(k, dtype=float))
     m, M = np.minimum(h, k), np.maximum(h, k)
     lower = m <= 0
     # m > 0: Φ₂ = 1 − Φ(−h) − Φ(−k) + Φ₂(−h, −k), the last with min(−h, −k) = −M ≤ 0
     a = np.where(lower, m, -M)
     b = np.where(lower, M, -m)
-    la = _log_bvn_lower(a, b, r)
+    la = _log_bvn_lower(a, b, r, nodes)
     upper = 1.0 - ndtr(-h) - ndtr(-k) + np.exp(la)
     return np.where(lower, la, np.log(np.where(lower, 1.0, upper)))
 
 
-def bvn_partials(h, k, r: float):
+def bvn_partials(h, k, r: float, nodes: int = 64):
     """log Φ₂ and the first and second derivatives of log Φ₂(h, k; r) in (h, k):
     returns (logZ, gh, gk, Hhh, Hhk, Hkk)."""
     s = math.sqrt(1.0 - r * r)
-    logz = log_bvn(h, k, r)
+    logz = log_bvn(h, k, r, nodes)
     log_phi2 = -(h * h - 2 * r * h * k + k * k) / (2 * s * s) - _LOG_2PI - math.log(s)
     gh = np.exp(-0.5 * h * h - 0.5 * _LOG_2PI + log_ndtr((k - r * h) / s) - logz)
     gk = np.exp(-0.5 * k * k - 0.5 * _LOG_2PI + log_ndtr((h - r * k) / s) - logz)
@@ -247,8 +253,11 @@ def _sinh_rule(nodes: int) -> tuple[np.ndarray, np.ndarray]:
     return u, w
 
 
-def _hardmax_fisher(ratio: float, nodes: int) -> float:
+def _hardmax_fisher(ratio: float, nodes: int, derivative: str = "gradient") -> float:
     """E_ω Σ_y Z g_κᵀ diag(s) C diag(s) g_κ / 3 (= V E[g_ωᵀ D g_ω]) for T = 2 at q/V = ratio.
+
+    ``derivative="published"`` replaces both partials of log Φ₂ by φ₂/Φ₂, the expression of the public
+    script SE_hardmax.py (not the gradient; kept only to measure its effect, docs/aim.md section 5).
 
     κ⁰ = (ω00 − ω01, ω11 − ω01)/√(3V) is N(0, ratio·[[1, 1/3], [1/3, 1]]); the tensor rule is the
     trapezoid rule in t with κ⁰ = L sinh(t), L = min(1, σ), σ = √ratio, |κ⁰| ≤ 10 σ."""
@@ -271,7 +280,12 @@ def _hardmax_fisher(ratio: float, nodes: int) -> float:
     total = 0.0
     # labels (−,−) and (−,+) mirror (+,+) and (+,−) (κ⁰ -> −κ⁰, a symmetric grid and density)
     for s1, s2 in ((1, 1), (1, -1)):
-        lz, gh, gk, *_ = bvn_partials(s1 * K1, s2 * K2, s1 * s2 / 3.0)
+        lz, gh, gk, *_ = bvn_partials(s1 * K1, s2 * K2, s1 * s2 / 3.0, nodes=_SE_BVN_NODES)
+        if derivative == "published":
+            r = s1 * s2 / 3.0
+            log_phi2 = -(K1 * K1 - 2 * r * s1 * s2 * K1 * K2 + K2 * K2) / (2 * (1 - r * r)) - math.log(
+                2 * math.pi * math.sqrt(1 - r * r))
+            gh = gk = np.exp(log_phi2 - lz)
         f = (3 * gh * gh + 3 * gk * gk + 2 * s1 * s2 * gh * gk) / 3.0
         total += 2.0 * float(np.sum(W * np.exp(lz) * f))
     return total
@@ -287,14 +301,18 @@ def hardmax_fisher_at_zero() -> float:
     return total
 
 
-def q_hat(channel: str, alpha: float, q: float, rho: float, T: int, nodes: int = HARDMAX_NODES) -> float:
+def q_hat(channel: str, alpha: float, q: float, rho: float, T: int, nodes: int = HARDMAX_NODES,
+          derivative: str = "gradient") -> float:
     """State-evolution update q̂ = 2α E[g_outᵀ diag(D) g_out], ω ~ N(0, q D), V = Q0 − q.
 
-    softmax: ᾱ/(Q0 − q) exactly (independent of β); hardmax (T = 2): deterministic quadrature."""
+    softmax: ᾱ/(Q0 − q) exactly (independent of β); hardmax (T = 2): deterministic quadrature
+    (``derivative="published"``: the public script's φ₂/Φ₂ in place of the gradient, for comparison)."""
+    if derivative not in ("gradient", "published"):
+        raise ValueError(f"derivative must be 'gradient' or 'published', got {derivative!r}")
     _check(channel, T)
     V = prior_second_moment(rho) - q
     if not V > 0:
         raise ValueError(f"q must be < Q0 = 1 + rho, got q = {q}")
     if channel == "softmax":
         return alpha_bar(alpha, T) / V
-    return 2.0 * alpha * _hardmax_fisher(max(q, 0.0) / V, nodes) / V
+    return 2.0 * alpha * _hardmax_fisher(max(q, 0.0) / V, nodes, derivative) / V
