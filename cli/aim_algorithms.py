@@ -8,6 +8,8 @@ computed or created.
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -25,10 +27,14 @@ class BadInput(click.ClickException):
 
 
 def _command_line() -> str | None:
-    """The command line when run as the ``dotattn`` console script (None under a test runner)."""
+    """The command line: as the ``dotattn`` console script, or as ``python -m dotattn.cli.aim_algorithms``
+    (before the commands are attached to the ``aim`` group); None under a test runner."""
     from dotattn.io import invocation
 
-    return invocation()
+    line = invocation()
+    if line is None and sys.argv and Path(sys.argv[0]).name == "aim_algorithms.py":
+        line = " ".join(["python -m dotattn.cli.aim_algorithms", *(shlex.quote(a) for a in sys.argv[1:])])
+    return line
 
 
 def study_options(func: Callable) -> Callable:
@@ -177,3 +183,15 @@ def gd_command(d, rho, T, alpha, channel, beta, seeds, out, quiet, inits, optimi
     if not quiet:
         click.echo(_table(summary))
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({seconds:.1f} s)")
+
+
+@click.group("aim-algorithms")
+def _standalone() -> None:
+    """amp and gd, runnable as ``python -m dotattn.cli.aim_algorithms amp|gd ...``."""
+
+
+_standalone.add_command(amp_command)
+_standalone.add_command(gd_command)
+
+if __name__ == "__main__":  # pragma: no cover
+    _standalone()
