@@ -104,3 +104,19 @@ def test_reduced_amp_run_against_state_evolution(alpha):
         assert res.mse_path[0] > 0.9  # starts from the prior mean, error ≈ 1
         errs.append(res.mse)
     assert abs(np.mean(errs) - mmse) < 0.05, (errs, mmse)
+
+
+def test_lower_bound_check():
+    from dotattn.aim.algo_study import BOUND_Z, alpha_summary
+
+    errs = [0.50, 0.52, 0.48, 0.51, 0.49]
+    se = np.std(errs, ddof=1) / math.sqrt(len(errs))
+    ok = ["converged"] * 5
+    below = alpha_summary("amp", 0.1, errs, ok, mmse=0.50 + (BOUND_Z + 1) * se)
+    assert below.beats_bound and below.gap_in_se < -BOUND_Z
+    within = alpha_summary("amp", 0.1, errs, ok, mmse=0.50 + (BOUND_Z - 1) * se)
+    above = alpha_summary("amp", 0.1, errs, ok, mmse=0.3)
+    assert not within.beats_bound and not above.beats_bound and above.gap_in_se > 0
+    # a diverged run is counted, not averaged; one remaining run has no standard error and no verdict
+    mixed = alpha_summary("amp", 0.1, [0.5, 1e6], ["not_converged", "diverged"], mmse=0.9)
+    assert mixed.diverged == 1 and mixed.mse_mean == 0.5 and math.isnan(mixed.gap_in_se) and not mixed.beats_bound
