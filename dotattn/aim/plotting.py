@@ -30,14 +30,30 @@ def read_state_evolution(folder: str | Path) -> tuple[list[SEPoint], dict]:
 
 
 def read_algorithm_points(folder: str | Path) -> dict[str, Any]:
-    """alpha, mmse (and mmse_se if present) of an algorithm folder (points.csv), with its name."""
+    """alpha, mse and its standard error of an algorithm folder, with its name: ``alphas.csv`` as
+    written by ``dotattn aim amp|gd`` (estimator, alpha, mse_mean, mse_se), else a ``points.csv``
+    with alpha, mmse and optionally mmse_se."""
     from dotattn.io import read_csv
+    from dotattn.problem import ParameterError
 
-    rows = read_csv(Path(folder) / "points.csv")
-    out = {"name": Path(folder).name, "alpha": np.array([float(r["alpha"]) for r in rows]),
-           "mmse": np.array([float(r["mmse"]) for r in rows])}
-    if rows and "mmse_se" in rows[0]:
-        out["mmse_se"] = np.array([float(r["mmse_se"]) if r["mmse_se"] else np.nan for r in rows])
+    folder = Path(folder)
+    if (folder / "alphas.csv").exists():
+        rows = read_csv(folder / "alphas.csv")
+        mse, se = "mse_mean", "mse_se"
+    elif (folder / "points.csv").exists():
+        rows = read_csv(folder / "points.csv")
+        mse, se = "mmse", "mmse_se"
+    else:
+        raise ParameterError(f"{folder}: no alphas.csv or points.csv with algorithm points")
+    groups: dict[str, list] = {}
+    for r in rows:
+        groups.setdefault(r.get("estimator", ""), []).append(r)
+    out = []
+    for est, rs in groups.items():
+        out.append({"name": f"{folder.name}" + (f" ({est})" if est else ""),
+                    "alpha": np.array([float(r["alpha"]) for r in rs]),
+                    "mmse": np.array([float(r[mse]) for r in rs]),
+                    "mmse_se": np.array([float(r[se]) if r.get(se) else np.nan for r in rs])})
     return out
 
 
