@@ -127,7 +127,7 @@ def test_algorithm_points_reader_and_figure(tmp_path):
     write_csv(folder / "alphas.csv", rows, ["estimator", "alpha", "mse_mean", "mse_se"], comment="test")
     groups = read_algorithm_points(folder)
     assert [g["name"] for g in groups] == ["amp_x (gd)", "amp_x (gd_averaged)"]
-    assert list(groups[0]["alpha"]) == [0.1, 0.2] and list(groups[0]["mmse"]) == [0.4, 0.30000000000000004]
+    assert list(groups[0]["alpha"]) == pytest.approx([0.1, 0.2]) and list(groups[0]["mmse"]) == pytest.approx([0.4, 0.3])
     fig = mmse_figure([[solve_point("softmax", 0.05, 0.5, 2)]], thresholds=[thresholds("softmax", 0.5, 2)],
                       algorithm_points=groups)
     assert len(fig.axes[0].get_legend().get_texts()) == 3
