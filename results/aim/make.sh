@@ -50,3 +50,10 @@ dotattn aim figure --from $R/se_hardmax_small_rho0.01 --from $R/se_hardmax_small
 dotattn aim figure --from $R/se_softmax_small_rho0.01 --from $R/se_softmax_small_rho0.001 \
   --from $R/se_softmax_small_rho0.0001 --x alpha_over_rho --title "softmax T = 2, small rho: weak recovery" \
   --out $R/weak_recovery_softmax.png
+
+# after merging aim-algo (its folders amp_*/, gd_*/): algorithm points on the state-evolution curves
+dotattn aim figure --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T2_rho1 --points $R/amp_softmax_d100_rho0.5_T2 \
+  --points $R/amp_softmax_d100_rho1_T2 --points $R/gd_softmax_d40_rho0.5_T2 \
+  --title "softmax T = 2: state evolution, AMP (d = 100), GD (d = 40)" --out $R/mmse_softmax_algorithms.png
+dotattn aim figure --from $R/se_hardmax_rho0.5 --from $R/se_hardmax_published_rho0.5 --points $R/amp_hardmax_d100_rho0.5_T2 \
+  --title "hardmax T = 2, rho = 0.5: AMP (d = 100) against both curves" --out $R/mmse_hardmax_algorithms.png
