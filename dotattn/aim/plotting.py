@@ -71,6 +71,7 @@ def mmse_figure(curves: Sequence[Sequence[SEPoint]], thresholds: Sequence[dict] 
     against α/ρ, the ρ → 0 weak-recovery threshold of the last curve's channel (dash-dotted)."""
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.subplots()
+    colours: dict[tuple, Any] = {}  # one colour per (channel, ρ, T): a published-derivative curve shares it
     for i, pts in enumerate(curves):
         if not pts:
             continue
@@ -80,8 +81,10 @@ def mmse_figure(curves: Sequence[Sequence[SEPoint]], thresholds: Sequence[dict] 
         variant = thr.get("_label", "gradient")
         label = f"{p0.channel}, ρ = {p0.rho:g}, T = {p0.tokens}" + (" (published φ₂/Φ₂)" if variant == "published"
                                                                      else "")
+        key = (p0.channel, p0.rho, p0.tokens)
         line, = ax.plot(_x(pts, xaxis), [p.mmse for p in pts], "--" if variant == "published" else "-", lw=1.5,
-                        label=label)
+                        label=label, color=colours.get(key))
+        colours.setdefault(key, line.get_color())
         a_pr = thr.get("alpha_perfect_recovery")
         if a_pr is not None and math.isfinite(a_pr):
             xv = {"alpha": a_pr, "alpha_bar": thr.get("alpha_bar_perfect_recovery"),
