@@ -1,0 +1,290 @@
+"""Finite-d studies of the AIM algorithms (AMP, GD) against the Bayes-optimal state evolution.
+
+For every (α, seed) one data set (:func:`dotattn.aim.model.make_data`, seeded), the algorithm's
+error (1/d)‖Ŝ − S*‖²_F, and per α the mean over seeds, its standard error (sample standard
+deviation / √seeds) and the state evolution's MMSE at the same (ρ, T, α). The MMSE is a lower
+bound for every estimator: a point whose mean error lies more than :data:`BOUND_Z` standard
+errors below it is flagged ``beats_bound`` (it would refute the theory curve there, or show a
+finite-d effect larger than the seeds' spread) and listed in the summary; never dropped.
+
+Files: ``runs.csv`` (one row per run), ``alphas.csv`` (per α), ``iterations.csv`` (AMP: error,
+AMP's own V^t and its state evolution per iteration), ``summary.json``, ``manifest.json``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from dotattn.aim.model import check_channel, check_d, check_rho, check_tokens, data_bytes, teacher_rank
+from dotattn.io import provenance, write_csv, write_json, write_manifest
+from dotattn.problem import ParameterError, check_alpha, check_int, check_number
+from dotattn.rows import read_float, read_int, read_text
+from dotattn.status import CONVERGED, DIVERGED, NOT_CONVERGED
+
+__all__ = ["StudySpec", "BOUND_Z", "alpha_summary", "check_memory", "write_study", "RunRow", "AlphaRow"]
+
+BOUND_Z = 2.0
+"""An estimator "beats" the Bayes-optimal MMSE at an α when its mean error is below the MMSE by more
+than BOUND_Z of its standard errors (2: a ~2% false alarm per point for Gaussian seed means, so a
+grid of ~10 points raises one by chance about once in five studies; every flag is reported)."""
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """The problem and grid of a study: d, ρ, T, the channel, β, the α grid and the seeds 0..seeds−1."""
+
+    d: int
+    rho: float
+    T: int
+    alphas: tuple[float, ...]
+    channel: str = "softmax"
+    beta: float = 1.0
+    seeds: int = 8
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "d", check_d(self.d))
+        object.__setattr__(self, "rho", check_rho(self.rho))
+        object.__setattr__(self, "T", check_tokens(self.T))
+        object.__setattr__(self, "channel", check_channel(self.channel, self.T))
+        object.__setattr__(self, "beta", check_number("beta", self.beta, 0.0, True, 1e3, "in (0, 1000]"))
+        object.__setattr__(self, "seeds", check_int("seeds", self.seeds, 1, 10_000))
+        if not self.alphas:
+            raise ParameterError("alpha grid is empty; give at least one value")
+        object.__setattr__(self, "alphas", tuple(check_number("alpha", a, 0.0, True, 1e3, "in (0, 1000]")
+                                                 for a in self.alphas))
+        teacher_rank(self.d, self.rho)
+
+    @property
+    def r(self) -> int:
+        return teacher_rank(self.d, self.rho)
+
+    def n(self, alpha: float) -> int:
+        return max(1, int(round(alpha * self.d ** 2)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"d": self.d, "rho": self.rho, "r": self.r, "T": self.T, "channel": self.channel, "beta": self.beta,
+                "alpha": list(self.alphas), "seeds": self.seeds}
+
+
+def check_memory(spec: StudySpec, extra_per_sample: int = 0, memory: int | None = -1) -> int:
+    """Bytes one run at the largest α needs (:func:`dotattn.aim.model.data_bytes` plus
+    ``extra_per_sample`` bytes per sample); ParameterError if above the allowed fraction of the
+    available memory (``memory``: bytes available, default measured; None: no check)."""
+    from dotattn.erm.config import MEMORY_FRACTION, available_memory
+
+    n = spec.n(max(spec.alphas))
+    need = data_bytes(n, spec.T, spec.d) + extra_per_sample * n
+    memory = available_memory() if memory == -1 else memory
+    if memory is not None and need > MEMORY_FRACTION * memory:
+        raise ParameterError(f"d = {spec.d} at alpha = {max(spec.alphas):g} (n = {n} samples of T = {spec.T} tokens) "
+                             f"needs about {need / 2**30:.1f} GiB, allowed {MEMORY_FRACTION:.0%} of the "
+                             f"{memory / 2**30:.1f} GiB available; choose a smaller d or alpha")
+    return need
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run: estimator, α, seed (data set), init (GD; −1 for AMP and the averaged estimator), its
+    error (1/d)‖Ŝ − S*‖²_F, status, iterations/steps, final loss and RMS gradient (GD), seconds, message."""
+
+    estimator: str
+    alpha: float
+    seed: int
+    init: int
+    n: int
+    mse: float
+    status: str
+    iterations: int
+    loss: float = float("nan")
+    grad_rms: float = float("nan")
+    seconds: float = float("nan")
+    message: str = ""
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "RunRow":
+        conv = {"estimator": read_text, "seed": read_int, "init": read_int, "n": read_int, "status": read_text,
+                "iterations": read_int, "message": read_text}
+        return cls(**{f.name: conv.get(f.name, read_float)(row[f.name]) for f in fields(cls)})
+
+
+RUN_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRow))
+
+
+@dataclass(frozen=True)
+class AlphaRow:
+    """One (estimator, α): mean error over the seeds that did not diverge, its standard error, the state
+    evolution's MMSE, the gap (mean − MMSE) in standard errors, how many runs converged and diverged
+    (diverged runs are counted, not averaged), and the lower-bound flag."""
+
+    estimator: str
+    alpha: float
+    mse_mean: float
+    mse_se: float
+    runs: int
+    converged: int
+    diverged: int
+    mmse_se_theory: float
+    gap: float
+    gap_in_se: float
+    beats_bound: bool
+
+    def to_row(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+ALPHA_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AlphaRow))
+
+
+def alpha_summary(estimator: str, alpha: float, mse: Sequence[float], statuses: Sequence[str],
+                  mmse: float) -> AlphaRow:
+    """Mean and standard error of the runs' errors at one α, against the MMSE (see :data:`BOUND_Z`)."""
+    if len(mse) != len(statuses):
+        raise ValueError("alpha_summary: one status per error")
+    x = np.asarray([m for m, s in zip(mse, statuses) if s != DIVERGED], dtype=float)
+    mean = float(np.mean(x)) if x.size else float("nan")
+    se = float(np.std(x, ddof=1) / math.sqrt(x.size)) if x.size > 1 else float("nan")
+    gap = mean - mmse
+    if not math.isfinite(se):  # fewer than two runs to average: no standard error, no verdict
+        z = float("nan")
+    else:
+        z = gap / se if se > 0 else (0.0 if gap == 0 else math.copysign(math.inf, gap))
+    beats = bool(z < -BOUND_Z)  # False for NaN (one seed)
+    return AlphaRow(estimator=estimator, alpha=float(alpha), mse_mean=mean, mse_se=se, runs=len(statuses),
+                    converged=sum(s == CONVERGED for s in statuses), diverged=sum(s == DIVERGED for s in statuses),
+                    mmse_se_theory=float(mmse), gap=gap,
+                    gap_in_se=z, beats_bound=beats)
+
+
+def write_study(folder: str | Path, spec: StudySpec, settings: dict[str, Any], runs: Sequence[RunRow],
+                alphas: Sequence[AlphaRow], command: str | None, seconds: float,
+                iterations: Sequence[dict[str, Any]] | None = None, extra: dict[str, Any] | None = None) -> dict:
+    """Write runs.csv, alphas.csv, (iterations.csv), summary.json and the manifest (last); returns the summary."""
+    folder = Path(folder)
+    made_for = {**spec.to_dict(), **settings}
+    prov = provenance(made_for, seconds)
+    comment = f"dotattn aim study; commit {prov['git_commit']}; command: {command}"
+    write_csv(folder / "runs.csv", [r.to_row() for r in runs], RUN_COLUMNS, comment=comment)
+    write_csv(folder / "alphas.csv", [a.to_row() for a in alphas], ALPHA_COLUMNS, comment=comment)
+    files = ["runs.csv", "alphas.csv"]
+    if iterations is not None:
+        cols = ("alpha", "seed", "iteration", "mse", "V_amp", "V_se", "Delta")
+        write_csv(folder / "iterations.csv", iterations, cols, comment=comment)
+        files.append("iterations.csv")
+    flagged = [a.to_row() for a in alphas if a.beats_bound]
+    summary = {"made_for": made_for, "alphas": [a.to_row() for a in alphas],
+               "bound_check": {"rule": f"beats_bound when (mse_mean - mmse_se_theory)/mse_se < -{BOUND_Z:g}",
+                               "flagged": flagged},
+               "statuses": {s: sum(r.status == s for r in runs) for s in sorted({r.status for r in runs})},
+               "command": command, "provenance": prov, **(extra or {})}
+    write_json(folder / "summary.json", summary)
+    files.append("summary.json")
+    write_manifest(folder, files, made_for, command=command, provenance_record=prov)
+    return summary
+
+
+# ----------------------------------------------------------------------------------------------
+# the studies
+# ----------------------------------------------------------------------------------------------
+def _theory(spec: StudySpec):
+    """(output(y, ω, V) -> (g, ∂g), denoise(R, Δ) -> (Ŝ, MMSE_S(Δ)), q̂(α, V), MMSE_SE(α)) from the
+    state-evolution modules (:mod:`dotattn.aim.prior`, :mod:`dotattn.aim.channels`,
+    :mod:`dotattn.aim.state_evolution`)."""
+    from dotattn.aim import channels, prior, state_evolution
+
+    T, Q0 = spec.T, prior.prior_second_moment(spec.rho)
+    diagonal = np.arange(channels.n_entries(T))
+
+    def output(y, omega, V):
+        """g and the diagonal of its Jacobian, (n, T, T) each (the channels work on flattened upper triangles)."""
+        g, dg = channels.output_function(spec.channel, y, channels.flatten(omega), V, T, beta=spec.beta)
+        return channels.unflatten(g, T), channels.unflatten(dg[:, diagonal, diagonal], T)
+
+    def denoise(R, Delta):
+        return prior.rie_denoise(R, Delta, spec.rho), prior.mmse_prior(Delta, spec.rho)
+
+    def q_hat(alpha, V):
+        return channels.q_hat(spec.channel, alpha, Q0 - V, spec.rho, T)
+
+    def mmse(alpha):
+        return state_evolution.solve_point(spec.channel, alpha, spec.rho, T).mmse
+
+    return output, denoise, q_hat, mmse, prior.mmse_prior
+
+
+def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | None = None):
+    """AMP on every (α, seed): (runs, per-α rows, per-iteration rows, seconds)."""
+    from dotattn.aim.amp import run_amp, se_trajectory
+    from dotattn.aim.model import make_data
+
+    output, denoise, q_hat, mmse_of, mmse_prior = _theory(spec)
+    t0 = time.perf_counter()
+    runs, rows, iters = [], [], []
+    for alpha in spec.alphas:
+        mmse = float(mmse_of(alpha))
+        res_alpha = []
+        for seed in range(spec.seeds):
+            data = make_data(spec.d, spec.rho, spec.T, alpha, spec.channel, spec.beta, seed)
+            res = run_amp(data, output, denoise, config)
+            V_se = se_trajectory(lambda V: q_hat(alpha, V), lambda D: mmse_prior(D, spec.rho), res.iterations)
+            for t, m in enumerate(res.mse_path):
+                iters.append({"alpha": alpha, "seed": seed, "iteration": t, "mse": m, "V_amp": res.V_path[t],
+                              "V_se": V_se[t] if t < len(V_se) else None,
+                              "Delta": res.Delta_path[t - 1] if t >= 1 else None})
+            run = RunRow(estimator="amp", alpha=alpha, seed=seed, init=-1, n=data.n, mse=res.mse, status=res.status,
+                         iterations=res.iterations, seconds=res.seconds, message=res.message)
+            runs.append(run)
+            res_alpha.append(run)
+            if progress is not None:
+                progress(f"amp alpha={alpha:g} seed={seed}: mse {res.mse:.4f} (SE {mmse:.4f}), {res.status} "
+                         f"after {res.iterations} iterations, {res.seconds:.1f} s")
+        rows.append(alpha_summary("amp", alpha, [r.mse for r in res_alpha], [r.status for r in res_alpha], mmse))
+    return runs, rows, iters, time.perf_counter() - t0
+
+
+def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callable[[str], None] | None = None):
+    """GD (``config.inits`` initialisations per data set) and the averaged estimator on every (α, seed):
+    (runs, per-α rows for ``gd`` and ``gd_averaged``, seconds)."""
+    from dotattn.aim.gd import run_gd
+    from dotattn.aim.model import make_data
+
+    _, _, _, mmse_of, _ = _theory(spec)
+    t0 = time.perf_counter()
+    runs, rows = [], []
+    for alpha in spec.alphas:
+        mmse = float(mmse_of(alpha))
+        single, averaged = [], []
+        for seed in range(spec.seeds):
+            data = make_data(spec.d, spec.rho, spec.T, alpha, spec.channel, spec.beta, seed)
+            res = run_gd(data, config, device=device)
+            per = res.seconds / len(res.runs)
+            for k in res.runs:
+                row = RunRow(estimator="gd", alpha=alpha, seed=seed, init=k.init, n=data.n, mse=k.mse,
+                             status=k.status, iterations=k.steps, loss=k.loss, grad_rms=k.grad_rms, seconds=per)
+                runs.append(row)
+                single.append(row)
+            sts = [k.status for k in res.runs]
+            status = DIVERGED if DIVERGED in sts else CONVERGED if all(s == CONVERGED for s in sts) else NOT_CONVERGED
+            avg = RunRow(estimator="gd_averaged", alpha=alpha, seed=seed, init=-1, n=data.n, mse=res.mse_averaged,
+                         status=status, iterations=len(res.runs),
+                         seconds=res.seconds, message=f"mean of S over {len(res.runs)} initialisations")
+            runs.append(avg)
+            averaged.append(avg)
+            if progress is not None:
+                progress(f"gd alpha={alpha:g} seed={seed}: mse {np.mean([k.mse for k in res.runs]):.4f}, averaged "
+                         f"{res.mse_averaged:.4f} (SE {mmse:.4f}), max grad_rms "
+                         f"{max(k.grad_rms for k in res.runs):.1e}, {res.seconds:.1f} s")
+        # the GD row: per seed the mean over initialisations (seeds are the independent samples), with the
+        # status of the averaged row (converged when every initialisation is)
+        per_seed = [float(np.mean([r.mse for r in single if r.seed == s])) for s in range(spec.seeds)]
+        rows.append(alpha_summary("gd", alpha, per_seed, [r.status for r in averaged], mmse))
+        rows.append(alpha_summary("gd_averaged", alpha, [r.mse for r in averaged], [r.status for r in averaged], mmse))
+    return runs, rows, time.perf_counter() - t0
