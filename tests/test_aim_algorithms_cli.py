@@ -12,11 +12,11 @@ from dotattn.io import read_csv, verify_manifest
 
 @pytest.mark.parametrize("command", [amp_command, gd_command])
 @pytest.mark.parametrize("args, words", [
-    (["--rho", "0"], ["rho", "(0, 100]"]),
+    (["--rho", "0"], ["rho", "[0.0001, 10000]"]),
     (["--rho", "-1"], ["rho"]),
     (["--rho", "nan"], ["rho", "finite"]),
-    (["--tokens", "1"], ["tokens (T)", "[2, 64]"]),
-    (["--alpha", "0"], ["alpha", "(0, 1000]"]),
+    (["--tokens", "1"], ["tokens", "[2, 64]"]),
+    (["--alpha", "0"], ["alpha", "(0, 10000]"]),
     (["--alpha", "0.1,inf"], ["alpha", "finite"]),
     (["--alpha", "-0.5"], ["alpha"]),
     (["--channel", "relu"], ["channel", "softmax"]),
