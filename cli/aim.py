@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shlex
 import sys
@@ -109,7 +110,7 @@ def state_evolution(channel, rho, T, alphas, nodes, hardmax_nodes, hardmax_deriv
 @click.option("--x", "xaxis", type=click.Choice(["alpha", "alpha_bar", "alpha_over_rho"]), default="alpha",
               show_default=True, help="Horizontal axis (alpha_bar = alpha (T^2 + T - 2): the softmax collapse).")
 @click.option("--points", "point_folders", multiple=True, type=click.Path(file_okay=False, exists=True),
-              help="Folders with algorithm points (points.csv with alpha, mmse and optionally mmse_se), repeatable.")
+              help="Folders of `dotattn aim amp|gd` (alphas.csv: mean MSE and its standard error per alpha), repeatable.")
 @click.option("--title", type=str, default="", help="Figure title.")
 @click.option("--out", type=click.Path(dir_okay=False), required=True, help="PNG file to write.")
 def figure(folders, xaxis, point_folders, title, out):
@@ -118,7 +119,7 @@ def figure(folders, xaxis, point_folders, title, out):
     from dotattn.io import git_commit, save_figure
 
     runs = [read_state_evolution(f) for f in folders]
-    extra = [read_algorithm_points(f) for f in point_folders]
+    extra = [pts for f in point_folders for pts in read_algorithm_points(f)]
     fig = mmse_figure([r[0] for r in runs], thresholds=[r[1] for r in runs], xaxis=xaxis, title=title,
                       algorithm_points=extra)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
@@ -127,8 +128,13 @@ def figure(folders, xaxis, point_folders, title, out):
     click.echo(f"wrote {out}")
 
 
-try:  # the algorithms (amp, gd) register on this group when their module is installed
-    import dotattn.cli.aim_algorithms  # noqa: F401
+try:  # the algorithms (branch aim-algo: standalone click commands amp_command, gd_command) join this group
+    _algorithms = importlib.import_module("dotattn.cli.aim_algorithms")
 except ModuleNotFoundError as err:
     if err.name != "dotattn.cli.aim_algorithms":
         raise
+else:
+    for _name in ("amp", "gd"):
+        _command = getattr(_algorithms, f"{_name}_command", None)
+        if isinstance(_command, click.Command):
+            aim.add_command(_command, _name)

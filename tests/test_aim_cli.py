@@ -7,7 +7,7 @@ import json
 import pytest
 
 from dotattn.io import read_csv, verify_manifest
-from tests.clitools import run
+from clitools import run
 
 
 def test_json_points_and_thresholds():

@@ -114,3 +114,20 @@ def test_record_roundtrip_and_refusals():
                  ("hardmax", 0.5, 3, [0.1])]:
         with pytest.raises(ParameterError):
             check_inputs(*args)
+
+
+def test_algorithm_points_reader_and_figure(tmp_path):
+    from dotattn.aim.plotting import mmse_figure, read_algorithm_points
+    from dotattn.io import write_csv
+
+    folder = tmp_path / "amp_x"
+    folder.mkdir()
+    rows = [{"estimator": e, "alpha": a, "mse_mean": 0.5 - a, "mse_se": 0.01} for e in ("gd", "gd_averaged")
+            for a in (0.1, 0.2)]
+    write_csv(folder / "alphas.csv", rows, ["estimator", "alpha", "mse_mean", "mse_se"], comment="test")
+    groups = read_algorithm_points(folder)
+    assert [g["name"] for g in groups] == ["amp_x (gd)", "amp_x (gd_averaged)"]
+    assert list(groups[0]["alpha"]) == pytest.approx([0.1, 0.2]) and list(groups[0]["mmse"]) == pytest.approx([0.4, 0.3])
+    fig = mmse_figure([[solve_point("softmax", 0.05, 0.5, 2)]], thresholds=[thresholds("softmax", 0.5, 2)],
+                      algorithm_points=groups)
+    assert len(fig.axes[0].get_legend().get_texts()) == 3

@@ -30,14 +30,30 @@ def read_state_evolution(folder: str | Path) -> tuple[list[SEPoint], dict]:
 
 
 def read_algorithm_points(folder: str | Path) -> dict[str, Any]:
-    """alpha, mmse (and mmse_se if present) of an algorithm folder (points.csv), with its name."""
+    """alpha, mse and its standard error of an algorithm folder, with its name: ``alphas.csv`` as
+    written by ``dotattn aim amp|gd`` (estimator, alpha, mse_mean, mse_se), else a ``points.csv``
+    with alpha, mmse and optionally mmse_se."""
     from dotattn.io import read_csv
+    from dotattn.problem import ParameterError
 
-    rows = read_csv(Path(folder) / "points.csv")
-    out = {"name": Path(folder).name, "alpha": np.array([float(r["alpha"]) for r in rows]),
-           "mmse": np.array([float(r["mmse"]) for r in rows])}
-    if rows and "mmse_se" in rows[0]:
-        out["mmse_se"] = np.array([float(r["mmse_se"]) if r["mmse_se"] else np.nan for r in rows])
+    folder = Path(folder)
+    if (folder / "alphas.csv").exists():
+        rows = read_csv(folder / "alphas.csv")
+        mse, se = "mse_mean", "mse_se"
+    elif (folder / "points.csv").exists():
+        rows = read_csv(folder / "points.csv")
+        mse, se = "mmse", "mmse_se"
+    else:
+        raise ParameterError(f"{folder}: no alphas.csv or points.csv with algorithm points")
+    groups: dict[str, list] = {}
+    for r in rows:
+        groups.setdefault(r.get("estimator", ""), []).append(r)
+    out = []
+    for est, rs in groups.items():
+        out.append({"name": f"{folder.name}" + (f" ({est})" if est else ""),
+                    "alpha": np.array([float(r["alpha"]) for r in rs]),
+                    "mmse": np.array([float(r[mse]) for r in rs]),
+                    "mmse_se": np.array([float(r[se]) if r.get(se) else np.nan for r in rs])})
     return out
 
 
@@ -51,9 +67,11 @@ def _x(points: Sequence[SEPoint], xaxis: str) -> np.ndarray:
 
 def mmse_figure(curves: Sequence[Sequence[SEPoint]], thresholds: Sequence[dict] | None = None, xaxis: str = "alpha",
                 title: str = "", algorithm_points: Sequence[dict] = ()) -> Figure:
-    """MMSE against α (or ᾱ, or α/ρ) for each curve; perfect-recovery thresholds as dotted lines."""
+    """MMSE against α (or ᾱ, or α/ρ) for each curve; perfect-recovery thresholds as dotted lines and,
+    against α/ρ, the ρ → 0 weak-recovery threshold of the last curve's channel (dash-dotted)."""
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.subplots()
+    colours: dict[tuple, Any] = {}  # one colour per (channel, ρ, T): a published-derivative curve shares it
     for i, pts in enumerate(curves):
         if not pts:
             continue
@@ -63,13 +81,18 @@ def mmse_figure(curves: Sequence[Sequence[SEPoint]], thresholds: Sequence[dict] 
         variant = thr.get("_label", "gradient")
         label = f"{p0.channel}, ρ = {p0.rho:g}, T = {p0.tokens}" + (" (published φ₂/Φ₂)" if variant == "published"
                                                                      else "")
+        key = (p0.channel, p0.rho, p0.tokens)
         line, = ax.plot(_x(pts, xaxis), [p.mmse for p in pts], "--" if variant == "published" else "-", lw=1.5,
-                        label=label)
+                        label=label, color=colours.get(key))
+        colours.setdefault(key, line.get_color())
         a_pr = thr.get("alpha_perfect_recovery")
         if a_pr is not None and math.isfinite(a_pr):
             xv = {"alpha": a_pr, "alpha_bar": thr.get("alpha_bar_perfect_recovery"),
                   "alpha_over_rho": a_pr / p0.rho}[xaxis]
             ax.axvline(xv, color=line.get_color(), ls=":", lw=1)
+        a_wr = thr.get("alpha_weak_recovery_small_rho")
+        if xaxis == "alpha_over_rho" and a_wr is not None and i == len(curves) - 1:
+            ax.axvline(a_wr / p0.rho, color="k", ls="-.", lw=0.8, label=f"ρ → 0 weak recovery ({p0.channel})")
     for extra in algorithm_points:
         ax.errorbar(extra["alpha"], extra["mmse"], yerr=extra.get("mmse_se"), fmt="o", ms=4, capsize=2,
                     label=extra["name"])

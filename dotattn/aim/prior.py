@@ -53,6 +53,7 @@ def _coefficients(z: np.ndarray, delta: float, rho: float):
     return a, b, c, -np.ones_like(z)
 
 
+@lru_cache(maxsize=4096)
 def _discriminant_poly(delta: float, rho: float) -> Polynomial:
     """Discriminant of the cubic in g as a polynomial in x (real x with disc < 0 lie in the support)."""
     sr = math.sqrt(rho)
@@ -92,7 +93,7 @@ def stieltjes(z, delta: float, rho: float) -> np.ndarray:
     if real_input:
         x = np.real(z).astype(float)
         r = _roots(x, delta, rho)
-        inside = _discriminant_poly(delta, rho)(x) < 0
+        inside = _discriminant_poly(float(delta), float(rho))(x) < 0
         # inside: the complex root with Im > 0
         g_in = r[..., np.argmax(r.imag, axis=-1)] if False else np.take_along_axis(
             r, np.argmax(r.imag, axis=-1)[..., None], axis=-1)[..., 0]
@@ -116,7 +117,7 @@ def density(x, delta: float, rho: float) -> np.ndarray:
     """μ_Δ(x) = Im g(x − i0⁺)/π (float array of x's shape; 0 outside the support)."""
     x = np.asarray(x, dtype=float)
     mu = stieltjes(x, delta, rho).imag / math.pi
-    return np.where(_discriminant_poly(delta, rho)(x) < 0, np.maximum(mu, 0.0), 0.0)
+    return np.where(_discriminant_poly(float(delta), float(rho))(x) < 0, np.maximum(mu, 0.0), 0.0)
 
 
 @lru_cache(maxsize=4096)
@@ -148,6 +149,22 @@ def support(delta: float, rho: float) -> list[tuple[float, float]]:
     return list(_support_cached(float(delta), float(rho)))
 
 
+@lru_cache(maxsize=4096)
+def _pieces(delta: float, rho: float) -> tuple[tuple[float, float], ...]:
+    """The bulks, each split at the interior local maxima of the discriminant (a neck of the density
+    where two bulks have just merged; the sine map then clusters nodes on both sides of it)."""
+    poly = _discriminant_poly(delta, rho)
+    d1, d2 = poly.deriv(), poly.deriv(2)
+    crit = d1.roots()
+    crit = np.sort(crit[np.abs(crit.imag) < 1e-9].real)
+    out = []
+    for lo, hi in _support_cached(delta, rho):
+        cuts = [c for c in crit if lo < c < hi and d2(c) < 0]
+        edges = [lo, *cuts, hi]
+        out.extend(zip(edges[:-1], edges[1:]))
+    return tuple((float(a), float(b)) for a, b in out)
+
+
 @lru_cache(maxsize=64)
 def _theta_rule(nodes: int, panels: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes θ ∈ (−π/2, π/2) and weights: ``panels`` Gauss–Legendre panels graded towards the ends."""
@@ -166,11 +183,11 @@ def _theta_rule(nodes: int, panels: int) -> tuple[np.ndarray, np.ndarray]:
 
 def integrate_bulks(f, delta: float, rho: float, nodes: int = DEFAULT_NODES,
                     panels: int = DEFAULT_PANELS) -> float | complex:
-    """∫ f(x, μ_Δ(x)) dx over the support, bulk by bulk with x = c + h sin θ (edge-absorbing);
-    complex if f is."""
+    """∫ f(x, μ_Δ(x)) dx over the support, bulk by bulk (each split at a neck, :func:`_pieces`) with
+    x = c + h sin θ (edge-absorbing); complex if f is."""
     theta, wt = _theta_rule(int(nodes), int(panels))
     total = 0.0 + 0.0j
-    for lo, hi in support(delta, rho):
+    for lo, hi in _pieces(float(delta), float(rho)):
         c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
         x = c + h * np.sin(theta)
         mu = stieltjes(x, delta, rho).imag / math.pi
