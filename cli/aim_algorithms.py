@@ -41,11 +41,11 @@ def study_options(func: Callable) -> Callable:
     """The problem, grid and output options shared by amp and gd."""
     opts = [
         click.option("--d", "d", type=str, default="100", show_default=True, help="Dimension d, an integer in [2, 2000]."),
-        click.option("--rho", type=str, default="0.5", show_default=True, help="Width ratio rho = r/d, in (0, 100]."),
+        click.option("--rho", type=str, default="0.5", show_default=True, help="Width ratio rho = r/d, in [1e-4, 1e4] (and rho d >= 1/2)."),
         click.option("--tokens", "T", type=str, default="2", show_default=True, help="Tokens T, an integer in [2, 64]."),
         click.option("--alpha", multiple=True, required=True,
-                     help="Sample ratios alpha = n/d^2: comma lists or start:stop:count ranges, each in (0, 1000]."),
-        click.option("--channel", type=str, default="softmax", show_default=True, help="Output: softmax or hardmax."),
+                     help="Sample ratios alpha = n/d^2: comma lists or start:stop:count ranges, each in (0, 1e4] (and within memory)."),
+        click.option("--channel", type=str, default="softmax", show_default=True, help="Output: softmax or hardmax (T = 2)."),
         click.option("--beta", type=str, default="1", show_default=True, help="Softmax inverse temperature, in (0, 1000]."),
         click.option("--seeds", type=str, default="8", show_default=True, help="Data sets (seeds 0..K-1), in [1, 10000]."),
         click.option("--out", type=click.Path(file_okay=False), required=True,

@@ -12,11 +12,11 @@ from dotattn.io import read_csv, verify_manifest
 
 @pytest.mark.parametrize("command", [amp_command, gd_command])
 @pytest.mark.parametrize("args, words", [
-    (["--rho", "0"], ["rho", "(0, 100]"]),
+    (["--rho", "0"], ["rho", "[0.0001, 10000]"]),
     (["--rho", "-1"], ["rho"]),
     (["--rho", "nan"], ["rho", "finite"]),
-    (["--tokens", "1"], ["tokens (T)", "[2, 64]"]),
-    (["--alpha", "0"], ["alpha", "(0, 1000]"]),
+    (["--tokens", "1"], ["tokens", "[2, 64]"]),
+    (["--alpha", "0"], ["alpha", "(0, 10000]"]),
     (["--alpha", "0.1,inf"], ["alpha", "finite"]),
     (["--alpha", "-0.5"], ["alpha"]),
     (["--channel", "relu"], ["channel", "softmax"]),
@@ -81,3 +81,13 @@ def test_gd_end_to_end(tmp_path):
                                                                          for row in runs) == 2
     s = json.loads((out / "summary.json").read_text())
     assert {a["estimator"] for a in s["alphas"]} == {"gd", "gd_averaged"}
+
+
+def test_gd_without_torch_names_the_extra(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now raises ModuleNotFoundError
+    out = tmp_path / "gd"
+    r = CliRunner().invoke(gd_command, ["--d", "12", "--alpha", "0.3", "--out", str(out)])
+    assert r.exit_code == 2 and "erm" in r.output and "PyTorch" in r.output, r.output
+    assert len(r.output.strip().splitlines()) == 1 and not out.exists()

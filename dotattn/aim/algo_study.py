@@ -21,9 +21,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dotattn.aim.model import check_channel, check_d, check_rho, check_tokens, data_bytes, teacher_rank
+from dotattn.aim.model import check_d, data_bytes, teacher_rank
 from dotattn.io import provenance, write_csv, write_json, write_manifest
-from dotattn.problem import ParameterError, check_alpha, check_int, check_number
+from dotattn.problem import ParameterError, check_int, check_number
 from dotattn.rows import read_float, read_int, read_text
 from dotattn.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
@@ -48,16 +48,16 @@ class StudySpec:
     seeds: int = 8
 
     def __post_init__(self) -> None:
+        from dotattn.aim.state_evolution import check_inputs
+
         object.__setattr__(self, "d", check_d(self.d))
-        object.__setattr__(self, "rho", check_rho(self.rho))
-        object.__setattr__(self, "T", check_tokens(self.T))
-        object.__setattr__(self, "channel", check_channel(self.channel, self.T))
-        object.__setattr__(self, "beta", check_number("beta", self.beta, 0.0, True, 1e3, "in (0, 1000]"))
-        object.__setattr__(self, "seeds", check_int("seeds", self.seeds, 1, 10_000))
         if not self.alphas:
             raise ParameterError("alpha grid is empty; give at least one value")
-        object.__setattr__(self, "alphas", tuple(check_number("alpha", a, 0.0, True, 1e3, "in (0, 1000]")
-                                                 for a in self.alphas))
+        channel, rho, T, alphas = check_inputs(self.channel, self.rho, self.T, list(self.alphas))
+        for name, value in (("channel", channel), ("rho", rho), ("T", T), ("alphas", tuple(alphas))):
+            object.__setattr__(self, name, value)
+        object.__setattr__(self, "beta", check_number("beta", self.beta, 0.0, True, 1e3, "in (0, 1000]"))
+        object.__setattr__(self, "seeds", check_int("seeds", self.seeds, 1, 10_000))
         teacher_rank(self.d, self.rho)
 
     @property

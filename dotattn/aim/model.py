@@ -24,7 +24,7 @@ from dotattn.problem import ParameterError, check_int, check_number
 
 __all__ = ["CHANNELS", "AIMData", "sample_teacher", "sample_tokens", "attention_index", "sensing_adjoint",
            "outputs", "softmax_rows", "hardmax_rows", "make_data", "teacher_rank", "data_bytes", "chunk_size",
-           "check_channel", "check_rho", "check_tokens", "check_d"]
+           "check_d"]
 
 D_MAX = 2000
 """Largest dimension d accepted by the generator (a d × d teacher, n = α d² samples of T × d tokens)."""
@@ -32,27 +32,6 @@ CHUNK_BYTES = 64 * 2**20
 """Working memory of one chunk of samples in :func:`attention_index` / :func:`sensing_adjoint`."""
 
 _STREAM_TEACHER, _STREAM_TOKENS = 1, 2
-
-
-def check_channel(channel: Any, T: int | None = None) -> str:
-    """``channel`` if it is one of the output channels :data:`dotattn.aim.channels.CHANNELS` (and, given
-    T, implemented there for T tokens: hardmax for T = 2 only); ParameterError otherwise."""
-    if channel not in CHANNELS:
-        raise ParameterError(f"channel must be one of {', '.join(CHANNELS)}, got {channel!r}")
-    if T is not None and channel == "hardmax" and T != 2:
-        raise ParameterError(f"tokens (T) must be 2 for the hardmax channel (its output function is implemented "
-                             f"for T = 2 only), got {T}")
-    return str(channel)
-
-
-def check_rho(rho: Any) -> float:
-    """ρ = r/d as a finite float in (0, 100]."""
-    return check_number("rho", rho, 0.0, True, 100.0, "in (0, 100]")
-
-
-def check_tokens(T: Any) -> int:
-    """The number of tokens T, an integer in [2, 64]."""
-    return check_int("tokens (T)", T, 2, 64)
 
 
 def check_d(d: Any) -> int:
@@ -133,7 +112,8 @@ def hardmax_rows(h: np.ndarray) -> np.ndarray:
 
 def outputs(h: np.ndarray, channel: str, beta: float = 1.0) -> np.ndarray:
     """y = g(h): ``softmax`` (row-wise softmax_β) or ``hardmax``; (n, T, T)."""
-    check_channel(channel)
+    if channel not in CHANNELS:
+        raise ParameterError(f"channel must be one of {', '.join(CHANNELS)}, got {channel!r}")
     return softmax_rows(h, beta) if channel == "softmax" else hardmax_rows(h)
 
 
@@ -186,10 +166,12 @@ class AIMData:
 
 def make_data(d: int, rho: float, T: int, alpha: float, channel: str = "softmax", beta: float = 1.0,
               seed: int = 0) -> AIMData:
-    """A seeded data set of n = round(α d²) samples (teacher and tokens from independent streams of ``seed``)."""
-    d, rho, T = check_d(d), check_rho(rho), check_tokens(T)
-    channel = check_channel(channel)
-    alpha = check_number("alpha", alpha, 0.0, True, 1e3, "in (0, 1000]")
+    """A seeded data set of n = round(α d²) samples (teacher and tokens from independent streams of ``seed``);
+    the channel, ρ, T and α are validated as for the state evolution (:func:`~dotattn.aim.state_evolution.check_inputs`)."""
+    from dotattn.aim.state_evolution import check_inputs
+
+    d = check_d(d)
+    channel, rho, T, (alpha,) = check_inputs(channel, rho, T, [alpha])
     beta = check_number("beta", beta, 0.0, True, 1e3, "in (0, 1000]")
     r = teacher_rank(d, rho)
     n = max(1, int(round(alpha * d * d)))
