@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import shlex
 import sys
@@ -128,13 +127,7 @@ def figure(folders, xaxis, point_folders, title, out):
     click.echo(f"wrote {out}")
 
 
-try:  # the algorithms (branch aim-algo: standalone click commands amp_command, gd_command) join this group
-    _algorithms = importlib.import_module("dotattn.cli.aim_algorithms")
-except ModuleNotFoundError as err:
-    if err.name != "dotattn.cli.aim_algorithms":
-        raise
-else:
-    for _name in ("amp", "gd"):
-        _command = getattr(_algorithms, f"{_name}_command", None)
-        if isinstance(_command, click.Command):
-            aim.add_command(_command, _name)
+from dotattn.cli.aim_algorithms import amp_command, gd_command  # noqa: E402 (after the group exists)
+
+aim.add_command(amp_command, "amp")
+aim.add_command(gd_command, "gd")

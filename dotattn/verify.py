@@ -31,11 +31,13 @@ __all__ = ["FOLDER_FILES", "folder_kind", "read_verified_csv", "read_verified_js
            "read_record"]
 
 FOLDER_FILES: dict[str, tuple[str, ...]] = {
+    "aim-algorithms": ("alphas.csv", "runs.csv", "summary.json"),
     "restarts": ("pairs.csv", "runs.csv", "summary.json"),
     "phase-diagram": ("phase_diagram.csv", "summary.json"),
     "erm": ("runs.csv", "summary.json"),
     "comparison": ("comparison.csv", "comparison.json"),
     "alpha-c": ("crossings.csv", "cells.csv", "delta.csv", "summary.json"),
+    "aim-state-evolution": ("points.csv", "summary.json"),
     "paths-theory": ("points.csv", "summary.json"),
     "paths-sample": ("sample.json", "U_draws.csv"),
 }
@@ -57,10 +59,23 @@ def folder_kind(folder: str | os.PathLike) -> str:
     """The kind of a dotattn output folder, from its files; IntegrityError when none fits."""
     folder = Path(folder)
     for kind, files in FOLDER_FILES.items():
-        if (folder / files[0]).is_file():
+        if (folder / files[0]).is_file() and (kind != "aim-state-evolution" or _header_has(folder / files[0], "mmse")):
             return kind
     raise IntegrityError(f"{folder}: not a dotattn output folder (none of "
                          f"{', '.join(f[0] for f in FOLDER_FILES.values())})")
+
+
+def _header_has(path: Path, column: str) -> bool:
+    """Whether the first non-comment line of a CSV names ``column`` (tells an AIM state-evolution
+    points.csv from an attention-paths one: the two kinds share the file name)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if not line.startswith("#"):
+                    return column in line.strip().split(",")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return False
 
 
 def read_verified_csv(path: Path) -> list[dict[str, str]]:
@@ -268,6 +283,10 @@ def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str
                 check_matrix(path, i, name, val, shape, finite=True)
             _finite(path, i, "train_loss", float(run.train_loss))
         _records(folder / "pairs.csv", PairRecord)
+    elif kind == "aim-state-evolution":
+        _check_aim_state_evolution(folder, man if manifest else None)
+    elif kind == "aim-algorithms":
+        _check_aim_algorithms(folder)
     elif kind == "paths-theory":
         _check_paths_theory(folder)
     elif kind == "paths-sample":
@@ -287,6 +306,61 @@ def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str
         if not read_verified_csv(folder / "comparison.csv"):
             raise IntegrityError(f"{folder / 'comparison.csv'}: no data rows")
     return kind
+
+
+def _check_aim_state_evolution(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """points.csv of ``dotattn aim state-evolution``: every row readable, one channel, ρ and T; α > 0;
+    status in the vocabulary; a converged point has 0 <= MMSE <= Q0 = 1 + ρ (the prior's error); the
+    α of the rows are those the manifest was made for."""
+    from dotattn.aim.state_evolution import SEPoint
+    from dotattn.status import CONVERGED, STATUSES
+    path = folder / "points.csv"
+    points = _records(path, SEPoint)
+    if not points:
+        raise IntegrityError(f"{path}: no data rows")
+    first = points[0]
+    for i, p in enumerate(points, start=1):
+        if (p.channel, p.rho, p.tokens) != (first.channel, first.rho, first.tokens):
+            raise IntegrityError(f"{path}: row {i}: channel/rho/tokens differ from row 1")
+        _finite(path, i, "alpha", p.alpha, 1e6)
+        if p.alpha <= 0 or p.status not in STATUSES:
+            raise IntegrityError(f"{path}: row {i}: alpha = {p.alpha!r} or status {p.status!r} is not valid")
+        if p.status == CONVERGED:
+            _finite(path, i, "mmse", p.mmse, 1.0 + p.rho + 1e-9)
+            if p.mmse < -1e-12:
+                raise IntegrityError(f"{path}: row {i}: mmse = {p.mmse!r} < 0")
+    made_for = (manifest or {}).get("made_for") or {}
+    alphas = made_for.get("alpha")
+    if isinstance(alphas, list) and sorted(p.alpha for p in points) != sorted(float(a) for a in alphas):
+        if len(alphas) != len(points) or not all(_on_grid(p.alpha, alphas) for p in points):
+            raise IntegrityError(f"{path}: its alpha values are not the {len(alphas)} the manifest was made for")
+    for name in ("channel", "rho", "tokens"):
+        if name in made_for and made_for[name] != getattr(first, name):
+            raise IntegrityError(f"{path}: {name} = {getattr(first, name)!r}, the manifest says {made_for[name]!r}")
+
+
+def _check_aim_algorithms(folder: Path) -> None:
+    """runs.csv and alphas.csv of ``dotattn aim amp|gd``: every row readable; errors finite (or NaN for a
+    diverged run); every (estimator, α) of runs.csv summarised in alphas.csv with its number of data sets
+    (seeds; GD has several initialisations per seed)."""
+    from dotattn.aim.algo_study import AlphaRow, RunRow
+    from dotattn.status import DIVERGED, STATUSES
+    runs = _records(folder / "runs.csv", RunRow)
+    alphas = _records(folder / "alphas.csv", AlphaRow)
+    if not runs or not alphas:
+        raise IntegrityError(f"{folder}: runs.csv or alphas.csv has no data rows")
+    seeds: dict[tuple[str, float], set[int]] = {}
+    for i, r in enumerate(runs, start=1):
+        if r.status not in STATUSES:
+            raise IntegrityError(f"{folder / 'runs.csv'}: row {i}: status {r.status!r} is not valid")
+        if r.status != DIVERGED:
+            _finite(folder / "runs.csv", i, "mse", r.mse, 1e6)
+        seeds.setdefault((r.estimator, r.alpha), set()).add(r.seed)
+    for i, a in enumerate(alphas, start=1):
+        have = len(seeds.get((a.estimator, a.alpha), ()))
+        if have != a.runs:
+            raise IntegrityError(f"{folder / 'alphas.csv'}: row {i}: {a.runs} data sets of {a.estimator} at alpha = "
+                                 f"{a.alpha:g}, runs.csv has {have}")
 
 
 def _paths_parameters(path: Path, csvs: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -48,7 +48,8 @@ def test_committed_results_folder_verifies(folder):
 def test_every_committed_output_folder_is_found():
     """The list above is not empty by accident: it holds every kind the committed results have."""
     kinds = {folder_kind(f) for f in _output_folders()}
-    assert {"erm", "restarts", "comparison", "phase-diagram", "paths-theory", "paths-sample"} <= kinds
+    assert {"erm", "restarts", "comparison", "phase-diagram", "paths-theory", "paths-sample", "aim-state-evolution",
+            "aim-algorithms"} <= kinds
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ import numpy as np
 from dotattn.aim.model import check_d, data_bytes, teacher_rank
 from dotattn.io import provenance, write_csv, write_json, write_manifest
 from dotattn.problem import ParameterError, check_int, check_number
-from dotattn.rows import read_float, read_int, read_text
+from dotattn.rows import read_bool, read_float, read_int, read_text
 from dotattn.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
 __all__ = ["StudySpec", "BOUND_Z", "alpha_summary", "check_memory", "write_study", "RunRow", "AlphaRow"]
@@ -139,6 +139,12 @@ class AlphaRow:
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "AlphaRow":
+        conv = {"estimator": read_text, "runs": read_int, "converged": read_int, "diverged": read_int,
+                "beats_bound": read_bool}
+        return cls(**{f.name: conv.get(f.name, read_float)(row[f.name]) for f in fields(cls)})
 
 
 ALPHA_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AlphaRow))

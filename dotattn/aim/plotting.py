@@ -15,14 +15,14 @@ __all__ = ["mmse_figure", "read_state_evolution", "read_algorithm_points"]
 
 
 def read_state_evolution(folder: str | Path) -> tuple[list[SEPoint], dict]:
-    """The points and thresholds of a folder written by ``dotattn aim state-evolution --out``."""
-    from dotattn.io import read_csv, read_json_if_valid
-    from dotattn.problem import ParameterError
+    """The points and thresholds of a folder written by ``dotattn aim state-evolution --out``, after
+    :func:`dotattn.verify.verify_folder` checked its manifest and rows (IntegrityError otherwise)."""
+    from dotattn.io import read_csv
+    from dotattn.verify import read_verified_json, verify_folder
 
     folder = Path(folder)
-    summary = read_json_if_valid(folder / "summary.json")
-    if summary is None or not (folder / "points.csv").exists():
-        raise ParameterError(f"{folder} is not a state-evolution folder (points.csv and summary.json expected)")
+    verify_folder(folder, kind="aim-state-evolution")
+    summary = read_verified_json(folder / "summary.json")
     points = [SEPoint.from_row(r) for r in read_csv(folder / "points.csv")]
     thr = dict(summary.get("thresholds", {}))
     thr["_label"] = summary.get("hardmax_derivative", "gradient")
@@ -35,12 +35,15 @@ def read_algorithm_points(folder: str | Path) -> dict[str, Any]:
     with alpha, mmse and optionally mmse_se."""
     from dotattn.io import read_csv
     from dotattn.problem import ParameterError
+    from dotattn.verify import verify_folder
 
     folder = Path(folder)
     if (folder / "alphas.csv").exists():
+        verify_folder(folder, kind="aim-algorithms")
         rows = read_csv(folder / "alphas.csv")
         mse, se = "mse_mean", "mse_se"
     elif (folder / "points.csv").exists():
+        verify_folder(folder, kind="aim-state-evolution")
         rows = read_csv(folder / "points.csv")
         mse, se = "mmse", "mmse_se"
     else:
