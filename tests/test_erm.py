@@ -276,7 +276,9 @@ def test_small_run_end_to_end():
     # the same seeds reproduce the same numbers
     again = run_erm(Problem(omega=0.3), d=64, alphas=[0.5, 2.0], inits="all", seeds=2, steps=300,
                     test_samples=1000, device="cpu")
-    assert [r.train_loss for r in again.runs] == [r.train_loss for r in res.runs]
+    # the same seeds, process and thread count: equal up to round-off in the order of torch's reductions
+    # (rel 1e-9: 300 GD steps amplify a 1e-16 difference by far less than 1e7)
+    assert [r.train_loss for r in again.runs] == pytest.approx([r.train_loss for r in res.runs], rel=1e-9)
 
 
 def test_general_L_rank_and_other_optimisers_run():
