@@ -46,6 +46,12 @@ __all__ = ["write_phase_diagram", "read_phase_diagram", "read_boundaries", "writ
            "compare_and_write", "write_alpha_c_study"]
 
 
+def _inside(folder: Path, paths: Any) -> list[str]:
+    """``paths`` (each ``folder / name``, so relative to the working directory when ``folder`` is) as
+    paths relative to ``folder``, which is how :func:`dotattn.io.write_manifest` reads relative paths."""
+    return [os.path.relpath(p, folder) for p in paths]
+
+
 # ----------------------------------------------------------------------------------------------
 # phase diagram
 # ----------------------------------------------------------------------------------------------
@@ -85,7 +91,7 @@ def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
     for name, fig in figs.items():
         paths[name] = str(out / f"{name}.png")
         save_figure(fig, paths[name], meta)
-    write_manifest(out, paths.values(), params, provenance_record=prov)
+    write_manifest(out, _inside(out, paths.values()), params, provenance_record=prov)
     return paths
 
 
@@ -253,7 +259,7 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
         paths["finite_size"] = str(out / "finite_size.png")
         save_figure(fig, paths["finite_size"], {"git_commit": prov["git_commit"]})
         paths["finite_size_json"] = str(out / "finite_size.json")
-    write_manifest(out, paths.values(), prov["parameters"], provenance_record=prov)
+    write_manifest(out, _inside(out, paths.values()), prov["parameters"], provenance_record=prov)
     return paths, table
 
 
@@ -309,5 +315,5 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
     for name, fig in figs.items():
         paths[name] = str(out / f"{name}.png")
         save_figure(fig, paths[name], meta)
-    write_manifest(out, paths.values(), params, provenance_record=prov, command=command or None)
+    write_manifest(out, _inside(out, paths.values()), params, provenance_record=prov, command=command or None)
     return paths
