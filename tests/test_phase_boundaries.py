@@ -206,7 +206,9 @@ def test_rank_2_phase_diagram_through_the_cli(tmp_path):
     for b in bounds:
         assert b.below != b.above and {b.below, b.above} <= {"positional", "semantic", "mixed", "none"}
         assert 1.0 <= b.alpha <= 2.0 and b.omega == 0.3
-    for a in (1.0, 2.0):  # the phase at each grid α is the selected record there
+    for a in (1.0, 2.0):  # the phase at each grid α: one selected record, the lowest e_t of the converged
+        here = [p for p in rows if p.alpha == a and p.status == "converged"]
         sel = [p for p in rows if p.alpha == a and p.selected]
-        assert len(sel) <= 1
-    assert "boundary" in r.stdout or not bounds
+        assert here and len(sel) == 1 and sel[0].train_loss == min(p.train_loss for p in here), here
+    for b in bounds:  # every boundary is printed
+        assert f"boundary {b.below} -> {b.above} at alpha = {b.alpha:.4f}" in r.stdout, r.stdout

@@ -200,6 +200,25 @@ def test_regression_against_stored_fixed_points(catalogues, ref):
         assert abs(value - ref[key]) <= 1e-6 * max(abs(ref[key]), 1e-3), (key, value, ref[key])
 
 
+@pytest.fixture(scope="module")
+def stein_catalogues():
+    from dotattn.catalogue import solve
+    return {a: solve(Problem(omega=0.3), a, n_random=0, options=SolverOptions(hat_form="stein")) for a in (2.0, 1.25)}
+
+
+@pytest.mark.parametrize("ref", [r for r in _stored() if r["branch"] == "semantic"], ids=lambda r: f"stein-{r['alpha']}")
+def test_stored_fixed_points_by_the_stein_hat_form(catalogues, stein_catalogues, ref):
+    """An independent check of the stored semantic fixed points: the hats from Stein's lemma instead of
+    the gradient form. Both are exact for a Gaussian average and differ only by the rule's error, so e_t
+    and ε_g agree within the fixed point's quadrature-error estimate (|order 12 − order 6|). (On the
+    positional branch, θ = 0, the two forms coincide to round-off: no independent check there.)"""
+    e = stein_catalogues[ref["alpha"]].branch("semantic")
+    qerr = catalogues[ref["alpha"]].branch("semantic").result.quadrature_error
+    assert e is not None and e.converged and qerr["train_loss"] > 0 and qerr["test_error"] > 0
+    for key in ("train_loss", "test_error"):
+        assert abs(getattr(e, key) - ref[key]) <= qerr[key], (key, getattr(e, key), ref[key], qerr[key])
+
+
 def test_a_sign_flipping_cycle_is_not_a_fixed_point():
     """An update that maps μ to −μ is a 2-cycle of the iteration; it must not count as converged."""
     from dotattn.state_evolution import _residual
