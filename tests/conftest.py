@@ -64,6 +64,17 @@ def assert_rows_close(got, want, rel: float = 1e-6, abs_: float = 1e-9, skip=ROU
         assert got == want, (where, got, want)
 
 
+@pytest.fixture
+def refused_port():
+    """A local TCP port that certainly has no listener: bound here (port 0: the OS picks a free one) but
+    never listening, for as long as the test runs, so a connection to it is refused."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield sock.getsockname()[1]
+
+
 @pytest.fixture(scope="session")
 def toy():
     from dotattn.problem import Problem

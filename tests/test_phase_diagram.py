@@ -163,24 +163,19 @@ def _grid(start: float, stop: float, n: int) -> list[float]:
     return [round(start + (stop - start) * k / (n - 1), 10) for k in range(n)]
 
 
-def test_alpha_c_does_not_depend_on_the_alpha_grid():
+@pytest.mark.parametrize("omega, grids", [
+    pytest.param(0.1, ((0.7, 0.8, 2), (0.75, 1.0, 2)), id="reduced"),
+    *[pytest.param(w, ((0.1, 2.5, 25), (0.5, 1.5, 6), (0.25, 1.75, 7)), id=f"full-{w}", marks=pytest.mark.slow)
+      for w in (0.1, 0.2)]])
+def test_alpha_c_does_not_depend_on_the_alpha_grid(omega, grids):
     """At ω = 0.1 the positional branch has two nearby fixed points on the default rule (reached
     from below and from above α_c); Brent's α_c used to follow whichever grid neighbour was
-    nearer, so the brackets [0.7, 0.8] and [0.75, 1.0] gave 0.7552 and 0.7546. Each α_c is within
-    critical_tol of the root, so two of them agree to 2 critical_tol."""
+    nearer, so the brackets [0.7, 0.8] and [0.75, 1.0] gave 0.7552 and 0.7546 (0.9496 / 0.9500 at
+    ω = 0.2 for the full grids). Each α_c is within critical_tol of the root, so any two agree to
+    2 critical_tol. Reduced: the two brackets at ω = 0.1; full (slow): the default grid against grids of
+    other steps at ω = 0.1 and 0.2."""
     tol = SweepSettings(QuadratureSpec()).critical_tol
-    a, b = _alpha_c(0.1, [0.7, 0.8]), _alpha_c(0.1, [0.75, 1.0])
-    assert a is not None and b is not None
-    assert abs(a - b) <= 2 * tol
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("omega", [0.1, 0.2])
-def test_alpha_c_does_not_depend_on_the_alpha_grid_full(omega):
-    """The default grid against grids of other steps (before: 0.7552 / 0.7546 at ω = 0.1,
-    0.9496 / 0.9500 at ω = 0.2)."""
-    tol = SweepSettings(QuadratureSpec()).critical_tol
-    values = [_alpha_c(omega, _grid(*g)) for g in ((0.1, 2.5, 25), (0.5, 1.5, 6), (0.25, 1.75, 7))]
+    values = [_alpha_c(omega, _grid(*g)) for g in grids]
     assert None not in values
     assert max(values) - min(values) <= 2 * tol
 

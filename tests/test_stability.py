@@ -10,8 +10,8 @@ from dotattn.overlaps import Overlaps, overlaps_from_scalars
 from dotattn.problem import Problem
 from dotattn.records import BranchPoint
 from dotattn.prox import prox
-from dotattn.quadrature import GaussianRule, gauss_hermite, sobol_qmc
-from dotattn.stability import (Stability, mirror_jump_weight, prox_jacobian, replicon, replicon_operator, rs_stability,
+from dotattn.quadrature import gauss_hermite, sobol_qmc
+from dotattn.stability import (Stability, mirror_jump_weight, prox_jacobian, replicon_operator, rs_stability,
                                spectral_radius)
 
 
