@@ -172,14 +172,23 @@ def test_toy_default_alpha_c_alpha_lin_unchanged(omegas):
 def test_toy_default_alpha_c_alpha_lin_by_the_stein_hat_form(omegas):
     """An independent check of every stored α_c and α_lin: the same column with the hats from Stein's
     lemma (hat_form stein: no derivative of the prox) instead of the gradient form. Both are exact for a
-    Gaussian average and differ only by the rule's quadrature error, so they agree to the stored
-    quadrature error of each root (|fine − coarse| / slope) — the reference's own stated uncertainty.
-    Reduced: ω = 0.3 (measured: α_c moves 3.5e-6, α_lin 6.5e-3 against errors 1.1e-2, 1.2e-2); full: every ω."""
+    Gaussian average and differ only by the rule's error, which each root estimates (|fine − coarse| of
+    e_t or ε_g over the slope); two values each within its own error of the exact root differ by at most
+    the sum of the two errors. Measured (DOTATTN_SLOW=1): α_c agrees to ≤ 5.2e-4 at every ω (errors ≥ 1.1e-2);
+    α_lin differs by 9.1e-3 at ω = 0.1 and 5.8e-3 at ω = 0.15, more than the stored (gradient-form) error
+    alone (4.0e-3, 3.6e-3) but within the sum with the Stein form's (1.1e-2, 1.0e-2): the |fine − coarse|
+    estimate of one form alone can understate α_lin's quadrature error there.
+    Reduced: ω = 0.3 (α_c moves 3.5e-6, α_lin 6.5e-3 against errors 1.1e-2, 1.2e-2); full: every ω."""
     pd, _ = _default_toy(omegas, hat_form="stein")
     for col in pd.summaries:
         ref = REF_COLUMNS[f"{col.omega:g}"]
-        for got, want, err in ((col.alpha_c, ref[0], ref[2]), (col.alpha_lin, ref[1], ref[3])):
-            assert _close(got, want, err or 0.0), (col.omega, got, want, err)
+        for got, err, want, ref_err in ((col.alpha_c, col.alpha_c_error, ref[0], ref[2]),
+                                        (col.alpha_lin, col.alpha_lin_error, ref[1], ref[3])):
+            if want is None:
+                assert got is None, (col.omega, got)
+                continue
+            assert got is not None and err is not None and ref_err is not None, (col.omega, got, err, ref_err)
+            assert abs(got - want) <= err + ref_err, (col.omega, got, want, err, ref_err)
 
 
 def test_rank_2_phase_diagram_through_the_cli(tmp_path):
