@@ -56,10 +56,10 @@ def test_phase_diagram_refuses(args, words, tmp_path):
     assert not out.exists()
 
 
-def test_phase_diagram_unreachable_dask_scheduler(tmp_path):
+def test_phase_diagram_unreachable_dask_scheduler(tmp_path, refused_port):
     out = tmp_path / "out"
-    r = run(*PD, "--dask", "tcp://127.0.0.1:9", "--out", str(out), timeout=60)
-    _one_line_exit_2(r, "dask", "127.0.0.1:9", "5 s")
+    r = run(*PD, "--dask", f"tcp://127.0.0.1:{refused_port}", "--out", str(out), timeout=60)
+    _one_line_exit_2(r, "dask", f"127.0.0.1:{refused_port}", "5 s")
     assert not out.exists()
 
 
@@ -278,12 +278,12 @@ def test_python_api_rejects_bad_counts():
             check_grids(omegas, alphas)
 
 
-def test_connect_dask_times_out_with_one_line():
+def test_connect_dask_times_out_with_one_line(refused_port):
     pytest.importorskip("distributed")
     from dotattn.runner import connect_dask
     from dotattn.problem import ParameterError
-    with pytest.raises(ParameterError, match="no scheduler answered at tcp://127.0.0.1:9 within 0.5 s"):
-        connect_dask("tcp://127.0.0.1:9", timeout=0.5)
+    with pytest.raises(ParameterError, match=f"no scheduler answered at tcp://127.0.0.1:{refused_port} within 0.5 s"):
+        connect_dask(f"tcp://127.0.0.1:{refused_port}", timeout=0.5)
 
 
 def test_erm_memory_estimate_refuses_runs_that_do_not_fit():

@@ -9,9 +9,23 @@ from clitools import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Python run in a subprocess with `import torch` failing as on a machine without PyTorch
-# (a None entry in sys.modules makes the import raise ModuleNotFoundError(name="torch")).
-NO_TORCH = "import sys\nsys.modules['torch'] = None\n"
+# Python run in a subprocess with `import torch` failing as on a machine without PyTorch: a finder first on
+# sys.meta_path raises ModuleNotFoundError(name="torch") for torch and its submodules, as the import system
+# does when no finder has them. (A None entry in sys.modules would also make the import fail, but code that
+# only looks at sys.modules, as scipy's array-API layer does, then sees a "torch" that is not a module.)
+NO_TORCH = """
+import sys
+
+
+class _NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NoTorch())
+"""
 
 
 python = run_python
@@ -66,6 +80,51 @@ def test_missing_torch_names_the_extra(tmp_path):
 def test_theory_commands_work_without_torch(command, tmp_path):
     r = python(NO_TORCH + f"from dotattn.cli.main import main\nmain([{command!r}, '--help'])\n", tmp_path)
     assert r.returncode == 0 and "Usage: dotattn" in r.stdout, r.stderr
+
+
+def test_the_no_torch_hook_works(tmp_path):
+    """The hook itself: `import torch` fails as on a machine without it, and scipy.stats still imports."""
+    r = python(NO_TORCH + "try:\n    import torch\nexcept ModuleNotFoundError as e:\n    print('missing', e.name)\n"
+                          "import scipy.stats\nprint('torch' in sys.modules)\n", tmp_path)
+    assert r.returncode == 0 and r.stdout.split() == ["missing", "torch", "False"], r.stderr
+
+
+def _no_torch_main(args: list[str], cwd):
+    code = NO_TORCH + (f"from dotattn.cli.main import main\nmain({args!r})\n")
+    return python(code, cwd)
+
+
+def test_theory_commands_compute_without_torch(tmp_path):
+    """solve, a tiny phase-diagram (1 ω, 3 α, Gauss-Hermite 4 without a coarse pass) and compare (on an
+    ERM folder made beforehand, with torch, by train-erm) run to completion with `import torch` failing,
+    and write what they write with torch. phase-diagram and compare write to a relative --out (the
+    subprocess runs in tmp_path), which once failed in the manifest (the folder joined twice)."""
+    r = _no_torch_main(["solve", "--alpha", "2", "--omega", "0.3", "--quad-order", "6", "--coarse-order", "0",
+                        "--random-starts", "0", "--json"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    fps = json.loads(r.stdout)["fixed_points"]
+    assert {f["branch"] for f in fps if f["status"] == "converged"} >= {"positional", "semantic"}
+    pd = tmp_path / "pd"
+    r = _no_torch_main(["phase-diagram", "--omega", "0.3", "--alpha", "1,1.5,2", "--quad-order", "4",
+                        "--coarse-order", "0", "--workers", "1", "--quiet", "--out", "pd"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (pd / "phase_diagram.csv").stat().st_size > 0 and (pd / "summary.json").stat().st_size > 0
+    assert len(json.loads((pd / "summary.json").read_text())["omegas"]) == 1
+    from dotattn.io import verify_manifest
+    verify_manifest(pd, ["phase_diagram.csv", "boundaries.csv", "summary.json"])  # listed, present, hashes match
+    pytest.importorskip("torch")  # only to make the ERM folder that compare reads
+    from clitools import run
+    erm = tmp_path / "erm"
+    r = run("train-erm", "--d", "24", "--alpha", "2", "--omega", "0.3", "--seeds", "1", "--steps", "30",
+            "--test-samples", "100", "--threads", "1", "--quiet", "--out", str(erm))
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "cmp"
+    r = _no_torch_main(["compare", "--erm", str(erm), "--quad-order", "4", "--coarse-order", "0",
+                        "--out", "cmp"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    table = json.loads((out / "comparison.json").read_text())["table"]
+    assert {row["alpha"] for row in table} == {2.0} and all(row["theory_test_error"] > 0 for row in table)
+    verify_manifest(out, ["comparison.json", "comparison.csv"])
 
 
 def test_theory_never_imports_torch(tmp_path):

@@ -8,48 +8,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from clitools import ENV, dotattn_command
+from clitools import alive as _alive
+from clitools import children as _children
+from clitools import wait_for as _wait_for
 
 pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="the checks read /proc (Linux)")
-
-
-def _children(pid: int) -> set[int]:
-    """Live (non-zombie) child processes of ``pid``, from /proc."""
-    out = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if int(ppid) == pid and state != "Z":
-            out.add(int(entry.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
 def test_sigkill_of_the_main_process_leaves_no_worker(tmp_path):

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from conftest import assert_rows_close
 from dotattn.catalogue import QuadratureSpec
 from dotattn.branch import Branch
 from dotattn.phase_diagram import ColumnSummary, SweepSettings, omega_column, run_phase_diagram
@@ -55,15 +56,61 @@ def test_alpha_lin_is_where_the_selected_test_error_meets_the_baseline(column):
     assert abs(b.points[a_lin].test_error - s["linear_baseline_test_error"]) < 2e-6
 
 
-def test_spinodal_is_bracketed():
-    """At ω = 0 the target has no positional part; a positional branch that ends inside the grid
-    must have its end bracketed to 1e-3."""
-    p = Problem(omega=0.0)
-    col = omega_column(p.to_dict(), 0.0, [0.5, 1.0, 1.5, 2.0], SETTINGS.to_dict())
-    for name, ends in col["summary"]["spinodals"].items():
-        for side, value in ends.items():
-            if value is not None:
-                assert 0.5 <= value <= 2.0
+SPINODAL_CASE = dict(sigma=0.2, omega=0.3)
+SPINODAL_GRID = [0.3, 1.0, 2.0, 4.0]
+
+
+@pytest.fixture(scope="module")
+def spinodal_column():
+    """σ = 0.2, ω = 0.3: the positional branch exists at α = 2, 4 but not at α = 1, where μ = 0 (found by a
+    scan of small cases; the toy's own columns have no spinodal in range): the column and the branch."""
+    from dotattn.branch import follow_branches
+
+    p = Problem(**SPINODAL_CASE)
+    col = omega_column(p.to_dict(), 0.3, SPINODAL_GRID, SETTINGS.to_dict())
+    b = follow_branches(p, SPINODAL_GRID, SETTINGS.quadrature, SETTINGS.options, names=("positional",))
+    return col["summary"], b["positional"]
+
+
+def test_spinodal_is_bracketed(spinodal_column):
+    """The column reports the lower end of the positional branch, bracketed by bisection to
+    spinodal_tol = 1e-3: the last α of the bracket is on the branch, the first α off it (solved there
+    afresh from the kept fixed point)."""
+    summary, b = spinodal_column
+    spin = summary["spinodals"]["positional"]["lower"]
+    assert spin is not None and 1.0 < spin < 2.0, summary["spinodals"]
+    assert summary["spinodals"]["positional"]["upper"] is None  # the branch reaches the top of the grid
+    assert min(b.points) == 2.0  # the followed segment starts at the grid point above the end
+    assert b.spinodals(SPINODAL_GRID, SETTINGS.spinodal_tol)["lower"] == pytest.approx(spin, abs=1e-12)
+    good, bad, fp = b.ends["lower"]
+    assert bad < good and good - bad <= SETTINGS.spinodal_tol and 0.5 * (good + bad) == pytest.approx(spin)
+    assert fp.alpha == good and b.on_branch(fp) and not b.on_branch(b.solve_from(bad, fp))
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known bug (found by this test): at this continuous end (μ → 0 like a pitchfork) the iteration slows "
+    "down and stops on its step criterion (1e-8) with |μ| ~ 1e-6 > the label threshold, so points up to "
+    "~0.02 below the true end are called positional; the bisection brackets that label flip (1.613) "
+    "rather than the end (1.635, where tighter solves lose μ). Strict: fixing it makes this test pass"))
+def test_spinodal_agrees_with_the_extrapolated_order_parameter(spinodal_column):
+    """A second method for the same end: near a continuous end μ² is linear in α, so the quadratic
+    through μ² at α = 1.65, 1.70, 1.75 (followed down from α = 2) has its root at the end. Its own error
+    is estimated by the shift to the linear fit through the two nearest points; the bisection's midpoint
+    must agree to spinodal_tol plus twice that."""
+    import numpy as np
+
+    summary, b = spinodal_column
+    spin = summary["spinodals"]["positional"]["lower"]
+    xs, m2, start = [1.75, 1.70, 1.65], [], b.points[2.0]
+    for a in xs:
+        start = b.solve_from(a, start)
+        assert b.on_branch(start)
+        m2.append(float(np.sum(start.overlaps.mu[0] ** 2)))
+    roots = [r.real for r in np.roots(np.polyfit(xs, m2, 2)) if abs(r.imag) < 1e-12 and 1.0 < r.real < 1.65]
+    assert len(roots) == 1
+    slope = (m2[1] - m2[2]) / (xs[1] - xs[2])
+    linear = xs[2] - m2[2] / slope
+    assert abs(spin - roots[0]) <= SETTINGS.spinodal_tol + 2 * abs(roots[0] - linear), (spin, roots[0], linear)
 
 
 def test_executors_and_cache_give_identical_results(tmp_path):
@@ -71,11 +118,14 @@ def test_executors_and_cache_give_identical_results(tmp_path):
     args = dict(settings=SETTINGS)
     serial = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=1, cache_dir=tmp_path / "c1", **args)
     pool = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=2, **args)
-    assert serial.rows == pool.rows and [s.alpha_c for s in serial.summaries] == [s.alpha_c for s in pool.summaries]
+    # serial vs pool: another process and BLAS thread count, so equal to the iteration's tolerance
+    # (conftest.assert_rows_close), not bit for bit
+    assert_rows_close([r.to_row() for r in pool.rows], [r.to_row() for r in serial.rows])
+    assert_rows_close([s.alpha_c for s in pool.summaries], [s.alpha_c for s in serial.summaries])
     calls = []
     again = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=1, cache_dir=tmp_path / "c1",
                               progress=calls.append, **args)
-    assert again.from_cache == 2 and again.rows == serial.rows
+    assert again.from_cache == 2 and again.rows == serial.rows  # read back from the cache: the same numbers exactly
     assert [(c.tasks_done, c.tasks_cached, c.units_done) for c in calls] == [(2, 2, 0)]
 
 
@@ -86,7 +136,8 @@ def test_dask_local_cluster_matches_pool():
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         viadask = run_phase_diagram(p, [0.3], [1.2, 1.4], settings=SETTINGS, dask_address=client)
     local = run_phase_diagram(p, [0.3], [1.2, 1.4], settings=SETTINGS, workers=1)
-    assert viadask.rows == local.rows and viadask.summaries[0].alpha_c == local.summaries[0].alpha_c
+    assert_rows_close([r.to_row() for r in viadask.rows], [r.to_row() for r in local.rows])  # another executor
+    assert_rows_close(viadask.summaries[0].alpha_c, local.summaries[0].alpha_c)
 
 
 def test_bad_grids():
@@ -112,24 +163,19 @@ def _grid(start: float, stop: float, n: int) -> list[float]:
     return [round(start + (stop - start) * k / (n - 1), 10) for k in range(n)]
 
 
-def test_alpha_c_does_not_depend_on_the_alpha_grid():
+@pytest.mark.parametrize("omega, grids", [
+    pytest.param(0.1, ((0.7, 0.8, 2), (0.75, 1.0, 2)), id="reduced"),
+    *[pytest.param(w, ((0.1, 2.5, 25), (0.5, 1.5, 6), (0.25, 1.75, 7)), id=f"full-{w}", marks=pytest.mark.slow)
+      for w in (0.1, 0.2)]])
+def test_alpha_c_does_not_depend_on_the_alpha_grid(omega, grids):
     """At ω = 0.1 the positional branch has two nearby fixed points on the default rule (reached
     from below and from above α_c); Brent's α_c used to follow whichever grid neighbour was
-    nearer, so the brackets [0.7, 0.8] and [0.75, 1.0] gave 0.7552 and 0.7546. Each α_c is within
-    critical_tol of the root, so two of them agree to 2 critical_tol."""
+    nearer, so the brackets [0.7, 0.8] and [0.75, 1.0] gave 0.7552 and 0.7546 (0.9496 / 0.9500 at
+    ω = 0.2 for the full grids). Each α_c is within critical_tol of the root, so any two agree to
+    2 critical_tol. Reduced: the two brackets at ω = 0.1; full (slow): the default grid against grids of
+    other steps at ω = 0.1 and 0.2."""
     tol = SweepSettings(QuadratureSpec()).critical_tol
-    a, b = _alpha_c(0.1, [0.7, 0.8]), _alpha_c(0.1, [0.75, 1.0])
-    assert a is not None and b is not None
-    assert abs(a - b) <= 2 * tol
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("omega", [0.1, 0.2])
-def test_alpha_c_does_not_depend_on_the_alpha_grid_full(omega):
-    """The default grid against grids of other steps (before: 0.7552 / 0.7546 at ω = 0.1,
-    0.9496 / 0.9500 at ω = 0.2)."""
-    tol = SweepSettings(QuadratureSpec()).critical_tol
-    values = [_alpha_c(omega, _grid(*g)) for g in ((0.1, 2.5, 25), (0.5, 1.5, 6), (0.25, 1.75, 7))]
+    values = [_alpha_c(omega, _grid(*g)) for g in grids]
     assert None not in values
     assert max(values) - min(values) <= 2 * tol
 
@@ -195,7 +241,7 @@ def test_fewer_columns_than_workers_split_by_branch():
     whole = run_phase_diagram(p, [0.3], [1.0, 1.5, 2.0], settings=SETTINGS, workers=1)
     calls = []
     split = run_phase_diagram(p, [0.3], [1.0, 1.5, 2.0], settings=SETTINGS, workers=2, progress=calls.append)
-    assert split.rows == whole.rows
-    strip = (lambda s: {**s.to_row(), "seconds": None})  # noqa: E731
-    assert [strip(s) for s in split.summaries] == [strip(s) for s in whole.summaries]
+    # branches in pool workers vs the whole column here: to the iteration's tolerance (conftest.assert_rows_close)
+    assert_rows_close([r.to_row() for r in split.rows], [r.to_row() for r in whole.rows])
+    assert_rows_close([s.to_row() for s in split.summaries], [s.to_row() for s in whole.summaries])
     assert calls[-1].tasks_done == 1 and calls[-1].units_done == calls[-1].units_total > 6

@@ -135,7 +135,12 @@ def test_restarts_same_data_semantic_sector(tiny_restarts):
     for p in res.pairs:
         a, b = (next(r for r in res.runs if r.seed == p.seed and r.restart == k) for k in (p.a, p.b))
         assert a.branch == b.branch == p.branch and p.distance >= -1e-12 and -1e-12 <= p.overlap <= 1 + 1e-12
-        assert p.train_loss_diff == pytest.approx(abs(a.train_loss - b.train_loss))
+        # D and the overlap (from the weights, pair_distance) against the runs' own overlaps q = σ²QᵀQ/d:
+        # ‖Q‖² ∝ tr q, so D = (tr q_a + tr q_b) / √(tr q_a tr q_b) − 2 overlap; absolute 1e-9 for the
+        # cancellation of O(1) terms computed separately in float64
+        ta, tb = float(np.trace(a.q)), float(np.trace(b.q))
+        assert p.distance == pytest.approx((ta + tb) / math.sqrt(ta * tb) - 2 * p.overlap, abs=1e-9)
+        assert p.train_loss_diff >= 0
 
 
 def test_restarts_same_start_same_minimum():

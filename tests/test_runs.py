@@ -10,7 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from clitools import alive as _alive
+from clitools import children as _children
 from clitools import run, start_until
+from clitools import wait_for as _wait_for
 from dotattn.io import atomic_write_text, remove_stale_tmp
 from dotattn.runner import (Interrupted, ProgressReporter, ProgressState, RunLock, RunLockedError, run_tasks,
                             stop_on_signals)
@@ -21,29 +24,6 @@ SMALL = ["--omega", "0.1,0.3,0.45", "--alpha", "0.8:1.4:4", "--quad-order", "6",
 SIGNALLED = ["--omega", "0.05,0.1,0.2,0.3,0.45,0.6", *SMALL[2:]]
 """Six columns on two workers: when the first column is cached, at least three are still to run, so the
 signal always lands on a running sweep (with three columns the last two could finish first under load)."""
-
-
-def _children(pid: int) -> list[int]:
-    """Pids whose parent is ``pid`` (Linux /proc)."""
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                out.append(int(d.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (ProcessLookupError, FileNotFoundError):
-        return False
-    return state != "Z"
 
 
 def _dead_pid() -> int:
@@ -68,8 +48,7 @@ def test_signal_stops_cleanly_and_the_run_resumes(tmp_path, sig, status):
     assert len(lines) == 1 and lines[0].startswith("phase-diagram: interrupted;"), err
     cached = sorted((out / "cache").glob("omega_*.json"))
     assert f"{len(cached)} of 6 columns cached in {out / 'cache'}" in lines[0] and len(cached) < 6
-    time.sleep(0.5)
-    assert not [w for w in workers if _alive(w)]  # no orphans
+    _wait_for(lambda: not [w for w in workers if _alive(w)], 15, f"workers {sorted(workers)} to exit")  # no orphans
     assert not list(out.rglob("*.tmp")) and not (out / RunLock.NAME).exists()
     # a write killed half-way leaves a temporary file; the next run removes it
     (out / "cache" / ".omega_0.300000.json.x1.tmp").write_text("{")
@@ -165,7 +144,10 @@ def test_stop_on_signals_raises_interrupted_once():
     with pytest.raises(Interrupted) as info:
         with stop_on_signals():
             os.kill(os.getpid(), signal.SIGTERM)
-            time.sleep(1)
+            deadline = time.monotonic() + 10  # the handler runs at the next bytecode boundary: poll for it
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+            pytest.fail("SIGTERM was not turned into Interrupted within 10 s")
     assert info.value.exit_status == 143
     assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
 

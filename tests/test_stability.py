@@ -10,8 +10,8 @@ from dotattn.overlaps import Overlaps, overlaps_from_scalars
 from dotattn.problem import Problem
 from dotattn.records import BranchPoint
 from dotattn.prox import prox
-from dotattn.quadrature import GaussianRule, gauss_hermite, sobol_qmc
-from dotattn.stability import (Stability, mirror_jump_weight, prox_jacobian, replicon, replicon_operator, rs_stability,
+from dotattn.quadrature import gauss_hermite, sobol_qmc
+from dotattn.stability import (Stability, mirror_jump_weight, prox_jacobian, replicon_operator, rs_stability,
                                spectral_radius)
 
 
@@ -158,12 +158,23 @@ def test_undecided_when_one_is_within_two_standard_errors(toy):
     ov = overlaps_from_scalars(toy, 0.05, 0.2, 11.0, 0.0)
     rule = sobol_qmc(4, 9, 4)
     s = rs_stability(ov, 1.0, toy, rule=rule)
-    per = [replicon(ov, 1.0, GaussianRule(nodes=rule.nodes[rule.groups == g], weights=rule.weights[rule.groups == g] * 4,
-                                          kind="gauss-hermite", order=0), toy)[0] for g in range(4)]
-    assert s.replicon_error == pytest.approx(np.std(per, ddof=1) / 2, rel=1e-9) and s.replicon_error > 0
+    assert s.replicon_error > 0
     u = rs_stability(ov, 1.0 / s.replicon, toy, rule=rule)  # the replicon is linear in α at fixed overlaps
     assert u.replicon == pytest.approx(1.0) and u.at_stable is None and "undecided" in u.reason
     assert u.label == "AT-undecided" and u.rs_stable is (False if u.jump_weight > 0 else None)
+
+
+def test_replicon_standard_error_matches_the_spread_over_independent_rules(toy):
+    """The reported standard error (from the 4 scramblings inside one rule) against an independent
+    measure of the same thing: the spread of the replicon over 8 independent rules (seeds 0..7, fixed
+    before looking). Bounds [1/3, 3] on their ratio: the sample standard deviation of 8 values is within
+    [0.38, 1.70] of the true one at 99 % (χ² with 7 degrees of freedom), and the mean of 8 standard
+    errors of 4 values each lies within ~±30 % of 0.92 σ (3 degrees of freedom each)."""
+    ov = overlaps_from_scalars(toy, 0.05, 0.2, 11.0, 0.0)
+    runs = [rs_stability(ov, 1.0, toy, rule=sobol_qmc(4, 9, 4, seed=k)) for k in range(8)]
+    spread = np.std([r.replicon for r in runs], ddof=1)
+    reported = np.mean([r.replicon_error for r in runs])
+    assert spread > 0 and 1 / 3 <= reported / spread <= 3, (reported, spread)
 
 
 def test_the_fixed_point_prox_is_reused_exactly(toy):
