@@ -107,7 +107,8 @@ def figure_test_error(rows: Sequence[BranchPoint], summary: "ColumnSummary", tit
         ax.annotate(rf"$\alpha_c = {summary.alpha_c:.3f}$", (summary.alpha_c, ax.get_ylim()[1]),
                     xytext=(4, -14), textcoords="offset points", fontsize=9)
     if summary.alpha_lin is not None:
-        ax.axvline(summary.alpha_lin, color="k", lw=0.8, ls=":")
+        ax.axvline(summary.alpha_lin, color="k", lw=0.8, ls=":",
+                   label=rf"$\alpha_{{\rm lin}} = {summary.alpha_lin:.3f}$: attention beats linear")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"test error $\varepsilon_g$")
     ax.set_title(title or rf"Test error at $\omega = {omega:g}$ (solid: global minimum; dashed: metastable)",
@@ -184,7 +185,8 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
     ax.set_xlabel(r"sample complexity $\alpha$")
     ax.set_ylabel(r"positional fraction of the target $\omega$")
-    ax.set_title("Phase diagram of dot-product attention (grey: one branch only)", fontsize=10)
+    ax.set_title("Phase diagram of dot-product attention" + (" (grey: one branch only)" if np.any(np.isfinite(only))
+                                                             else ""), fontsize=10)
     ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
     fig.tight_layout()
     return fig
@@ -224,6 +226,16 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
                 ax.errorbar([b.alpha for b in sub], [b.omega for b in sub],
                             xerr=[0.0 if not np.isfinite(b.error) else b.error for b in sub], fmt=marker,
                             color=colour, mfc=face if face == "white" else colour, ms=5, capsize=2, lw=0)
+    def cell(x: float) -> float:  # width of the grid cell holding x
+        j = int(np.clip(np.searchsorted(alphas, x), 1, len(alphas) - 1))
+        return alphas[j] - alphas[j - 1] if len(alphas) > 1 else np.inf
+    wide = [b for b in bounds if b.method == "brent" and np.isfinite(b.error) and b.error > 0.5 * cell(b.alpha)]
+    if wide:  # a root whose quadrature error spans most of its grid cell: drawn, but not resolved
+        ax.plot([b.alpha for b in wide], [b.omega for b in wide], "o", ms=11, mfc="none", mec="red", mew=1.4,
+                label="not resolved: quadrature error > half the grid cell")
+        for b in wide:
+            ax.annotate(f"{b.below} → {b.above} ±{b.error:.2f}", (b.alpha, b.omega), xytext=(10, 4),
+                        textcoords="offset points", fontsize=6, color="red")
     for method, (marker, face) in styles.items():
         if any(b.method == method for b in bounds):
             handles.append(ax.plot([], [], marker, color="k", mfc=face, ls="none",
@@ -373,7 +385,7 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
     ``points``: dicts with omega, inv_d, alpha_c, ci (``(K, 2)``), fit_x, fit_y (the fitted curve
     against 1/d), fit_model, alpha_inf, alpha_inf_ci and theory_alpha_c.
     """
-    fig = _figure(figsize=(5.6, 4.2))
+    fig = _figure(figsize=(8.0, 4.2))
     ax = fig.subplots()
     colours = colormaps["tab10"]
     for k, p in enumerate(points):
@@ -382,15 +394,18 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
         y = np.asarray(p["alpha_c"], dtype=float)
         ax.errorbar(p["inv_d"], y, yerr=[y - ci[:, 0], ci[:, 1] - y], fmt="o", color=col, capsize=3,
                     label=f"ω = {p['omega']:g}: ERM")
-        ax.plot(p["fit_x"], p["fit_y"], "-", color=col, lw=1, label=f"fit {p['fit_model']}")
+        ax.plot(p["fit_x"], p["fit_y"], "-", color=col, lw=1)
         lo, hi = p["alpha_inf_ci"]
         ax.errorbar([0.0], [p["alpha_inf"]], yerr=[[p["alpha_inf"] - lo], [hi - p["alpha_inf"]]], fmt="s",
                     color=col, mfc="none", capsize=3)
+    if points:  # one legend entry each for the fits and the extrapolations (same style at every ω)
+        ax.plot([], [], "-", color="0.3", lw=1, label=f"fit {points[0]['fit_model']} (per ω)")
+        ax.plot([], [], "s", color="0.3", mfc="none", label="d → ∞ extrapolation (interval)")
         if p.get("theory_alpha_c") is not None:
             ax.axhline(float(p["theory_alpha_c"]), color=col, ls="--", lw=1, label=f"theory α_c = {p['theory_alpha_c']:.3f}")
     ax.set_xlabel("1/d")
     ax.set_ylabel("α_c (crossing of the paired training losses)")
     ax.set_xlim(left=-0.0002)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # outside: hides no point
     fig.tight_layout()
     return fig

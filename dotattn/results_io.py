@@ -50,9 +50,9 @@ __all__ = ["write_phase_diagram", "read_phase_diagram", "read_boundaries", "writ
 # phase diagram
 # ----------------------------------------------------------------------------------------------
 def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
-                        figure_omega: float | None = None) -> dict[str, str]:
+                        figure_omega: float | None = None, command: str | None = None) -> dict[str, str]:
     """CSV of records, CSV of phase boundaries, summary.json with provenance, and figures (a), (b),
-    (c) and the phases figure; all written atomically."""
+    (c) and the phases figure; all written atomically (``command``: recorded in the manifest)."""
     from dotattn import plotting
 
     out = Path(out_dir)
@@ -85,7 +85,7 @@ def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
     for name, fig in figs.items():
         paths[name] = str(out / f"{name}.png")
         save_figure(fig, paths[name], meta)
-    write_manifest(out, paths.values(), params, provenance_record=prov)
+    write_manifest(out, paths.values(), params, provenance_record=prov, command=command)
     return paths
 
 
