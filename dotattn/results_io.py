@@ -40,9 +40,9 @@ from dotattn.io import (IntegrityError, ensure_writable_dir, provenance, read_cs
 from dotattn.phase_diagram import BOUNDARY_ROW_COLUMNS, ROW_COLUMNS, PhaseDiagram, SweepSettings, check_figure_omega
 from dotattn.problem import ParameterError, Problem
 from dotattn.records import BranchPoint, PhaseBoundary
-from dotattn.verify import read_record, verify_folder
+from dotattn.verify import read_record, read_verified_csv, read_verified_json, verify_folder
 
-__all__ = ["write_phase_diagram", "read_phase_diagram", "read_boundaries", "write_erm", "load_erm", "read_theory",
+__all__ = ["read_alpha_c_part", "write_phase_diagram", "read_phase_diagram", "read_boundaries", "write_erm", "load_erm", "read_theory",
            "compare_and_write", "write_alpha_c_study"]
 
 
@@ -311,3 +311,80 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
         save_figure(fig, paths[name], meta)
     write_manifest(out, paths.values(), params, provenance_record=prov, command=command or None)
     return paths
+
+
+def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
+    """The cells of a committed ``erm-alpha-c`` folder, from its rows, verified and never trusted.
+
+    The folder must pass :func:`dotattn.verify.verify_folder` (its manifest, so a folder made
+    before manifests must be sealed first with ``dotattn verify --seal``); then every cell is
+    rebuilt from ``delta.csv`` (a full seed x α grid per cell, Δe_t = e_t(sem) − e_t(pos) and the
+    ``valid`` flag as recomputed), and the per-seed crossings recomputed from it must be the rows of
+    ``crossings.csv`` (outcome, crossing α to 1e-12, sign changes, valid points) and the seed
+    counts those of ``cells.csv``. IntegrityError (one line) at the first mismatch.
+    """
+    from dotattn.alpha_c import AlphaCConfig, CellRuns, StudyPart, cell_crossings
+    from dotattn.status import STATUS_CONVERGED
+    folder = Path(folder)
+    verify_folder(folder, kind="alpha-c")
+    summary = read_verified_json(folder / "summary.json")
+    params = (summary.get("provenance") or {}).get("parameters") or {}
+    try:
+        problem = Problem.from_dict(params["problem"])
+        config = AlphaCConfig.from_dict(params["config"])
+    except (KeyError, TypeError, ParameterError) as err:
+        raise IntegrityError(f"{folder / 'summary.json'}: no readable problem and config ({err})") from None
+    alphas = list(config.alphas)
+    grid: dict[tuple[float, int], dict[int, dict[float, dict[str, str]]]] = {}
+    path = folder / "delta.csv"
+    for i, r in enumerate(read_verified_csv(path), start=1):
+        try:
+            key, seed, a = (float(r["omega"]), int(r["d"])), int(r["seed"]), float(r["alpha"])
+            es, ep, dl = float(r["et_semantic"]), float(r["et_positional"]), float(r["delta"])
+        except (KeyError, ValueError) as err:
+            raise IntegrityError(f"{path}: row {i} cannot be read ({err})") from None
+        if not any(abs(a - b) < 1e-9 for b in alphas):
+            raise IntegrityError(f"{path}: row {i} has alpha = {a:g}, not on the study's grid")
+        if np.isfinite(es) and np.isfinite(ep) and abs(dl - (es - ep)) > 1e-12 * max(abs(es), abs(ep), 1e-300):
+            raise IntegrityError(f"{path}: row {i}: delta is not et_semantic - et_positional")
+        if seed in grid.setdefault(key, {}) and a in grid[key][seed]:
+            raise IntegrityError(f"{path}: row {i} repeats omega = {key[0]:g}, d = {key[1]}, seed {seed}, alpha = {a:g}")
+        grid[key].setdefault(seed, {})[a] = r
+    seconds = summary.get("cell_compute_seconds") or {}
+    cells = []
+    for (w, d), by_seed in sorted(grid.items()):
+        seeds = sorted(by_seed)
+        for s in seeds:
+            if len(by_seed[s]) != len(alphas):
+                raise IntegrityError(f"{path}: cell omega = {w:g}, d = {d}, seed {s} has {len(by_seed[s])} of "
+                                     f"{len(alphas)} alpha values")
+        rows = [[by_seed[s][min(by_seed[s], key=lambda x: abs(x - a))] for a in alphas] for s in seeds]
+        col = (lambda name, conv: np.array([[conv(r[name]) for r in row] for row in rows]))  # noqa: E731
+        cell = CellRuns(omega=w, d=d, alphas=tuple(alphas), seeds=tuple(seeds),
+                        et_sem=col("et_semantic", float), et_pos=col("et_positional", float),
+                        status_sem=col("status_semantic", str).astype(object),
+                        status_pos=col("status_positional", str).astype(object),
+                        same=col("same_minimum", lambda x: x == "True"),
+                        seconds=float(seconds.get(f"{w:g}/{d}", 0.0)), device=f"read from {folder}")
+        if not np.array_equal(cell.valid(STATUS_CONVERGED), col("valid", lambda x: x == "True")):
+            raise IntegrityError(f"{path}: cell omega = {w:g}, d = {d}: the valid flags are not those of its statuses")
+        cells.append(cell)
+    committed = {(float(r["omega"]), int(r["d"]), int(r["seed"])): r
+                 for r in read_verified_csv(folder / "crossings.csv")}
+    counts = {(float(r["omega"]), int(r["d"])): int(r["seeds"]) for r in read_verified_csv(folder / "cells.csv")}
+    for cell in cells:
+        if counts.get((cell.omega, cell.d)) != len(cell.seeds):
+            raise IntegrityError(f"{folder / 'cells.csv'}: cell omega = {cell.omega:g}, d = {cell.d} lists "
+                                 f"{counts.get((cell.omega, cell.d))} seeds, delta.csv holds {len(cell.seeds)}")
+        for x in cell_crossings(cell, STATUS_CONVERGED):
+            r = committed.get((x.omega, x.d, x.seed))
+            same = r is not None and r["outcome"] == x.outcome and int(r["changes"]) == x.changes \
+                and int(r["valid"]) == x.valid and (np.isnan(x.alpha_c) and r["alpha_c"] in ("", "nan")
+                                                    or abs(float(r["alpha_c"] or "nan") - x.alpha_c) <= 1e-12)
+            if not same:
+                raise IntegrityError(f"{folder / 'crossings.csv'}: omega = {x.omega:g}, d = {x.d}, seed {x.seed} is not "
+                                     f"the crossing of its delta.csv rows")
+    if len(committed) != sum(len(c.seeds) for c in cells):
+        raise IntegrityError(f"{folder / 'crossings.csv'}: {len(committed)} rows, delta.csv has "
+                             f"{sum(len(c.seeds) for c in cells)} seeds")
+    return StudyPart(source=str(folder), problem=problem, config=config, cells=tuple(cells))
