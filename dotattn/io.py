@@ -226,7 +226,8 @@ def write_manifest(folder: str | os.PathLike, files: Iterable[str | os.PathLike]
     """Write ``folder/manifest.json`` last, atomically: for every file its SHA-256, size and (CSV)
     data-row count, plus ``made_for`` (the problem and settings it was made for) and provenance.
 
-    ``files`` are paths inside ``folder`` (absolute or relative to it). ``provenance_record``: the
+    ``files`` are paths inside ``folder``: absolute, relative to it, or relative to the working directory
+    (``folder / name`` as the writers build them, with a relative ``folder``). ``provenance_record``: the
     provenance the run wrote into its files (default: a fresh one); ``note`` says e.g. that the
     manifest was written after the fact by ``dotattn verify --seal``.
     """
@@ -234,8 +235,10 @@ def write_manifest(folder: str | os.PathLike, files: Iterable[str | os.PathLike]
     entries: dict[str, Any] = {}
     for f in files:
         p = Path(f)
+        if not p.is_absolute() and not (folder / p).exists() and p.exists():
+            p = p.resolve()  # relative to the working directory, e.g. results/x/summary.json for folder results/x
         p = p if p.is_absolute() else folder / p
-        name = p.relative_to(folder).as_posix()
+        name = p.resolve().relative_to(folder.resolve()).as_posix()
         entries[name] = {"sha256": sha256_file(p), "bytes": p.stat().st_size,
                          "rows": csv_data_rows(p) if p.suffix == ".csv" else None}
     prov = dict(provenance_record) if provenance_record is not None else provenance(made_for)

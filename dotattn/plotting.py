@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.phase_diagram import ColumnSummary
     from dotattn.records import PhaseBoundary
 
-__all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_phases", "PHASES",
+__all__ = ["figure_headline", "figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_phases", "PHASES",
            "figure_comparison", "figure_finite_size", "branch_series", "unstable_points",
            "figure_alpha_c_delta", "figure_alpha_c_scaling"]
 
@@ -407,5 +407,56 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
     ax.set_ylabel("α_c (crossing of the paired training losses)")
     ax.set_xlim(left=-0.0002)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # outside: hides no point
+    fig.tight_layout()
+    return fig
+
+
+def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> Figure:
+    """The headline: α_c(ω) of the theory (line, band ± 2 standard errors of the refined root),
+    α_lin(ω) (dashed, band likewise), and at every ω of the ERM study its crossing per d (mean and
+    bootstrap interval, small horizontal offsets per d) and the d → ∞ extrapolation with its interval.
+
+    ``theory``: the phase diagram's column summaries; ``erm``: the study's ``summary.json``
+    ``omegas`` entries (``omega``, ``by_d``: ``d``, ``alpha_c``, ``ci``; ``extrapolated``: ``alpha_c``,
+    ``ci``, ``model``). Records only: nothing is computed here but offsets and bands.
+    """
+    fig = _figure(figsize=(7.2, 4.8))
+    ax = fig.subplots()
+    rows = sorted((s for s in theory if s.alpha_c is not None), key=lambda s: s.omega)
+    for key, err, colour, ls, label in (("alpha_c", "alpha_c_error", "k", "-", r"theory $\alpha_c(\omega)$"),
+                                        ("alpha_lin", "alpha_lin_error", "0.45", "--",
+                                         r"theory $\alpha_{\rm lin}(\omega)$: attention beats linear")):
+        pts = [(s.omega, getattr(s, key), getattr(s, err)) for s in theory if getattr(s, key) is not None]
+        if not pts:
+            continue
+        w, a, e = (np.array(v, dtype=float) for v in zip(*sorted(pts)))
+        e = np.where(np.isfinite(e), e, 0.0)
+        ax.plot(w, a, ls=ls, color=colour, lw=1.6, label=label + " (band: ± 2 s.e.)")
+        ax.fill_between(w, a - 2 * e, a + 2 * e, color=colour, alpha=0.25, lw=0)
+    ds = sorted({b["d"] for o in erm for b in o["by_d"]})
+    cmap = colormaps["viridis"]
+    span = 0.012  # horizontal offsets in ω so that the d of one ω do not hide each other
+    for k, d in enumerate(ds):
+        off = span * (k - (len(ds) - 1) / 2) / max(len(ds) - 1, 1)
+        pts = [(o["omega"], b) for o in erm for b in o["by_d"] if b["d"] == d]
+        w = np.array([p[0] for p in pts]) + off
+        y = np.array([p[1]["alpha_c"] for p in pts], dtype=float)
+        lo = np.array([p[1]["ci"][0] for p in pts], dtype=float)
+        hi = np.array([p[1]["ci"][1] for p in pts], dtype=float)
+        ax.errorbar(w, y, yerr=[y - lo, hi - y], fmt="o", ms=4, capsize=2, lw=1,
+                    color=cmap(k / max(len(ds) - 1, 1) * 0.85), label=f"ERM crossing, d = {d}")
+    ext = [o for o in erm if o.get("extrapolated") and np.isfinite(o["extrapolated"].get("alpha_c", np.nan))]
+    if ext:
+        w = np.array([o["omega"] for o in ext]) + span
+        y = np.array([o["extrapolated"]["alpha_c"] for o in ext], dtype=float)
+        lo = np.array([o["extrapolated"]["ci"][0] for o in ext], dtype=float)
+        hi = np.array([o["extrapolated"]["ci"][1] for o in ext], dtype=float)
+        ax.errorbar(w, y, yerr=[y - lo, hi - y], fmt="D", ms=6, mfc="white", mec="tab:red", color="tab:red",
+                    capsize=3, lw=1.4, label=f"ERM d → ∞ ({ext[0]['extrapolated']['model']} fit, interval)")
+    ax.set_xlabel(r"positional fraction of the target $\omega$")
+    ax.set_ylabel(r"sample complexity $\alpha = n/d$")
+    ax.set_title("Positional → semantic switch: replica theory and gradient-trained ERM", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
+    ax.grid(alpha=0.25)
     fig.tight_layout()
     return fig

@@ -24,7 +24,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -37,12 +37,13 @@ from dotattn.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, Co
 from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord, SummaryRecord
 from dotattn.io import (IntegrityError, ensure_writable_dir, provenance, read_csv, save_figure, verify_manifest,
                         write_csv, write_json, write_manifest)
-from dotattn.phase_diagram import BOUNDARY_ROW_COLUMNS, ROW_COLUMNS, PhaseDiagram, SweepSettings, check_figure_omega
+from dotattn.phase_diagram import (BOUNDARY_ROW_COLUMNS, ROW_COLUMNS, ColumnSummary, PhaseDiagram, SweepSettings,
+                                   check_figure_omega)
 from dotattn.problem import ParameterError, Problem
 from dotattn.records import BranchPoint, PhaseBoundary
 from dotattn.verify import read_record, read_verified_csv, read_verified_json, verify_folder
 
-__all__ = ["read_alpha_c_part", "write_phase_diagram", "read_phase_diagram", "read_boundaries", "write_erm", "load_erm", "read_theory",
+__all__ = ["read_alpha_c_part", "theory_from_phase_diagram", "read_phase_summaries", "write_phase_diagram", "read_phase_diagram", "read_boundaries", "write_erm", "load_erm", "read_theory",
            "compare_and_write", "write_alpha_c_study"]
 
 
@@ -95,6 +96,52 @@ def read_phase_diagram(folder: str | os.PathLike, omega: float | None = None) ->
     verify_folder(folder, kind="phase-diagram")
     points = [BranchPoint.from_row(r) for r in read_csv(Path(folder) / "phase_diagram.csv")]
     return points if omega is None else [p for p in points if abs(p.omega - omega) < 1e-9]
+
+
+def read_phase_summaries(folder: str | os.PathLike) -> list[ColumnSummary]:
+    """The column summaries (α_c, α_lin and their errors per ω) of a verified phase-diagram folder."""
+    folder = Path(folder)
+    verify_folder(folder, kind="phase-diagram")
+    rows = read_verified_json(folder / "summary.json").get("omegas")
+    if not isinstance(rows, list):
+        raise IntegrityError(f"{folder / 'summary.json'}: no 'omegas' list")
+    return [read_record(folder / "summary.json", i, ColumnSummary, r) for i, r in enumerate(rows, start=1)]
+
+
+def theory_from_phase_diagram(folder: str | os.PathLike, problem: Problem, omegas: Sequence[float],
+                              alphas: Sequence[float]) -> list["TheoryColumn"]:
+    """The theory columns of an α_c study read from a verified phase-diagram folder instead of being
+    computed: per ω its α_c ± error (refined where the folder was) and Δe_t = e_t(sem) − e_t(pos) of
+    its records at the study's α. ParameterError unless the folder was made for ``problem`` (ω
+    aside) and holds every ω and α asked for."""
+    from dotattn.alpha_c import TheoryColumn
+    folder = Path(folder)
+    summaries = {round(s.omega, 9): s for s in read_phase_summaries(folder)}
+    params = read_verified_json(folder / "summary.json").get("parameters") or {}
+    have = {k: v for k, v in (params.get("problem") or {}).items() if k != "omega"}
+    want = {k: v for k, v in problem.to_dict().items() if k != "omega"}
+    diff = next((k for k in want if want[k] != have.get(k)), None)
+    if diff is not None:
+        raise ParameterError(f"phase diagram {folder} was made for another problem: {diff} = {have.get(diff)!r} there, "
+                             f"{want[diff]!r} here")
+    et = {(round(p.omega, 9), round(p.alpha, 9), p.branch): p.train_loss
+          for p in read_phase_diagram(folder) if p.converged}
+    out = []
+    for w in omegas:
+        s = summaries.get(round(w, 9))
+        if s is None:
+            raise ParameterError(f"phase diagram {folder} has no omega = {w:g}")
+        missing = [a for a in alphas if (round(w, 9), round(a, 9), "semantic") not in et
+                   and (round(w, 9), round(a, 9), "positional") not in et]
+        if missing:
+            raise ParameterError(f"phase diagram {folder} has no records at omega = {w:g}, alpha = {missing[0]:g}")
+        delta = tuple(None if any((round(w, 9), round(a, 9), b) not in et for b in ("semantic", "positional"))
+                      else et[(round(w, 9), round(a, 9), "semantic")] - et[(round(w, 9), round(a, 9), "positional")]
+                      for a in alphas)
+        out.append(TheoryColumn(omega=w, alpha_c=s.alpha_c, alphas=tuple(alphas), delta=delta,
+                                quadrature={"read_from": str(folder), **{k: params.get(k) for k in ("quadrature", "refine")}},
+                                seconds=0.0, alpha_c_error=s.alpha_c_error))
+    return out
 
 
 def read_boundaries(folder: str | os.PathLike) -> list[PhaseBoundary]:
@@ -258,8 +305,11 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
 
 
 def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command: str = "",
-                  extra: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """crossings.csv, cells.csv, delta.csv, summary.json (with provenance) and the two figures."""
+                  extra: Mapping[str, Any] | None = None,
+                  theory_summaries: "Sequence[ColumnSummary] | None" = None) -> dict[str, str]:
+    """crossings.csv, cells.csv, delta.csv, summary.json (with provenance) and the two figures; with
+    ``theory_summaries`` (a phase diagram's, :func:`read_phase_summaries`) also ``headline.png``
+    (:func:`dotattn.plotting.figure_headline`)."""
     from dotattn import plotting
     from dotattn.status import STATUS_CONVERGED
 
@@ -306,6 +356,8 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
             "created_utc": prov["created_utc"]}
     figs = {"delta_et": plotting.figure_alpha_c_delta(curves, study.theory),
             "alpha_c_vs_d": plotting.figure_alpha_c_scaling(scaling)}
+    if theory_summaries:
+        figs["headline"] = plotting.figure_headline(theory_summaries, summary["omegas"])
     for name, fig in figs.items():
         paths[name] = str(out / f"{name}.png")
         save_figure(fig, paths[name], meta)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,3 +110,16 @@ def test_erm_alpha_c_include_refuses_a_folder_without_manifest(tmp_path):
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "--include" in lines[0] and "seal" in lines[0], r.stderr
     assert not out.exists()
+
+
+def test_study_written_to_a_relative_folder_gets_its_manifest(tmp_path, monkeypatch):
+    """--out given relative to the working directory (the writers pass OUT/name): the manifest is
+    written (before, write_manifest joined the folder twice and the command failed at its end)."""
+    from dotattn.results_io import read_alpha_c_part, write_alpha_c_study
+    p, main, _ = _parts()
+    cells, _ = merge_parts(p, _config(), [main])
+    monkeypatch.chdir(tmp_path)
+    Path("results/study").mkdir(parents=True)
+    write_alpha_c_study(run_study(p, _config(), theory=False, supplied=cells), Path("results/study"), command="t")
+    assert (tmp_path / "results/study/manifest.json").is_file()
+    assert len(read_alpha_c_part(Path("results/study")).cells) == 2
