@@ -179,7 +179,7 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
     if wc:
         a_c, w_c, err = zip(*wc)
         ax.errorbar(a_c, w_c, xerr=err, fmt="k-o", ms=3, lw=2, capsize=2, elinewidth=1,
-                    label=r"$\alpha_c(\omega)$ ± quadrature error: positional $\to$ semantic")
+                    label=r"$\alpha_c(\omega)$ ± its error (summary.json): positional $\to$ semantic")
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
@@ -229,10 +229,13 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
     def cell(x: float) -> float:  # width of the grid cell holding x
         j = int(np.clip(np.searchsorted(alphas, x), 1, len(alphas) - 1))
         return alphas[j] - alphas[j - 1] if len(alphas) > 1 else np.inf
-    wide = [b for b in bounds if b.method == "brent" and np.isfinite(b.error) and b.error > 0.5 * cell(b.alpha)]
-    if wide:  # a root whose quadrature error spans most of its grid cell: drawn, but not resolved
+    # a root whose quadrature error spans most of its grid cell, or reaches past the end of the α grid
+    # (it may not lie in range at all): drawn, but not resolved
+    wide = [b for b in bounds if b.method == "brent" and np.isfinite(b.error)
+            and (b.error > 0.5 * cell(b.alpha) or b.alpha - b.error < alphas[0] or b.alpha + b.error > alphas[-1])]
+    if wide:
         ax.plot([b.alpha for b in wide], [b.omega for b in wide], "o", ms=11, mfc="none", mec="red", mew=1.4,
-                label="not resolved: quadrature error > half the grid cell")
+                label="not resolved: error > half the grid cell or past the grid's end")
         for b in wide:
             ax.annotate(f"{b.below} → {b.above} ±{b.error:.2f}", (b.alpha, b.omega), xytext=(10, 4),
                         textcoords="offset points", fontsize=6, color="red")
