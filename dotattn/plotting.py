@@ -415,30 +415,34 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
 
 
 def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> Figure:
-    """The headline: α_c(ω) of the theory (line, band ± 2 standard errors of the refined root),
-    α_lin(ω) (dashed, band likewise), and at every ω of the ERM study its crossing per d (mean and
-    bootstrap interval, small horizontal offsets per d) and the d → ∞ extrapolation with its interval.
+    """The headline. Top: α_c(ω) of the theory (line, band ± 2 standard errors of the refined root),
+    α_lin(ω) (dashed), and at every ω of the ERM study its crossing per d (mean and bootstrap
+    interval, small offsets in ω per d) and the d → ∞ extrapolation with its interval. Bottom, one
+    panel per ERM ω: the same crossings against 1/d (d → ∞ at 1/d = 0) on the scale of the
+    agreement, with the theory's α_c ± 2 s.e. as a band.
 
     ``theory``: the phase diagram's column summaries; ``erm``: the study's ``summary.json``
     ``omegas`` entries (``omega``, ``by_d``: ``d``, ``alpha_c``, ``ci``; ``extrapolated``: ``alpha_c``,
     ``ci``, ``model``). Records only: nothing is computed here but offsets and bands.
     """
-    fig = _figure(figsize=(7.2, 4.8))
-    ax = fig.subplots()
-    rows = sorted((s for s in theory if s.alpha_c is not None), key=lambda s: s.omega)
+    erm = sorted(erm, key=lambda o: o["omega"])
+    fig = _figure(figsize=(8.0, 7.4))
+    grid = fig.add_gridspec(2, max(len(erm), 1), height_ratios=(1.5, 1.0))
+    ax = fig.add_subplot(grid[0, :])
     for key, err, colour, ls, label in (("alpha_c", "alpha_c_error", "k", "-", r"theory $\alpha_c(\omega)$"),
                                         ("alpha_lin", "alpha_lin_error", "0.45", "--",
                                          r"theory $\alpha_{\rm lin}(\omega)$: attention beats linear")):
         pts = [(s.omega, getattr(s, key), getattr(s, err)) for s in theory if getattr(s, key) is not None]
         if not pts:
             continue
-        w, a, e = (np.array(v, dtype=float) for v in zip(*sorted(pts)))
+        w, a, e = (np.array([np.nan if x is None else x for x in v], dtype=float) for v in zip(*sorted(pts)))
         e = np.where(np.isfinite(e), e, 0.0)
         ax.plot(w, a, ls=ls, color=colour, lw=1.6, label=label + " (band: ± 2 s.e.)")
         ax.fill_between(w, a - 2 * e, a + 2 * e, color=colour, alpha=0.25, lw=0)
     ds = sorted({b["d"] for o in erm for b in o["by_d"]})
     cmap = colormaps["viridis"]
-    span = 0.012  # horizontal offsets in ω so that the d of one ω do not hide each other
+    colour_of = {d: cmap(k / max(len(ds) - 1, 1) * 0.85) for k, d in enumerate(ds)}
+    span = 0.012  # offsets in ω so that the d of one ω do not hide each other
     for k, d in enumerate(ds):
         off = span * (k - (len(ds) - 1) / 2) / max(len(ds) - 1, 1)
         pts = [(o["omega"], b) for o in erm for b in o["by_d"] if b["d"] == d]
@@ -446,9 +450,9 @@ def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> F
         y = np.array([p[1]["alpha_c"] for p in pts], dtype=float)
         lo = np.array([p[1]["ci"][0] for p in pts], dtype=float)
         hi = np.array([p[1]["ci"][1] for p in pts], dtype=float)
-        ax.errorbar(w, y, yerr=[y - lo, hi - y], fmt="o", ms=4, capsize=2, lw=1,
-                    color=cmap(k / max(len(ds) - 1, 1) * 0.85), label=f"ERM crossing, d = {d}")
-    ext = [o for o in erm if o.get("extrapolated") and np.isfinite(o["extrapolated"].get("alpha_c", np.nan))]
+        ax.errorbar(w, y, yerr=[y - lo, hi - y], fmt="o", ms=4, capsize=2, lw=1, color=colour_of[d],
+                    label=f"ERM crossing, d = {d}")
+    ext = [o for o in erm if o.get("extrapolated") and o["extrapolated"].get("alpha_c") is not None]
     if ext:
         w = np.array([o["omega"] for o in ext]) + span
         y = np.array([o["extrapolated"]["alpha_c"] for o in ext], dtype=float)
@@ -461,5 +465,27 @@ def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> F
     ax.set_title("Positional → semantic switch: replica theory and gradient-trained ERM", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
     ax.grid(alpha=0.25)
+    by_omega = {round(s.omega, 9): s for s in theory}
+    for k, o in enumerate(erm):
+        sub = fig.add_subplot(grid[1, k])
+        s = by_omega.get(round(o["omega"], 9))
+        if s is not None and s.alpha_c is not None:
+            e = 2 * (s.alpha_c_error or 0.0)
+            sub.axhspan(s.alpha_c - e, s.alpha_c + e, color="k", alpha=0.25, lw=0)
+            sub.axhline(s.alpha_c, color="k", lw=1.2, label=rf"theory {s.alpha_c:.3f}")
+        for b in o["by_d"]:
+            lo, hi = b["ci"]
+            sub.errorbar([1.0 / b["d"]], [b["alpha_c"]], yerr=[[b["alpha_c"] - lo], [hi - b["alpha_c"]]], fmt="o",
+                         ms=4, capsize=2, color=colour_of[b["d"]])
+        x = o.get("extrapolated") or {}
+        if x.get("alpha_c") is not None:
+            sub.errorbar([0.0], [x["alpha_c"]], yerr=[[x["alpha_c"] - x["ci"][0]], [x["ci"][1] - x["alpha_c"]]],
+                         fmt="D", ms=5, mfc="white", mec="tab:red", color="tab:red", capsize=3)
+        sub.set_title(rf"$\omega = {o['omega']:g}$", fontsize=9)
+        sub.set_xlabel("1/d", fontsize=8)
+        sub.tick_params(labelsize=7)
+        sub.set_xlim(left=-0.0003)
+        sub.grid(alpha=0.25)
+        sub.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig
