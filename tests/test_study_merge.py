@@ -123,3 +123,30 @@ def test_study_written_to_a_relative_folder_gets_its_manifest(tmp_path, monkeypa
     write_alpha_c_study(run_study(p, _config(), theory=False, supplied=cells), Path("results/study"), command="t")
     assert (tmp_path / "results/study/manifest.json").is_file()
     assert len(read_alpha_c_part(Path("results/study")).cells) == 2
+
+
+def test_include_with_phase_diagram_theory_and_headline(tmp_path):
+    """erm-alpha-c with --include only (nothing computed) and --phase-diagram: the theory α_c of
+    the study is the phase diagram's (refined) one and headline.png is drawn."""
+    import json
+    from clitools import run
+    from dotattn.results_io import write_alpha_c_study
+    pd = tmp_path / "pd"
+    r = run("phase-diagram", "--omega", "0.3", "--alpha", "0.5,0.7,0.9,1.1,1.3", "--quad-order", "6", "--coarse-order", "4",
+            "--refine-order", "8", "--refine-rules", "3", "--workers", "1", "--quiet", "--out", str(pd))
+    assert r.returncode == 0, r.stderr
+    p, main, _ = _parts()
+    cfg = _config(n_boot=4000)  # the command's default
+    cells, _ = merge_parts(p, cfg, [replace(main, config=cfg)])
+    folder = tmp_path / "study"
+    folder.mkdir()
+    write_alpha_c_study(run_study(p, cfg, theory=False, supplied=cells), folder, command="test")
+    out = tmp_path / "merged"
+    r = run("erm-alpha-c", "--omega", "0.3", "--d", "250,500", "--alpha", "0.5,0.7,0.9,1.1", "--seeds", "4",
+            "--include", str(folder), "--phase-diagram", str(pd), "--quiet", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    theory = json.loads((pd / "summary.json").read_text())["omegas"][0]
+    study = json.loads((out / "summary.json").read_text())["omegas"][0]
+    assert study["theory_alpha_c"] == theory["alpha_c"]
+    assert (out / "headline.png").stat().st_size > 10_000
+    assert json.loads((out / "manifest.json").read_text())["files"]["headline.png"]
