@@ -11,7 +11,7 @@ on ``R`` independent randomised QMC rules (scrambled Sobol, :func:`dotattn.quadr
 with its own seed), and takes the root on each rule by one linear step from the sweep's root,
 with the slope measured on the first rule by a second solve. The R roots are independent estimates
 of the same quantity, so their mean and its standard error (sample standard deviation / √R) are
-the reported value and uncertainty (derivation and checks: ``docs/theory.md``, section 7).
+the reported value and uncertainty (derivation and checks: ``docs/theory.md``, section 4, "Refined roots").
 """
 
 from __future__ import annotations
@@ -187,7 +187,7 @@ def envelope_slope(problem: Problem, fixed_points: Mapping[str, FixedPoint], upp
     """d/dα [e_t(upper) − e_t(lower)] at converged fixed points on ``rule``: E[M](upper) − E[M](lower).
 
     e_t = −Φ and Φ is stationary in every order parameter at a fixed point, so along the branch
-    de_t/dα = −∂Φ/∂α = E[M], the envelope average (envelope theorem; ``docs/theory.md`` section 7).
+    de_t/dα = −∂Φ/∂α = E[M], the envelope average (envelope theorem; ``docs/theory.md`` section 4).
     One loss-channel step per fixed point at its own overlaps (no iteration)."""
     from dotattn.loss_channel import hat_update
     env = {name: hat_update(fixed_points[name].overlaps, fixed_points[name].alpha, rule, problem,
