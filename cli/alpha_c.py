@@ -58,10 +58,18 @@ from dotattn.runner import (Interrupted, ProgressReporter, ProgressState, RunLoc
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output folder.")
 @click.option("--theory/--no-theory", default=True, show_default=True,
               help="Compute the theory's alpha_c and Delta e_t on the alpha grid (about a minute per omega).")
+@click.option("--include", "includes", multiple=True, type=click.Path(file_okay=False),
+              help="A committed erm-alpha-c folder whose cells join this study (repeat): read from its verified "
+                   "rows (seal a folder without manifest.json first: dotattn verify --seal), not computed again; "
+                   "same problem, alpha grid, optimiser and estimator required.")
+@click.option("--phase-diagram", "phase_dir", default=None, type=click.Path(file_okay=False),
+              help="A phase-diagram folder: the theory (alpha_c and Delta e_t) is read from its records instead of "
+                   "computed, and OUT/headline.png is drawn (its alpha_c(omega), alpha_lin(omega) against the ERM "
+                   "crossings per d and d -> inf).")
 @click.option("--quiet", is_flag=True, help="No progress bar and no table.")
 def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, seeds, first_seed,
                 optimizer, steps, tol, teacher, paired, nested, dtype, device, seed_chunk, model, level, workers, dask_address,
-                threads, out_dir, theory, quiet):
+                threads, out_dir, theory, includes, phase_dir, quiet):
     """Per-seed crossing of e_t(semantic start) - e_t(positional start) on paired data, per (omega, d);
     mean, bootstrap interval, no-crossing seeds; fit alpha_c(d) -> alpha_c(inf); the theory's alpha_c.
 
@@ -88,6 +96,24 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
                           seed_chunk=seed_chunk, level=level, model=model)
     from dotattn.erm.experiment import resolve_device
     resolve_device(config.device)
+    supplied, sources = {}, {}
+    if includes:  # read and verified before any folder is made (IntegrityError / ParameterError: one line)
+        from dotattn.alpha_c import merge_parts
+        from dotattn.io import IntegrityError
+        from dotattn.results_io import read_alpha_c_part
+        try:
+            parts = [read_alpha_c_part(f) for f in includes]
+        except IntegrityError as err:
+            raise ParameterError(f"--include: {err}") from None
+        supplied, sources = merge_parts(problem, config, parts)
+    theory_summaries = None
+    if phase_dir is not None:
+        from dotattn.io import IntegrityError
+        from dotattn.results_io import read_phase_summaries
+        try:
+            theory_summaries = read_phase_summaries(phase_dir)
+        except IntegrityError as err:
+            raise ParameterError(f"--phase-diagram: {err}") from None
     dask = connect_dask(dask_address) if dask_address is not None else None  # before any folder is made
     out = ensure_writable_dir(out_dir)
 
@@ -109,7 +135,13 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
             remove_stale_tmp(folder)
         try:
             study = run_study(problem, config, cache_dir=out / "cache", workers=workers, threads=threads,
-                              theory=theory, dask_address=dask, progress=progress)
+                              theory=theory and phase_dir is None, dask_address=dask, progress=progress,
+                              supplied=supplied)
+            if phase_dir is not None and theory:  # the theory read from the phase diagram's records
+                from dataclasses import replace
+                from dotattn.results_io import theory_from_phase_diagram
+                study = replace(study, theory=tuple(theory_from_phase_diagram(phase_dir, problem, study.config.omegas,
+                                                                              study.config.alphas)))
         except Interrupted as err:
             raise Interrupted(err.signum, err.detail, "erm-alpha-c: interrupted; finished cells and chunks are "
                                                       f"cached in {out / 'cache'}, run the same command again "
@@ -118,7 +150,11 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
             reporter.close()
     command = "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     paths = write_alpha_c_study(study, out, command=command, extra={"threads": threads, "workers": workers,
-                                                                        "dask": dask_address})
+                                                                        "dask": dask_address,
+                                                                        "included_cells": {f"{w:g}/{d}": src for (w, d), src
+                                                                                           in sorted(sources.items())},
+                                                                        "phase_diagram": phase_dir},
+                                theory_summaries=theory_summaries)
     if quiet:
         return
     click.echo(f"erm-alpha-c: {len(config.omegas)} omega x {len(config.ds)} d x {config.seeds} seeds in "

@@ -24,6 +24,14 @@ DEFAULT_OUT = "dotattn-output/phase_diagram"
 @problem_options
 @quadrature_options
 @solver_options
+@click.option("--refine/--no-refine", default=True, show_default=True,
+              help="Re-solve the fixed points at the alpha_c and alpha_lin roots on independent scrambled Sobol "
+                   "rules: the roots are their mean, the +- its standard error (off: the sweep rule's roots, "
+                   "+- the coarse-rule bound).")
+@click.option("--refine-rules", type=int, default=8, show_default=True,
+              help="Independent QMC rules of the refinement, in [2, 64].")
+@click.option("--refine-order", type=int, default=13, show_default=True,
+              help="log2 of the points per scrambling of each refinement rule (2 scramblings), in [4, 20].")
 @click.option("--out", "out_dir", default=DEFAULT_OUT, show_default=True,
               help="Output folder (the default is untracked; the committed study is results/phase_diagram).")
 @click.option("--workers", type=int, default=None, help="Worker processes, in [1, 1024] (default: all cores).")
@@ -31,12 +39,13 @@ DEFAULT_OUT = "dotattn-output/phase_diagram"
 @click.option("--figure-omega", type=float, default=None, help="omega of figures (a) and (b): one of the computed omega (default 0.3 or the middle one).")
 @click.option("--quiet", is_flag=True, help="No start line and no progress (bar or lines on stderr).")
 def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, quad_kind,
-                          quad_order, coarse_order, tol, damping, max_iter, hat_form, out_dir, workers,
+                          quad_order, coarse_order, tol, damping, max_iter, hat_form, refine, refine_rules, refine_order, out_dir, workers,
                           dask_address, figure_omega, quiet):
     """alpha sweeps of the informed branches (positional, semantic; mixed for rank >= 2), spinodals,
     phase boundaries, alpha_c(omega), alpha_lin(omega) and figures."""
     from dotattn.phase_diagram import (DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_figure_omega, check_grids,
                                        run_phase_diagram)
+    from dotattn.refine import RefineSpec
     from dotattn.runner import check_workers, connect_dask
     from dotattn.results_io import write_phase_diagram
 
@@ -48,8 +57,10 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
     workers = check_workers(os.cpu_count() or 1 if workers is None else workers)
     check_figure_omega(figure_omega, omega_grid)
     dask = connect_dask(dask_address) if dask_address is not None else None  # before any folder is made
+    if refine:  # validated before any folder is made
+        RefineSpec(refine_order, refine_rules)
     out = ensure_writable_dir(out_dir)
-    settings = SweepSettings(quad, options)
+    settings = SweepSettings(quad, options, refine=RefineSpec(refine_order, refine_rules) if refine else None)
 
     from dotattn.phase_diagram import cached_columns, column_fixed_points_estimate, estimate_seconds
     from dotattn.runner import Interrupted, ProgressReporter, RunLock, format_duration, stop_on_signals
@@ -78,7 +89,10 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
                                                       f"command again to resume") from None
         finally:
             reporter.close()
-        paths = write_phase_diagram(pd, out, figure_omega)
+        import shlex
+        import sys
+        paths = write_phase_diagram(pd, out, figure_omega,
+                                    command="dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:]))
     click.echo(f"phase diagram: {len(omega_grid)} omega x {len(alpha_grid)} alpha in {time.perf_counter() - t0:.1f} s"
                f" ({pd.from_cache} columns from cache)")
     for s in pd.summaries:
@@ -87,6 +101,10 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
         click.echo(f"  omega = {s.omega:<5g} alpha_c = {pm(s.alpha_c, s.alpha_c_error):<22} "
                    f"alpha_lin = {pm(s.alpha_lin, s.alpha_lin_error):<22}"
                    f" spinodal(sem) = {fmt(s.spinodal_semantic):<14} spinodal(pos) = {fmt(s.spinodal_positional)}")
+        if s.refined or s.alpha_c_sweep is not None:
+            click.echo(f"      (sweep rule: alpha_c = {pm(s.alpha_c_sweep, s.alpha_c_sweep_error)}, alpha_lin = "
+                       f"{pm(s.alpha_lin_sweep, s.alpha_lin_sweep_error)}; +- above: standard error over the "
+                       f"refinement rules)")
         for b in s.boundaries:
             err = "" if b.error != b.error else f" +- {b.error:.4f}"
             click.echo(f"      boundary {b.below} -> {b.above} at alpha = {b.alpha:.4f}{err} ({b.method})")

@@ -46,13 +46,21 @@ from dotattn.problem import (ParameterError, Problem, check_alpha, check_instanc
                              check_problem)
 from dotattn.runner import check_dask_address, check_workers, run_tasks
 
-__all__ = ["AlphaCConfig", "CellRuns", "AlphaCStudy", "run_cell", "theory_column", "cell_crossings",
-           "run_study", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
+__all__ = ["AlphaCConfig", "CellRuns", "AlphaCStudy", "StudyPart", "run_cell", "theory_column", "cell_crossings",
+           "run_study", "merge_parts", "MERGE_KEYS", "SAME_RUN_RTOL", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
 
 UNPAIRED_OFFSET = 1_000_003
 """Seed offset of the positional start's data when ``paired`` is off."""
 SAME_MINIMUM_TOL = 1e-4
 """The two starts ended in the same minimum when their overlaps (‖θ‖/σ², m, Tr q/σ²) differ by less."""
+MERGE_KEYS = ("alphas", "optimizer", "steps", "tol", "teacher", "paired", "nested", "dtype", "level", "n_boot",
+              "model")
+"""Config fields that cells merged into one study must share (grid, estimator, optimiser, fit); they
+may differ in ω, d, seeds, seed_chunk and device."""
+SAME_RUN_RTOL = 1e-12
+"""A seed of one cell found in two folders must hold the same runs: its training losses equal to this
+relative tolerance (same seed, code and grid; the committed overlaps of the main study and the
+d = 2000 folders are bit-identical) and the same statuses."""
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 DELTA_COLUMNS = ("omega", "d", "seed", "alpha", "et_semantic", "et_positional", "delta", "status_semantic",
                  "status_positional", "same_minimum", "valid")
@@ -363,13 +371,15 @@ class TheoryColumn:
 
 def theory_column(problem_dict: dict[str, Any], omega: float, alphas: Sequence[float]) -> dict[str, Any]:
     """:class:`TheoryColumn` row at ω on the ERM's α grid, from
-    :func:`dotattn.phase_diagram.omega_column` with the default quadrature (a row, so a process pool can
-    return it and the cache can store it)."""
+    :func:`dotattn.phase_diagram.omega_column` with the default quadrature and the default refinement
+    of α_c (:class:`dotattn.refine.RefineSpec`; α_c ± its standard error), as a row, so a process pool
+    can return it and the cache can store it."""
     from dotattn.catalogue import default_quadrature
     from dotattn.phase_diagram import ColumnSummary, SweepSettings, omega_column
     from dotattn.records import BranchPoint
+    from dotattn.refine import RefineSpec
     problem = Problem.from_dict({**problem_dict, "omega": omega})
-    settings = SweepSettings(default_quadrature(problem))
+    settings = SweepSettings(default_quadrature(problem), refine=RefineSpec())
     col = omega_column(problem.to_dict(), omega, list(alphas), settings.to_dict())
     points = [BranchPoint.from_row(row) for row in col["rows"]]
     et = {(p.branch, p.alpha): p.train_loss for p in points if p.converged}
@@ -434,6 +444,74 @@ class AlphaCStudy:
         return {"omegas": out}
 
 
+@dataclass(frozen=True)
+class StudyPart:
+    """The cells of one committed study folder, read from its verified rows
+    (:func:`dotattn.results_io.read_alpha_c_part`), to be merged into another study."""
+
+    source: str
+    problem: Problem
+    config: AlphaCConfig
+    cells: tuple[CellRuns, ...]
+
+
+def _same_cell_runs(a: CellRuns, b: CellRuns, seed: int) -> bool:
+    i, j = a.seeds.index(seed), b.seeds.index(seed)
+    return (np.allclose(a.et_sem[i], b.et_sem[j], rtol=SAME_RUN_RTOL, atol=0.0, equal_nan=True)
+            and np.allclose(a.et_pos[i], b.et_pos[j], rtol=SAME_RUN_RTOL, atol=0.0, equal_nan=True)
+            and list(a.status_sem[i]) == list(b.status_sem[j]) and list(a.status_pos[i]) == list(b.status_pos[j])
+            and list(a.same[i]) == list(b.same[j]))
+
+
+def merge_parts(problem: Problem, config: AlphaCConfig, parts: Sequence[StudyPart]
+                ) -> tuple[dict[tuple[float, int], CellRuns], dict[tuple[float, int], list[str]]]:
+    """The cells of ``parts`` merged per (ω, d): ((ω, d) -> cell with the union of the seeds, sorted;
+    (ω, d) -> the sources it came from). ParameterError (one line) unless every part was made for
+    ``problem`` (ω aside) and shares :data:`MERGE_KEYS` with ``config``, and every seed that two
+    parts hold has the same runs in both (:data:`SAME_RUN_RTOL`)."""
+    base = {k: v for k, v in problem.to_dict().items() if k != "omega"}
+    want = config.to_dict()
+    merged: dict[tuple[float, int], CellRuns] = {}
+    sources: dict[tuple[float, int], list[str]] = {}
+    for part in parts:
+        have = {k: v for k, v in part.problem.to_dict().items() if k != "omega"}
+        diff = next((k for k in base if base[k] != have.get(k)), None)
+        if diff is not None:
+            raise ParameterError(f"study {part.source} was made for another problem: {diff} = {have.get(diff)!r} "
+                                 f"there, {base[diff]!r} here")
+        got = part.config.to_dict()
+        diff = next((k for k in MERGE_KEYS if got[k] != want[k]), None)
+        if diff is not None:
+            raise ParameterError(f"study {part.source} has another {diff}: {got[diff]!r} there, {want[diff]!r} here "
+                                 f"(cells of one study share {', '.join(MERGE_KEYS)})")
+        for cell in part.cells:
+            key = (cell.omega, cell.d)
+            old = merged.get(key)
+            sources.setdefault(key, []).append(part.source)
+            if old is None:
+                merged[key] = cell
+                continue
+            for seed in set(old.seeds) & set(cell.seeds):
+                if not _same_cell_runs(old, cell, seed):
+                    raise ParameterError(f"seed {seed} of cell omega = {cell.omega:g}, d = {cell.d} differs between "
+                                         f"{sources[key][0]} and {part.source} (same seed, different runs)")
+            new = [s for s in cell.seeds if s not in old.seeds]
+            if new:
+                idx = [cell.seeds.index(s) for s in new]
+                extra = CellRuns(omega=cell.omega, d=cell.d, alphas=cell.alphas, seeds=tuple(new),
+                                 et_sem=cell.et_sem[idx], et_pos=cell.et_pos[idx], status_sem=cell.status_sem[idx],
+                                 status_pos=cell.status_pos[idx], same=cell.same[idx], seconds=0.0,
+                                 device=cell.device)
+                joined = CellRuns.concat([old, extra])
+                order = np.argsort(joined.seeds)
+                merged[key] = CellRuns(omega=joined.omega, d=joined.d, alphas=joined.alphas,
+                                       seeds=tuple(joined.seeds[k] for k in order), et_sem=joined.et_sem[order],
+                                       et_pos=joined.et_pos[order], status_sem=joined.status_sem[order],
+                                       status_pos=joined.status_pos[order], same=joined.same[order],
+                                       seconds=old.seconds + cell.seconds, device=old.device)
+    return merged, sources
+
+
 def _cell_key(problem: Problem, omega: float, d: int, cfg: AlphaCConfig) -> str:
     keep = {k: v for k, v in cfg.to_dict().items() if k not in ("omegas", "ds", "seed_chunk", "level", "n_boot",
                                                                "model", "device")}
@@ -441,7 +519,8 @@ def _cell_key(problem: Problem, omega: float, d: int, cfg: AlphaCConfig) -> str:
 
 
 def _theory_key(problem: Problem, omega: float, alphas: Sequence[float]) -> str:
-    return _key("theory", {**problem.to_dict(), "omega": omega}, list(alphas))
+    from dotattn.refine import RefineSpec
+    return _key("theory", {**problem.to_dict(), "omega": omega}, list(alphas), {"refine": RefineSpec().to_dict()})
 
 
 def _run_task(name: str, args: tuple, report: Callable[[], None] | None = None) -> dict:
@@ -451,8 +530,15 @@ def _run_task(name: str, args: tuple, report: Callable[[], None] | None = None) 
 
 def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.PathLike | None = None,
               workers: int = 1, threads: int = 0, theory: bool = True, dask_address: Any = None,
-              progress: Callable[[float], None] | None = None) -> AlphaCStudy:
+              progress: Callable[[float], None] | None = None,
+              supplied: Mapping[tuple[float, int], CellRuns] | None = None) -> AlphaCStudy:
     """Every (ω, d) cell and theory column (cached, resumable), the crossings, summaries and fits.
+
+    ``supplied``: (ω, d) -> cells of other studies (:func:`merge_parts`), taken as they are instead
+    of being computed; the study then holds the cells of ``config.omegas`` x ``config.ds`` and the
+    supplied ones, its config's ω and d grids are their union, and the fit at each ω uses every d
+    it has a cell at (each d weighted by 1/se² of its mean, so a d with fewer seeds counts less, and
+    resampled with its own seeds in the bootstrap).
 
     ``theory=False`` skips the theory (its α_c and Δe_t are then None), e.g. for quick checks.
 
@@ -475,8 +561,13 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
               test_samples=1, dtype=config.dtype).check(problem)  # the largest chunk must fit in memory
     resolve_device(config.device)  # availability (ParameterError) before any computation
     t0 = time.perf_counter()
+    supplied = dict(supplied or {})
+    wanted = {(w, d) for w in config.omegas for d in config.ds} | set(supplied)
+    if supplied:
+        from dataclasses import replace
+        config = replace(config, omegas=tuple(sorted({w for w, _ in wanted})), ds=tuple(sorted({d for _, d in wanted})))
     cache = Path(cache_dir) if cache_dir is not None else None
-    cells: dict[tuple[float, int], CellRuns] = {}
+    cells: dict[tuple[float, int], CellRuns] = dict(supplied)
     theory_cols: dict[float, TheoryColumn] = {}
     tasks: list[tuple[str, tuple]] = []
     keys: dict[tuple, tuple[str, Path | None]] = {}
@@ -496,7 +587,7 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
         else:
             tasks.append(("theory", (problem.to_dict(), w, list(config.alphas))))
             keys[("theory", w)] = (key, path)
-    cell_order = sorted(((w, d) for w in config.omegas for d in config.ds), key=lambda c: -c[1])
+    cell_order = sorted((c for c in wanted if c not in supplied), key=lambda c: -c[1])
     for w, d in cell_order:
         key = _cell_key(problem, w, d, config)
         path = cache / f"cell_w{w:.4f}_d{d}.json" if cache else None
@@ -536,7 +627,7 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
 
     run_tasks(_run_task, tasks, workers=workers, dask_address=dask_address, on_result=store)
 
-    ordered = [cells[(w, d)] for w in config.omegas for d in config.ds]
+    ordered = [cells[(w, d)] for w in config.omegas for d in config.ds if (w, d) in wanted]
     all_x: list[SeedCrossing] = []
     sums: list[CellSummary] = []
     for c in ordered:
@@ -547,9 +638,10 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
     fits, alts = [], []
     other = next(m for m in FIT_MODELS if m != config.model)
     for w in config.omegas:
-        per_d = [np.array([x.alpha_c for x in all_x if x.omega == w and x.d == d]) for d in config.ds]
-        fits.append(fit_finite_size(config.ds, per_d, config.model, config.level, config.n_boot))
-        alts.append(fit_finite_size(config.ds, per_d, other, config.level, config.n_boot))
+        ds_w = [d for d in config.ds if (w, d) in wanted]
+        per_d = [np.array([x.alpha_c for x in all_x if x.omega == w and x.d == d]) for d in ds_w]
+        fits.append(fit_finite_size(ds_w, per_d, config.model, config.level, config.n_boot))
+        alts.append(fit_finite_size(ds_w, per_d, other, config.level, config.n_boot))
     return AlphaCStudy(problem=problem, config=config, cells=tuple(ordered), crossings=tuple(all_x),
                        summaries=tuple(sums), fits=tuple(fits), alternative_fits=tuple(alts),
                        theory=tuple(theory_cols[w] for w in config.omegas), seconds=time.perf_counter() - t0,

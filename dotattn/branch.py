@@ -21,6 +21,12 @@ from dotattn.status import ABSENT
 
 __all__ = ["Branch", "follow_branches", "branch_names", "selected_at", "branch_records", "FOLLOWED_BRANCHES"]
 
+DISTINCT_TRAIN_LOSS = 1e-9
+"""Two solves of one fixed point (tolerance 1e-8 on the overlaps) from different starts agree in
+e_t to far better than this (e_t is stationary, so its error is second order); the nearby
+positional fixed points differ by 3e-7 and more. :meth:`Branch.lowest_of_both_sides` replaces a
+point only if the other pass is lower by more than this, so rounding never picks the record."""
+
 FOLLOWED_BRANCHES = ("positional", "semantic")
 """The informed branches followed at every ω (plus ``mixed`` for a student of rank r >= 2)."""
 
@@ -116,8 +122,10 @@ class Branch:
                                for start, before in starts) if self.on_branch(fp)]
         return min(found, key=lambda fp: fp.train_loss) if found else None
 
-    def follow(self, alphas: list[float], seed_order: list[int]) -> None:
-        """Seed at the first index of ``seed_order`` that works, then continue both ways."""
+    def follow(self, alphas: list[float], seed_order: list[int], two_sided: bool = False) -> None:
+        """Seed at the first index of ``seed_order`` that works, then continue both ways; with
+        ``two_sided`` (:meth:`lowest_of_both_sides`) every grid point is then also solved from its
+        neighbour on the other side and the lower e_t kept."""
         seed = None
         for i in seed_order:
             fp = self.solve_from(alphas[i], None)
@@ -139,6 +147,24 @@ class Branch:
                 self.points[alphas[i]] = fp
                 before, prev = prev, fp
                 i += step
+        if two_sided:
+            self.lowest_of_both_sides(alphas, seed)
+
+    def lowest_of_both_sides(self, alphas: list[float], seed: int) -> None:
+        """Continuation reaches each grid point from one side only (away from the seed); where one
+        branch has several nearby fixed points (the positional branch at small ω on the default
+        rule, m jumping between 0.14, 0.06 and 0.02 at ω = 0, α = 1.5-1.9) which one it lands on
+        depends on the path, and with it the records' RS stability. Here a second continuation
+        runs back from the far end towards the seed (index ``seed`` of ``alphas``), and at every α
+        the fixed point of lower e_t of the two passes (by more than :data:`DISTINCT_TRAIN_LOSS`) is
+        kept and continued from, so the branch
+        is the lowest one the solver finds from both sides (one more solve per grid point)."""
+        on = sorted(self.points)
+        order = on[::-1] if alphas.index(on[0]) == seed else on
+        for prev_a, a in zip(order, order[1:]):
+            fp = self.solve_from(a, self.points[prev_a])
+            if self.on_branch(fp) and fp.train_loss < self.points[a].train_loss - DISTINCT_TRAIN_LOSS:
+                self.points[a] = fp
 
     def spinodals(self, alphas: list[float], tol: float) -> dict[str, float | None]:
         """Ends of the followed segment inside the grid, bracketed to ``tol`` by bisection (the
@@ -194,10 +220,12 @@ def branch_names(problem: Problem) -> tuple[str, ...]:
 
 def follow_branches(problem: Problem, alphas: list[float], quadrature: QuadratureSpec,
                     options: SolverOptions, report: Callable[[], None] | None = None,
-                    names: tuple[str, ...] | None = None) -> dict[str, Branch]:
+                    names: tuple[str, ...] | None = None, two_sided: bool = True) -> dict[str, Branch]:
     """The informed branches (``names``, default :func:`branch_names`) followed along the sorted
     ``alphas``, each independently of the others: positional seeded from the smallest α, the
-    others from the largest. ``report()`` is called after every fixed point solved, here and
+    others from the largest; the positional branch (which has several nearby fixed points at
+    small ω) continued back again and the lower e_t kept at each α (``two_sided``,
+    :meth:`Branch.lowest_of_both_sides`). ``report()`` is called after every fixed point solved, here and
     later on these branches (progress)."""
     D = problem.gaussian_dim
     rule, coarse = quadrature.rule(D), quadrature.coarse_rule(D)
@@ -205,7 +233,8 @@ def follow_branches(problem: Problem, alphas: list[float], quadrature: Quadratur
     names = branch_names(problem) if names is None else names
     branches = {name: Branch(name, problem, rule, coarse, options, report) for name in names}
     for name, branch in branches.items():
-        branch.follow(alphas, list(range(n)) if name == "positional" else list(range(n - 1, -1, -1)))
+        branch.follow(alphas, list(range(n)) if name == "positional" else list(range(n - 1, -1, -1)),
+                      two_sided=name == "positional" and two_sided)
     return branches
 
 

@@ -37,7 +37,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -50,6 +50,7 @@ from dotattn.branch import (FOLLOWED_BRANCHES, Branch, branch_names, branch_reco
 from dotattn.catalogue import QuadratureSpec, default_quadrature
 from dotattn.io import read_cache_unit, remove_stale_tmp, write_cache_unit
 from dotattn.problem import ParameterError, Problem, check_alpha, check_number
+from dotattn.refine import RefinedRoot, RefineSpec, envelope_slope, refine_root
 from dotattn.records import BOUNDARY_COLUMNS, BRANCH_POINT_COLUMNS, BranchPoint, PhaseBoundary
 from dotattn.rows import read_float
 from dotattn.runner import (Interrupted, ProgressState, RunLock, as_interrupted, check_dask_address, check_workers,
@@ -75,6 +76,10 @@ SECONDS_PER_FIXED_POINT_NODE = 4.3e-6
 SECONDS_PER_FIXED_POINT = 0.017
 """Rough CPU seconds per fixed point besides the nodes (from the ω = 0.3 column on Gauss-Hermite 8,
 4,096 nodes: 0.032 s per fixed point)."""
+REFINE_COST_PER_NODE = 4.0
+"""A refinement solve costs about this many times a sweep solve per node: a QMC rule has no token
+symmetry to fold (the sweep's Gauss–Hermite rule is folded 2-8x) and a cold prox needs more
+iterations (measured at ω = 0.1: 0.6 s for 2^13 x 2 QMC nodes against 0.19 s for 12^4 GH nodes)."""
 SECONDS_PER_STABILITY = 0.065
 """Rough CPU seconds of the RS stability of one grid record (:func:`dotattn.stability.rs_stability` on
 its 2^11 x 4 Sobol rule, toy model): the ω = 0.3 column took 13.7 s of user time with it and 9.5 s
@@ -96,8 +101,13 @@ class SweepSettings:
     options: SolverOptions = SolverOptions()
     spinodal_tol: float = 1e-3
     critical_tol: float = 1e-4
+    refine: RefineSpec | None = None
+    """Re-solve the fixed points at the α_c and α_lin roots on independent QMC rules
+    (:func:`dotattn.refine.refine_root`); None: the sweep rule's roots with the coarse-rule bound."""
 
     def __post_init__(self) -> None:
+        if self.refine is not None and not isinstance(self.refine, RefineSpec):
+            raise ParameterError(f"refine must be a dotattn.refine.RefineSpec or None, got {type(self.refine).__name__}")
         if not isinstance(self.quadrature, QuadratureSpec):
             raise ParameterError(f"quadrature must be a QuadratureSpec, got {type(self.quadrature).__name__}")
         if not isinstance(self.options, SolverOptions):
@@ -112,13 +122,15 @@ class SweepSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return {"quadrature": self.quadrature.to_dict(), "options": asdict(self.options),
-                "spinodal_tol": self.spinodal_tol, "critical_tol": self.critical_tol}
+                "spinodal_tol": self.spinodal_tol, "critical_tol": self.critical_tol,
+                **({} if self.refine is None else {"refine": self.refine.to_dict()})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SweepSettings":
         q = d["quadrature"]
         quad = QuadratureSpec(q["kind"], q["order"], q.get("coarse_order"), q.get("scramblings", 8), q.get("seed", 0))
-        return cls(quad, SolverOptions(**d["options"]), d["spinodal_tol"], d["critical_tol"])
+        return cls(quad, SolverOptions(**d["options"]), d["spinodal_tol"], d["critical_tol"],
+                   RefineSpec.from_dict(d.get("refine")))
 
 
 def check_figure_omega(figure_omega: float | None, omegas: Iterable[float]) -> None:
@@ -157,6 +169,13 @@ class ColumnSummary:
     minimal phases found in the α range (:func:`phase_boundaries`), sorted by α (α_c is one of
     them where the positional phase gives way to the semantic one). ``spinodals`` has every
     followed branch (mixed too for r >= 2).
+
+    With refinement (:attr:`SweepSettings.refine`): ``alpha_c`` and ``alpha_lin`` are the means of
+    the roots on the independent QMC rules and their errors the standard errors of those means
+    (:class:`dotattn.refine.RefinedRoot`, in ``refined``: name -> its row); ``alpha_c_sweep``,
+    ``alpha_lin_sweep`` (and ``*_sweep_error``) keep the sweep rule's Brent roots and their
+    coarse-rule bounds. Without it the ``*_sweep`` fields are None and ``refined`` is empty. The
+    phase boundaries are always the sweep rule's.
     """
 
     omega: float
@@ -170,6 +189,11 @@ class ColumnSummary:
     alpha_c_error: float | None = None
     alpha_lin_error: float | None = None
     boundaries: tuple[PhaseBoundary, ...] = ()
+    alpha_c_sweep: float | None = None
+    alpha_c_sweep_error: float | None = None
+    alpha_lin_sweep: float | None = None
+    alpha_lin_sweep_error: float | None = None
+    refined: dict = field(default_factory=dict)
 
     def to_row(self) -> dict[str, Any]:
         return {"omega": self.omega, "alpha_c": self.alpha_c, "alpha_c_error": self.alpha_c_error,
@@ -177,7 +201,11 @@ class ColumnSummary:
                 "spinodal_positional": self.spinodal_positional, "alpha_lin": self.alpha_lin,
                 "alpha_lin_error": self.alpha_lin_error,
                 "linear_baseline_test_error": self.linear_baseline_test_error, "spinodals": self.spinodals,
-                "boundaries": [b.to_row() for b in self.boundaries], "seconds": self.seconds}
+                "boundaries": [b.to_row() for b in self.boundaries], "seconds": self.seconds,
+                **({} if not self.refined and self.alpha_c_sweep is None and self.alpha_lin_sweep is None else
+                   {"alpha_c_sweep": self.alpha_c_sweep, "alpha_c_sweep_error": self.alpha_c_sweep_error,
+                    "alpha_lin_sweep": self.alpha_lin_sweep, "alpha_lin_sweep_error": self.alpha_lin_sweep_error,
+                    "refined": dict(self.refined)})}
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "ColumnSummary":
@@ -187,7 +215,10 @@ class ColumnSummary:
                    spinodals=dict(row["spinodals"]), linear_baseline_test_error=float(row["linear_baseline_test_error"]),
                    seconds=read_float(row.get("seconds")), alpha_c_error=opt(row.get("alpha_c_error")),
                    alpha_lin_error=opt(row.get("alpha_lin_error")),
-                   boundaries=tuple(PhaseBoundary.from_row(b) for b in row.get("boundaries") or ()))
+                   boundaries=tuple(PhaseBoundary.from_row(b) for b in row.get("boundaries") or ()),
+                   alpha_c_sweep=opt(row.get("alpha_c_sweep")), alpha_c_sweep_error=opt(row.get("alpha_c_sweep_error")),
+                   alpha_lin_sweep=opt(row.get("alpha_lin_sweep")),
+                   alpha_lin_sweep_error=opt(row.get("alpha_lin_sweep_error")), refined=dict(row.get("refined") or {}))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,11 +301,20 @@ def _finish(problem: Problem, omega: float, alphas: list[float], settings: Sweep
     critical = _critical_root(branches, alphas, settings.critical_tol)
     alpha_c = critical.alpha if critical is not None else None
     alpha_c_error = _root_error(branches, critical, "train_loss")
-    alpha_lin, alpha_lin_error = _baseline_alpha(branches, alphas, critical, alpha_c_error, eps_lin,
-                                                 settings.critical_tol)
+    alpha_lin, alpha_lin_error, lin_root = _baseline_alpha(branches, alphas, critical, alpha_c_error, eps_lin,
+                                                           settings.critical_tol)
     boundaries = phase_boundaries(branches, alphas, omega, settings, known=(critical, alpha_c_error))
+    sweep: dict[str, Any] = {}
+    if settings.refine is not None:
+        refined = _refine(problem, branches, critical, lin_root, eps_lin, settings, count)
+        sweep = {"alpha_c_sweep": alpha_c, "alpha_c_sweep_error": alpha_c_error, "alpha_lin_sweep": alpha_lin,
+                 "alpha_lin_sweep_error": alpha_lin_error, "refined": {k: v.to_row() for k, v in refined.items()}}
+        if "alpha_c" in refined:  # else the sweep's root and bound stay
+            alpha_c, alpha_c_error = refined["alpha_c"].alpha, refined["alpha_c"].standard_error
+        if "alpha_lin" in refined:
+            alpha_lin, alpha_lin_error = refined["alpha_lin"].alpha, refined["alpha_lin"].standard_error
     summary = ColumnSummary(omega=omega, alpha_c=alpha_c, alpha_lin=alpha_lin, alpha_c_error=alpha_c_error,
-                            alpha_lin_error=alpha_lin_error, boundaries=tuple(boundaries),
+                            alpha_lin_error=alpha_lin_error, boundaries=tuple(boundaries), **sweep,
                             spinodal_semantic=spinodals["semantic"]["lower"],
                             spinodal_positional=spinodals["positional"]["upper"], spinodals=spinodals,
                             linear_baseline_test_error=eps_lin, seconds=time.perf_counter() - t0)
@@ -368,16 +408,18 @@ def _branch_root(branch: Branch, key: str, level: float, a: float, b: float, tol
 
 
 def _baseline_alpha(branches: dict[str, Branch], alphas: list[float], critical: _Root | None,
-                    alpha_c_error: float | None, eps_lin: float, tol: float) -> tuple[float | None, float | None]:
-    """Smallest α where ε_g of the selected branch falls below ε_lin (None if not in range), and its
-    quadrature-error estimate (that of α_c where the switch of branch at α_c crosses the line)."""
+                    alpha_c_error: float | None, eps_lin: float, tol: float
+                    ) -> tuple[float | None, float | None, _Root | str | None]:
+    """Smallest α where ε_g of the selected branch falls below ε_lin (None if not in range), its
+    quadrature-error estimate (that of α_c where the switch of branch at α_c crosses the line), and
+    how it was found: the Brent root on one branch, ``"alpha_c"``, or None (none, or a grid point)."""
     alpha_c = critical.alpha if critical is not None else None
     grid = [a for a in alphas if selected_at(branches, a) is not None]
     if not grid:
-        return None, None
+        return None, None, None
     first = selected_at(branches, grid[0])
     if branches[first].points[grid[0]].test_error < eps_lin:
-        return None, None  # already below at the smallest α: the crossing is not in range
+        return None, None, None  # already below at the smallest α: the crossing is not in range
     for a, b in zip(grid, grid[1:]):
         sa, sb = selected_at(branches, a), selected_at(branches, b)
         eb = branches[sb].points[b].test_error - eps_lin
@@ -389,12 +431,41 @@ def _baseline_alpha(branches: dict[str, Branch], alphas: list[float], critical: 
         elif alpha_c is not None and a <= alpha_c <= b:
             fp = branches[sb].at(alpha_c)
             if fp is not None and fp.test_error < eps_lin:
-                return alpha_c, alpha_c_error
+                return alpha_c, alpha_c_error, "alpha_c"
             root = _branch_root(branches[sb], "test_error", eps_lin, alpha_c, b, tol)
         else:
-            return b, None
-        return (root.alpha, _root_error(branches, root, "test_error")) if root is not None else (None, None)
-    return None, None
+            return b, None, None
+        if root is None:
+            return None, None, None
+        return root.alpha, _root_error(branches, root, "test_error"), root
+    return None, None, None
+
+
+def _refine(problem: Problem, branches: dict[str, Branch], critical: _Root | None, lin_root: _Root | str | None,
+            eps_lin: float, settings: SweepSettings, count: Callable[[], None]) -> dict[str, RefinedRoot]:
+    """α_c and α_lin re-evaluated on the refinement rules (:func:`dotattn.refine.refine_root`):
+    name -> :class:`dotattn.refine.RefinedRoot` for each root that has one (α_lin = α_c where the
+    switch of branch crosses the baseline)."""
+    spec, options = settings.refine, settings.options
+    on_branch = (lambda name, fp: branches[name].on_branch(fp))  # noqa: E731
+    out: dict[str, RefinedRoot] = {}
+    if critical is not None:
+        root = refine_root(problem, critical.alpha, critical.nearest,
+                           lambda fps: fps["semantic"].train_loss - fps["positional"].train_loss, critical.slope,
+                           spec, options, on_branch, count,
+                           slope_of=lambda fps, rule: envelope_slope(problem, fps, "semantic", "positional", rule,
+                                                                     options))
+        if root is not None:
+            out["alpha_c"] = root
+    if lin_root == "alpha_c" and "alpha_c" in out:
+        out["alpha_lin"] = out["alpha_c"]
+    elif isinstance(lin_root, _Root):
+        (name, _), = lin_root.nearest.items()
+        root = refine_root(problem, lin_root.alpha, lin_root.nearest, lambda fps: fps[name].test_error - eps_lin,
+                           lin_root.slope, spec, options, on_branch, count)
+        if root is not None:
+            out["alpha_lin"] = root
+    return out
 
 
 class _PhaseProbe:
@@ -549,9 +620,10 @@ def _cache_key(problem: Problem, omega: float, alphas: list[float], settings: Sw
 
 def column_fixed_points_estimate(problem: Problem, alphas: Sequence[float]) -> int:
     """Rough number of fixed points one ω column solves: every followed branch at every α, plus
-    the Brent evaluations of α_c and α_lin and the spinodal bisections (measured: about
-    :data:`EXTRA_FIXED_POINTS_PER_COLUMN` on the toy model)."""
-    return len(branch_names(problem)) * len(alphas) + EXTRA_FIXED_POINTS_PER_COLUMN
+    the positional branch's second pass (:meth:`dotattn.branch.Branch.lowest_of_both_sides`), the Brent
+    evaluations of α_c and α_lin and the spinodal bisections (measured: about
+    :data:`EXTRA_FIXED_POINTS_PER_COLUMN` on the toy model); not the refinement (:func:`estimate_seconds`)."""
+    return len(branch_names(problem)) * len(alphas) + max(len(alphas) - 1, 0) + EXTRA_FIXED_POINTS_PER_COLUMN
 
 
 def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepSettings, columns: int,
@@ -567,6 +639,10 @@ def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepS
     per_column = (column_fixed_points_estimate(problem, alphas) * (SECONDS_PER_FIXED_POINT
                                                                     + SECONDS_PER_FIXED_POINT_NODE * nodes)
                   + len(branch_names(problem)) * len(alphas) * SECONDS_PER_STABILITY)
+    if settings.refine is not None:  # α_c: 2 fixed points on R rules; α_lin: 1 on R + 1
+        r = settings.refine
+        per_column += ((3 * r.rules + 1) * REFINE_COST_PER_NODE * SECONDS_PER_FIXED_POINT_NODE
+                       * 2 ** r.log2_points * r.scramblings)
     return per_column * -(-columns // max(1, min(workers, columns)))
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.phase_diagram import ColumnSummary
     from dotattn.records import PhaseBoundary
 
-__all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_phases", "PHASES",
+__all__ = ["figure_headline", "figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_phases", "PHASES",
            "figure_comparison", "figure_finite_size", "branch_series", "unstable_points",
            "figure_alpha_c_delta", "figure_alpha_c_scaling"]
 
@@ -107,7 +107,8 @@ def figure_test_error(rows: Sequence[BranchPoint], summary: "ColumnSummary", tit
         ax.annotate(rf"$\alpha_c = {summary.alpha_c:.3f}$", (summary.alpha_c, ax.get_ylim()[1]),
                     xytext=(4, -14), textcoords="offset points", fontsize=9)
     if summary.alpha_lin is not None:
-        ax.axvline(summary.alpha_lin, color="k", lw=0.8, ls=":")
+        ax.axvline(summary.alpha_lin, color="k", lw=0.8, ls=":",
+                   label=rf"$\alpha_{{\rm lin}} = {summary.alpha_lin:.3f}$: attention beats linear")
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"test error $\varepsilon_g$")
     ax.set_title(title or rf"Test error at $\omega = {omega:g}$ (solid: global minimum; dashed: metastable)",
@@ -178,13 +179,14 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
     if wc:
         a_c, w_c, err = zip(*wc)
         ax.errorbar(a_c, w_c, xerr=err, fmt="k-o", ms=3, lw=2, capsize=2, elinewidth=1,
-                    label=r"$\alpha_c(\omega)$ ± quadrature error: positional $\to$ semantic")
+                    label=r"$\alpha_c(\omega)$ ± its error (summary.json): positional $\to$ semantic")
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
     ax.set_xlabel(r"sample complexity $\alpha$")
     ax.set_ylabel(r"positional fraction of the target $\omega$")
-    ax.set_title("Phase diagram of dot-product attention (grey: one branch only)", fontsize=10)
+    ax.set_title("Phase diagram of dot-product attention" + (" (grey: one branch only)" if np.any(np.isfinite(only))
+                                                             else ""), fontsize=10)
     ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
     fig.tight_layout()
     return fig
@@ -229,6 +231,19 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
                             xerr=[0.0 if not np.isfinite(b.error) else b.error for b in sub], fmt=marker,
                             color=colour, mfc=face if face == "white" else colour, ms=7, mew=1.5, capsize=2,
                             lw=0, zorder=5)  # above the RS marks, which may sit on the same grid point
+    def cell(x: float) -> float:  # width of the grid cell holding x
+        j = int(np.clip(np.searchsorted(alphas, x), 1, len(alphas) - 1))
+        return alphas[j] - alphas[j - 1] if len(alphas) > 1 else np.inf
+    # a root whose quadrature error spans most of its grid cell, or reaches past the end of the α grid
+    # (it may not lie in range at all): drawn, but not resolved
+    wide = [b for b in bounds if b.method == "brent" and np.isfinite(b.error)
+            and (b.error > 0.5 * cell(b.alpha) or b.alpha - b.error < alphas[0] or b.alpha + b.error > alphas[-1])]
+    if wide:
+        ax.plot([b.alpha for b in wide], [b.omega for b in wide], "o", ms=11, mfc="none", mec="red", mew=1.4,
+                label="not resolved: error > half the grid cell or past the grid's end")
+        for b in wide:
+            ax.annotate(f"{b.below} → {b.above} ±{b.error:.2f}", (b.alpha, b.omega), xytext=(10, 4),
+                        textcoords="offset points", fontsize=6, color="red")
     for method, (marker, face) in styles.items():
         if any(b.method == method for b in bounds):
             handles.append(ax.plot([], [], marker, color="k", mfc=face, ls="none",
@@ -391,7 +406,7 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
     ``points``: dicts with omega, inv_d, alpha_c, ci (``(K, 2)``), fit_x, fit_y (the fitted curve
     against 1/d), fit_model, alpha_inf, alpha_inf_ci and theory_alpha_c.
     """
-    fig = _figure(figsize=(5.6, 4.2))
+    fig = _figure(figsize=(8.0, 4.2))
     ax = fig.subplots()
     colours = colormaps["tab10"]
     for k, p in enumerate(points):
@@ -400,15 +415,95 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
         y = np.asarray(p["alpha_c"], dtype=float)
         ax.errorbar(p["inv_d"], y, yerr=[y - ci[:, 0], ci[:, 1] - y], fmt="o", color=col, capsize=3,
                     label=f"ω = {p['omega']:g}: ERM")
-        ax.plot(p["fit_x"], p["fit_y"], "-", color=col, lw=1, label=f"fit {p['fit_model']}")
+        ax.plot(p["fit_x"], p["fit_y"], "-", color=col, lw=1)
         lo, hi = p["alpha_inf_ci"]
         ax.errorbar([0.0], [p["alpha_inf"]], yerr=[[p["alpha_inf"] - lo], [hi - p["alpha_inf"]]], fmt="s",
                     color=col, mfc="none", capsize=3)
+    if points:  # one legend entry each for the fits and the extrapolations (same style at every ω)
+        ax.plot([], [], "-", color="0.3", lw=1, label=f"fit {points[0]['fit_model']} (per ω)")
+        ax.plot([], [], "s", color="0.3", mfc="none", label="d → ∞ extrapolation (interval)")
         if p.get("theory_alpha_c") is not None:
             ax.axhline(float(p["theory_alpha_c"]), color=col, ls="--", lw=1, label=f"theory α_c = {p['theory_alpha_c']:.3f}")
     ax.set_xlabel("1/d")
     ax.set_ylabel("α_c (crossing of the paired training losses)")
     ax.set_xlim(left=-0.0002)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # outside: hides no point
+    fig.tight_layout()
+    return fig
+
+
+def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> Figure:
+    """The headline. Top: α_c(ω) of the theory (line, band ± 2 standard errors of the refined root),
+    α_lin(ω) (dashed), and at every ω of the ERM study its crossing per d (mean and bootstrap
+    interval, small offsets in ω per d) and the d → ∞ extrapolation with its interval. Bottom, one
+    panel per ERM ω: the same crossings against 1/d (d → ∞ at 1/d = 0) on the scale of the
+    agreement, with the theory's α_c ± 2 s.e. as a band.
+
+    ``theory``: the phase diagram's column summaries; ``erm``: the study's ``summary.json``
+    ``omegas`` entries (``omega``, ``by_d``: ``d``, ``alpha_c``, ``ci``; ``extrapolated``: ``alpha_c``,
+    ``ci``, ``model``). Records only: nothing is computed here but offsets and bands.
+    """
+    erm = sorted(erm, key=lambda o: o["omega"])
+    fig = _figure(figsize=(8.0, 7.4))
+    grid = fig.add_gridspec(2, max(len(erm), 1), height_ratios=(1.5, 1.0))
+    ax = fig.add_subplot(grid[0, :])
+    for key, err, colour, ls, label in (("alpha_c", "alpha_c_error", "k", "-", r"theory $\alpha_c(\omega)$"),
+                                        ("alpha_lin", "alpha_lin_error", "0.45", "--",
+                                         r"theory $\alpha_{\rm lin}(\omega)$: attention beats linear")):
+        pts = [(s.omega, getattr(s, key), getattr(s, err)) for s in theory if getattr(s, key) is not None]
+        if not pts:
+            continue
+        w, a, e = (np.array([np.nan if x is None else x for x in v], dtype=float) for v in zip(*sorted(pts)))
+        e = np.where(np.isfinite(e), e, 0.0)
+        ax.plot(w, a, ls=ls, color=colour, lw=1.6, label=label + " (band: ± 2 s.e.)")
+        ax.fill_between(w, a - 2 * e, a + 2 * e, color=colour, alpha=0.25, lw=0)
+    ds = sorted({b["d"] for o in erm for b in o["by_d"]})
+    cmap = colormaps["viridis"]
+    colour_of = {d: cmap(k / max(len(ds) - 1, 1) * 0.85) for k, d in enumerate(ds)}
+    span = 0.012  # offsets in ω so that the d of one ω do not hide each other
+    for k, d in enumerate(ds):
+        off = span * (k - (len(ds) - 1) / 2) / max(len(ds) - 1, 1)
+        pts = [(o["omega"], b) for o in erm for b in o["by_d"] if b["d"] == d]
+        w = np.array([p[0] for p in pts]) + off
+        y = np.array([p[1]["alpha_c"] for p in pts], dtype=float)
+        lo = np.array([p[1]["ci"][0] for p in pts], dtype=float)
+        hi = np.array([p[1]["ci"][1] for p in pts], dtype=float)
+        ax.errorbar(w, y, yerr=[y - lo, hi - y], fmt="o", ms=4, capsize=2, lw=1, color=colour_of[d],
+                    label=f"ERM crossing, d = {d}")
+    ext = [o for o in erm if o.get("extrapolated") and o["extrapolated"].get("alpha_c") is not None]
+    if ext:
+        w = np.array([o["omega"] for o in ext]) + span
+        y = np.array([o["extrapolated"]["alpha_c"] for o in ext], dtype=float)
+        lo = np.array([o["extrapolated"]["ci"][0] for o in ext], dtype=float)
+        hi = np.array([o["extrapolated"]["ci"][1] for o in ext], dtype=float)
+        ax.errorbar(w, y, yerr=[y - lo, hi - y], fmt="D", ms=6, mfc="white", mec="tab:red", color="tab:red",
+                    capsize=3, lw=1.4, label=f"ERM d → ∞ ({ext[0]['extrapolated']['model']} fit, interval)")
+    ax.set_xlabel(r"positional fraction of the target $\omega$")
+    ax.set_ylabel(r"sample complexity $\alpha = n/d$")
+    ax.set_title("Positional → semantic switch: replica theory and gradient-trained ERM", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
+    ax.grid(alpha=0.25)
+    by_omega = {round(s.omega, 9): s for s in theory}
+    for k, o in enumerate(erm):
+        sub = fig.add_subplot(grid[1, k])
+        s = by_omega.get(round(o["omega"], 9))
+        if s is not None and s.alpha_c is not None:
+            e = 2 * (s.alpha_c_error or 0.0)
+            sub.axhspan(s.alpha_c - e, s.alpha_c + e, color="k", alpha=0.25, lw=0)
+            sub.axhline(s.alpha_c, color="k", lw=1.2, label=rf"theory {s.alpha_c:.3f}")
+        for b in o["by_d"]:
+            lo, hi = b["ci"]
+            sub.errorbar([1.0 / b["d"]], [b["alpha_c"]], yerr=[[b["alpha_c"] - lo], [hi - b["alpha_c"]]], fmt="o",
+                         ms=4, capsize=2, color=colour_of[b["d"]])
+        x = o.get("extrapolated") or {}
+        if x.get("alpha_c") is not None:
+            sub.errorbar([0.0], [x["alpha_c"]], yerr=[[x["alpha_c"] - x["ci"][0]], [x["ci"][1] - x["alpha_c"]]],
+                         fmt="D", ms=5, mfc="white", mec="tab:red", color="tab:red", capsize=3)
+        sub.set_title(rf"$\omega = {o['omega']:g}$", fontsize=9)
+        sub.set_xlabel("1/d", fontsize=8)
+        sub.tick_params(labelsize=7)
+        sub.set_xlim(left=-0.0003)
+        sub.grid(alpha=0.25)
+        sub.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig

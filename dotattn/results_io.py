@@ -24,7 +24,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -41,9 +41,10 @@ from dotattn.phase_diagram import (BOUNDARY_ROW_COLUMNS, ROW_COLUMNS, ColumnSumm
                                    check_figure_omega)
 from dotattn.problem import ParameterError, Problem
 from dotattn.records import BranchPoint, PhaseBoundary
-from dotattn.verify import read_record, verify_folder
+from dotattn.verify import read_record, read_verified_csv, read_verified_json, verify_folder
 
-__all__ = ["write_phase_diagram", "replot_phase_diagram", "read_phase_diagram", "read_boundaries", "write_erm", "load_erm", "read_theory",
+__all__ = ["read_alpha_c_part", "theory_from_phase_diagram", "read_phase_summaries", "write_phase_diagram",
+           "replot_phase_diagram", "read_phase_diagram", "read_boundaries", "write_erm", "load_erm", "read_theory",
            "compare_and_write", "write_alpha_c_study"]
 
 
@@ -51,9 +52,9 @@ __all__ = ["write_phase_diagram", "replot_phase_diagram", "read_phase_diagram", 
 # phase diagram
 # ----------------------------------------------------------------------------------------------
 def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
-                        figure_omega: float | None = None) -> dict[str, str]:
+                        figure_omega: float | None = None, command: str | None = None) -> dict[str, str]:
     """CSV of records, CSV of phase boundaries, summary.json with provenance, and figures (a), (b),
-    (c) and the phases figure; all written atomically."""
+    (c) and the phases figure; all written atomically (``command``: recorded in the manifest)."""
     out = Path(out_dir)
     params = {"problem": pd.problem.to_dict(), "omegas": list(pd.omegas), "alphas": list(pd.alphas),
               **pd.settings.to_dict()}
@@ -73,7 +74,7 @@ def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
     meta = {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
             "created_utc": prov["created_utc"]}
     paths.update(_phase_diagram_figures(pd.rows, pd.summaries, pd.problem, out, meta, figure_omega))
-    write_manifest(out, paths.values(), params, provenance_record=prov)
+    write_manifest(out, paths.values(), params, provenance_record=prov, command=command)
     return paths
 
 
@@ -133,6 +134,52 @@ def read_phase_diagram(folder: str | os.PathLike, omega: float | None = None) ->
     verify_folder(folder, kind="phase-diagram")
     points = [BranchPoint.from_row(r) for r in read_csv(Path(folder) / "phase_diagram.csv")]
     return points if omega is None else [p for p in points if abs(p.omega - omega) < 1e-9]
+
+
+def read_phase_summaries(folder: str | os.PathLike) -> list[ColumnSummary]:
+    """The column summaries (α_c, α_lin and their errors per ω) of a verified phase-diagram folder."""
+    folder = Path(folder)
+    verify_folder(folder, kind="phase-diagram")
+    rows = read_verified_json(folder / "summary.json").get("omegas")
+    if not isinstance(rows, list):
+        raise IntegrityError(f"{folder / 'summary.json'}: no 'omegas' list")
+    return [read_record(folder / "summary.json", i, ColumnSummary, r) for i, r in enumerate(rows, start=1)]
+
+
+def theory_from_phase_diagram(folder: str | os.PathLike, problem: Problem, omegas: Sequence[float],
+                              alphas: Sequence[float]) -> list["TheoryColumn"]:
+    """The theory columns of an α_c study read from a verified phase-diagram folder instead of being
+    computed: per ω its α_c ± error (refined where the folder was) and Δe_t = e_t(sem) − e_t(pos) of
+    its records at the study's α. ParameterError unless the folder was made for ``problem`` (ω
+    aside) and holds every ω and α asked for."""
+    from dotattn.alpha_c import TheoryColumn
+    folder = Path(folder)
+    summaries = {round(s.omega, 9): s for s in read_phase_summaries(folder)}
+    params = read_verified_json(folder / "summary.json").get("parameters") or {}
+    have = {k: v for k, v in (params.get("problem") or {}).items() if k != "omega"}
+    want = {k: v for k, v in problem.to_dict().items() if k != "omega"}
+    diff = next((k for k in want if want[k] != have.get(k)), None)
+    if diff is not None:
+        raise ParameterError(f"phase diagram {folder} was made for another problem: {diff} = {have.get(diff)!r} there, "
+                             f"{want[diff]!r} here")
+    et = {(round(p.omega, 9), round(p.alpha, 9), p.branch): p.train_loss
+          for p in read_phase_diagram(folder) if p.converged}
+    out = []
+    for w in omegas:
+        s = summaries.get(round(w, 9))
+        if s is None:
+            raise ParameterError(f"phase diagram {folder} has no omega = {w:g}")
+        missing = [a for a in alphas if (round(w, 9), round(a, 9), "semantic") not in et
+                   and (round(w, 9), round(a, 9), "positional") not in et]
+        if missing:
+            raise ParameterError(f"phase diagram {folder} has no records at omega = {w:g}, alpha = {missing[0]:g}")
+        delta = tuple(None if any((round(w, 9), round(a, 9), b) not in et for b in ("semantic", "positional"))
+                      else et[(round(w, 9), round(a, 9), "semantic")] - et[(round(w, 9), round(a, 9), "positional")]
+                      for a in alphas)
+        out.append(TheoryColumn(omega=w, alpha_c=s.alpha_c, alphas=tuple(alphas), delta=delta,
+                                quadrature={"read_from": str(folder), **{k: params.get(k) for k in ("quadrature", "refine")}},
+                                seconds=0.0, alpha_c_error=s.alpha_c_error))
+    return out
 
 
 def read_boundaries(folder: str | os.PathLike) -> list[PhaseBoundary]:
@@ -299,8 +346,11 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
 
 
 def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command: str = "",
-                  extra: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """crossings.csv, cells.csv, delta.csv, summary.json (with provenance) and the two figures."""
+                  extra: Mapping[str, Any] | None = None,
+                  theory_summaries: "Sequence[ColumnSummary] | None" = None) -> dict[str, str]:
+    """crossings.csv, cells.csv, delta.csv, summary.json (with provenance) and the two figures; with
+    ``theory_summaries`` (a phase diagram's, :func:`read_phase_summaries`) also ``headline.png``
+    (:func:`dotattn.plotting.figure_headline`)."""
     from dotattn import plotting
     from dotattn.status import STATUS_CONVERGED
 
@@ -347,8 +397,87 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
             "created_utc": prov["created_utc"]}
     figs = {"delta_et": plotting.figure_alpha_c_delta(curves, study.theory),
             "alpha_c_vs_d": plotting.figure_alpha_c_scaling(scaling)}
+    if theory_summaries:
+        figs["headline"] = plotting.figure_headline(theory_summaries, summary["omegas"])
     for name, fig in figs.items():
         paths[name] = str(out / f"{name}.png")
         save_figure(fig, paths[name], meta)
     write_manifest(out, paths.values(), params, provenance_record=prov, command=command or None)
     return paths
+
+
+def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
+    """The cells of a committed ``erm-alpha-c`` folder, from its rows, verified and never trusted.
+
+    The folder must pass :func:`dotattn.verify.verify_folder` (its manifest, so a folder made
+    before manifests must be sealed first with ``dotattn verify --seal``); then every cell is
+    rebuilt from ``delta.csv`` (a full seed x α grid per cell, Δe_t = e_t(sem) − e_t(pos) and the
+    ``valid`` flag as recomputed), and the per-seed crossings recomputed from it must be the rows of
+    ``crossings.csv`` (outcome, crossing α to 1e-12, sign changes, valid points) and the seed
+    counts those of ``cells.csv``. IntegrityError (one line) at the first mismatch.
+    """
+    from dotattn.alpha_c import AlphaCConfig, CellRuns, StudyPart, cell_crossings
+    from dotattn.status import STATUS_CONVERGED
+    folder = Path(folder)
+    verify_folder(folder, kind="alpha-c")
+    summary = read_verified_json(folder / "summary.json")
+    params = (summary.get("provenance") or {}).get("parameters") or {}
+    try:
+        problem = Problem.from_dict(params["problem"])
+        config = AlphaCConfig.from_dict(params["config"])
+    except (KeyError, TypeError, ParameterError) as err:
+        raise IntegrityError(f"{folder / 'summary.json'}: no readable problem and config ({err})") from None
+    alphas = list(config.alphas)
+    grid: dict[tuple[float, int], dict[int, dict[float, dict[str, str]]]] = {}
+    path = folder / "delta.csv"
+    for i, r in enumerate(read_verified_csv(path), start=1):
+        try:
+            key, seed, a = (float(r["omega"]), int(r["d"])), int(r["seed"]), float(r["alpha"])
+            es, ep, dl = float(r["et_semantic"]), float(r["et_positional"]), float(r["delta"])
+        except (KeyError, ValueError) as err:
+            raise IntegrityError(f"{path}: row {i} cannot be read ({err})") from None
+        if not any(abs(a - b) < 1e-9 for b in alphas):
+            raise IntegrityError(f"{path}: row {i} has alpha = {a:g}, not on the study's grid")
+        if np.isfinite(es) and np.isfinite(ep) and abs(dl - (es - ep)) > 1e-12 * max(abs(es), abs(ep), 1e-300):
+            raise IntegrityError(f"{path}: row {i}: delta is not et_semantic - et_positional")
+        if seed in grid.setdefault(key, {}) and a in grid[key][seed]:
+            raise IntegrityError(f"{path}: row {i} repeats omega = {key[0]:g}, d = {key[1]}, seed {seed}, alpha = {a:g}")
+        grid[key].setdefault(seed, {})[a] = r
+    seconds = summary.get("cell_compute_seconds") or {}
+    cells = []
+    for (w, d), by_seed in sorted(grid.items()):
+        seeds = sorted(by_seed)
+        for s in seeds:
+            if len(by_seed[s]) != len(alphas):
+                raise IntegrityError(f"{path}: cell omega = {w:g}, d = {d}, seed {s} has {len(by_seed[s])} of "
+                                     f"{len(alphas)} alpha values")
+        rows = [[by_seed[s][min(by_seed[s], key=lambda x: abs(x - a))] for a in alphas] for s in seeds]
+        col = (lambda name, conv: np.array([[conv(r[name]) for r in row] for row in rows]))  # noqa: E731
+        cell = CellRuns(omega=w, d=d, alphas=tuple(alphas), seeds=tuple(seeds),
+                        et_sem=col("et_semantic", float), et_pos=col("et_positional", float),
+                        status_sem=col("status_semantic", str).astype(object),
+                        status_pos=col("status_positional", str).astype(object),
+                        same=col("same_minimum", lambda x: x == "True"),
+                        seconds=float(seconds.get(f"{w:g}/{d}", 0.0)), device=f"read from {folder}")
+        if not np.array_equal(cell.valid(STATUS_CONVERGED), col("valid", lambda x: x == "True")):
+            raise IntegrityError(f"{path}: cell omega = {w:g}, d = {d}: the valid flags are not those of its statuses")
+        cells.append(cell)
+    committed = {(float(r["omega"]), int(r["d"]), int(r["seed"])): r
+                 for r in read_verified_csv(folder / "crossings.csv")}
+    counts = {(float(r["omega"]), int(r["d"])): int(r["seeds"]) for r in read_verified_csv(folder / "cells.csv")}
+    for cell in cells:
+        if counts.get((cell.omega, cell.d)) != len(cell.seeds):
+            raise IntegrityError(f"{folder / 'cells.csv'}: cell omega = {cell.omega:g}, d = {cell.d} lists "
+                                 f"{counts.get((cell.omega, cell.d))} seeds, delta.csv holds {len(cell.seeds)}")
+        for x in cell_crossings(cell, STATUS_CONVERGED):
+            r = committed.get((x.omega, x.d, x.seed))
+            same = r is not None and r["outcome"] == x.outcome and int(r["changes"]) == x.changes \
+                and int(r["valid"]) == x.valid and (np.isnan(x.alpha_c) and r["alpha_c"] in ("", "nan")
+                                                    or abs(float(r["alpha_c"] or "nan") - x.alpha_c) <= 1e-12)
+            if not same:
+                raise IntegrityError(f"{folder / 'crossings.csv'}: omega = {x.omega:g}, d = {x.d}, seed {x.seed} is not "
+                                     f"the crossing of its delta.csv rows")
+    if len(committed) != sum(len(c.seeds) for c in cells):
+        raise IntegrityError(f"{folder / 'crossings.csv'}: {len(committed)} rows, delta.csv has "
+                             f"{sum(len(c.seeds) for c in cells)} seeds")
+    return StudyPart(source=str(folder), problem=problem, config=config, cells=tuple(cells))
