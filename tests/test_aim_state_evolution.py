@@ -117,17 +117,23 @@ def test_record_roundtrip_and_refusals():
 
 
 def test_algorithm_points_reader_and_figure(tmp_path):
-    from dotattn.aim.plotting import mmse_figure, read_algorithm_points
-    from dotattn.io import write_csv
+    """The reader groups a verified `dotattn aim gd` folder by estimator, with the values of its alphas.csv."""
+    import csv
+    import shutil
+    from pathlib import Path
 
-    folder = tmp_path / "amp_x"
-    folder.mkdir()
-    rows = [{"estimator": e, "alpha": a, "mse_mean": 0.5 - a, "mse_se": 0.01} for e in ("gd", "gd_averaged")
-            for a in (0.1, 0.2)]
-    write_csv(folder / "alphas.csv", rows, ["estimator", "alpha", "mse_mean", "mse_se"], comment="test")
+    from dotattn.aim.plotting import mmse_figure, read_algorithm_points
+
+    src = Path(__file__).resolve().parent.parent / "results" / "aim" / "gd_softmax_d40_rho0.5_T2"
+    folder = tmp_path / "gd_x"
+    shutil.copytree(src, folder)
+    with open(folder / "alphas.csv") as fh:
+        rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
     groups = read_algorithm_points(folder)
-    assert [g["name"] for g in groups] == ["amp_x (gd)", "amp_x (gd_averaged)"]
-    assert list(groups[0]["alpha"]) == pytest.approx([0.1, 0.2]) and list(groups[0]["mmse"]) == pytest.approx([0.4, 0.3])
+    assert [g["name"] for g in groups] == ["gd_x (gd)", "gd_x (gd_averaged)"]
+    gd = [r for r in rows if r["estimator"] == "gd"]
+    assert list(groups[0]["alpha"]) == pytest.approx([float(r["alpha"]) for r in gd])
+    assert list(groups[0]["mmse"]) == pytest.approx([float(r["mse_mean"]) for r in gd])
     fig = mmse_figure([[solve_point("softmax", 0.05, 0.5, 2)]], thresholds=[thresholds("softmax", 0.5, 2)],
                       algorithm_points=groups)
     assert len(fig.axes[0].get_legend().get_texts()) == 3
