@@ -19,9 +19,6 @@ from dotattn.verify import FOLDER_FILES, folder_kind, verify_folder
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
 MARKOV = RESULTS / "paths" / "markov"
-PENDING = {"phase_diagram": "regenerated and sealed by branch alphac (issue 19)",
-           "alpha_c_erm": "regenerated and sealed by branch alphac (issue 19)"}
-"""Top-level results folders another branch seals; skipped (not passed) while they have no manifest."""
 
 
 def _run_in(cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -39,9 +36,7 @@ def _output_folders() -> list[Path]:
 
 @pytest.mark.parametrize("folder", _output_folders(), ids=lambda p: str(p.relative_to(RESULTS)))
 def test_committed_results_folder_verifies(folder):
-    top = folder.relative_to(RESULTS).parts[0]
-    if top in PENDING and not (folder / MANIFEST_NAME).is_file():
-        pytest.skip(PENDING[top])
+    assert (folder / MANIFEST_NAME).is_file(), "every committed output folder carries its manifest"
     assert verify_folder(folder) == folder_kind(folder)
 
 
