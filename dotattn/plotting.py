@@ -146,7 +146,8 @@ def figure_overlaps(rows: Sequence[BranchPoint], summary: "ColumnSummary", sigma
 
 def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummary"]) -> Figure:
     """(c) (α, ω) plane coloured by e_t(semantic) − e_t(positional), with α_c(ω) (± its quadrature
-    error where known) and α_lin(ω)."""
+    error where known) and α_lin(ω). With a mixed branch (rank ≥ 2) the colour compares the two pure
+    branches only, and the colour bar says so (the globally minimal phase is :func:`figure_phases`)."""
     omegas = sorted({s.omega for s in summaries})
     alphas = sorted({r.alpha for r in rows})
     gap = np.full((len(omegas), len(alphas)), np.nan)
@@ -173,7 +174,9 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
                          norm=SymLogNorm(linthresh=max(lim * 1e-2, 1e-9), vmin=-lim, vmax=lim))
     ax.pcolormesh(a_edges, w_edges, np.ma.masked_invalid(only), cmap="Greys", vmin=-3, vmax=3, shading="flat")
     cb = fig.colorbar(mesh, ax=ax)
-    cb.set_label(r"$e_t^{\rm sem} - e_t^{\rm pos}$  (red: positional is the global minimum)")
+    mixed = any(r.converged and r.branch == "mixed" for r in rows)
+    cb.set_label(r"$e_t^{\rm sem} - e_t^{\rm pos}$  (red: positional "
+                 + ("below semantic)" if mixed else "is the global minimum)"))
     wc = [(s.alpha_c, s.omega, np.nan if s.alpha_c_error is None else s.alpha_c_error)
           for s in summaries if s.alpha_c is not None]
     if wc:
@@ -185,8 +188,10 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
     ax.set_xlabel(r"sample complexity $\alpha$")
     ax.set_ylabel(r"positional fraction of the target $\omega$")
-    ax.set_title("Phase diagram of dot-product attention" + (" (grey: one branch only)" if np.any(np.isfinite(only))
-                                                             else ""), fontsize=10)
+    title = "Phase diagram of dot-product attention" + (" (grey: one branch only)" if np.any(np.isfinite(only)) else "")
+    if mixed:  # the colour compares the pure branches; the mixed phase is the global minimum where it exists
+        title += "\npure branches only: the globally minimal (mixed) phase is in phases.png"
+    ax.set_title(title, fontsize=10)
     ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
     fig.tight_layout()
     return fig

@@ -175,3 +175,20 @@ def test_compare_reads_the_finite_size_theory_from_the_theory_folder(tmp_path, m
     for b in want:  # the same numbers, through a JSON round trip
         assert fs["theory"][b] == pytest.approx(want[b], rel=1e-12)
     assert table
+
+
+def test_phase_plane_of_a_rank2_diagram_says_it_compares_the_pure_branches_only():
+    """With a mixed branch the e_t(sem) - e_t(pos) colour does not show the global minimum: the figure says so
+    (it said 'red: positional is the global minimum' where the mixed phase was)."""
+    from pathlib import Path
+
+    from dotattn import plotting
+    from dotattn.results_io import read_phase_diagram, read_phase_summaries
+
+    results = Path(__file__).resolve().parent.parent / "results"
+    rank2 = results / "general" / "L2_r2_rt1" / "phase_diagram"
+    fig = plotting.figure_phase_plane(read_phase_diagram(rank2), read_phase_summaries(rank2))
+    assert "phases.png" in fig.axes[0].get_title() and "below semantic" in fig.axes[1].get_ylabel()
+    toy = results / "phase_diagram"
+    fig = plotting.figure_phase_plane(read_phase_diagram(toy), read_phase_summaries(toy))
+    assert "phases.png" not in fig.axes[0].get_title() and "global minimum" in fig.axes[1].get_ylabel()
