@@ -3,20 +3,14 @@
 from __future__ import annotations
 
 import json
-import shlex
-import sys
 import time
 from pathlib import Path
 
 import click
 
 from dotattn.cli.main import cli
-from dotattn.cli.options import output_folder, parse_grid
+from dotattn.cli.options import command_line, output_folder, parse_grid
 from dotattn.problem import ParameterError, check_int
-
-
-def _command_line() -> str:
-    return "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
 @cli.group("aim")
@@ -71,7 +65,7 @@ def state_evolution(channel, rho, T, alphas, nodes, hardmax_nodes, hardmax_deriv
 
     params = {"channel": channel, "rho": rho, "tokens": T, "alpha": grid, "nodes": nodes,
               "hardmax_nodes": hardmax_nodes, "hardmax_derivative": hardmax_derivative}
-    prov = provenance({**params, "command": _command_line()}, seconds=seconds)
+    prov = provenance({**params, "command": command_line()}, seconds=seconds)
     summary = {"channel": channel, "rho": rho, "tokens": T, "hardmax_derivative": hardmax_derivative,
                "points": [p.to_row() for p in points], "thresholds": thr, "provenance": prov}
     if out is not None:
@@ -122,7 +116,7 @@ def figure(folders, xaxis, point_folders, title, out):
     fig = mmse_figure([r[0] for r in runs], thresholds=[r[1] for r in runs], xaxis=xaxis, title=title,
                       algorithm_points=extra)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    save_figure(fig, out, {"command": _command_line(), "git_commit": git_commit(),
+    save_figure(fig, out, {"command": command_line(), "git_commit": git_commit(),
                            "inputs": [str(f) for f in folders + point_folders]})
     click.echo(f"wrote {out}")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shlex
+import sys
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -12,7 +14,8 @@ import click
 
 from dotattn.problem import ParameterError, Problem, parse_matrix
 
-__all__ = ["problem_options", "problem_from_options", "parse_grid", "MAX_GRID", "output_folder", "threads_per_worker"]
+__all__ = ["problem_options", "problem_from_options", "parse_grid", "MAX_GRID", "output_folder", "threads_per_worker",
+           "command_line"]
 
 
 def problem_options(func: Callable) -> Callable:
@@ -130,3 +133,8 @@ def threads_per_worker(threads: int, workers: int, cores: int | None = None) -> 
     if threads > 0:
         return threads
     return max(1, (cores if cores is not None else os.cpu_count() or 1) // max(1, workers))
+
+
+def command_line() -> str:
+    """This process's command line as a ``dotattn`` command (recorded in provenance and manifests)."""
+    return "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shlex
 import sys
 from pathlib import Path
 from typing import Callable
@@ -11,12 +10,8 @@ from typing import Callable
 import click
 
 from dotattn.cli.main import cli, missing_extra
-from dotattn.cli.options import parse_grid
+from dotattn.cli.options import command_line, parse_grid
 from dotattn.problem import ParameterError
-
-
-def _command_line() -> str:
-    return "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
 @cli.group("paths")
@@ -88,7 +83,7 @@ def theory(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
     folder = ensure_writable_dir(out)
     say = None if quiet else (lambda line: click.echo(line, err=True))
     study = run_theory_study(config, samples, progress=say)
-    write_theory_study(study, folder, _command_line())
+    write_theory_study(study, folder, command_line())
     if not quiet:
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({study.seconds:.1f} s)")
 
@@ -144,7 +139,7 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
         theory_result = minimise_action(data.C_train, data.y_train, model)
         result = run_nuts(data, model, config, progress=not quiet and sys.stderr.isatty())
         evaluation = sampled_evaluation(result, data, model)
-    s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, _command_line())
+    s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, command_line())
     if not quiet:
         d = s["diagnostics"]
         click.echo(f"N={N:g}: accuracy sampled {s['accuracy_sampled']:.4f} +- {s['accuracy_error']:.4f}, theory "
