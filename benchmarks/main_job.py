@@ -204,6 +204,12 @@ def main() -> None:
     from dotattn.positional_semantic import output as ps_output
     from dotattn.positional_semantic.output import disagreements
 
+    from dotattn.positional_semantic import compiled
+    kernel = "vectorised numpy"
+    if compiled.AVAILABLE:
+        import numba
+        kernel = f"compiled (numba {numba.__version__})"
+    print(f"prox Newton kernel of the toy model: {kernel}")
     load_before = load_average()
     ref, ref_wall, ref_cpu, _ = _timed(reference_fixed_point)
     print(f"reference fixed point: {ref_wall:.2f} s wall, {ref_cpu:.2f} s CPU, {ref['iterations']} iterations, "
@@ -274,6 +280,7 @@ def main() -> None:
                          "targets": {"phase_diagram_over_reference": f"<= {TARGET_PHASE_DIAGRAM:g}",
                                      "reference_over_solve": f">= {TARGET_SOLVE:g}"}},
               "committed_agreement": {"disagreements": found, "agrees": not found},
+              "kernel": kernel,
               "load_average": {"before": load_before, "after": load_after, "cores": os.cpu_count()},
               **provenance({"command": "python benchmarks/main_job.py " + " ".join(sys.argv[1:])})}
     write_json(args.out, result)
