@@ -200,7 +200,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None, help="phase-diagram workers (default: all cores)")
     ap.add_argument("--out", default=str(HERE / "results" / "main_job.json"))
     args = ap.parse_args()
-    from dotattn.core.io import provenance, write_json
+    from dotattn.core.io import provenance, read_checked_json, write_json
     from dotattn.positional_semantic import output as ps_output
     from dotattn.positional_semantic.output import disagreements
 
@@ -243,7 +243,7 @@ def main() -> None:
         if args.workers:
             pd_args += ["--workers", str(args.workers)]
         _, pd_wall, pd_cpu_self, pd_cpu_children = _timed(lambda: _cli(pd_args))
-        units = [json.loads(p.read_text())["result"] for p in sorted(Path(tmp, "cache").glob("omega_*.json"))]
+        units = [read_checked_json(p)[0]["result"] for p in sorted(Path(tmp, "cache").glob("omega_*.json"))]
         from dotattn.positional_semantic.output import read_phase_diagram, read_phase_summaries
         found = disagreements(read_phase_summaries(tmp), read_phase_diagram(tmp), ROOT / "results" / "phase_diagram")
     ps_output.write_phase_diagram = write

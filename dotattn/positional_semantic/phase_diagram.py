@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 from scipy.optimize import brentq
 
+from dotattn.positional_semantic import compiled
 from dotattn.positional_semantic.baseline import linear_baseline_test_error
 from dotattn.positional_semantic.branch import (FOLLOWED_BRANCHES, Branch, branch_names, branch_records, follow_branches,
                             selected_at)
@@ -85,6 +86,13 @@ SECONDS_PER_STABILITY = 0.065
 """Rough CPU seconds of the RS stability of one grid record (:func:`dotattn.positional_semantic.stability.rs_stability` on
 its 2^11 x 4 Sobol rule, toy model): the ω = 0.3 column took 13.7 s of user time with it and 9.5 s
 without (50 records, 1 worker, load average ≈ 7, so ≈ 0.085 s each loaded), against ≈ 1.3x less quiet."""
+COMPILED_FACTORS = {"sweep": 0.58, "refine": 0.37, "stability": 0.26}
+"""CPU time of each part with the compiled prox kernel (:mod:`dotattn.positional_semantic.compiled`, numba) over
+that of the vectorised kernel before it (which the constants above describe), measured on the default ω = 0.3
+column in one session at load average 19-25 on 2 cores:
+sweep solves 0.198 -> 0.115 s each, refinement solves 0.568 -> 0.212 s, stability 0.178 -> 0.046 s per
+record (42.3 -> 18.5 s for the column, the same α_c and α_lin to every printed digit)."""
+
 COLUMN_FORMAT = 3
 """Version of a column result's content (part of the cache key): 2 added the α_c, α_lin errors,
 3 the phase boundaries and the mixed branch's spinodals."""
@@ -669,18 +677,22 @@ def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepS
     (:data:`SECONDS_PER_FIXED_POINT` + :data:`SECONDS_PER_FIXED_POINT_NODE` × nodes of the fine
     rule), the refinement's (:func:`refine_fixed_points`) at :data:`REFINE_COST_PER_NODE` times that
     per node of their rules, plus the RS stability of every grid record (:data:`SECONDS_PER_STABILITY`),
-    with whole columns spread over the workers."""
+    each times its :data:`COMPILED_FACTORS` entry where the compiled prox kernel runs (toy model, numba
+    installed), with whole columns spread over the workers."""
     if columns <= 0:
         return 0.0
     q = settings.quadrature
     nodes = q.order ** problem.gaussian_dim if q.kind == "gauss-hermite" else 2 ** q.order * q.scramblings
+    toy = problem.L == 2 and problem.rank == 1 and compiled.AVAILABLE  # the compiled kernel is the toy model's
+    factor = COMPILED_FACTORS if toy else dict.fromkeys(COMPILED_FACTORS, 1.0)
     per_column = (column_fixed_points_estimate(problem, alphas) * (SECONDS_PER_FIXED_POINT
                                                                     + SECONDS_PER_FIXED_POINT_NODE * nodes)
-                  + len(branch_names(problem)) * len(alphas) * SECONDS_PER_STABILITY)
+                  * factor["sweep"]
+                  + len(branch_names(problem)) * len(alphas) * SECONDS_PER_STABILITY * factor["stability"])
     if settings.refine is not None:
         r = settings.refine
         per_column += (refine_fixed_points(r) * REFINE_COST_PER_NODE * SECONDS_PER_FIXED_POINT_NODE
-                       * 2 ** r.log2_points * r.scramblings)
+                       * 2 ** r.log2_points * r.scramblings * factor["refine"])
     return per_column * -(-columns // max(1, min(workers, columns)))
 
 
