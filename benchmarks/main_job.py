@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 import os
 import resource
 import sys
@@ -253,9 +252,11 @@ def main() -> None:
             stages[k] = stages.get(k, 0.0) + v
     columns_cpu = sum(stages.values())
     pd_cpu = pd_cpu_self + pd_cpu_children
-    stages["start-up, imports, pickling (workers)"] = pd_cpu_children - columns_cpu
+    in_parent = pd_cpu_children < 0.5 * columns_cpu  # one worker: the columns ran in this process
+    if not in_parent:
+        stages["start-up, imports, pickling (workers)"] = pd_cpu_children - columns_cpu
     stages["figures and files (parent)"] = figures["cpu"]
-    stages["parent: imports, pool, progress"] = pd_cpu_self - figures["cpu"]
+    stages["parent: imports, pool, progress"] = pd_cpu_self - figures["cpu"] - (columns_cpu if in_parent else 0.0)
     fixed_points = sum(int(u.get("fixed_points", 0)) for u in units)
     ratio_pd, ratio_solve = pd_wall / ref_wall, ref_wall / solve_wall
     load_after = load_average()
