@@ -13,6 +13,20 @@ from dotattn.cli.options import command_line, output_folder, parse_grid
 from dotattn.cli.paths import paths
 
 
+def _require(command: str, *modules: str) -> None:
+    """Import the optional ``modules``; a missing one ends the command with the line naming its extra."""
+    import importlib
+
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            extra = missing_extra(command, err)
+            if extra is None:
+                raise
+            raise extra from None
+
+
 @paths.command("images")
 @click.option("--omniglot", type=str, required=True,
               help="Omniglot images: a .zip, a folder of zips, or the extracted <set>/<alphabet>/characterNN/*.png "
@@ -75,14 +89,9 @@ def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test:
     """
     from dotattn.paths.images_study import ImageStudyConfig
 
-    try:
-        import torch  # noqa: F401
-        from dotattn.paths.images_gd import GDConfig
-    except ModuleNotFoundError as err:
-        extra = missing_extra("paths images", err)
-        if extra is None:
-            raise
-        raise extra from None
+    from dotattn.paths.images_gd import GDConfig
+
+    _require("paths images", "torch")
     gd = GDConfig(N=gd_width, qk_dim=qk_dim, lr=lr, batch=batch, epoch_episodes=epoch_episodes,
                   max_epochs=max_epochs, patience=patience, seed=seed)
     config = ImageStudyConfig(omniglot=omniglot, fashion_mnist=fashion_mnist, gd=gd, P=P, P_validation=P_validation,
@@ -92,14 +101,7 @@ def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test:
                               sample_P=sample_P, sample_chains=sample_chains, sample_warmup=sample_warmup,
                               sample_draws=sample_draws, sample_tree_depth=sample_tree_depth)
     if sample_N:
-        try:
-            import jax  # noqa: F401
-            import numpyro  # noqa: F401
-        except ModuleNotFoundError as err:
-            extra = missing_extra("paths images (sampling check; --sample-N 0 skips it)", err)
-            if extra is None:
-                raise
-            raise extra from None
+        _require("paths images (sampling check; --sample-N 0 skips it)", "jax", "numpyro")
     from dotattn.paths.images_study import load_image_data, run_image_study, write_image_study
 
     say = None if quiet else (lambda line: click.echo(line, err=True))
@@ -107,8 +109,15 @@ def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test:
     if say:
         c = data.counts()
         say(f"data: {c['characters']} characters, images {c['images']}, episodes {c['episodes']}")
+    from dotattn.core.runner import Interrupted
+
     with output_folder(out) as folder:
-        study = run_image_study(config, data, Path(folder), progress=say)
-        write_image_study(study, Path(folder), command_line())
+        try:
+            study = run_image_study(config, data, Path(folder), progress=say)
+            write_image_study(study, Path(folder), command_line())
+        except Interrupted as err:
+            raise Interrupted(err.signum, err.detail, "paths images: interrupted; the same command resumes the "
+                              "training from its checkpoint (or reuses the trained network) in "
+                              f"{folder}") from None
     if not quiet:
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({study.timings['total_seconds']:.0f} s)")

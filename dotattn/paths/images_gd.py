@@ -5,8 +5,7 @@ Forward pass (the network of :func:`dotattn.paths.network.network_output`, with 
 x¹ = V⁰x/√N0; x^{ℓ+1} = (H N)^{-1/2} Σ_h m_{ℓh} V^{(ℓ)h} x^ℓ Ω^{(ℓ)h}(x); f = a·x^{L+1} r/√N, r the token
 mean; Ω^{(ℓ)h}_{st} = softmax over keys s of (W_K^{(ℓ)h} x_s)·(W_Q^{(ℓ)h} x_t)/√G from the **bare**
 input x (so the theory's key-query matrix is W = W_Kᵀ W_Q/√G). ``m`` is the head mask (1 = kept);
-pruning sets a head's m to 0 and the kept heads of its layer to √(H/(H − #kept... )) (see
-:func:`prune_mask`). Loss: mean squared error on ±1 labels; Adam; fresh training episodes every epoch;
+pruning sets a head's m to 0 and those of the kept heads of its layer to √(H/kept) (:func:`prune_mask`). Loss: mean squared error on ±1 labels; Adam; fresh training episodes every epoch;
 the weights of the epoch with the best validation accuracy are kept (early stopping with patience).
 """
 
