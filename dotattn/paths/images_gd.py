@@ -39,8 +39,8 @@ class GDConfig:
     lr: float = 3e-3
     batch: int = 64
     epoch_episodes: int = 1024
-    max_epochs: int = 60
-    patience: int = 10
+    max_epochs: int = 40
+    patience: int = 8
     seed: int = 0
 
     def __post_init__(self) -> None:
