@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from clitools import run
+from conftest import reduced_and_full
 
 torch = pytest.importorskip("torch")
 
@@ -270,7 +271,10 @@ def sets(tmp_path_factory):
     return make_omniglot(root / "omni", alphabets=2, chars=5, zipped=True), make_idx(root / "fm")
 
 
-def test_command_end_to_end_and_reuse(sets, tmp_path):
+@reduced_and_full("rerun", (False,), (True,))
+def test_command_end_to_end_and_reuse(sets, tmp_path, rerun):
+    """The command on synthetic images; the full form runs it again and checks that the trained network
+    is reused from the output folder."""
     omni, fm = sets
     out = tmp_path / "out"
     r = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *SMALL, "--out", str(out)])
@@ -281,6 +285,8 @@ def test_command_end_to_end_and_reuse(sets, tmp_path):
     assert not (out / "gd_checkpoint.pt").exists()
     v = run(*["verify", str(out)])
     assert v.returncode == 0 and "paths-images" in v.stdout
+    if not rerun:
+        return
     again = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *SMALL, "--out", str(out)])
     assert again.returncode == 0 and "reusing the trained network" in again.stderr
 
