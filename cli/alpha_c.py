@@ -119,16 +119,18 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
 
     n_cells = len(config.ds) * len(config.omegas)
     total = sum(config.cost(d) for d in config.ds) * len(config.omegas)
+    total_runs = n_cells * config.seeds * config.runs_per_seed
     reporter = ProgressReporter("erm-alpha-c", quiet=quiet)
-    done = [0.0]
+    done = [0.0, 0]
     start = time.monotonic()
 
-    def progress(cost: float) -> None:
+    def progress(cost: float, runs: int) -> None:  # every finished run (its share of AlphaCConfig.cost)
         done[0] += cost
-        percent = min(100, int(100 * done[0] / total))  # work measured by AlphaCConfig.cost
+        done[1] += runs
+        percent = min(100, int(100 * done[0] / total))
         reporter(ProgressState(units_done=percent, units_total=100, tasks_done=n_cells if percent >= 100 else 0,
                                tasks_total=n_cells, tasks_cached=0, elapsed=time.monotonic() - start,
-                               unit="% of the work", task="cells"))
+                               unit=f"% of the work ({min(done[1], total_runs)}/{total_runs} runs)", task="cells"))
 
     with stop_on_signals(), RunLock(out, "erm-alpha-c"):
         for folder in (out, out / "cache"):
