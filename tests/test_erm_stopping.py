@@ -155,3 +155,13 @@ def _fake_runs(statuses):
                   test_samples=10, device="cpu")
     from dataclasses import replace
     return [replace(r, status=s) for r, s in zip(res.runs, statuses)]
+
+
+def test_alpha_c_refuses_float32_before_any_computation():
+    """float32 never reached the study's tol 1e-7 (every point was excluded) and at a tol it reaches its
+    Δe_t errors are a few % of |Δe_t| at d = 1000 (alpha_c.FLOAT32_REFUSED): refused, one line."""
+    from dotattn.core.validation import ParameterError
+    with pytest.raises(ParameterError, match="dtype must be float64") as err:
+        AlphaCConfig(omegas=(0.3,), ds=(24,), alphas=(0.8, 1.6), dtype="float32")
+    assert "\n" not in str(err.value)
+    assert AlphaCConfig(omegas=(0.3,), ds=(24,), alphas=(0.8, 1.6)).dtype == "float64"
