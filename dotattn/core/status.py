@@ -25,8 +25,9 @@ __all__ = ["CONVERGED", "STATUS_CONVERGED", "NOT_CONVERGED", "INVALID", "DIVERGE
 CONVERGED, NOT_CONVERGED, INVALID, DIVERGED, ABSENT = "converged", "not_converged", "invalid", "diverged", "absent"
 STALLED = "stalled"
 STATUSES: tuple[str, ...] = (CONVERGED, NOT_CONVERGED, INVALID, DIVERGED, ABSENT, STALLED)
-ERM_STATUSES: tuple[str, ...] = (CONVERGED, NOT_CONVERGED, DIVERGED, STALLED)
-"""The statuses an ERM run can have (:func:`from_training` of every training status word)."""
+ERM_STATUSES: tuple[str, ...] = (CONVERGED, NOT_CONVERGED, DIVERGED, STALLED, "max_steps")
+"""The status words an ERM row can hold: :func:`from_training` of every training status word, and
+training's own ``max_steps`` (= ``not_converged``), which rows written by older versions hold."""
 STATUS_CONVERGED: str = CONVERGED
 """The status of an ERM run that met its optimiser's stopping criterion (the training loop's own
 word, equal to the shared :data:`CONVERGED`); :mod:`dotattn.core.training` re-exports it."""
