@@ -165,3 +165,16 @@ def test_alpha_c_refuses_float32_before_any_computation():
         AlphaCConfig(omegas=(0.3,), ds=(24,), alphas=(0.8, 1.6), dtype="float32")
     assert "\n" not in str(err.value)
     assert AlphaCConfig(omegas=(0.3,), ds=(24,), alphas=(0.8, 1.6)).dtype == "float64"
+
+
+def test_alpha_c_study_on_a_pool_reports_runs_as_they_finish():
+    """On a process pool every finished run reaches the main process (one unit per run), and the reports add
+    up to every run and the whole cost of the study."""
+    from dotattn.theory_vs_erm.alpha_c import run_study
+    cfg = AlphaCConfig(omegas=(0.3,), ds=(16, 24), alphas=(0.8, 1.6), seeds=2, seed_chunk=2)
+    calls: list[tuple[float, int]] = []
+    run_study(Problem(omega=0.3), cfg, workers=2, threads=1, theory=False,
+              progress=lambda cost, runs: calls.append((cost, runs)))
+    assert sum(r for _, r in calls) == 2 * cfg.seeds * cfg.runs_per_seed
+    assert sum(c for c, _ in calls) == pytest.approx(cfg.cost(16) + cfg.cost(24), rel=1e-12)
+    assert len(calls) > 2  # more than one report per cell

@@ -657,8 +657,8 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
             cell = CellRuns.from_row(res)
             cells[(cell.omega, cell.d)] = cell
             key, path = keys[("cell", cell.omega, cell.d)]
-            if not in_process and progress:  # what the per-run reports of a pool did not count
-                runs = config.runs_per_seed * config.seeds
+            runs = config.runs_per_seed * config.seeds
+            if not in_process and progress and reported.get(i, 0) < runs:  # what the per-run reports did not count
                 progress(config.cost(cell.d) * (1 - reported.get(i, 0) / runs), runs - reported.get(i, 0))
         if path is not None:
             write_cache_unit(path, key, **{("result" if name == "theory" else "cell"): res})
