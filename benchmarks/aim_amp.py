@@ -20,7 +20,7 @@ import tracemalloc
 from dotattn.aim.algo_study import StudySpec, _theory
 from dotattn.aim.amp import AMPConfig, run_amp
 from dotattn.aim.model import make_data
-from dotattn.io import provenance, write_json
+from dotattn.core.io import provenance, write_json
 
 
 def one(d: int, iterations: int, alpha: float = 0.15, rho: float = 0.5) -> dict:

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from dotattn.aim.state_evolution import solve_curve, solve_point
-from dotattn.io import provenance, write_json
+from dotattn.core.io import provenance, write_json
 
 
 def timing(channel: str, rho: float, repeats: int = 5) -> dict:

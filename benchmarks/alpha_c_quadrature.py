@@ -13,10 +13,10 @@ import argparse
 import time
 from pathlib import Path
 
-from dotattn.catalogue import QuadratureSpec
-from dotattn.io import provenance, write_csv, write_json
-from dotattn.phase_diagram import SweepSettings, omega_column
-from dotattn.problem import Problem
+from dotattn.positional_semantic.catalogue import QuadratureSpec
+from dotattn.core.io import provenance, write_csv, write_json
+from dotattn.positional_semantic.phase_diagram import SweepSettings, omega_column
+from dotattn.positional_semantic.problem import Problem
 
 
 def main() -> None:

@@ -3,8 +3,8 @@
 For each ω: both branches followed on a bracketing α grid on the default rule (Gauss–Hermite 12),
 α_c by Brent's method there (the sweep root), then the fixed points at that root solved again on
 each rule and the root taken by one linear step with the slope from the envelope theorem
-(:func:`dotattn.refine.root_on_rule`): Gauss–Hermite orders 12 … 32 one by one, and the refinement
-of ``dotattn phase-diagram`` (:func:`dotattn.refine.refine_root`: mean ± standard error over 8
+(:func:`dotattn.positional_semantic.refine.root_on_rule`): Gauss–Hermite orders 12 … 32 one by one, and the refinement
+of ``dotattn phase-diagram`` (:func:`dotattn.positional_semantic.refine.refine_root`: mean ± standard error over 8
 independent scrambled Sobol rules of 2^13 x 2 points) with two disjoint seed sets, plus a reference
 with 2^15 x 2 points per rule. Writes results/phase_diagram/alpha_c_refine.{csv,json}.
 
@@ -18,14 +18,14 @@ import os
 import time
 from pathlib import Path
 
-from dotattn.branch import follow_branches
-from dotattn.catalogue import branch_label, default_quadrature
-from dotattn.io import provenance, write_csv, write_json
-from dotattn.phase_diagram import _critical_root
-from dotattn.problem import Problem
-from dotattn.quadrature import gauss_hermite
-from dotattn.refine import RefineSpec, envelope_slope, refine_root, root_on_rule
-from dotattn.state_evolution import SolverOptions
+from dotattn.positional_semantic.branch import follow_branches
+from dotattn.positional_semantic.catalogue import branch_label, default_quadrature
+from dotattn.core.io import provenance, write_csv, write_json
+from dotattn.positional_semantic.phase_diagram import _critical_root
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.quadrature import gauss_hermite
+from dotattn.positional_semantic.refine import RefineSpec, envelope_slope, refine_root, root_on_rule
+from dotattn.positional_semantic.state_evolution import SolverOptions
 
 BRACKETS = {0.1: (0.7, 0.8), 0.2: (0.9, 1.0), 0.3: (1.2, 1.3)}
 """Grid cells that hold the sweep root (from the default phase diagram); others: --alphas."""

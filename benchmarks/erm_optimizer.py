@@ -28,7 +28,7 @@ from dotattn import Problem
 from dotattn.erm.data import STREAM_TRAIN, make_dataset, positional_embeddings, teacher_weights
 from dotattn.erm.experiment import INFORMED, _risk_function, initial_weights
 from dotattn.erm.models import sample_stats
-from dotattn.erm.training import relative_stationarity, train
+from dotattn.core.training import relative_stationarity, train
 
 
 def setup(d: int, alpha: float, seeds: int, omega: float, teacher: str):

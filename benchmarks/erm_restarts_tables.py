@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dotattn.diagnostics import DiagnosticRecord
+from dotattn.theory_vs_erm.diagnostics import DiagnosticRecord
 from dotattn.erm.restart_records import PairRecord, RestartRecord, summarise_restarts
-from dotattn.io import read_csv, read_json_if_valid
+from dotattn.core.io import read_csv, read_json_if_valid
 
 
 def _ms(x) -> str:

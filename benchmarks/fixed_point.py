@@ -34,11 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-import dotattn.catalogue as catalogue_module
-from dotattn.catalogue import QuadratureSpec, default_quadrature, initialisations, solve
-from dotattn.io import provenance, write_json
-from dotattn.problem import Problem
-from dotattn.state_evolution import SolverOptions, iterate
+import dotattn.positional_semantic.catalogue as catalogue_module
+from dotattn.positional_semantic.catalogue import QuadratureSpec, default_quadrature, initialisations, solve
+from dotattn.core.io import provenance, write_json
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.state_evolution import SolverOptions, iterate
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

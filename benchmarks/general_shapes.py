@@ -34,10 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
-from dotattn.catalogue import QuadratureSpec, default_quadrature, initialisations, solve
-from dotattn.io import provenance, write_json
-from dotattn.problem import Problem
-from dotattn.state_evolution import SolverOptions
+from dotattn.positional_semantic.catalogue import QuadratureSpec, default_quadrature, initialisations, solve
+from dotattn.core.io import provenance, write_json
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.state_evolution import SolverOptions
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

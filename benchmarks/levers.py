@@ -6,7 +6,7 @@ Levers, cumulative, at omega = 0.3 on the default rule (GH k = 12 after coarse k
 * ``kernel``  : + the toy-model Newton kernel on coordinate columns (``prox._newton_toy``);
 * ``symmetry``: + the token symmetry folding the rule (``SolverOptions.symmetry``, the default);
 * ``secant``  : + a secant prediction of the next alpha's start along a branch
-  (:func:`dotattn.state_evolution.predict_start`; ``Branch.secant``, off by default: it does not
+  (:func:`dotattn.positional_semantic.state_evolution.predict_start`; ``Branch.secant``, off by default: it does not
   pay on whole columns, see ``--column``).
 
 Measured for each lever: one fixed point per informed branch at alpha in {2, 1.25} by the public
@@ -42,11 +42,11 @@ from pathlib import Path
 
 import numpy as np
 
-import dotattn.prox as prox_module
-from dotattn.catalogue import default_quadrature, initialisations, solve
-from dotattn.io import provenance, write_json
-from dotattn.problem import Problem
-from dotattn.state_evolution import SolverOptions, iterate, predict_start
+import dotattn.positional_semantic.prox as prox_module
+from dotattn.positional_semantic.catalogue import default_quadrature, initialisations, solve
+from dotattn.core.io import provenance, write_json
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.state_evolution import SolverOptions, iterate, predict_start
 
 HERE = Path(__file__).resolve().parent
 LEVERS = ("plain", "kernel", "symmetry", "secant")
@@ -119,8 +119,8 @@ COLUMN_VARIANTS = {"warm": (False, False), "secant": (True, False), "secant-at":
 
 def columns(omegas: list[float]) -> dict:
     """One default column per omega and per start variant (Branch.secant, Branch.secant_at)."""
-    import dotattn.branch as branch_module
-    from dotattn.phase_diagram import DEFAULT_ALPHAS, SweepSettings, omega_column
+    import dotattn.positional_semantic.branch as branch_module
+    from dotattn.positional_semantic.phase_diagram import DEFAULT_ALPHAS, SweepSettings, omega_column
 
     original = branch_module.iterate
     stats = {"iterations": 0}

@@ -22,7 +22,7 @@ import time
 import numpy as np
 from scipy import optimize
 
-from dotattn.io import provenance, write_json
+from dotattn.core.io import provenance, write_json
 from dotattn.paths.data import markov_path_data
 from dotattn.paths.task import MarkovTask
 from dotattn.paths.theory import (PathsModel, action, action_gradient, levels_from_theta, minimise_action,

@@ -34,13 +34,13 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import minimize
 
-from dotattn.io import provenance, write_json
-from dotattn.loss import teacher_attention
-from dotattn.loss_channel import hat_update, local_fields
-from dotattn.overlaps import overlaps_from_scalars
-from dotattn.problem import Problem
-from dotattn.prox import prox
-from dotattn.quadrature import make_rule
+from dotattn.core.io import provenance, write_json
+from dotattn.positional_semantic.loss import teacher_attention
+from dotattn.positional_semantic.loss_channel import hat_update, local_fields
+from dotattn.positional_semantic.overlaps import overlaps_from_scalars
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.prox import prox
+from dotattn.positional_semantic.quadrature import make_rule
 
 RESULTS = Path(__file__).resolve().parent / "results"
 N_HATS = 4  # toy model: q_hat, V_hat, theta_hat, m_hat -- the reference runs one minimisation per hat

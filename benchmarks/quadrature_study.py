@@ -33,11 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from dotattn.catalogue import initialisations
-from dotattn.io import provenance, write_csv, write_json
-from dotattn.problem import Problem
-from dotattn.quadrature import GaussianRule, gauss_hermite, sobol_qmc
-from dotattn.state_evolution import SolverOptions, iterate
+from dotattn.positional_semantic.catalogue import initialisations
+from dotattn.core.io import provenance, write_csv, write_json
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.quadrature import GaussianRule, gauss_hermite, sobol_qmc
+from dotattn.positional_semantic.state_evolution import SolverOptions, iterate
 
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_ORDER = 12

@@ -1,6 +1,6 @@
 """``dotattn erm-alpha-c``: the ERM crossing α_c per (ω, d), its finite-size scaling, and the theory's α_c.
 
-A thin shell over :func:`dotattn.alpha_c.run_study` and :func:`dotattn.results_io.write_alpha_c_study`.
+A thin shell over :func:`dotattn.theory_vs_erm.alpha_c.run_study` and :func:`dotattn.theory_vs_erm.output.write_alpha_c_study`.
 Everything is validated (torch-free, except the optimiser name) before any computation and
 before the output folder is created.
 """
@@ -13,14 +13,14 @@ import time
 
 import click
 
-from dotattn.alpha_c import AlphaCConfig, run_study
+from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
 from dotattn.cli.main import cli
 from dotattn.cli.options import parse_grid, problem_from_options, problem_options, threads_per_worker
-from dotattn.crossing import FIT_MODELS
-from dotattn.io import ensure_writable_dir, remove_stale_tmp
-from dotattn.problem import ParameterError
-from dotattn.results_io import write_alpha_c_study
-from dotattn.runner import (Interrupted, ProgressReporter, ProgressState, RunLock, check_workers, connect_dask,
+from dotattn.theory_vs_erm.crossing import FIT_MODELS
+from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
+from dotattn.core.validation import ParameterError
+from dotattn.theory_vs_erm.output import write_alpha_c_study
+from dotattn.core.runner import (Interrupted, ProgressReporter, ProgressState, RunLock, check_workers, connect_dask,
                             stop_on_signals)
 
 
@@ -98,9 +98,9 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
     resolve_device(config.device)
     supplied, sources = {}, {}
     if includes:  # read and verified before any folder is made (IntegrityError / ParameterError: one line)
-        from dotattn.alpha_c import merge_parts
-        from dotattn.io import IntegrityError
-        from dotattn.results_io import read_alpha_c_part
+        from dotattn.theory_vs_erm.alpha_c import merge_parts
+        from dotattn.core.io import IntegrityError
+        from dotattn.theory_vs_erm.output import read_alpha_c_part
         try:
             parts = [read_alpha_c_part(f) for f in includes]
         except IntegrityError as err:
@@ -108,8 +108,8 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
         supplied, sources = merge_parts(problem, config, parts)
     theory_summaries = None
     if phase_dir is not None:
-        from dotattn.io import IntegrityError
-        from dotattn.results_io import read_phase_summaries
+        from dotattn.core.io import IntegrityError
+        from dotattn.positional_semantic.output import read_phase_summaries
         try:
             theory_summaries = read_phase_summaries(phase_dir)
         except IntegrityError as err:
@@ -139,7 +139,7 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
                               supplied=supplied)
             if phase_dir is not None and theory:  # the theory read from the phase diagram's records
                 from dataclasses import replace
-                from dotattn.results_io import theory_from_phase_diagram
+                from dotattn.theory_vs_erm.output import theory_from_phase_diagram
                 study = replace(study, theory=tuple(theory_from_phase_diagram(phase_dir, problem, study.config.omegas,
                                                                               study.config.alphas)))
         except Interrupted as err:

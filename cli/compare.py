@@ -8,7 +8,7 @@ import click
 
 from dotattn.cli.main import cli
 from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
-from dotattn.problem import check_number
+from dotattn.core.validation import check_number
 
 
 def _fmt(x: float, spec: str) -> str:
@@ -35,8 +35,8 @@ def compare_command(erm_dir, theory_dir, finite_dirs, out_dir, quad_kind, quad_o
     Overlaps are compared through gauge invariants: ||mu_1||, ||theta||_F/sigma^2 and
     Tr q/sigma^2; ERM runs count for a branch when they started and ended on it.
     """
-    from dotattn.phase_diagram import SweepSettings
-    from dotattn.results_io import compare_and_write, load_erm
+    from dotattn.positional_semantic.phase_diagram import SweepSettings
+    from dotattn.theory_vs_erm.output import compare_and_write, load_erm
 
     check_number("tolerance", tolerance, 0.0, True, 1.0, "in (0, 1]")
     problem = load_erm(erm_dir).problem

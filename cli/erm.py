@@ -12,7 +12,7 @@ import numpy as np
 from dotattn.cli.main import cli
 from dotattn.cli.options import output_folder, parse_grid, problem_from_options, problem_options
 from dotattn.erm.config import DEFAULT_LR, DEVICE_CHOICES, INIT_CHOICES, OPTIMIZERS, ErmConfig
-from dotattn.problem import check_int
+from dotattn.core.validation import check_int
 
 
 @cli.command("train-erm")
@@ -61,7 +61,7 @@ def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, t
     import torch  # only now: invalid input above is rejected without importing torch
 
     from dotattn.erm.experiment import resolve_device, run_config
-    from dotattn.results_io import write_erm
+    from dotattn.theory_vs_erm.output import write_erm
 
     resolve_device(config.device)  # is the requested device there? (before any folder is made)
 

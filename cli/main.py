@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import click
 
 from dotattn import __version__
-from dotattn.problem import ParameterError, check_dask_scheme, check_out_dir
-from dotattn.runner import Interrupted
+from dotattn.core.validation import ParameterError, check_dask_scheme, check_out_dir
+from dotattn.core.runner import Interrupted
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
     "paths": LazyCommand("dotattn.cli.paths", "Attention paths: finite-width Bayesian theory of multi-head, "
                                               "multi-layer attention (theory, sample)."),
     "aim": LazyCommand("dotattn.cli.aim", "Attention-indexed model: Bayes-optimal learning of tied attention from "
-                                          "n = alpha d^2 samples (state evolution, figures)."),
+                                          "n = alpha d^2 samples (state evolution, AMP, GD, figures)."),
 }
 
 # optional top-level package -> (what to call it, the pip extra that installs it)

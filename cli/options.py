@@ -12,7 +12,8 @@ from typing import Callable, Iterator
 
 import click
 
-from dotattn.problem import ParameterError, Problem, parse_matrix
+from dotattn.core.validation import ParameterError, parse_matrix
+from dotattn.positional_semantic.problem import Problem
 
 __all__ = ["problem_options", "problem_from_options", "parse_grid", "MAX_GRID", "output_folder", "threads_per_worker",
            "command_line"]
@@ -101,13 +102,13 @@ def parse_grid(name: str, values: tuple[str, ...] | list[str], integer: bool = F
 
 @contextlib.contextmanager
 def output_folder(out: str) -> Iterator[Path]:
-    """The output folder ``out``, created and checked (:func:`dotattn.io.ensure_writable_dir`), for a
+    """The output folder ``out``, created and checked (:func:`dotattn.core.io.ensure_writable_dir`), for a
     command that writes only at its end: SIGINT/SIGTERM in the block become
-    :class:`dotattn.runner.Interrupted` (one line, exit 128 + signal), and if the block ends by any
+    :class:`dotattn.core.runner.Interrupted` (one line, exit 128 + signal), and if the block ends by any
     exception the folders this call created are removed again while they are still empty, so an
     interrupted or failed run leaves no empty folder behind (SIGKILL cannot be caught)."""
-    from dotattn.io import ensure_writable_dir
-    from dotattn.runner import stop_on_signals
+    from dotattn.core.io import ensure_writable_dir
+    from dotattn.core.runner import stop_on_signals
 
     with stop_on_signals():  # before the folder exists: a signal at any point below is cleaned up
         created = []

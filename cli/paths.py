@@ -11,7 +11,7 @@ import click
 
 from dotattn.cli.main import cli, missing_extra
 from dotattn.cli.options import command_line, parse_grid
-from dotattn.problem import ParameterError
+from dotattn.core.validation import ParameterError
 
 
 @cli.group("paths")
@@ -78,7 +78,7 @@ def theory(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
     names = tuple(s.strip() for s in subsets.split(",") if s.strip())
     config = StudyConfig(task=tk, widths=widths, temperature=temperature, sigma2=sigma2, subsets=names)
     samples = [read_sample_run(d, config) for d in sampled]
-    from dotattn.io import ensure_writable_dir
+    from dotattn.core.io import ensure_writable_dir
 
     folder = ensure_writable_dir(out)
     say = None if quiet else (lambda line: click.echo(line, err=True))
@@ -126,12 +126,12 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
         if extra is None:
             raise
         raise extra from None
-    from dotattn.io import ensure_writable_dir
+    from dotattn.core.io import ensure_writable_dir
     from dotattn.paths.data import markov_path_data
     from dotattn.paths.sampler import run_nuts, sampled_evaluation
     from dotattn.paths.study import write_sample_run
     from dotattn.paths.theory import minimise_action
-    from dotattn.runner import stop_on_signals
+    from dotattn.core.runner import stop_on_signals
 
     folder = ensure_writable_dir(out)
     with stop_on_signals():

@@ -10,7 +10,7 @@ import click
 from dotattn.cli.main import cli
 from dotattn.cli.options import parse_grid, problem_from_options, problem_options
 from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
-from dotattn.io import ensure_writable_dir, remove_stale_tmp
+from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
 
 DEFAULT_OUT = "dotattn-output/phase_diagram"
 """Default output folder: relative to the working directory, ignored by git in a clone."""
@@ -43,11 +43,11 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
                           dask_address, figure_omega, quiet):
     """alpha sweeps of the informed branches (positional, semantic; mixed for rank >= 2), spinodals,
     phase boundaries, alpha_c(omega), alpha_lin(omega) and figures."""
-    from dotattn.phase_diagram import (DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_figure_omega, check_grids,
+    from dotattn.positional_semantic.phase_diagram import (DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, check_figure_omega, check_grids,
                                        run_phase_diagram)
-    from dotattn.refine import RefineSpec
-    from dotattn.runner import check_workers, connect_dask
-    from dotattn.results_io import write_phase_diagram
+    from dotattn.positional_semantic.refine import RefineSpec
+    from dotattn.core.runner import check_workers, connect_dask
+    from dotattn.positional_semantic.output import write_phase_diagram
 
     omega_grid, alpha_grid = check_grids(parse_grid("omega", omegas) if omegas else DEFAULT_OMEGAS,
                                          parse_grid("alpha", alphas) if alphas else DEFAULT_ALPHAS)
@@ -62,8 +62,8 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
     out = ensure_writable_dir(out_dir)
     settings = SweepSettings(quad, options, refine=RefineSpec(refine_order, refine_rules) if refine else None)
 
-    from dotattn.phase_diagram import cached_columns, column_fixed_points_estimate, estimate_seconds
-    from dotattn.runner import Interrupted, ProgressReporter, RunLock, format_duration, stop_on_signals
+    from dotattn.positional_semantic.phase_diagram import cached_columns, column_fixed_points_estimate, estimate_seconds
+    from dotattn.core.runner import Interrupted, ProgressReporter, RunLock, format_duration, stop_on_signals
 
     t0 = time.perf_counter()
     reporter = ProgressReporter("phase-diagram", quiet=quiet)
@@ -74,7 +74,7 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
             todo = len(omega_grid) - cached
             n_fp = todo * column_fixed_points_estimate(problem, alpha_grid)
             runners = "on Dask" if dask_address is not None else f"on {min(workers, max(todo, 1))} worker process(es)"
-            from dotattn.branch import branch_names
+            from dotattn.positional_semantic.branch import branch_names
             click.echo(f"phase-diagram: {len(omega_grid)} omega x {len(alpha_grid)} alpha, branches "
                        f"{', '.join(branch_names(problem))}; phase boundaries, alpha_c and "
                        f"alpha_lin by Brent: about {n_fp} fixed points" + (f" ({cached} columns cached)" if cached else "")

@@ -1,6 +1,6 @@
 """``dotattn erm-restarts``: many optimiser restarts on the same data and teacher (a thin shell over
 :func:`dotattn.erm.restarts.run_restarts`), optionally with the theory evaluated at each run's
-overlaps (:func:`dotattn.diagnostics.diagnose_restarts`)."""
+overlaps (:func:`dotattn.theory_vs_erm.diagnostics.diagnose_restarts`)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from dotattn.cli.options import output_folder, problem_from_options, problem_opt
 from dotattn.erm.config import DEVICE_CHOICES, TEACHERS
 from dotattn.erm.restart_records import (PAIR_COLUMNS, POOLED_SEED, RESTART_COLUMNS, RESTART_SUMMARY_COLUMNS,
                                          RESTART_SUMMARY_DOCS, SAME_MINIMUM, summarise_restarts)
-from dotattn.io import provenance, write_csv, write_json, write_manifest
-from dotattn.problem import ParameterError, check_int
+from dotattn.core.io import provenance, write_csv, write_json, write_manifest
+from dotattn.core.validation import ParameterError, check_int
 
 MAX_QUAD_ORDER = 16
 
@@ -86,7 +86,7 @@ def erm_restarts(d: int, alpha: float, omega: float, L: int, rank: int, teacher_
     if diagnose:
         if problem.rank != 1:
             raise ParameterError(f"--diagnose needs rank = 1 (e_t at fixed overlaps), got rank = {problem.rank}")
-        from dotattn.catalogue import default_quadrature
+        from dotattn.positional_semantic.catalogue import default_quadrature
         order = quad_order or default_quadrature(problem).order
     import torch
 
@@ -115,8 +115,8 @@ def _run_and_write(problem, config, folder: Path, show: bool, order: int | None,
     summary = summarise_restarts(runs, pairs)
     diag_rows, diag_seconds = None, 0.0
     if diagnose:
-        from dotattn.diagnostics import DIAGNOSTIC_COLUMNS, diagnose_restarts
-        from dotattn.quadrature import make_rule
+        from dotattn.theory_vs_erm.diagnostics import DIAGNOSTIC_COLUMNS, diagnose_restarts
+        from dotattn.positional_semantic.quadrature import make_rule
         t0 = time.perf_counter()
         rule = make_rule(problem.gaussian_dim, "gauss-hermite", order)
         diag = diagnose_restarts(problem, runs, rule)

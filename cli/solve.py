@@ -8,12 +8,12 @@ import sys
 import click
 import numpy as np
 
-from dotattn.catalogue import MAX_RANDOM_STARTS, QuadratureSpec, default_quadrature, solve
+from dotattn.positional_semantic.catalogue import MAX_RANDOM_STARTS, QuadratureSpec, default_quadrature, solve
 from dotattn.cli.main import cli
 from dotattn.cli.options import problem_from_options, problem_options
-from dotattn.io import to_jsonable
-from dotattn.problem import check_alpha, check_int
-from dotattn.state_evolution import SolverOptions
+from dotattn.core.io import to_jsonable
+from dotattn.core.validation import check_alpha, check_int
+from dotattn.positional_semantic.state_evolution import SolverOptions
 
 
 def quadrature_options(func):

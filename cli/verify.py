@@ -19,7 +19,7 @@ def verify_command(folders, seal):
     Prints one line per folder; the first folder that fails ends the command with one line naming the
     file and the mismatch (exit status 2).
     """
-    from dotattn.io import invocation
+    from dotattn.core.io import invocation
     from dotattn.verify import seal_folder, verify_folder
 
     for folder in folders:

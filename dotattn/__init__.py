@@ -8,18 +8,20 @@ Quick start::
     best = catalogue.selected
     print(best.branch, best.test_error, catalogue.linear_baseline_test_error)
 
-The phase diagram: :func:`dotattn.phase_diagram.run_phase_diagram`; finite-size experiments:
+The phase diagram: :func:`dotattn.positional_semantic.phase_diagram.run_phase_diagram`; finite-size experiments:
 :mod:`dotattn.erm`.
 """
 
 __version__ = "0.1.0"
 
-from dotattn.problem import ParameterError, Problem
+from dotattn.core.validation import ParameterError
+from dotattn.positional_semantic.problem import Problem
 
 # the solver is imported on first use (PEP 562), so that `import dotattn` (and the CLI's help)
 # does not pay for scipy
-_LAZY = {"Catalogue": "dotattn.catalogue", "CatalogueEntry": "dotattn.catalogue", "QuadratureSpec": "dotattn.catalogue",
-         "solve": "dotattn.catalogue", "FixedPoint": "dotattn.state_evolution", "SolverOptions": "dotattn.state_evolution"}
+_PS = "dotattn.positional_semantic"
+_LAZY = {"Catalogue": f"{_PS}.catalogue", "CatalogueEntry": f"{_PS}.catalogue", "QuadratureSpec": f"{_PS}.catalogue",
+         "solve": f"{_PS}.catalogue", "FixedPoint": f"{_PS}.state_evolution", "SolverOptions": f"{_PS}.state_evolution"}
 
 __all__ = ["__version__", "Catalogue", "CatalogueEntry", "FixedPoint", "ParameterError", "Problem",
            "QuadratureSpec", "SolverOptions", "solve"]

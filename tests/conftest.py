@@ -77,5 +77,5 @@ def refused_port():
 
 @pytest.fixture(scope="session")
 def toy():
-    from dotattn.problem import Problem
+    from dotattn.positional_semantic.problem import Problem
     return Problem(omega=0.3)

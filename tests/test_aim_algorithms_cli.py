@@ -1,4 +1,4 @@
-"""`amp_command` and `gd_command` (cli/aim_algorithms.py) with click's CliRunner: every refusal of bad
+"""`amp_command` and `gd_command` (cli/aim.py) with click's CliRunner: every refusal of bad
 input (exit 2, one line, nothing created) and a tiny end-to-end run of each with its files."""
 
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from dotattn.cli.aim_algorithms import amp_command, gd_command
-from dotattn.io import read_csv, verify_manifest
+from dotattn.cli.aim import amp_command, gd_command
+from dotattn.core.io import read_csv, verify_manifest
 
 
 @pytest.mark.parametrize("command", [amp_command, gd_command])

@@ -8,7 +8,7 @@ import pytest
 
 from dotattn.aim.amp import AMPConfig, amp_input_step, c_weights, run_amp, se_trajectory
 from dotattn.aim.model import attention_index, make_data, sensing_adjoint
-from dotattn.problem import ParameterError
+from dotattn.core.validation import ParameterError
 
 
 def _oracle_step(d: int, seed: int, alpha: float = 0.5):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dotattn.io import read_csv, verify_manifest
+from dotattn.core.io import read_csv, verify_manifest
 from clitools import run
 
 

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from dotattn.aim.algo_study import alpha_summary  # noqa: E402
 from dotattn.aim.gd import GDConfig, run_gd, student_index  # noqa: E402
 from dotattn.aim.model import attention_index, make_data  # noqa: E402
-from dotattn.problem import ParameterError  # noqa: E402
+from dotattn.core.validation import ParameterError  # noqa: E402
 
 
 def test_student_index_matches_the_generator():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from dotattn.aim.plotting import read_algorithm_points, read_state_evolution
-from dotattn.io import IntegrityError, read_csv, write_csv, write_manifest
+from dotattn.core.io import IntegrityError, read_csv, write_csv, write_manifest
 from dotattn.verify import folder_kind, verify_folder
 
 from clitools import run

@@ -8,7 +8,7 @@ import pytest
 
 from dotattn.aim.model import (attention_index, hardmax_rows, make_data, outputs, sample_teacher, sample_tokens,
                                sensing_adjoint, softmax_rows, teacher_rank)
-from dotattn.problem import ParameterError
+from dotattn.core.validation import ParameterError
 
 
 def test_teacher_normalisation_by_simulation():

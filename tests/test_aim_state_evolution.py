@@ -10,7 +10,7 @@ from dotattn.aim.channels import alpha_bar, hardmax_fisher_at_zero, q_hat
 from dotattn.aim.prior import mmse_prior, prior_second_moment
 from dotattn.aim.state_evolution import (POINT_COLUMNS, SEPoint, check_inputs, perfect_recovery_alpha_bar,
                                          solve_point, thresholds)
-from dotattn.problem import ParameterError
+from dotattn.core.validation import ParameterError
 
 
 @pytest.mark.parametrize("rho", [0.1, 0.5, 1.0, 2.0])

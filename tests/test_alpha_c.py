@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from dotattn.crossing import (CROSSING, NO_CROSSING, SEVERAL, CellSummary, FiniteSizeFit, SeedCrossing,
+from dotattn.theory_vs_erm.crossing import (CROSSING, NO_CROSSING, SEVERAL, CellSummary, FiniteSizeFit, SeedCrossing,
                               bootstrap_mean_ci, crossings, fit_finite_size, summarise_cell)
-from dotattn.io import read_csv
+from dotattn.core.io import read_csv
 
 from clitools import ENV, dotattn_command, start_until, with_workers
 from test_erm import _one_thread  # noqa: F401  (autouse: one torch thread)
@@ -113,7 +113,7 @@ def test_finite_size_fit_recovers_a_known_limit():
 
 # -- optimiser and teacher ---------------------------------------------------------------------
 def test_batched_lbfgs_reaches_relative_stationarity_and_the_gd_minimum():
-    from dotattn.erm.training import STATUS_CONVERGED, relative_stationarity, train
+    from dotattn.core.training import STATUS_CONVERGED, relative_stationarity, train
     import sys
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "benchmarks"))
     from erm_optimizer import setup
@@ -130,7 +130,7 @@ def test_batched_lbfgs_reaches_relative_stationarity_and_the_gd_minimum():
 
 
 def test_batched_lbfgs_needs_the_ridge():
-    from dotattn.erm.training import train
+    from dotattn.core.training import train
     with pytest.raises(ValueError, match="ridge"):
         train(lambda W: W.square().sum((-1, -2)), torch.ones(2, 1, 3, dtype=torch.float64), optimizer="batched-lbfgs")
 
@@ -239,8 +239,8 @@ def test_sigterm_stops_cleanly_and_the_study_resumes(tmp_path):
 
 def test_dask_local_cluster_gives_the_in_process_study():
     distributed = pytest.importorskip("distributed")
-    from dotattn.alpha_c import AlphaCConfig, run_study
-    from dotattn.problem import Problem
+    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
+    from dotattn.positional_semantic.problem import Problem
 
     cfg = AlphaCConfig(omegas=(0.3,), ds=(32, 48), alphas=(0.8, 1.3, 1.8), seeds=2, device="cpu")
     local = run_study(Problem(omega=0.3), cfg, theory=False)

@@ -1,4 +1,4 @@
-"""The refined α_c / α_lin (dotattn.refine, issue 19) and the two-sided positional branch."""
+"""The refined α_c / α_lin (dotattn.positional_semantic.refine, issue 19) and the two-sided positional branch."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import json
 import numpy as np
 import pytest
 
-from dotattn.branch import Branch, follow_branches
-from dotattn.catalogue import QuadratureSpec, branch_label, default_quadrature
-from dotattn.phase_diagram import ColumnSummary, SweepSettings, _critical_root, omega_column
-from dotattn.problem import ParameterError, Problem
-from dotattn.quadrature import gauss_hermite
-from dotattn.refine import RefinedRoot, RefineSpec, envelope_slope, refine_root, root_on_rule
-from dotattn.state_evolution import SolverOptions, iterate
+from dotattn.positional_semantic.branch import Branch, follow_branches
+from dotattn.positional_semantic.catalogue import QuadratureSpec, branch_label, default_quadrature
+from dotattn.positional_semantic.phase_diagram import ColumnSummary, SweepSettings, _critical_root, omega_column
+from dotattn.core.validation import ParameterError
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.quadrature import gauss_hermite
+from dotattn.positional_semantic.refine import RefinedRoot, RefineSpec, envelope_slope, refine_root, root_on_rule
+from dotattn.positional_semantic.state_evolution import SolverOptions, iterate
 
 OPTIONS = SolverOptions()
 GH8 = QuadratureSpec("gauss-hermite", 8, 4)

@@ -61,15 +61,15 @@ def _run(alpha, init, branch, test_error, q, theta, mu):
 
 
 def _point(branch, q, theta, mu, test_error):
-    from dotattn.records import BranchPoint
+    from dotattn.positional_semantic.records import BranchPoint
     return BranchPoint(omega=0.3, alpha=1.0, branch=branch, status="converged", selected=True, iterations=1,
                        residual=0.0, q=np.asarray(q, dtype=float), V=np.eye(2), theta=np.asarray(theta, dtype=float),
                        mu=np.asarray(mu, dtype=float), train_loss=0.004, test_error=test_error)
 
 
 def test_comparison_table_uses_gauge_invariants_and_runs_that_stayed_on_the_branch():
-    from dotattn.comparison import ErmRun, comparison_table, overlap_invariants
-    from dotattn.problem import Problem
+    from dotattn.theory_vs_erm.comparison import ErmRun, comparison_table, overlap_invariants
+    from dotattn.positional_semantic.problem import Problem
 
     problem = Problem(L=2, rank=2, teacher_rank=1, sigma=0.5)
     s2 = problem.sigma**2

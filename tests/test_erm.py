@@ -17,8 +17,8 @@ from dotattn.erm.data import (STREAM_TRAIN, content_noise, make_dataset, positio
 from dotattn.erm.experiment import _risk_function, _sample_errors, initial_weights
 from dotattn.erm.models import (attention, fit_linear_baseline, linear_normal_equations, linear_predict,
                                 quadratic_residual_pf, residual_sq_norm, sample_stats)
-from dotattn.erm.training import train
-from dotattn.io import read_csv
+from dotattn.core.training import train
+from dotattn.core.io import read_csv
 
 from clitools import dotattn_command, run_python
 

@@ -103,7 +103,7 @@ def test_train_erm_refuses(args, words, tmp_path):
 # ----------------------------------------------------------------------------------------------
 def _erm_folder(path, problem):
     from dotattn.erm.records import RUN_COLUMNS, RunRecord
-    from dotattn.io import write_csv, write_json, write_manifest
+    from dotattn.core.io import write_csv, write_json, write_manifest
 
     run_ = RunRecord(alpha=1.0, n=100, init="semantic", seed=0, status="converged", steps=1, rel_change=0.0,
                      grad_norm=0.0, train_loss=0.004, train_error=0.004, test_error=0.004, test_error_se=0.0,
@@ -119,8 +119,8 @@ def _erm_folder(path, problem):
 
 
 def _theory_folder(path, problem, settings, omegas=(0.3,)):
-    from dotattn.io import write_csv, write_json
-    from dotattn.phase_diagram import ROW_COLUMNS
+    from dotattn.core.io import write_csv, write_json
+    from dotattn.positional_semantic.phase_diagram import ROW_COLUMNS
 
     path.mkdir()
     write_csv(path / "phase_diagram.csv", [], ROW_COLUMNS)
@@ -131,9 +131,9 @@ def _theory_folder(path, problem, settings, omegas=(0.3,)):
 
 @pytest.fixture
 def toy_settings():
-    from dotattn.catalogue import default_quadrature
-    from dotattn.phase_diagram import SweepSettings
-    from dotattn.problem import Problem
+    from dotattn.positional_semantic.catalogue import default_quadrature
+    from dotattn.positional_semantic.phase_diagram import SweepSettings
+    from dotattn.positional_semantic.problem import Problem
     return SweepSettings(default_quadrature(Problem()))
 
 
@@ -146,7 +146,7 @@ def toy_settings():
     ({}, ["--max-iter", "50"], ["options.max_iter"]),
 ])
 def test_compare_refuses_a_theory_of_another_problem_or_setting(theory_change, extra, words, tmp_path, toy_settings):
-    from dotattn.problem import Problem
+    from dotattn.positional_semantic.problem import Problem
     erm = _erm_folder(tmp_path / "erm", Problem())
     theory = _theory_folder(tmp_path / "pd", Problem(**theory_change), toy_settings)
     out = tmp_path / "cmp"
@@ -155,7 +155,7 @@ def test_compare_refuses_a_theory_of_another_problem_or_setting(theory_change, e
 
 
 def test_compare_refuses_an_omega_not_in_the_theory(tmp_path, toy_settings):
-    from dotattn.problem import Problem
+    from dotattn.positional_semantic.problem import Problem
     erm = _erm_folder(tmp_path / "erm", Problem())
     theory = _theory_folder(tmp_path / "pd", Problem(), toy_settings, omegas=(0.1, 0.2))
     out = tmp_path / "cmp"
@@ -164,7 +164,7 @@ def test_compare_refuses_an_omega_not_in_the_theory(tmp_path, toy_settings):
 
 
 def test_compare_refuses_theory_metadata_without_parameters(tmp_path):
-    from dotattn.problem import Problem
+    from dotattn.positional_semantic.problem import Problem
     erm = _erm_folder(tmp_path / "erm", Problem())
     theory = tmp_path / "pd"
     theory.mkdir()
@@ -177,7 +177,7 @@ def test_compare_refuses_theory_metadata_without_parameters(tmp_path):
 
 
 def test_compare_refuses_finite_size_runs_of_another_problem(tmp_path):
-    from dotattn.problem import Problem
+    from dotattn.positional_semantic.problem import Problem
     erm = _erm_folder(tmp_path / "erm", Problem())
     other = _erm_folder(tmp_path / "fs", Problem(omega=0.2))
     out = tmp_path / "cmp"
@@ -189,7 +189,7 @@ def test_compare_refuses_finite_size_runs_of_another_problem(tmp_path):
 @pytest.mark.parametrize("args, words", [(["--tolerance", "nan"], ["tolerance", "finite"]),
                                          (["--tolerance", "5"], ["tolerance", "(0, 1]"])])
 def test_compare_refuses_bad_tolerance(args, words, tmp_path):
-    from dotattn.problem import Problem
+    from dotattn.positional_semantic.problem import Problem
     erm = _erm_folder(tmp_path / "erm", Problem())
     out = tmp_path / "cmp"
     _one_line_exit_2(run("compare", "--erm", str(erm), "--out", str(out), *args), *words)
@@ -197,7 +197,7 @@ def test_compare_refuses_bad_tolerance(args, words, tmp_path):
 
 
 def test_first_difference_names_the_first_differing_field():
-    from dotattn.comparison import first_difference
+    from dotattn.theory_vs_erm.comparison import first_difference
     asked = {"sigma": 0.5, "A": [[0.6, 0.4], [0.4, 0.6]], "quadrature": {"kind": "qmc", "order": 14}}
     assert first_difference(asked, json.loads(json.dumps(asked))) is None
     assert first_difference(asked, {**asked, "sigma": 0.4}) == ("sigma", 0.5, 0.4)
@@ -209,10 +209,10 @@ def test_first_difference_names_the_first_differing_field():
 # near-zero theory values: absolute differences
 # ----------------------------------------------------------------------------------------------
 def test_theory_near_zero_is_compared_by_absolute_difference():
-    from dotattn.comparison import ABSOLUTE, NEAR_ZERO, RELATIVE, ComparisonRow, ErmRun, comparison_table
+    from dotattn.theory_vs_erm.comparison import ABSOLUTE, NEAR_ZERO, RELATIVE, ComparisonRow, ErmRun, comparison_table
     from dotattn.erm.records import RunRecord
-    from dotattn.problem import Problem
-    from dotattn.records import BranchPoint
+    from dotattn.positional_semantic.problem import Problem
+    from dotattn.positional_semantic.records import BranchPoint
 
     problem = Problem()
     s2 = problem.sigma**2
@@ -250,15 +250,17 @@ def test_theory_near_zero_is_compared_by_absolute_difference():
     (dict(sigma=1e-200), "sigma"), (dict(sigma=1e3), "sigma"), (dict(ridge=1e200), "lambda"),
     (dict(ridge=1e-12), "lambda"), (dict(omega=float("nan")), "omega")])
 def test_problem_rejects(kwargs, word):
-    from dotattn.problem import ParameterError, Problem
+    from dotattn.core.validation import ParameterError
+    from dotattn.positional_semantic.problem import Problem
     with pytest.raises(ParameterError, match=word):
         Problem(**kwargs)
 
 
 def test_python_api_rejects_bad_counts():
-    from dotattn.catalogue import QuadratureSpec, solve
-    from dotattn.phase_diagram import check_grids, run_phase_diagram
-    from dotattn.problem import ParameterError, Problem
+    from dotattn.positional_semantic.catalogue import QuadratureSpec, solve
+    from dotattn.positional_semantic.phase_diagram import check_grids, run_phase_diagram
+    from dotattn.core.validation import ParameterError
+    from dotattn.positional_semantic.problem import Problem
 
     p = Problem()
     for kwargs, word in ((dict(n_random=-1), "n_random"), (dict(n_random=10**6), "n_random"), (dict(seed=-2), "seed")):
@@ -280,15 +282,17 @@ def test_python_api_rejects_bad_counts():
 
 def test_connect_dask_times_out_with_one_line(refused_port):
     pytest.importorskip("distributed")
-    from dotattn.runner import connect_dask
-    from dotattn.problem import ParameterError
+    from dotattn.core.runner import connect_dask
+    from dotattn.core.validation import ParameterError
     with pytest.raises(ParameterError, match=f"no scheduler answered at tcp://127.0.0.1:{refused_port} within 0.5 s"):
         connect_dask(f"tcp://127.0.0.1:{refused_port}", timeout=0.5)
 
 
 def test_erm_memory_estimate_refuses_runs_that_do_not_fit():
-    from dotattn.erm.config import MEMORY_FRACTION, ErmConfig
-    from dotattn.problem import ParameterError, Problem
+    from dotattn.core.resources import MEMORY_FRACTION
+    from dotattn.erm.config import ErmConfig
+    from dotattn.core.validation import ParameterError
+    from dotattn.positional_semantic.problem import Problem
 
     p = Problem()
     small = ErmConfig(d=100, alphas=(1.0,), seeds=2)

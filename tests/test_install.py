@@ -40,7 +40,7 @@ try:
     main(["--help"])
 except SystemExit as exc:
     code = exc.code
-loaded = sorted(m for m in ["torch", "dotattn.catalogue", *(c.module for c in LAZY_COMMANDS.values())]
+loaded = sorted(m for m in ["torch", "dotattn.positional_semantic.catalogue", *(c.module for c in LAZY_COMMANDS.values())]
                 if m in sys.modules)
 print(json.dumps({"code": code, "loaded": loaded, "help": {k: c.help for k, c in LAZY_COMMANDS.items()}}),
       file=sys.stderr)
@@ -110,7 +110,7 @@ def test_theory_commands_compute_without_torch(tmp_path):
     assert r.returncode == 0, r.stderr
     assert (pd / "phase_diagram.csv").stat().st_size > 0 and (pd / "summary.json").stat().st_size > 0
     assert len(json.loads((pd / "summary.json").read_text())["omegas"]) == 1
-    from dotattn.io import verify_manifest
+    from dotattn.core.io import verify_manifest
     verify_manifest(pd, ["phase_diagram.csv", "boundaries.csv", "summary.json"])  # listed, present, hashes match
     pytest.importorskip("torch")  # only to make the ERM folder that compare reads
     from clitools import run
@@ -128,8 +128,8 @@ def test_theory_commands_compute_without_torch(tmp_path):
 
 
 def test_theory_never_imports_torch(tmp_path):
-    modules = ["dotattn", "dotattn.catalogue", "dotattn.phase_diagram", "dotattn.comparison", "dotattn.plotting",
-               "dotattn.io", "dotattn.baseline", "dotattn.cli.solve", "dotattn.cli.phase", "dotattn.cli.compare"]
+    modules = ["dotattn", "dotattn.positional_semantic.catalogue", "dotattn.positional_semantic.phase_diagram", "dotattn.theory_vs_erm.comparison", "dotattn.positional_semantic.plotting",
+               "dotattn.core.io", "dotattn.positional_semantic.baseline", "dotattn.cli.solve", "dotattn.cli.phase", "dotattn.cli.compare"]
     code = NO_TORCH + "".join(f"import {m}\n" for m in modules) + "print('ok')\n"
     r = python(code, tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from clitools import run
-from dotattn.io import (MANIFEST_NAME, IntegrityError, read_cache_unit, read_checked_json, sha256_file,
+from dotattn.core.io import (MANIFEST_NAME, IntegrityError, read_cache_unit, read_checked_json, sha256_file,
                         write_cache_unit, write_checked_json, write_manifest, verify_manifest)
 
 pytest.importorskip("torch")  # the ERM folders come from train-erm
@@ -24,10 +24,11 @@ QUAD = ("gauss-hermite", 4, None)
 def folders(tmp_path_factory):
     """A tiny phase diagram (2 ω × 2 α), two tiny train-erm folders (σ = 0.5 and 0.4) and one
     comparison, each written by the package itself."""
-    from dotattn.catalogue import QuadratureSpec
-    from dotattn.phase_diagram import SweepSettings, run_phase_diagram
-    from dotattn.problem import Problem
-    from dotattn.results_io import compare_and_write, write_phase_diagram
+    from dotattn.positional_semantic.catalogue import QuadratureSpec
+    from dotattn.positional_semantic.phase_diagram import SweepSettings, run_phase_diagram
+    from dotattn.positional_semantic.problem import Problem
+    from dotattn.theory_vs_erm.output import compare_and_write
+    from dotattn.positional_semantic.output import write_phase_diagram
     root = tmp_path_factory.mktemp("integrity")
     settings = SweepSettings(QuadratureSpec(*QUAD))
     pd = run_phase_diagram(Problem(omega=0.3), [0.2, 0.3], [1.0, 1.5], settings=settings)
@@ -51,14 +52,15 @@ def copy(folders, tmp_path):
 
 
 def _settings():
-    from dotattn.catalogue import QuadratureSpec
-    from dotattn.phase_diagram import SweepSettings
+    from dotattn.positional_semantic.catalogue import QuadratureSpec
+    from dotattn.positional_semantic.phase_diagram import SweepSettings
     return SweepSettings(QuadratureSpec(*QUAD))
 
 
 def _readers():
-    from dotattn.problem import Problem
-    from dotattn.results_io import load_erm, read_boundaries, read_phase_diagram, read_theory
+    from dotattn.positional_semantic.problem import Problem
+    from dotattn.theory_vs_erm.output import load_erm, read_theory
+    from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram
     return {
         "read_phase_diagram": ("pd", "phase_diagram.csv", lambda f: read_phase_diagram(f)),
         "read_boundaries": ("pd", "boundaries.csv", lambda f: read_boundaries(f)),
@@ -163,7 +165,7 @@ def test_missing_file_is_refused(copy, reader):
 
 def test_summary_json_edited_is_refused(copy):
     """The σ in summary.json changed (the issue's σ = 0.4 / 0.5 case, other way round)."""
-    from dotattn.results_io import load_erm
+    from dotattn.theory_vs_erm.output import load_erm
     folder = copy("erm")
     meta = json.loads((folder / "summary.json").read_text())
     meta["provenance"]["parameters"]["problem"]["sigma"] = 0.4
@@ -175,7 +177,7 @@ def test_summary_json_edited_is_refused(copy):
 
 def test_runs_csv_of_another_problem_is_refused(folders, copy):
     """runs.csv made for σ = 0.4 put into a folder whose summary.json says σ = 0.5."""
-    from dotattn.results_io import load_erm
+    from dotattn.theory_vs_erm.output import load_erm
     folder = copy("erm")
     shutil.copy(folders / "erm_sigma04" / "runs.csv", folder / "runs.csv")
     with pytest.raises(IntegrityError) as err:
@@ -185,10 +187,11 @@ def test_runs_csv_of_another_problem_is_refused(folders, copy):
 
 def test_phase_diagram_of_another_problem_is_refused_by_compare(folders, copy, tmp_path):
     """phase_diagram.csv of another problem (σ = 0.4) inside a folder made for σ = 0.5."""
-    from dotattn.catalogue import QuadratureSpec
-    from dotattn.phase_diagram import SweepSettings, run_phase_diagram
-    from dotattn.problem import Problem
-    from dotattn.results_io import read_theory, write_phase_diagram
+    from dotattn.positional_semantic.catalogue import QuadratureSpec
+    from dotattn.positional_semantic.phase_diagram import SweepSettings, run_phase_diagram
+    from dotattn.positional_semantic.problem import Problem
+    from dotattn.theory_vs_erm.output import read_theory
+    from dotattn.positional_semantic.output import write_phase_diagram
     other = tmp_path / "pd04"
     pd = run_phase_diagram(Problem(omega=0.3, sigma=0.4), [0.3], [1.0, 1.5],
                            settings=SweepSettings(QuadratureSpec(*QUAD)))
@@ -255,7 +258,7 @@ def test_provenance_line_of_another_run_is_refused_without_manifest(folders, cop
 
 
 def test_seal_then_verify_and_refuse_a_second_seal(copy):
-    from dotattn.problem import ParameterError
+    from dotattn.core.validation import ParameterError
     from dotattn.verify import seal_folder, verify_folder
     folder = copy("erm")
     (folder / MANIFEST_NAME).unlink()
@@ -345,8 +348,8 @@ def test_cache_unit_key_and_notice(tmp_path, capsys):
 def test_edited_phase_diagram_cache_column_is_recomputed(tmp_path, capsys, edit):
     """A cached ω column whose JSON was edited (α_c = 9.999, rows: [] or cut short) is not trusted:
     it is recomputed, said so on stderr, and the result equals a fresh run's."""
-    from dotattn.phase_diagram import run_phase_diagram
-    from dotattn.problem import Problem
+    from dotattn.positional_semantic.phase_diagram import run_phase_diagram
+    from dotattn.positional_semantic.problem import Problem
     cache = tmp_path / "cache"
     first = run_phase_diagram(Problem(omega=0.3), [0.3], [1.0, 1.5], settings=_settings(), cache_dir=cache)
     (unit,) = cache.glob("omega_*.json")

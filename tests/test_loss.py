@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from dotattn.loss import attention_loss, loss_derivatives, softmax_rows, teacher_attention, teacher_gradient
-from dotattn.problem import Problem
+from dotattn.positional_semantic.loss import attention_loss, loss_derivatives, softmax_rows, teacher_attention, teacher_gradient
+from dotattn.positional_semantic.problem import Problem
 
 CASES = [
     Problem(omega=0.3),

@@ -1,6 +1,6 @@
 """Options that had no test (issue 22 item 6): erm-alpha-c --unpaired / --independent / --teacher orthonormal /
 --dtype float32, train-erm --optimizer batched-lbfgs, solve --quad qmc and --hat-form stein from the CLI, the
-writers and readers of dotattn.results_io called directly, and the scaling of estimate_seconds."""
+writers and readers of dotattn.theory_vs_erm.output called directly, and the scaling of estimate_seconds."""
 
 import dataclasses
 import json
@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from clitools import run
-from dotattn.catalogue import QuadratureSpec
-from dotattn.phase_diagram import SweepSettings
-from dotattn.problem import ParameterError, Problem
+from dotattn.positional_semantic.catalogue import QuadratureSpec
+from dotattn.positional_semantic.phase_diagram import SweepSettings
+from dotattn.core.validation import ParameterError
+from dotattn.positional_semantic.problem import Problem
 
 
 # -- erm-alpha-c -----------------------------------------------------------------------------------
@@ -21,7 +22,7 @@ def alpha_c_cells():
     """One small cell (ω = 0.3, d = 32, 2 seeds, α = 0.8, 1.3, 1.8) with the default choices and with each
     non-default one alone."""
     pytest.importorskip("torch")
-    from dotattn.alpha_c import AlphaCConfig, run_study
+    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
 
     base = AlphaCConfig(omegas=(0.3,), ds=(32,), alphas=(0.8, 1.3, 1.8), seeds=2, device="cpu")
     out = {}
@@ -95,7 +96,7 @@ def test_erm_alpha_c_non_default_options_through_the_cli(tmp_path):
 
 
 def _rows(path):
-    from dotattn.io import read_csv
+    from dotattn.core.io import read_csv
     return read_csv(path)
 
 
@@ -110,7 +111,7 @@ def test_train_erm_batched_lbfgs_reaches_one_minimum_from_both_starts(tmp_path):
             "batched-lbfgs", "--steps", "300", "--tol", "1e-10", "--test-samples", "100", "--threads", "1",
             "--quiet", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    from dotattn.results_io import load_erm
+    from dotattn.theory_vs_erm.output import load_erm
 
     runs = {x.init: x for x in load_erm(out).runs}
     assert set(runs) == {"semantic", "positional"}
@@ -154,18 +155,19 @@ def test_solve_stein_hat_form_from_the_cli(gauss_hermite_solve):
     assert r.returncode == 2 and "stein" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-# -- dotattn.results_io directly ---------------------------------------------------------------------------
+# -- dotattn.theory_vs_erm.output directly ---------------------------------------------------------------------------
 SMALL = SweepSettings(QuadratureSpec("gauss-hermite", 4, None))
 
 
 @pytest.fixture(scope="module")
 def small_diagram():
-    from dotattn.phase_diagram import run_phase_diagram
+    from dotattn.positional_semantic.phase_diagram import run_phase_diagram
     return run_phase_diagram(Problem(), [0.2, 0.3], [1.0, 1.6], settings=SMALL, workers=1)
 
 
 def test_phase_diagram_writer_and_readers_round_trip(small_diagram, tmp_path):
-    from dotattn.results_io import read_boundaries, read_phase_diagram, read_theory, write_phase_diagram
+    from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram, write_phase_diagram
+    from dotattn.theory_vs_erm.output import read_theory
 
     paths = write_phase_diagram(small_diagram, tmp_path / "pd")
     assert {"csv", "boundaries", "summary", "phases", "phase_plane"} <= set(paths)
@@ -179,8 +181,9 @@ def test_phase_diagram_writer_and_readers_round_trip(small_diagram, tmp_path):
 
 
 def test_phase_diagram_readers_refuse(small_diagram, tmp_path):
-    from dotattn.io import IntegrityError
-    from dotattn.results_io import read_phase_diagram, read_theory, write_phase_diagram
+    from dotattn.core.io import IntegrityError
+    from dotattn.positional_semantic.output import read_phase_diagram, write_phase_diagram
+    from dotattn.theory_vs_erm.output import read_theory
 
     write_phase_diagram(small_diagram, tmp_path / "pd")
     with pytest.raises(ParameterError):  # another problem (σ) than the folder's
@@ -198,8 +201,8 @@ def test_phase_diagram_readers_refuse(small_diagram, tmp_path):
 def test_erm_writer_and_reader_round_trip_and_refuse(tmp_path):
     pytest.importorskip("torch")
     from dotattn.erm.experiment import run_erm
-    from dotattn.io import IntegrityError
-    from dotattn.results_io import load_erm, write_erm
+    from dotattn.core.io import IntegrityError
+    from dotattn.theory_vs_erm.output import load_erm, write_erm
 
     res = run_erm(Problem(omega=0.3), d=16, alphas=[1.0, 2.0], inits="both", seeds=2, steps=20, test_samples=50,
                   device="cpu")
@@ -222,7 +225,7 @@ def test_estimate_seconds_scales_with_columns_workers_and_nodes():
     ceil(columns / workers); more workers than columns do not help; for Gauss-Hermite the node term grows
     as order^D (D = 3 Gaussian dimensions of the toy), so the increments from order 4 to 8 to 12 follow
     (8³ − 4³) : (12³ − 8³); QMC counts 2^order x scramblings nodes."""
-    from dotattn.phase_diagram import estimate_seconds
+    from dotattn.positional_semantic.phase_diagram import estimate_seconds
 
     p, alphas = Problem(), [1.0, 1.5, 2.0]
     s = SweepSettings(QuadratureSpec("gauss-hermite", 6, None))

@@ -46,7 +46,7 @@ def test_watch_parent_ends_a_process_whose_parent_was_killed(tmp_path):
 import os, sys, time
 pid = os.fork()
 if pid == 0:
-    import dotattn.runner as r
+    import dotattn.core.runner as r
     r._set_parent_death_signal = lambda *a: False   # the watchdog thread only
     r.watch_parent(os.getppid(), poll=0.05)
     open({str(pidfile)!r}, "w").write(str(os.getpid()))
@@ -71,7 +71,7 @@ time.sleep(120)
 def test_lock_is_never_left_empty_on_a_full_disk(tmp_path, monkeypatch):
     """ENOSPC while the lock's content is written: OSError, and neither the lock nor its temporary
     file is left behind (an empty lock would block or confuse the next run)."""
-    from dotattn import runner
+    from dotattn.core import runner
     real_fdopen = os.fdopen
 
     class Full:
@@ -100,7 +100,7 @@ def test_lock_is_never_left_empty_on_a_full_disk(tmp_path, monkeypatch):
 def test_lock_in_a_folder_that_cannot_be_written(tmp_path, monkeypatch):
     """EACCES when the lock's temporary file is created (a folder the user cannot write; simulated,
     since the tests may run as root): OSError, nothing left behind."""
-    from dotattn import runner
+    from dotattn.core import runner
 
     def refuse(*a, **k):
         raise PermissionError(errno.EACCES, "Permission denied")
@@ -113,7 +113,7 @@ def test_lock_in_a_folder_that_cannot_be_written(tmp_path, monkeypatch):
 
 def test_lock_holds_pid_and_host_and_refuses_a_second_run(tmp_path):
     import socket
-    from dotattn.runner import RunLock, RunLockedError
+    from dotattn.core.runner import RunLock, RunLockedError
     with RunLock(tmp_path, "test"):
         pid, host = (tmp_path / RunLock.NAME).read_text().split()
         assert int(pid) == os.getpid() and host == socket.gethostname()

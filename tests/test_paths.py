@@ -14,8 +14,8 @@ from dotattn.paths.task import MarkovTask, markov_heads, markov_sequences
 from dotattn.paths.theory import (PathsModel, TheoryResult, action, action_gradient, gp_order_parameters,
                                   level_dims, minimise_action, saddle_point_residual, scalar_renormalisation,
                                   theta_from_levels)
-from dotattn.problem import ParameterError
-from dotattn.rows import read_matrix
+from dotattn.core.validation import ParameterError
+from dotattn.core.rows import read_matrix
 
 
 # -- the task ---------------------------------------------------------------------------------------

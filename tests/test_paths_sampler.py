@@ -14,7 +14,7 @@ from dotattn.paths.study import (StudyConfig, read_sample_run, run_theory_study,
                                  write_theory_study)
 from dotattn.paths.task import MarkovTask  # noqa: E402
 from dotattn.paths.theory import PathsModel, minimise_action  # noqa: E402
-from dotattn.problem import ParameterError  # noqa: E402
+from dotattn.core.validation import ParameterError  # noqa: E402
 
 
 def test_sampler_recovers_the_prior_when_the_likelihood_is_flat(tmp_path):

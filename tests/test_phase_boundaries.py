@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import reduced_and_full
-from dotattn.branch import Branch
-from dotattn.catalogue import QuadratureSpec
-from dotattn.phase_diagram import ColumnSummary, SweepSettings, _critical_root, phase_boundaries
-from dotattn.problem import Problem
-from dotattn.records import BOUNDARY_COLUMNS, PhaseBoundary
+from dotattn.positional_semantic.branch import Branch
+from dotattn.positional_semantic.catalogue import QuadratureSpec
+from dotattn.positional_semantic.phase_diagram import ColumnSummary, SweepSettings, _critical_root, phase_boundaries
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.records import BOUNDARY_COLUMNS, PhaseBoundary
 
 SETTINGS = SweepSettings(QuadratureSpec("gauss-hermite", 6, None))
 GRID = [0.5, 0.8, 1.3, 2.0]
@@ -109,7 +109,7 @@ def test_no_boundary_without_a_change_of_phase():
 
 
 def test_boundary_record_round_trips(tmp_path):
-    from dotattn.io import read_csv, write_csv
+    from dotattn.core.io import read_csv, write_csv
 
     bs = [PhaseBoundary(0.3, 1.2345678901234567, "positional", "mixed", "brent", 1.5e-3, 1e-4),
           PhaseBoundary(0.35, 1.55, "semantic", "mixed", "spinodal", float("nan"), 5e-4)]
@@ -135,8 +135,8 @@ def _default_toy(omegas, hat_form="gradient"):
     """The default toy phase diagram (default rule and α grid) at ``omegas``, with ``hat_form``."""
     import dataclasses
 
-    from dotattn.catalogue import default_quadrature
-    from dotattn.phase_diagram import DEFAULT_ALPHAS, run_phase_diagram
+    from dotattn.positional_semantic.catalogue import default_quadrature
+    from dotattn.positional_semantic.phase_diagram import DEFAULT_ALPHAS, run_phase_diagram
 
     p = Problem()
     s = SweepSettings(default_quadrature(p))
@@ -197,8 +197,8 @@ def test_rank_2_phase_diagram_through_the_cli(tmp_path):
     between the followed phases, and boundaries.csv, summary.json and the records agree."""
     from clitools import run
 
-    from dotattn.records import BranchPoint
-    from dotattn.results_io import read_boundaries, read_phase_diagram
+    from dotattn.positional_semantic.records import BranchPoint
+    from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram
 
     out = tmp_path / "pd"
     r = run("phase-diagram", "--rank", "2", "--omega", "0.3", "--alpha", "1,2", "--quad-order", "2",

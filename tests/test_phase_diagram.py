@@ -5,11 +5,12 @@ import math
 import pytest
 
 from conftest import assert_rows_close
-from dotattn.catalogue import QuadratureSpec
-from dotattn.branch import Branch
-from dotattn.phase_diagram import ColumnSummary, SweepSettings, omega_column, run_phase_diagram
-from dotattn.problem import ParameterError, Problem
-from dotattn.records import BranchPoint
+from dotattn.positional_semantic.catalogue import QuadratureSpec
+from dotattn.positional_semantic.branch import Branch
+from dotattn.positional_semantic.phase_diagram import ColumnSummary, SweepSettings, omega_column, run_phase_diagram
+from dotattn.core.validation import ParameterError
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.records import BranchPoint
 
 SETTINGS = SweepSettings(QuadratureSpec("gauss-hermite", 6, None))
 
@@ -64,7 +65,7 @@ SPINODAL_GRID = [0.3, 1.0, 2.0, 4.0]
 def spinodal_column():
     """σ = 0.2, ω = 0.3: the positional branch exists at α = 2, 4 but not at α = 1, where μ = 0 (found by a
     scan of small cases; the toy's own columns have no spinodal in range): the column and the branch."""
-    from dotattn.branch import follow_branches
+    from dotattn.positional_semantic.branch import follow_branches
 
     p = Problem(**SPINODAL_CASE)
     col = omega_column(p.to_dict(), 0.3, SPINODAL_GRID, SETTINGS.to_dict())
@@ -150,9 +151,9 @@ def test_bad_grids():
 
 
 def _alpha_c(omega: float, alphas: list[float]) -> float | None:
-    from dotattn.branch import follow_branches
-    from dotattn.catalogue import default_quadrature
-    from dotattn.phase_diagram import _critical_alpha
+    from dotattn.positional_semantic.branch import follow_branches
+    from dotattn.positional_semantic.catalogue import default_quadrature
+    from dotattn.positional_semantic.phase_diagram import _critical_alpha
 
     p = Problem(omega=omega)
     s = SweepSettings(default_quadrature(p))
@@ -185,7 +186,7 @@ def test_root_uncertainty_is_the_shift_of_the_root_of_a_perturbed_linear_gap():
     (δ1 + δ2) / |s| exactly; the estimate uses the slope from the Brent bracket."""
     from scipy.optimize import brentq
 
-    from dotattn.phase_diagram import _brent, root_uncertainty
+    from dotattn.positional_semantic.phase_diagram import _brent, root_uncertainty
 
     s, a0, d1, d2 = -1.3e-3, 1.2345, 4e-6, 7e-6
     root = _brent(lambda x: (s * (x - a0), {}), 1.2, 1.3, 1e-10)

@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from dotattn.problem import ParameterError, Problem, parse_matrix
+from dotattn.core.validation import ParameterError, parse_matrix
+from dotattn.positional_semantic.problem import Problem
 
 
 def test_defaults_are_the_toy_model():

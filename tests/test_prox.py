@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from dotattn.loss import LossDerivatives, teacher_attention
-from dotattn.problem import Problem
-from dotattn.prox import AttentionPointLoss, minimise_envelope, multistart_points, prox, prox_objective
+from dotattn.positional_semantic.loss import LossDerivatives, teacher_attention
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.prox import AttentionPointLoss, minimise_envelope, multistart_points, prox, prox_objective
 
 
 def _instances(p, n, seed):
@@ -113,7 +113,7 @@ def test_envelope_theorem():
     centre = np.stack([0.25 * np.ones(n), -0.25 * np.ones(n)], 1)[:, :, None] + 0.3 * rng.normal(size=(n, 2, 1))
     h_star = p.sigma * rng.normal(size=(n, 2, 1))
     V = 12.0
-    from dotattn.loss import teacher_gradient
+    from dotattn.positional_semantic.loss import teacher_gradient
 
     def env(c, hs, v):
         return prox(c, teacher_attention(hs, p), np.array([[v]]), p).value
@@ -136,7 +136,7 @@ def test_symmetric_minimisers_are_images_under_the_node_symmetries():
     """A node with P c U = c and P T Pᵀ = T (here the token swap with U = diag(−1, 1)) has a prox
     objective invariant under h → P h U: its image of any point is returned, with the same
     objective value; a node without such a symmetry gets none."""
-    from dotattn.prox import objective_symmetries, symmetric_minimisers
+    from dotattn.positional_semantic.prox import objective_symmetries, symmetric_minimisers
     p = Problem(L=2, rank=2, teacher_rank=1, omega=0.3)
     V = np.diag([20.0, 12.0])
     rng = np.random.default_rng(4)

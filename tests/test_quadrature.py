@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.special import factorial2
 
-from dotattn.quadrature import gauss_hermite, make_rule, sobol_qmc
+from dotattn.positional_semantic.quadrature import gauss_hermite, make_rule, sobol_qmc
 
 
 def gaussian_moment(n: int) -> float:

@@ -7,15 +7,16 @@ import numpy as np
 import pytest
 
 from clitools import run
-from dotattn import diagnostics as dg
-from dotattn import loss_channel
-from dotattn.diagnostics import noise_overlap, train_loss_at
+from dotattn.theory_vs_erm import diagnostics as dg
+from dotattn.positional_semantic import loss_channel
+from dotattn.theory_vs_erm.diagnostics import noise_overlap, train_loss_at
 from dotattn.erm.restart_records import (PairRecord, RestartRecord, RestartSummary, summarise_restarts)
-from dotattn.overlaps import overlaps_from_scalars
-from dotattn.problem import ParameterError, Problem
-from dotattn.quadrature import make_rule
-from dotattn.state_evolution import iterate
-from dotattn.status import CONVERGED
+from dotattn.positional_semantic.overlaps import overlaps_from_scalars
+from dotattn.core.validation import ParameterError
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.quadrature import make_rule
+from dotattn.positional_semantic.state_evolution import iterate
+from dotattn.core.status import CONVERGED
 
 
 # ---------------------------------------------------------------------------------------------- theory side

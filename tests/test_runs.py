@@ -14,8 +14,8 @@ from clitools import alive as _alive
 from clitools import children as _children
 from clitools import run, start_until
 from clitools import wait_for as _wait_for
-from dotattn.io import atomic_write_text, remove_stale_tmp
-from dotattn.runner import (Interrupted, ProgressReporter, ProgressState, RunLock, RunLockedError, run_tasks,
+from dotattn.core.io import atomic_write_text, remove_stale_tmp
+from dotattn.core.runner import (Interrupted, ProgressReporter, ProgressState, RunLock, RunLockedError, run_tasks,
                             stop_on_signals)
 
 # a small diagram on a coarse rule: a column takes a few seconds

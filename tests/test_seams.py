@@ -7,14 +7,16 @@ import numpy as np
 import pytest
 
 from clitools import run_python
-from dotattn.catalogue import QuadratureSpec, default_quadrature
-from dotattn.overlaps import InvalidOverlaps, overlaps_from_scalars
-from dotattn.phase_diagram import SweepSettings, check_grids
-from dotattn.problem import ParameterError, Problem
-from dotattn.quadrature import gauss_hermite
-from dotattn.records import BranchPoint
-from dotattn.state_evolution import SolverOptions, iterate
-from dotattn.status import STATUSES, branch_label, from_training
+from dotattn.positional_semantic.catalogue import QuadratureSpec, default_quadrature
+from dotattn.positional_semantic.overlaps import InvalidOverlaps, overlaps_from_scalars
+from dotattn.positional_semantic.phase_diagram import SweepSettings, check_grids
+from dotattn.core.validation import ParameterError
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.quadrature import gauss_hermite
+from dotattn.positional_semantic.records import BranchPoint
+from dotattn.positional_semantic.state_evolution import SolverOptions, iterate
+from dotattn.core.status import STATUSES, from_training
+from dotattn.positional_semantic.labels import branch_label
 
 
 @pytest.mark.parametrize("make, word", [
@@ -52,7 +54,7 @@ def test_one_status_vocabulary_and_one_labeller():
 
 
 def test_failure_keeps_the_last_iterate_and_the_step_count(monkeypatch):
-    import dotattn.state_evolution as se
+    import dotattn.positional_semantic.state_evolution as se
 
     toy = Problem(omega=0.3)
     calls = {"n": 0}
@@ -72,8 +74,8 @@ def test_failure_keeps_the_last_iterate_and_the_step_count(monkeypatch):
 
 
 def test_branch_point_rows_round_trip_through_json_and_csv(tmp_path):
-    from dotattn.io import read_csv, write_csv
-    from dotattn.records import BRANCH_POINT_COLUMNS
+    from dotattn.core.io import read_csv, write_csv
+    from dotattn.positional_semantic.records import BRANCH_POINT_COLUMNS
 
     p = BranchPoint(omega=0.3, alpha=1.5, branch="positional", status="converged", selected=True, iterations=12,
                     residual=1e-9, q=np.array([[0.05]]), V=np.array([[12.0]]), theta=np.array([[0.0]]),
@@ -88,7 +90,7 @@ def test_branch_point_rows_round_trip_through_json_and_csv(tmp_path):
 
 def test_plotting_leaves_pyplot_and_the_backend_alone(tmp_path):
     code = ("import sys, matplotlib; raw = lambda: dict.__getitem__(matplotlib.rcParams, 'backend'); b = raw(); "
-            "import dotattn.plotting, dotattn.results_io, dotattn.cli.phase, dotattn.cli.compare; "
+            "import dotattn.positional_semantic.plotting, dotattn.theory_vs_erm.output, dotattn.cli.phase, dotattn.cli.compare; "
             "assert raw() == b and 'matplotlib.pyplot' not in sys.modules")
     r = run_python(code, tmp_path)
     assert r.returncode == 0, r.stderr
@@ -102,8 +104,8 @@ def test_plotting_leaves_pyplot_and_the_backend_alone(tmp_path):
 def test_figures_are_built_from_records():
     from matplotlib.figure import Figure
 
-    from dotattn import plotting
-    from dotattn.phase_diagram import ColumnSummary
+    from dotattn.positional_semantic import plotting
+    from dotattn.positional_semantic.phase_diagram import ColumnSummary
 
     pts = [BranchPoint(omega=0.3, alpha=a, branch=b, status="converged", selected=(b == "semantic") == (a > 1),
                        iterations=1, residual=0.0, q=np.eye(1), V=np.eye(1), theta=np.array([[0.1 * (b == "semantic")]]),
@@ -127,7 +129,7 @@ def test_train_erm_rejects_bad_input_without_importing_torch(tmp_path):
 
 
 def test_quadrature_check_record_round_trips_through_json():
-    from dotattn.catalogue import QuadratureCheck
+    from dotattn.positional_semantic.catalogue import QuadratureCheck
 
     done = QuadratureCheck(branch="semantic", init="semantic (informed)", finer_rule={"kind": "gauss-hermite",
                            "order": 16, "nodes": 65536}, status="converged",

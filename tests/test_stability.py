@@ -4,14 +4,14 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
-from dotattn.loss import loss_derivatives, teacher_attention
-from dotattn.loss_channel import local_fields
-from dotattn.overlaps import Overlaps, overlaps_from_scalars
-from dotattn.problem import Problem
-from dotattn.records import BranchPoint
-from dotattn.prox import prox
-from dotattn.quadrature import gauss_hermite, sobol_qmc
-from dotattn.stability import (Stability, mirror_jump_weight, prox_jacobian, replicon_operator, rs_stability,
+from dotattn.positional_semantic.loss import loss_derivatives, teacher_attention
+from dotattn.positional_semantic.loss_channel import local_fields
+from dotattn.positional_semantic.overlaps import Overlaps, overlaps_from_scalars
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.records import BranchPoint
+from dotattn.positional_semantic.prox import prox
+from dotattn.positional_semantic.quadrature import gauss_hermite, sobol_qmc
+from dotattn.positional_semantic.stability import (Stability, mirror_jump_weight, prox_jacobian, replicon_operator, rs_stability,
                                spectral_radius)
 
 
@@ -179,8 +179,8 @@ def test_replicon_standard_error_matches_the_spread_over_independent_rules(toy):
 
 def test_the_fixed_point_prox_is_reused_exactly(toy):
     """On the fixed point's own rule, its prox (polished) and a fresh global search give the same replicon."""
-    from dotattn.catalogue import initialisations
-    from dotattn.state_evolution import iterate
+    from dotattn.positional_semantic.catalogue import initialisations
+    from dotattn.positional_semantic.state_evolution import iterate
     rule = gauss_hermite(4, 6)
     fp = iterate(toy, 2.0, dict(initialisations(toy, 0))["positional"], rule)
     assert fp.converged
@@ -193,7 +193,7 @@ def test_figures_mark_the_rs_unstable_points():
     """Plotting reads the verdicts only: ★ where replicon ≥ 1, ○ where undecided, nothing where stable."""
     from types import SimpleNamespace
 
-    from dotattn.plotting import figure_overlaps, figure_test_error
+    from dotattn.positional_semantic.plotting import figure_overlaps, figure_test_error
 
     def point(alpha, branch, label):
         rho, at = {"stable": (0.3, True), "AT-unstable": (1.5, False), "AT-undecided": (1.0, None)}[label]
@@ -218,7 +218,7 @@ def test_figures_mark_the_rs_unstable_points():
         assert len(circles) == 1 and list(circles[0].get_xdata()) == [1.0]
     from dataclasses import replace
 
-    from dotattn.plotting import figure_phases
+    from dotattn.positional_semantic.plotting import figure_phases
     chosen = [replace(r, selected=True) if (r.alpha, r.branch) in {(1.5, "positional"), (2.0, "semantic")} else r
               for r in rows]
     fig = figure_phases(chosen, [SimpleNamespace(omega=0.3, alpha_lin=None, boundaries=())])

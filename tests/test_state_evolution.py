@@ -6,12 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dotattn.loss_channel import hat_update
-from dotattn.overlaps import Hats, Overlaps, overlaps_from_scalars
-from dotattn.problem import Problem
-from dotattn.quadrature import gauss_hermite
-from dotattn.regulariser import overlap_update
-from dotattn.state_evolution import SolverOptions, iterate, potential
+from dotattn.positional_semantic.loss_channel import hat_update
+from dotattn.positional_semantic.overlaps import Hats, Overlaps, overlaps_from_scalars
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.quadrature import gauss_hermite
+from dotattn.positional_semantic.regulariser import overlap_update
+from dotattn.positional_semantic.state_evolution import SolverOptions, iterate, potential
 
 DATA = Path(__file__).parent / "data"
 
@@ -62,7 +62,7 @@ def test_overlap_update_is_stationary_in_the_hats():
     ((0.7, 0.05, 0.1, 22.0, 0.05), ("qmc", 15), 2e-2),  # minima, so use a rule that does not need smoothness
 ])
 def test_stein_and_gradient_hats_agree(toy, point, rule, rtol):
-    from dotattn.quadrature import make_rule
+    from dotattn.positional_semantic.quadrature import make_rule
     alpha, q, m, V, th = point
     o = overlaps_from_scalars(toy, q, m, V, th)
     rule = make_rule(4, "gauss-hermite" if rule[0] == "gh" else "qmc", rule[1])
@@ -143,7 +143,7 @@ def _spec():
 
 @pytest.fixture(scope="module")
 def catalogues():
-    from dotattn.catalogue import solve
+    from dotattn.positional_semantic.catalogue import solve
     p = Problem(omega=0.3)
     return {a: solve(p, a, n_random=0) for a in (2.0, 1.25, 0.5)}
 
@@ -176,8 +176,8 @@ def test_linear_baseline_against_published_value(catalogues):
 
 
 def test_linear_baseline_against_monte_carlo():
-    from dotattn.baseline import linear_baseline_test_error
-    from dotattn.loss import teacher_attention
+    from dotattn.positional_semantic.baseline import linear_baseline_test_error
+    from dotattn.positional_semantic.loss import teacher_attention
     p = Problem(L=3, teacher_rank=2, positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
     rng = np.random.default_rng(0)
     T = teacher_attention(p.sigma * rng.normal(size=(400_000, 3, 2)), p)
@@ -202,7 +202,7 @@ def test_regression_against_stored_fixed_points(catalogues, ref):
 
 @pytest.fixture(scope="module")
 def stein_catalogues():
-    from dotattn.catalogue import solve
+    from dotattn.positional_semantic.catalogue import solve
     return {a: solve(Problem(omega=0.3), a, n_random=0, options=SolverOptions(hat_form="stein")) for a in (2.0, 1.25)}
 
 
@@ -221,7 +221,7 @@ def test_stored_fixed_points_by_the_stein_hat_form(catalogues, stein_catalogues,
 
 def test_a_sign_flipping_cycle_is_not_a_fixed_point():
     """An update that maps μ to −μ is a 2-cycle of the iteration; it must not count as converged."""
-    from dotattn.state_evolution import _residual
+    from dotattn.positional_semantic.state_evolution import _residual
     o = overlaps_from_scalars(Problem(), 0.05, 0.25, 11.0, 0.0)
     flipped = Overlaps(q=o.q, V=o.V, theta=-o.theta, mu=-o.mu)
     assert flipped.canonical().mu[0, 0] == o.mu[0, 0]
@@ -236,8 +236,8 @@ def test_symmetric_subspaces_hold_exact_fixed_points_of_the_full_map(p, branch):
     directions that carry nothing). The restricted entries stay exactly zero, the free entries
     are a fixed point of the unrestricted map, and the unrestricted map moves the restricted
     entries only slightly (by near-ties of the global prox between mirror-image minima)."""
-    from dotattn.catalogue import initialisations
-    from dotattn.state_evolution import _Subspace
+    from dotattn.positional_semantic.catalogue import initialisations
+    from dotattn.positional_semantic.state_evolution import _Subspace
     init = dict(initialisations(p, 0))[branch]
     rule = gauss_hermite(p.gaussian_dim, 4)  # even: no node at the origin, where ±ĥ tie exactly
     fp = iterate(p, 2.0, init, rule)
@@ -291,7 +291,7 @@ def test_rank2_positional_fixed_point_converges_on_the_default_rule(order, coars
     (Gauss-Hermite 6 after 4) converges within the default budget (it ran into 1000 iterations,
     last change 3.9e-6, before degenerate minima were averaged). Reduced (CI): the same solve on
     Gauss-Hermite 4 after 3 (4096 nodes instead of 46,656)."""
-    from dotattn.catalogue import QuadratureSpec, initialisations, solve
+    from dotattn.positional_semantic.catalogue import QuadratureSpec, initialisations, solve
     p = Problem(**RANK2)
     init = dict(initialisations(p, 0))["positional"]
     quad = None if order is None else QuadratureSpec("gauss-hermite", order, coarse)
@@ -305,7 +305,7 @@ def test_rank2_uninformative_start_keeps_its_exchangeable_directions_and_converg
     the two student directions; kept so, it converges. (Unconstrained, the iterate alternated
     between the gauge copies (q_11, q_22) and (q_22, q_11) of a slightly asymmetric state and ran
     into the iteration budget, last change 6e-4.)"""
-    from dotattn.catalogue import initialisations
+    from dotattn.positional_semantic.catalogue import initialisations
     p = Problem(**RANK2)
     init = dict(initialisations(p, 0))["uninformative"]
     fp = iterate(p, 2.0, init, gauss_hermite(6, 3), SolverOptions(max_iter=200))
@@ -317,7 +317,7 @@ def test_rank2_uninformative_start_keeps_its_exchangeable_directions_and_converg
 def test_a_start_that_fails_on_the_coarse_rule_is_solved_on_the_fine_rule(toy):
     """solve: a start whose coarse-rule run fails (here a 1-point rule, where q loses positive
     definiteness) is solved on the fine rule from the start itself, and says so."""
-    from dotattn.catalogue import QuadratureSpec, solve
+    from dotattn.positional_semantic.catalogue import QuadratureSpec, solve
     cat = solve(toy, 2.0, quadrature=QuadratureSpec("gauss-hermite", 6, 1), n_random=0)
     retried = [e for e in cat.fixed_points if "directly on the fine rule" in e.result.message]
     assert retried and all(e.converged for e in retried)

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dotattn.alpha_c import AlphaCConfig, CellRuns, StudyPart, merge_parts, run_study
-from dotattn.crossing import fit_finite_size
-from dotattn.io import IntegrityError
-from dotattn.problem import ParameterError, Problem
-from dotattn.status import STATUS_CONVERGED
+from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, StudyPart, merge_parts, run_study
+from dotattn.theory_vs_erm.crossing import fit_finite_size
+from dotattn.core.io import IntegrityError
+from dotattn.core.validation import ParameterError
+from dotattn.positional_semantic.problem import Problem
+from dotattn.core.status import STATUS_CONVERGED
 
 ALPHAS = (0.5, 0.7, 0.9, 1.1)
 
@@ -76,7 +77,7 @@ def test_merge_refuses_other_problems_grids_and_conflicting_seeds():
 
 def test_study_folder_round_trip_and_tampering(tmp_path):
     """A written study is read back cell by cell (verified); an edited row is refused."""
-    from dotattn.results_io import read_alpha_c_part, write_alpha_c_study
+    from dotattn.theory_vs_erm.output import read_alpha_c_part, write_alpha_c_study
     p, main, extra = _parts()
     cells, _ = merge_parts(p, _config(), [main, extra])
     study = run_study(p, _config(), theory=False, supplied=cells)
@@ -97,7 +98,7 @@ def test_study_folder_round_trip_and_tampering(tmp_path):
 def test_erm_alpha_c_include_refuses_a_folder_without_manifest(tmp_path):
     """Bad input: one line, exit 2, nothing created (a legacy folder must be sealed first)."""
     from clitools import run
-    from dotattn.results_io import write_alpha_c_study
+    from dotattn.theory_vs_erm.output import write_alpha_c_study
     p, main, extra = _parts()
     cells, _ = merge_parts(p, _config(), [main])
     folder = tmp_path / "legacy"
@@ -115,7 +116,7 @@ def test_erm_alpha_c_include_refuses_a_folder_without_manifest(tmp_path):
 def test_study_written_to_a_relative_folder_gets_its_manifest(tmp_path, monkeypatch):
     """--out given relative to the working directory (the writers pass OUT/name): the manifest is
     written (before, write_manifest joined the folder twice and the command failed at its end)."""
-    from dotattn.results_io import read_alpha_c_part, write_alpha_c_study
+    from dotattn.theory_vs_erm.output import read_alpha_c_part, write_alpha_c_study
     p, main, _ = _parts()
     cells, _ = merge_parts(p, _config(), [main])
     monkeypatch.chdir(tmp_path)
@@ -130,7 +131,7 @@ def test_include_with_phase_diagram_theory_and_headline(tmp_path):
     the study is the phase diagram's (refined) one and headline.png is drawn."""
     import json
     from clitools import run
-    from dotattn.results_io import write_alpha_c_study
+    from dotattn.theory_vs_erm.output import write_alpha_c_study
     pd = tmp_path / "pd"
     r = run("phase-diagram", "--omega", "0.3", "--alpha", "0.5,0.7,0.9,1.1,1.3", "--quad-order", "6", "--coarse-order", "4",
             "--refine-order", "8", "--refine-rules", "3", "--workers", "1", "--quiet", "--out", str(pd))

@@ -4,13 +4,13 @@ the toy-model prox kernel, and the fixed point they give against the plain itera
 import numpy as np
 import pytest
 
-from dotattn.catalogue import initialisations
-from dotattn.loss_channel import hat_update, token_symmetry
-from dotattn.overlaps import Overlaps, overlaps_from_scalars
-from dotattn.problem import Problem
-from dotattn.prox import AttentionPointLoss, _newton, _newton_toy, multistart_points
-from dotattn.quadrature import gauss_hermite, sobol_qmc
-from dotattn.state_evolution import SolverOptions, iterate
+from dotattn.positional_semantic.catalogue import initialisations
+from dotattn.positional_semantic.loss_channel import hat_update, token_symmetry
+from dotattn.positional_semantic.overlaps import Overlaps, overlaps_from_scalars
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.prox import AttentionPointLoss, _newton, _newton_toy, multistart_points
+from dotattn.positional_semantic.quadrature import gauss_hermite, sobol_qmc
+from dotattn.positional_semantic.state_evolution import SolverOptions, iterate
 
 HATS = ("q_hat", "V_hat", "theta_hat", "mu_hat")
 
@@ -106,7 +106,7 @@ def test_toy_newton_kernel_matches_the_generic_newton(toy):
     N = 400
     centre = rng.normal(scale=0.6, size=(N, 2, 1))
     h_star = rng.normal(scale=0.5, size=(N, 2, 1))
-    from dotattn.loss import teacher_attention
+    from dotattn.positional_semantic.loss import teacher_attention
     target = teacher_attention(h_star, toy)
     V = np.array([[14.0]])
     starts = multistart_points(centre, V, toy.sigma**2 * 2).reshape(-1, 2, 1)
@@ -132,7 +132,7 @@ def test_fast_path_and_plain_iteration_give_the_same_fixed_point(toy, branch):
 
 
 def test_predict_start_is_the_secant_and_keeps_invariant_subspaces(toy):
-    from dotattn.state_evolution import predict_start
+    from dotattn.positional_semantic.state_evolution import predict_start
     rule = gauss_hermite(4, 6)
     init = dict(initialisations(toy, 0))["positional"]
     a = iterate(toy, 1.6, init, rule)

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 import dotattn
-from dotattn.problem import (GRAM_MAX, PROBLEM_KEYS, ParameterError, Problem, check_dask_scheme, check_out_dir)
-from dotattn.status import branch_label
+from dotattn.positional_semantic.problem import GRAM_MAX, PROBLEM_KEYS, Problem
+from dotattn.core.validation import ParameterError, check_dask_scheme, check_out_dir
+from dotattn.positional_semantic.labels import branch_label
 
 
 # ---------------------------------------------------------------------------------------------
@@ -36,7 +37,7 @@ def test_from_dict_names_each_missing_key_and_round_trips():
 
 
 def test_alpha_c_config_and_run_study_refuse_before_any_work(tmp_path):
-    from dotattn.alpha_c import AlphaCConfig, run_study
+    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
 
     base = dict(omegas=(0.3,), ds=(20,), alphas=(1.0, 2.0), seeds=2)
     with pytest.raises(ParameterError, match=r"alpha must be in \(0, 10000\], got 20000"):
@@ -109,7 +110,7 @@ def test_positional_branch_found_at_the_gram_bound():
                                            ("ucx://127.0.0.1:8786", "UCX"),
                                            ("udp://127.0.0.1:8786", "unknown scheme")])
 def test_dask_schemes_without_configuration_are_refused(address, need):
-    from dotattn.runner import check_dask_address
+    from dotattn.core.runner import check_dask_address
 
     with pytest.raises(ParameterError, match=need):
         check_dask_scheme(address)
@@ -131,7 +132,7 @@ def test_dask_scheme_runs_tasks_on_a_local_cluster(protocol):
     """Each accepted scheme reaches a real scheduler through the address string (connect_dask), the
     port chosen by the OS."""
     distributed = pytest.importorskip("distributed")
-    from dotattn.runner import run_tasks
+    from dotattn.core.runner import run_tasks
 
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol=protocol,
                                   host="127.0.0.1", scheduler_port=0, dashboard_address=None) as cluster:
@@ -170,7 +171,7 @@ def test_run_branch_uses_the_rank_of_mu():
 
 
 def test_status_converged_has_one_home():
-    import dotattn.status as status
+    import dotattn.core.status as status
 
     assert status.STATUS_CONVERGED == status.CONVERGED and status.STATUS_CONVERGED in status.STATUSES
     pytest.importorskip("torch")
@@ -198,8 +199,8 @@ def test_pooled_seed_rows_pool_every_seed():
 
 
 def test_alpha_c_config_from_dict_names_missing_and_unknown_keys():
-    from dotattn.alpha_c import AlphaCConfig
-    from dotattn.problem import ParameterError
+    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig
+    from dotattn.core.validation import ParameterError
     with pytest.raises(ParameterError, match="lacks the key 'omegas'"):
         AlphaCConfig.from_dict({})
     with pytest.raises(ParameterError, match="unknown key 'colour'"):
@@ -211,15 +212,16 @@ def test_alpha_c_config_from_dict_names_missing_and_unknown_keys():
 
 
 def test_solver_options_symmetry_must_be_boolean():
-    from dotattn.problem import ParameterError
-    from dotattn.state_evolution import SolverOptions
+    from dotattn.core.validation import ParameterError
+    from dotattn.positional_semantic.state_evolution import SolverOptions
     with pytest.raises(ParameterError, match="symmetry must be True or False"):
         SolverOptions(symmetry="x")
     assert SolverOptions(symmetry=False).symmetry is False
 
 
 def test_run_phase_diagram_names_a_wrong_settings_type():
-    from dotattn.phase_diagram import run_phase_diagram
-    from dotattn.problem import ParameterError, Problem
-    with pytest.raises(ParameterError, match="settings must be a dotattn.phase_diagram.SweepSettings"):
+    from dotattn.positional_semantic.phase_diagram import run_phase_diagram
+    from dotattn.core.validation import ParameterError
+    from dotattn.positional_semantic.problem import Problem
+    with pytest.raises(ParameterError, match="settings must be a dotattn.positional_semantic.phase_diagram.SweepSettings"):
         run_phase_diagram(Problem(), [0.3], [1.0], settings="x")

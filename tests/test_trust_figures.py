@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dotattn.comparison import ComparisonRow, theory_curves
-from dotattn.io import IntegrityError, sha256_file
-from dotattn.records import BranchPoint
+from dotattn.theory_vs_erm.comparison import ComparisonRow, theory_curves
+from dotattn.core.io import IntegrityError, sha256_file
+from dotattn.positional_semantic.records import BranchPoint
 
 ROOT = Path(__file__).resolve().parents[1]
 RANK2 = ROOT / "results" / "general" / "L2_r2_rt1"
@@ -26,7 +26,7 @@ def _comparison(folder: Path) -> tuple[list[BranchPoint], list[ComparisonRow], d
 
 
 def _figure(theory, table, problem):
-    from dotattn.plotting import figure_comparison
+    from dotattn.theory_vs_erm.plotting import figure_comparison
     return figure_comparison(theory_curves(theory, problem["omega"], problem["sigma"]), table, [],
                              problem["omega"], 1000)
 
@@ -85,9 +85,9 @@ def test_comparison_figure_says_when_no_theory_row_has_a_verdict():
 def test_phases_legend_lies_beside_the_plane():
     """The rank-2 diagram's only boundary (ω = 0.5, α ≈ 1) was under the legend: the legend now
     starts right of the axes."""
-    from dotattn.plotting import figure_phases
-    from dotattn.results_io import read_boundaries, read_phase_diagram
-    from dotattn.phase_diagram import ColumnSummary
+    from dotattn.positional_semantic.plotting import figure_phases
+    from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram
+    from dotattn.positional_semantic.phase_diagram import ColumnSummary
     folder = RANK2 / "phase_diagram"
     rows = read_phase_diagram(folder)
     summaries = [ColumnSummary.from_row(r) for r in json.loads((folder / "summary.json").read_text())["omegas"]]
@@ -115,9 +115,9 @@ def test_replot_redraws_the_figures_without_solving(rank2_copy, monkeypatch):
     """replot_phase_diagram reads the verified rows and redraws: any call into the solver fails the test;
     the data files keep their digests, the PNGs are new and listed in the rewritten manifest, which
     still verifies and keeps the data's commit."""
-    import dotattn.phase_diagram as pdm
-    import dotattn.state_evolution as se
-    from dotattn.results_io import replot_phase_diagram
+    import dotattn.positional_semantic.phase_diagram as pdm
+    import dotattn.positional_semantic.state_evolution as se
+    from dotattn.positional_semantic.output import replot_phase_diagram
     from dotattn.verify import verify_folder
 
     def forbidden(*a, **k):
@@ -140,7 +140,7 @@ def test_replot_redraws_the_figures_without_solving(rank2_copy, monkeypatch):
 
 
 def test_replot_refuses_a_tampered_folder_and_leaves_the_figures(rank2_copy):
-    from dotattn.results_io import replot_phase_diagram
+    from dotattn.positional_semantic.output import replot_phase_diagram
     lines = (rank2_copy / "phase_diagram.csv").read_text().splitlines(keepends=True)
     (rank2_copy / "phase_diagram.csv").write_text("".join(lines[:-1]))
     png = sha256_file(rank2_copy / "phases.png")
@@ -153,8 +153,8 @@ def test_compare_reads_the_finite_size_theory_from_the_theory_folder(tmp_path, m
     """With --theory holding the finite-size α, compare solves nothing: the d → ∞ values written are
     the theory folder's rows at that α."""
     pytest.importorskip("torch")
-    import dotattn.results_io as rio
-    from dotattn.phase_diagram import SweepSettings
+    import dotattn.theory_vs_erm.output as rio
+    from dotattn.positional_semantic.phase_diagram import SweepSettings
     erm_root = ROOT / "results" / "erm"
     cmp_dir = erm_root / "comparison_omega0.3_d1000"
     params = json.loads((cmp_dir / "comparison.json").read_text())["parameters"]
@@ -182,8 +182,8 @@ def test_phase_plane_of_a_rank2_diagram_says_it_compares_the_pure_branches_only(
     (it said 'red: positional is the global minimum' where the mixed phase was)."""
     from pathlib import Path
 
-    from dotattn import plotting
-    from dotattn.results_io import read_phase_diagram, read_phase_summaries
+    from dotattn.positional_semantic import plotting
+    from dotattn.positional_semantic.output import read_phase_diagram, read_phase_summaries
 
     results = Path(__file__).resolve().parent.parent / "results"
     rank2 = results / "general" / "L2_r2_rt1" / "phase_diagram"

@@ -13,8 +13,8 @@ import pytest
 import subprocess
 
 from clitools import ENV, dotattn_command, run
-from dotattn.io import MANIFEST_NAME, IntegrityError, write_manifest, verify_manifest
-from dotattn.verify import FOLDER_FILES, folder_kind, verify_folder
+from dotattn.core.io import MANIFEST_NAME, IntegrityError, write_manifest, verify_manifest
+from dotattn.verify import folder_kind, registered_kinds, verify_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results"
@@ -29,7 +29,7 @@ def _run_in(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 def _output_folders() -> list[Path]:
     out = []
     for d in sorted(p for p in RESULTS.rglob("*") if p.is_dir()):
-        if any((d / files[0]).is_file() for files in FOLDER_FILES.values()):
+        if any((d / kind.files[0]).is_file() for kind in registered_kinds().values()):
             out.append(d)
     return out
 
@@ -70,8 +70,8 @@ def _drop_last_row(path: Path) -> None:
 
 
 def _edit_cell(path: Path, column: str, value: str, row: int = 0) -> None:
-    """Rewrite one cell of a dotattn CSV, keeping its provenance line (through dotattn.io's CSV codec)."""
-    from dotattn.io import csv_comment, read_csv, write_csv
+    """Rewrite one cell of a dotattn CSV, keeping its provenance line (through dotattn.core.io's CSV codec)."""
+    from dotattn.core.io import csv_comment, read_csv, write_csv
     rows = read_csv(path)
     rows[row][column] = value
     write_csv(path, rows, list(rows[0]), comment=csv_comment(path))

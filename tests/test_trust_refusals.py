@@ -10,7 +10,7 @@ import click
 import pytest
 
 from clitools import ENV, dotattn_command
-from dotattn.problem import ParameterError
+from dotattn.core.validation import ParameterError
 
 
 def _commands():

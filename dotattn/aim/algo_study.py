@@ -22,10 +22,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dotattn.aim.model import check_d, data_bytes, teacher_rank
-from dotattn.io import provenance, write_csv, write_json, write_manifest
-from dotattn.problem import ParameterError, check_int, check_number
-from dotattn.rows import read_bool, read_float, read_int, read_text
-from dotattn.status import CONVERGED, DIVERGED, NOT_CONVERGED
+from dotattn.core.io import provenance, write_csv, write_json, write_manifest
+from dotattn.core.validation import ParameterError, check_int, check_number
+from dotattn.core.rows import read_bool, read_float, read_int, read_text
+from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
 __all__ = ["StudySpec", "BOUND_Z", "alpha_summary", "check_memory", "write_study", "RunRow", "AlphaRow"]
 
@@ -76,7 +76,7 @@ def check_memory(spec: StudySpec, extra_per_sample: int = 0, memory: int | None 
     """Bytes one run at the largest α needs (:func:`dotattn.aim.model.data_bytes` plus
     ``extra_per_sample`` bytes per sample); ParameterError if above the allowed fraction of the
     available memory (``memory``: bytes available, default measured; None: no check)."""
-    from dotattn.erm.config import MEMORY_FRACTION, available_memory
+    from dotattn.core.resources import MEMORY_FRACTION, available_memory
 
     n = spec.n(max(spec.alphas))
     need = data_bytes(n, spec.T, spec.d) + extra_per_sample * n

@@ -28,8 +28,8 @@ from typing import Any, Callable
 import numpy as np
 
 from dotattn.aim.model import AIMData, attention_index, sensing_adjoint
-from dotattn.problem import ParameterError, check_int, check_number
-from dotattn.status import CONVERGED, DIVERGED, NOT_CONVERGED
+from dotattn.core.validation import ParameterError, check_int, check_number
+from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
 __all__ = ["AMPConfig", "AMPResult", "run_amp", "c_weights", "amp_input_step", "se_trajectory"]
 

@@ -2,7 +2,7 @@
 
 The student has the teacher's form, S(W) = W Wᵀ/√(r d) with W ∈ ℝ^{d×r}, and is trained full batch
 on the squared loss of the outputs, D(W) = (1/(2n)) Σ_μ ‖softmax_β(h^μ(S(W))) − y^μ‖²_F (no
-regulariser), by the shared optimiser loop :func:`dotattn.erm.training.train` (Adam, as the
+regulariser), by the shared optimiser loop :func:`dotattn.core.training.train` (Adam, as the
 published script, or plain gradient descent), from ``inits`` random initialisations W ~ N(0, 1) on
 the same data. A run has *converged* when its RMS gradient per weight ‖∇_W D‖_F/√(d r) is at most
 ``grad_tol`` at the end (stationarity), else it is ``not_converged``. (torch's L-BFGS with a
@@ -25,9 +25,9 @@ import numpy as np
 import torch
 
 from dotattn.aim.model import AIMData
-from dotattn.erm.training import train
-from dotattn.problem import ParameterError, check_int, check_number
-from dotattn.status import CONVERGED, DIVERGED, NOT_CONVERGED
+from dotattn.core.training import train
+from dotattn.core.validation import ParameterError, check_int, check_number
+from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
 __all__ = ["GDConfig", "GDRun", "GDResult", "run_gd", "student_index", "GD_OPTIMIZERS"]
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from dotattn.aim.channels import CHANNELS, softmax_rows
 from dotattn.aim.prior import sample_teacher as _prior_teacher
-from dotattn.problem import ParameterError, check_int, check_number
+from dotattn.core.validation import ParameterError, check_int, check_number
 
 __all__ = ["CHANNELS", "AIMData", "sample_teacher", "sample_tokens", "attention_index", "sensing_adjoint",
            "outputs", "softmax_rows", "hardmax_rows", "make_data", "teacher_rank", "data_bytes", "chunk_size",

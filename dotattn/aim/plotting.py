@@ -16,9 +16,10 @@ __all__ = ["mmse_figure", "read_state_evolution", "read_algorithm_points"]
 
 def read_state_evolution(folder: str | Path) -> tuple[list[SEPoint], dict]:
     """The points and thresholds of a folder written by ``dotattn aim state-evolution --out``, after
-    :func:`dotattn.verify.verify_folder` checked its manifest and rows (IntegrityError otherwise)."""
-    from dotattn.io import read_csv
-    from dotattn.verify import read_verified_json, verify_folder
+    :func:`dotattn.core.integrity.verify_folder` checked its manifest and rows (IntegrityError otherwise)."""
+    from dotattn.core.io import read_csv
+    from dotattn.aim import integrity as _integrity  # noqa: F401  (registers this package's kinds)
+    from dotattn.core.integrity import read_verified_json, verify_folder
 
     folder = Path(folder)
     verify_folder(folder, kind="aim-state-evolution")
@@ -33,9 +34,10 @@ def read_algorithm_points(folder: str | Path) -> dict[str, Any]:
     """alpha, mse and its standard error of an algorithm folder, with its name: ``alphas.csv`` as
     written by ``dotattn aim amp|gd`` (estimator, alpha, mse_mean, mse_se), else a ``points.csv``
     with alpha, mmse and optionally mmse_se."""
-    from dotattn.io import read_csv
-    from dotattn.problem import ParameterError
-    from dotattn.verify import verify_folder
+    from dotattn.core.io import read_csv
+    from dotattn.core.validation import ParameterError
+    from dotattn.aim import integrity as _integrity  # noqa: F401  (registers this package's kinds)
+    from dotattn.core.integrity import verify_folder
 
     folder = Path(folder)
     if (folder / "alphas.csv").exists():

@@ -21,9 +21,9 @@ from scipy.optimize import brentq
 
 from dotattn.aim.channels import CHANNELS, HARDMAX_NODES, alpha_bar, hardmax_fisher_at_zero, q_hat
 from dotattn.aim.prior import DEFAULT_NODES, mmse_prior, prior_second_moment
-from dotattn.problem import ParameterError, check_alpha, check_int, check_number
-from dotattn.rows import read_float, read_int, read_text
-from dotattn.status import CONVERGED, NOT_CONVERGED
+from dotattn.core.validation import ParameterError, check_alpha, check_int, check_number
+from dotattn.core.rows import read_float, read_int, read_text
+from dotattn.core.status import CONVERGED, NOT_CONVERGED
 
 __all__ = ["SEPoint", "POINT_COLUMNS", "RHO_RANGE", "T_MAX", "check_inputs", "perfect_recovery_alpha_bar",
            "solve_point", "solve_curve", "thresholds", "DELTA_MIN"]

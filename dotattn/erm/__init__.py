@@ -4,8 +4,8 @@ Main entry point: :func:`run_erm` (many runs over alpha × initialisation × see
 tensor program) returning an :class:`ErmResult`. Building blocks: :mod:`dotattn.erm.config`
 (:class:`ErmConfig`, torch-free), :mod:`dotattn.erm.records` (:class:`RunRecord` and the columns,
 torch-free), :mod:`dotattn.erm.data` (seeded tokens, teacher, targets), :mod:`dotattn.erm.models`
-(attention, linear baseline, the Gram-form loss), :mod:`dotattn.erm.training` (batched GD / Adam /
-L-BFGS). Names that need torch are imported on first use, so that ``from dotattn.erm import
+(attention, linear baseline, the Gram-form loss), :mod:`dotattn.core.training` (the shared batched GD / Adam /
+L-BFGS loop). Names that need torch are imported on first use, so that ``from dotattn.erm import
 ErmConfig`` does not import torch.
 """
 
@@ -23,7 +23,7 @@ _LAZY = {
     "targets": "dotattn.erm.data", "teacher_weights": "dotattn.erm.data",
     "attention": "dotattn.erm.models", "fit_linear_baseline": "dotattn.erm.models",
     "linear_predict": "dotattn.erm.models", "residual_sq_norm": "dotattn.erm.models",
-    "TrainOutcome": "dotattn.erm.training", "train": "dotattn.erm.training",
+    "TrainOutcome": "dotattn.core.training", "train": "dotattn.core.training",
 }
 
 __all__ = ["run_erm", "run_config", "ErmConfig", "ErmResult", "RunRecord", "RUN_COLUMNS", "SUMMARY_COLUMNS",

@@ -10,17 +10,19 @@ input without importing torch.
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import InitVar, dataclass
 from typing import Any, Sequence
 
 import numpy as np
 
-from dotattn.problem import ParameterError, Problem, check_alpha, check_problem
+from dotattn.core.validation import ParameterError, check_alpha
+from dotattn.core.optimizers import DEFAULT_LR, OPTIMIZERS
+from dotattn.core.resources import MEMORY_FRACTION, available_memory
+from dotattn.positional_semantic.problem import Problem, check_problem
 
 __all__ = ["ErmConfig", "INIT_KINDS", "INIT_CHOICES", "INFORMED", "DTYPE_NAMES", "DEVICE_CHOICES", "OPTIMIZERS",
-           "DEFAULT_LR", "TEACHERS", "check_device_name", "available_memory", "MEMORY_FRACTION", "MAX_STEPS"]
+           "DEFAULT_LR", "TEACHERS", "check_device_name", "MAX_STEPS"]
 
 INIT_KINDS: tuple[str, ...] = ("semantic", "positional", "random")
 INIT_CHOICES: dict[str, tuple[str, ...]] = {
@@ -29,9 +31,7 @@ INIT_CHOICES: dict[str, tuple[str, ...]] = {
 INFORMED: tuple[str, ...] = ("semantic", "positional")
 DTYPE_NAMES: tuple[str, ...] = ("float64", "float32")
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
-OPTIMIZERS: tuple[str, ...] = ("gd", "adam", "lbfgs", "batched-lbfgs")
 TEACHERS: tuple[str, ...] = ("gaussian", "orthonormal")
-DEFAULT_LR: dict[str, float] = {"gd": 0.15, "adam": 0.01, "lbfgs": 1.0, "batched-lbfgs": 1.0}
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")
 MAX_STEPS = 10**8
 """Largest step budget per run."""
@@ -39,26 +39,6 @@ MAX_SEEDS = 10_000
 """Most seeds in one batch of runs."""
 MAX_TEST_SAMPLES = 10**7
 """Most fresh test samples per run (the test error's standard error is then ~3e-4 relative)."""
-MEMORY_FRACTION = 0.8
-"""A batch of runs is refused when :meth:`ErmConfig.memory_bytes` exceeds this fraction of the
-memory available now (``MemAvailable`` in /proc/meminfo, else the physical memory)."""
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available now (Linux ``MemAvailable``; else physical memory; None if unknown)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def _gib(x: float) -> str:
     return f"{x / 2**30:,.1f} GiB"
 

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from dotattn.erm.config import TEACHERS
-from dotattn.problem import ParameterError, Problem
+from dotattn.core.validation import ParameterError
+from dotattn.positional_semantic.problem import Problem
 
 __all__ = ["BLOCK", "TEACHERS", "STREAM_TEACHER", "STREAM_TRAIN", "STREAM_TEST", "STREAM_INIT", "generator",
            "positional_basis", "positional_embeddings", "teacher_weights", "content_noise",

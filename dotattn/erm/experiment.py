@@ -2,7 +2,7 @@
 
 :func:`run_erm` draws, per seed, a teacher ``Q*``, ``n_max = round(max α · d)`` training samples
 (a run at ``α`` uses the first ``round(α d)``; the others are masked out) and a fresh test set;
-it trains all runs together (:func:`dotattn.erm.training.train`, weights of shape
+it trains all runs together (:func:`dotattn.core.training.train`, weights of shape
 ``(seeds, alphas, inits, d, r)``), then measures every run (see :data:`RUN_COLUMNS`) and
 selects, per ``(α, seed)``, the informed initialisation with the lower training loss.
 
@@ -38,10 +38,11 @@ from dotattn.erm.models import (attention_matrix_pf, fit_linear_baseline, quadra
                                 residual_sq_norm, sample_stats)
 from dotattn.erm.records import (BRANCH_M, BRANCH_THETA, COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, SUMMARY_METRICS,
                                  RunRecord, SummaryRecord, run_branch)
-from dotattn.erm.training import STATUS, train
-from dotattn.problem import ParameterError, Problem, check_instance, readonly_array
-from dotattn.rows import matrix_cell
-from dotattn.status import CONVERGED, DIVERGED, NOT_CONVERGED, from_training
+from dotattn.core.training import STATUS, train
+from dotattn.core.validation import ParameterError, check_instance, readonly_array
+from dotattn.positional_semantic.problem import Problem
+from dotattn.core.rows import matrix_cell
+from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, from_training
 
 __all__ = ["INIT_KINDS", "INIT_CHOICES", "DTYPES", "DEVICE_CHOICES", "BRANCH_THETA", "BRANCH_M",
            "RUN_COLUMNS", "SUMMARY_COLUMNS", "COLUMN_DOCS", "ErmConfig", "RunRecord", "ErmResult",

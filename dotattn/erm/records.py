@@ -1,9 +1,9 @@
 """Typed records of ERM results (torch-free): one :class:`RunRecord` per run, its row columns
 (:data:`RUN_COLUMNS`), the summary columns and the column documentation (:data:`COLUMN_DOCS`).
 
-Rows follow the codec of :mod:`dotattn.rows` (matrices always nested lists; in CSV their JSON
-text). Statuses are the shared vocabulary of :mod:`dotattn.status` (training's ``max_steps`` is
-``not_converged``); branch labels come from :func:`dotattn.status.branch_label` with the
+Rows follow the codec of :mod:`dotattn.core.rows` (matrices always nested lists; in CSV their JSON
+text). Statuses are the shared vocabulary of :mod:`dotattn.core.status` (training's ``max_steps`` is
+``not_converged``); branch labels come from :func:`dotattn.core.status.branch_label` with the
 finite-size thresholds :data:`BRANCH_THETA` and :data:`BRANCH_M`.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from dotattn.rows import matrix_cell, read_bool, read_float, read_int, read_matrix, read_text
-from dotattn.status import branch_label
+from dotattn.core.rows import matrix_cell, read_bool, read_float, read_int, read_matrix, read_text
+from dotattn.positional_semantic.labels import branch_label
 
 __all__ = ["RunRecord", "SummaryRecord", "RUN_COLUMNS", "SUMMARY_COLUMNS", "SUMMARY_METRICS", "COLUMN_DOCS", "BRANCH_THETA",
            "BRANCH_M", "run_branch"]
@@ -55,7 +55,7 @@ class RunRecord:
     (r×r), ``mu[l] = Qᵀp_l/√d`` (L×r); ``m`` = the signed μ₁ = ``mu[0, 0]`` and ``m_norm`` = ‖μ₁‖
     (derived from ``mu``). ``train_loss = R(Q)/d`` (ridge included), ``train_error`` the mean of
     ``‖ŷ−y‖²/(2d)`` over the training set, ``test_error`` (± standard error ``test_error_se``) the
-    same on the fresh test set; ``linear_*`` the baseline's. ``status``: :mod:`dotattn.status`.
+    same on the fresh test set; ``linear_*`` the baseline's. ``status``: :mod:`dotattn.core.status`.
     """
 
     alpha: float
@@ -179,7 +179,7 @@ COLUMN_DOCS: dict[str, str] = {
     "init": "initialisation (semantic: Q=Q*, positional: Q along p_1, random: small N(0,1)); "
             "'selected' rows: per seed, the informed run of lower train_loss",
     "status": "converged (|dR|/|R| <= tol), not_converged (step budget spent; training's max_steps) or diverged "
-              "(R not finite); the vocabulary of dotattn.status",
+              "(R not finite); the vocabulary of dotattn.core.status",
     "steps": "optimisation steps applied",
     "rel_change": "last relative change of R per step",
     "grad_norm": "||grad_Q R||_F at the final Q",

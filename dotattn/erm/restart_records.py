@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from dotattn.rows import matrix_cell, read_float, read_int, read_matrix, read_text
-from dotattn.status import CONVERGED
+from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
+from dotattn.core.status import CONVERGED
 
 __all__ = ["RestartRecord", "PairRecord", "RestartSummary", "POOLED_SEED", "RESTART_SUMMARY_DOCS", "RESTART_COLUMNS", "PAIR_COLUMNS", "RESTART_SUMMARY_COLUMNS",
            "SAME_MINIMUM", "summarise_restarts"]

@@ -34,8 +34,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from dotattn.erm.config import (MEMORY_FRACTION, TEACHERS, ErmConfig, _integer, _normalise_seeds, _positive,
-                                available_memory)
+from dotattn.core.resources import MEMORY_FRACTION, available_memory
+from dotattn.erm.config import TEACHERS, ErmConfig, _integer, _normalise_seeds, _positive
 from dotattn.erm.data import (STREAM_INIT, STREAM_TRAIN, generator, make_dataset,
                               positional_embeddings, teacher_weights)
 from dotattn.erm.experiment import (DTYPES, _risk_function, _sample_errors, initial_weights, resolve_device,
@@ -43,9 +43,10 @@ from dotattn.erm.experiment import (DTYPES, _risk_function, _sample_errors, init
 from dotattn.erm.models import sample_stats
 from dotattn.erm.records import run_branch
 from dotattn.erm.restart_records import PAIR_COLUMNS, RESTART_COLUMNS, PairRecord, RestartRecord
-from dotattn.erm.training import STATUS, train
-from dotattn.problem import ParameterError, Problem, check_alpha, check_instance, check_problem, readonly_array
-from dotattn.status import CONVERGED, from_training
+from dotattn.core.training import STATUS, train
+from dotattn.core.validation import ParameterError, check_alpha, check_instance, readonly_array
+from dotattn.positional_semantic.problem import Problem, check_problem
+from dotattn.core.status import CONVERGED, from_training
 
 __all__ = ["START_KINDS", "SECTORS", "RestartConfig", "RestartRecord", "PairRecord", "RestartResult", "run_restarts",
            "pair_distance", "RESTART_COLUMNS", "PAIR_COLUMNS"]

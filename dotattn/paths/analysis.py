@@ -13,7 +13,7 @@ import numpy as np
 
 from dotattn.paths.data import PathData
 from dotattn.paths.theory import PathsModel, kernel, predict
-from dotattn.rows import matrix_cell, read_float, read_int, read_matrix, read_text
+from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 
 __all__ = ["Evaluation", "evaluate", "PathsPoint", "POINT_COLUMNS", "head_scores", "prune_head",
            "alignment", "path_alignments"]

@@ -14,7 +14,7 @@ import numpy as np
 
 from dotattn.paths.network import attention, path_inputs, path_kernel_diagonal, path_kernels
 from dotattn.paths.task import PATH_NAMES, MarkovTask, markov_heads, markov_sequences
-from dotattn.problem import ParameterError
+from dotattn.core.validation import ParameterError
 
 __all__ = ["PathData", "markov_path_data", "SUBSETS", "subset_heads"]
 

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from dotattn.problem import ParameterError
+from dotattn.core.validation import ParameterError
 
 __all__ = ["READOUTS", "attention", "readout_vector", "path_inputs", "path_kernels", "path_kernel_diagonal",
            "path_labels", "network_output", "effective_weights", "order_parameter"]

@@ -15,14 +15,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dotattn.io import IntegrityError, provenance, save_figure, write_csv, write_json, write_manifest
+from dotattn.core.io import IntegrityError, provenance, save_figure, write_csv, write_json, write_manifest
 from dotattn.paths.analysis import (POINT_COLUMNS, PathsPoint, alignment, evaluate, head_scores, path_alignments,
                                     prune_head)
 from dotattn.paths.data import PathData, markov_path_data, subset_heads
 from dotattn.paths.task import SUMMARY_ORDER, MarkovTask
 from dotattn.paths.theory import PathsModel, TheoryResult, gp_order_parameters, kernel, minimise_action
-from dotattn.problem import ParameterError
-from dotattn.status import CONVERGED
+from dotattn.core.validation import ParameterError
+from dotattn.core.status import CONVERGED
 
 __all__ = ["StudyConfig", "Study", "run_theory_study", "write_theory_study", "write_sample_run",
            "read_sample_run", "summary_order", "SAMPLE_FILE"]
@@ -139,8 +139,9 @@ def _check_sample_matches(config: StudyConfig, s: dict[str, Any]) -> None:
 
 def read_sample_run(folder: str | Path, config: StudyConfig) -> dict[str, Any]:
     """The summary of one sampling run written by :func:`write_sample_run` (its folder verified,
-    :func:`dotattn.verify.verify_folder`, and checked against ``config``)."""
-    from dotattn.verify import read_verified_json, verify_folder
+    :func:`dotattn.core.integrity.verify_folder`, and checked against ``config``)."""
+    from dotattn.paths import integrity as _integrity  # noqa: F401  (registers this package's kinds)
+    from dotattn.core.integrity import read_verified_json, verify_folder
     folder = Path(folder)
     if not (folder / SAMPLE_FILE).is_file():
         raise ParameterError(f"--sampled {str(folder)!r} holds no {SAMPLE_FILE}")

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dotattn.problem import ParameterError, check_int, check_number
+from dotattn.core.validation import ParameterError, check_int, check_number
 
 __all__ = ["MarkovTask", "VARIANTS", "markov_sequences", "markov_heads", "PATH_NAMES", "SUMMARY_ORDER",
            "TASKS", "BOS_WEIGHT"]

@@ -23,9 +23,9 @@ from typing import Any, Sequence
 import numpy as np
 from scipy import linalg, optimize
 
-from dotattn.problem import ParameterError, check_int, check_number
-from dotattn.rows import matrix_cell, read_float, read_int, read_matrix, read_text
-from dotattn.status import CONVERGED, INVALID, NOT_CONVERGED
+from dotattn.core.validation import ParameterError, check_int, check_number
+from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
+from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 
 __all__ = ["PathsModel", "TheoryResult", "level_dims", "gp_order_parameters", "action", "action_gradient",
            "minimise_action", "saddle_point_residual", "predict", "scalar_renormalisation", "kernel",

@@ -13,7 +13,7 @@ import numpy
 import scipy
 
 from dotattn import Problem, solve
-from dotattn.io import provenance, write_json
+from dotattn.core.io import provenance, write_json
 
 ALPHAS = (2.0, 1.25)
 

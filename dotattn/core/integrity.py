@@ -1,0 +1,257 @@
+"""Integrity of output folders read back: a registry of folder kinds, the manifest check
+(:mod:`dotattn.core.io`) and the rows' own consistency. Every failure is an
+:class:`~dotattn.core.io.IntegrityError` whose one line names the file and the mismatch.
+
+This module knows no theory. Each package registers its folder kinds next to its writer
+(:func:`register_kind` in ``<package>/integrity.py``): the data files a kind must hold, how to tell
+it from another kind with the same marker file, and the check of its rows against the settings the
+folder records. :func:`verify_folder` dispatches through the registry; :mod:`dotattn.core.integrity` imports
+every package's kinds, so ``dotattn verify`` knows them all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from dotattn.core.io import (MANIFEST_NAME, IntegrityError, csv_comment, read_csv, read_json_if_valid, verify_manifest,
+                             write_manifest)
+from dotattn.core.validation import ParameterError
+
+__all__ = ["FolderKind", "register_kind", "registered_kinds", "folder_kind", "verify_folder", "seal_folder",
+           "read_verified_csv", "read_verified_json", "read_record", "read_records", "check_matrix", "check_finite",
+           "on_grid", "check_provenance_line", "first_difference", "MATRIX_BOUND", "GRID_TOL"]
+
+MATRIX_BOUND = 1e12
+"""Largest matrix entry a row may hold (overlaps, order parameters): every theory's matrices are O(1)
+up to ridge-inverse factors ≤ 1e8; 1e12 leaves room and still refuses an overflowed or edited value."""
+
+GRID_TOL = 1e-9
+"""Grid points are compared to 1e-9 (relative): they are written with repr() and read back exactly."""
+
+
+@dataclass(frozen=True)
+class FolderKind:
+    """One kind of output folder.
+
+    ``files``: the data files it must hold (``files[0]``, the marker, names the kind); every other file
+    its manifest lists is checked too. ``check(folder, manifest)``: the row checks (``manifest`` is the
+    verified manifest dict, or None when the rows are checked before sealing). ``recognise(folder)``:
+    an extra test where two kinds share a marker file. ``meta_file``: the JSON file holding the
+    provenance (read when a folder is sealed).
+    """
+    name: str
+    files: tuple[str, ...]
+    check: Callable[[Path, Mapping[str, Any] | None], None]
+    recognise: Callable[[Path], bool] | None = None
+    meta_file: str = "summary.json"
+
+
+_KINDS: dict[str, FolderKind] = {}
+
+
+def register_kind(kind: FolderKind) -> FolderKind:
+    """Add a folder kind to the registry (registering the same name again replaces it)."""
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def registered_kinds() -> dict[str, FolderKind]:
+    """The registered kinds by name (a copy)."""
+    return dict(_KINDS)
+
+
+def folder_kind(folder: str | os.PathLike) -> str:
+    """The kind of a dotattn output folder, from its files; IntegrityError when none fits.
+
+    A kind fits when its marker file exists and its ``recognise`` (if any) accepts the folder; of
+    several that fit, the one with the most of its data files present wins (a restarts folder also
+    holds an ERM folder's runs.csv)."""
+    folder = Path(folder)
+    fits = [k for k in _KINDS.values() if (folder / k.files[0]).is_file() and (k.recognise is None or k.recognise(folder))]
+    if not fits:
+        markers = ", ".join(sorted({k.files[0] for k in _KINDS.values()}))
+        raise IntegrityError(f"{folder}: not a dotattn output folder (none of {markers})")
+    score = {k.name: (sum((folder / f).is_file() for f in k.files), len(k.files)) for k in fits}
+    best = max(score.values())
+    winners = [k for k in fits if score[k.name] == best]
+    if len(winners) > 1:
+        raise IntegrityError(f"{folder}: its files fit several folder kinds ({', '.join(k.name for k in winners)})")
+    return winners[0].name
+
+
+def header_has(path: Path, column: str) -> bool:
+    """Whether the first non-comment line of a CSV names ``column`` (tells apart two kinds that share a
+    file name)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if not line.startswith("#"):
+                    return column in line.strip().split(",")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return False
+
+
+def read_verified_csv(path: Path) -> list[dict[str, str]]:
+    """The rows of a CSV whose folder manifest was verified; IntegrityError if unreadable or empty."""
+    try:
+        rows = read_csv(path)
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise IntegrityError(f"{path}: unreadable ({err})") from None
+    return rows
+
+
+def read_verified_json(path: Path) -> dict[str, Any]:
+    obj = read_json_if_valid(path)
+    if not isinstance(obj, dict):
+        raise IntegrityError(f"{path}: unreadable or not a JSON object")
+    return obj
+
+
+def check_matrix(path: Path, row: int, name: str, value: Any, shape: tuple[int, int], finite: bool) -> None:
+    """A matrix cell of data row ``row`` (1-based) must have ``shape`` and, if ``finite``, finite entries."""
+    if value is None:
+        if finite:
+            raise IntegrityError(f"{path}: row {row}: {name} is missing")
+        return
+    a = np.asarray(value, dtype=float)
+    if a.shape != shape:
+        raise IntegrityError(f"{path}: row {row}: {name} has shape {a.shape}, the problem needs {shape}")
+    if finite and not np.all(np.isfinite(a)):
+        raise IntegrityError(f"{path}: row {row}: {name} has non-finite entries")
+    if np.any(np.abs(a[np.isfinite(a)]) > MATRIX_BOUND):
+        raise IntegrityError(f"{path}: row {row}: {name} has entries beyond {MATRIX_BOUND:g}")
+
+
+def check_finite(path: Path, row: int, name: str, x: float, bound: float = 1e6) -> None:
+    if not math.isfinite(x) or abs(x) > bound:
+        raise IntegrityError(f"{path}: row {row}: {name} = {x!r} is not a finite number within ±{bound:g}")
+
+
+def on_grid(x: float, grid: Sequence[float]) -> bool:
+    return any(abs(x - g) <= GRID_TOL * max(1.0, abs(g)) for g in grid)
+
+
+def _flat(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        try:
+            x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        except (TypeError, ValueError):
+            return a == b
+        return x.shape == y.shape and bool(np.allclose(x, y, rtol=1e-12, atol=1e-15))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(a - b) <= 1e-12 * max(abs(a), abs(b))
+    return a == b
+
+
+def first_difference(asked: dict[str, Any], stored: dict[str, Any]) -> tuple[str, Any, Any] | None:
+    """The first field (dotted name, in the order of ``asked``) where two nested parameter dicts differ,
+    with (asked value, stored value; "missing" if absent), or None if every field of ``asked`` matches."""
+    a, s = _flat(asked), _flat(stored)
+    for k, v in a.items():
+        if k not in s:
+            return k, v, "missing"
+        if not _equal(v, s[k]):
+            return k, v, s[k]
+    return None
+
+
+def check_provenance_line(path: Path, parameters: Mapping[str, Any]) -> None:
+    """The provenance comment of a CSV, ``...; provenance: {JSON}``, must carry
+    the same parameters as the folder's summary.json (sample.json)."""
+    comment = csv_comment(path)
+    start = comment.find("{")
+    if start < 0:
+        return
+    try:
+        prov = json.loads(comment[start:])
+    except ValueError:
+        raise IntegrityError(f"{path}: its provenance line is not valid JSON") from None
+    theirs = prov.get("parameters") if isinstance(prov, dict) else None
+    if not isinstance(theirs, dict):
+        return
+    diff = first_difference(dict(parameters), theirs)
+    if diff is not None:
+        raise IntegrityError(f"{path}: its provenance line was made for {diff[0]} = {diff[2]}, summary.json says "
+                             f"{diff[1]} (a file from another run)")
+
+
+def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str | None = None) -> str:
+    """Every check a reader makes, for a whole folder (manifest of every listed file, then the rows);
+    returns the folder kind. ``manifest=False`` checks the rows only (used before sealing); ``kind``:
+    the kind the caller needs (IntegrityError if the folder is another)."""
+    if folder is None or not isinstance(folder, (str, os.PathLike)):
+        raise ParameterError(f"folder must be a folder path, got {type(folder).__name__}")
+    folder = Path(folder)
+    if kind is None:
+        found = folder_kind(folder)
+    else:
+        if kind not in _KINDS:
+            raise ParameterError(f"folder kind {kind!r} is not registered (known: {', '.join(sorted(_KINDS))})")
+        want = _KINDS[kind]
+        if not ((folder / want.files[0]).is_file() and (want.recognise is None or want.recognise(folder))):
+            try:
+                other = folder_kind(folder)
+            except IntegrityError:
+                raise IntegrityError(f"{folder}: not a {kind} folder (no {want.files[0]} of that kind)") from None
+            raise IntegrityError(f"{folder}: a {other} folder, not a {kind} folder")
+        found = kind
+    spec = _KINDS[found]
+    man = None
+    if manifest:
+        man = verify_manifest(folder, spec.files)
+        verify_manifest(folder, tuple(man["files"]))
+    spec.check(folder, man)
+    return found
+
+
+def read_record(path: Path, i: int, cls: Any, row: Mapping[str, Any]) -> Any:
+    try:
+        return cls.from_row(row)
+    except (KeyError, TypeError, ValueError) as err:
+        raise IntegrityError(f"{path}: row {i} cannot be read ({type(err).__name__}: {err})") from None
+
+
+def read_records(path: Path, cls: Any) -> list[Any]:
+    """Every row of a CSV as a record of ``cls`` (its ``from_row``), IntegrityError naming the first bad row."""
+    return [read_record(path, i, cls, r) for i, r in enumerate(read_verified_csv(path), start=1)]
+
+
+def seal_folder(folder: str | os.PathLike, command: str | None = None) -> Path:
+    """Write the manifest of a folder made before manifests existed, after its rows pass every
+    consistency check; the manifest says it was sealed after the fact, by which commit."""
+    folder = Path(folder)
+    if (folder / MANIFEST_NAME).exists():
+        raise ParameterError(f"{folder / MANIFEST_NAME} exists already; verify the folder instead")
+    kind = verify_folder(folder, manifest=False)
+    meta = read_verified_json(folder / _KINDS[kind].meta_file)
+    prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else meta
+    made_for = prov.get("parameters") if isinstance(prov.get("parameters"), dict) else {}
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".csv", ".json", ".png")
+                   and p.name != MANIFEST_NAME and not p.name.startswith("."))
+    from dotattn.core.io import provenance
+    sealer = provenance({})
+    return write_manifest(folder, files, made_for, command=command,
+                          provenance_record={"git_commit": prov.get("git_commit"),
+                                             "dotattn_version": prov.get("dotattn_version"),
+                                             "created_utc": prov.get("created_utc")},
+                          note=f"sealed after the fact by dotattn verify --seal at commit {sealer['git_commit']} "
+                               f"({sealer['created_utc']}); the rows passed every consistency check then")
+

@@ -1,0 +1,129 @@
+"""Validation shared by every theory: the error type for bad input and the checks that turn a user's
+value into a typed one or refuse it in one line naming the parameter and its allowed range.
+
+The CLI and the Python API use the same checks, so the API refuses what the CLI refuses.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ParameterError", "readonly_array", "parse_matrix", "check_number", "check_int", "check_alpha",
+           "check_instance", "check_dask_scheme", "check_out_dir", "DASK_SCHEMES", "ALPHA_MAX"]
+
+ALPHA_MAX: float = 1e4
+"""Largest sample complexity α = n/d accepted. The physics of interest is at α = O(1) (α_c ≤ 2.2 for
+the toy model); α = 1e4 still solves in seconds (toy model, measured ~3 s on Gauss-Hermite 6),
+while α = 1e12 kept the positional–semantic solver busy for minutes. For ERM, n = α d samples must fit too."""
+
+
+def readonly_array(a) -> np.ndarray:
+    """A float copy of ``a`` that cannot be written to (state in frozen dataclasses)."""
+    arr = np.array(a, dtype=float)
+    arr.setflags(write=False)
+    return arr
+
+
+class ParameterError(ValueError):
+    """Invalid user input; the message is one line naming the parameter and its allowed range."""
+
+
+def parse_matrix(text: str) -> list[list[float]]:
+    """Parse ``"0.6,0.4;0.4,0.6"`` (rows separated by ';', entries by ',' or spaces)."""
+    rows = [r for r in text.replace("[", "").replace("]", "").split(";") if r.strip()]
+    try:
+        return [[float(x) for x in r.replace(",", " ").split()] for r in rows]
+    except ValueError:
+        raise ParameterError(f"matrix {text!r} must be numbers, rows separated by ';'") from None
+
+
+def check_number(name: str, value: Any, low: float | None, low_open: bool,
+                 high: float | None = None, allowed: str = "", high_open: bool = False) -> float:
+    """``value`` as a finite float in the range described by ``allowed`` (ParameterError naming ``name``)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a real number {allowed}".strip()) from None
+    if not math.isfinite(x):
+        raise ParameterError(f"{name} must be finite {allowed}, got {x}".strip())
+    bad_low = low is not None and (x <= low if low_open else x < low)
+    bad_high = high is not None and (x >= high if high_open else x > high)
+    if bad_low or bad_high:
+        raise ParameterError(f"{name} must be {allowed}, got {x:g}")
+    return x
+
+
+def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
+    """``value`` as an integer in [``low``, ``high``] (no upper bound if None; ParameterError naming ``name``)."""
+    allowed = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
+    try:
+        ok = not isinstance(value, bool) and float(value).is_integer()
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ParameterError(f"{name} must be {allowed}, got {value!r}")
+    v = int(value)
+    if v < low or (high is not None and v > high):
+        raise ParameterError(f"{name} must be {allowed}, got {v}")
+    return v
+
+
+def check_alpha(value: Any, name: str = "alpha") -> float:
+    """``value`` as a sample complexity in (0, :data:`ALPHA_MAX`] (ParameterError naming ``name``)."""
+    return check_number(name, value, 0.0, True, ALPHA_MAX, f"in (0, {ALPHA_MAX:g}]")
+
+
+def check_instance(name: str, value: Any, kind: type | tuple[type, ...], what: str | None = None) -> Any:
+    """``value`` if it is an instance of ``kind``, else ParameterError naming ``name`` and the type wanted
+    (``what``: how to call it, default the class names); for API arguments such as ``options=``."""
+    if not isinstance(value, kind):
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        wanted = what or " or ".join(k.__name__ for k in kinds)
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise ParameterError(f"{name} must be a {wanted}, got {type(value).__name__} {shown}")
+    return value
+
+
+DASK_SCHEMES: tuple[str, ...] = ("tcp", "ws")
+"""Dask comm schemes a ``--dask`` address may use, each tested against a local cluster (tcp also
+when no scheme is written). ``tls``/``wss`` need certificates (a ``distributed.Security``) and
+``ucx`` needs UCX-Py and its configuration, neither of which dotattn takes: refused, not crashed."""
+_DASK_REFUSED = {"tls": "TLS certificates (a distributed.Security configuration)",
+                 "wss": "TLS certificates (a distributed.Security configuration)",
+                 "ucx": "UCX-Py and a UCX configuration"}
+
+
+def check_dask_scheme(address: Any, inproc: bool = True) -> str:
+    """``address`` if its scheme (before ``://``; none means tcp) is one of :data:`DASK_SCHEMES` or,
+    if ``inproc``, ``inproc`` (a scheduler in this very process: the Python API only, never a
+    command line); ParameterError in one line otherwise, naming what the scheme would need."""
+    text = str(address).strip()
+    scheme = text.split("://", 1)[0].lower() if "://" in text else "tcp"
+    if scheme in DASK_SCHEMES or (scheme == "inproc" and inproc):
+        return text
+    if scheme == "inproc":
+        raise ParameterError("dask: an inproc:// scheduler lives inside one Python process and cannot be reached "
+                             "from a command; give a tcp:// or ws:// scheduler address (or, in Python, "
+                             "dask_address=<distributed.Client>)")
+    if scheme in _DASK_REFUSED:
+        raise ParameterError(f"dask: {scheme}:// addresses need {_DASK_REFUSED[scheme]}, which dotattn does not "
+                             f"take; give a {' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address")
+    raise ParameterError(f"dask: unknown scheme {scheme!r} in {text!r}; give a "
+                         f"{' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address")
+
+
+def check_out_dir(value: Any, name: str = "out") -> str:
+    """An output folder name: a non-empty path (ParameterError for '' or blanks, which would mean the
+    working directory, or another command's folder, without saying so)."""
+    if value is None or not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
+        raise ParameterError(f"{name} must be a folder path, got {value!r}")
+    text = str(value.__fspath__() if hasattr(value, "__fspath__") else value)
+    if not text.strip():
+        raise ParameterError(f"{name} must be a non-empty folder path (use '.' for the working directory), got {text!r}")
+    if "\0" in text:
+        raise ParameterError(f"{name} must be a folder path without NUL characters")
+    return text

@@ -1,0 +1,91 @@
+"""The folder kinds of the ERM experiments, registered with :mod:`dotattn.core.integrity`: ``erm``
+(``dotattn train-erm``: runs.csv, summary.csv, summary.json) and ``restarts`` (``dotattn erm-restarts``:
+pairs.csv, runs.csv, summary.csv, summary.json). Torch-free."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from dotattn.core.integrity import (FolderKind, check_finite, check_matrix, check_provenance_line, on_grid,
+                                    read_records, read_verified_json, register_kind)
+from dotattn.core.io import IntegrityError
+from dotattn.erm.records import RunRecord
+from dotattn.erm.restart_records import PairRecord, RestartRecord
+from dotattn.positional_semantic.problem import Problem, problem_of
+
+__all__ = ["check_run_rows", "erm_parts", "ERM", "RESTARTS"]
+
+
+def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mapping[str, Any]) -> None:
+    """ERM rows (:class:`dotattn.erm.records.RunRecord`) against the folder's ERM parameters: one row
+    per (α, init, seed) of the run, n = round(α d), shapes of μ (L×r), θ (r×r_t), q (r×r), finite
+    measurements."""
+    try:
+        d = int(erm["d"])
+        alphas = [float(a) for a in erm["alphas"]]
+        inits = [str(x) for x in erm["inits"]]
+        seeds = [int(s) for s in erm["seeds"]]
+    except (KeyError, TypeError, ValueError):
+        raise IntegrityError(f"{path.parent / 'summary.json'}: ERM parameters lack d, alphas, inits or seeds") from None
+    r, rt, L = problem.rank, problem.teacher_rank, problem.L
+    want = {(ia, init, s) for ia in range(len(alphas)) for init in inits for s in seeds}
+    seen: set[tuple[int, str, int]] = set()
+    for i, run in enumerate(runs, start=1):
+        if not on_grid(run.alpha, alphas):
+            raise IntegrityError(f"{path}: row {i}: alpha = {run.alpha:g} is not among the run's alphas")
+        ia = min(range(len(alphas)), key=lambda k: abs(alphas[k] - run.alpha))
+        if run.init not in inits or run.seed not in seeds:
+            raise IntegrityError(f"{path}: row {i}: init {run.init!r} / seed {run.seed} not in the run's parameters")
+        if run.n != max(1, round(alphas[ia] * d)) and run.n != round(alphas[ia] * d):
+            raise IntegrityError(f"{path}: row {i}: n = {run.n} but alpha d = {alphas[ia] * d:g}")
+        key = (ia, run.init, run.seed)
+        if key in seen:
+            raise IntegrityError(f"{path}: row {i}: a second row for alpha = {run.alpha:g}, init {run.init}, "
+                                 f"seed {run.seed}")
+        seen.add(key)
+        for name, val, shape in (("mu", run.mu, (L, r)), ("theta", run.theta, (r, rt)), ("q", run.q, (r, r))):
+            check_matrix(path, i, name, val, shape, finite=True)
+        for name in ("train_loss", "test_error"):
+            check_finite(path, i, name, float(getattr(run, name)))
+    missing = want - seen
+    if missing:
+        ia, init, s = sorted(missing)[0]
+        raise IntegrityError(f"{path}: {len(runs)} rows, the run's parameters need {len(want)} (no row for "
+                             f"alpha = {alphas[ia]:g}, init {init}, seed {s})")
+
+
+def erm_parts(folder: Path, csvs: Sequence[str]) -> tuple[Problem, dict[str, Any]]:
+    """(problem, parameters) of a train-erm or erm-restarts folder, from summary.json's provenance,
+    after the provenance line of each of ``csvs`` present is checked against them."""
+    meta = read_verified_json(folder / "summary.json")
+    params = (meta.get("provenance") or {}).get("parameters") if isinstance(meta.get("provenance"), dict) else None
+    if not isinstance(params, dict):
+        raise IntegrityError(f"{folder / 'summary.json'}: no provenance parameters")
+    problem = problem_of(folder / "summary.json", params)
+    for name in csvs:
+        if (folder / name).is_file():
+            check_provenance_line(folder / name, params)
+    return problem, params
+
+
+def _check_erm(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    problem, params = erm_parts(folder, ("runs.csv", "summary.csv"))
+    path = folder / "runs.csv"
+    check_run_rows(path, read_records(path, RunRecord), problem, params.get("erm") or {})
+
+
+def _check_restarts(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    problem, _ = erm_parts(folder, ("runs.csv", "pairs.csv", "summary.csv"))
+    path = folder / "runs.csv"
+    for i, run in enumerate(read_records(path, RestartRecord), start=1):
+        for name, val, shape in (("mu", run.mu, (problem.L, problem.rank)),
+                                 ("theta", run.theta, (problem.rank, problem.teacher_rank)),
+                                 ("q", run.q, (problem.rank, problem.rank))):
+            check_matrix(path, i, name, val, shape, finite=True)
+        check_finite(path, i, "train_loss", float(run.train_loss))
+    read_records(folder / "pairs.csv", PairRecord)
+
+
+ERM = register_kind(FolderKind("erm", ("runs.csv", "summary.json"), _check_erm))
+RESTARTS = register_kind(FolderKind("restarts", ("pairs.csv", "runs.csv", "summary.json"), _check_restarts))

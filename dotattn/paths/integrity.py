@@ -1,0 +1,83 @@
+"""The folder kinds of the attention-paths theory, registered with :mod:`dotattn.core.integrity`:
+``paths-theory`` (``dotattn paths theory``: points.csv without an ``mmse`` column, heads.csv,
+alignment.csv, summary.json) and ``paths-sample`` (``dotattn paths sample``: sample.json, U_draws.csv)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from dotattn.core.integrity import (MATRIX_BOUND, FolderKind, check_finite, check_matrix, check_provenance_line,
+                                    header_has, read_records, read_verified_csv, read_verified_json, register_kind)
+from dotattn.core.io import IntegrityError
+from dotattn.paths.analysis import PathsPoint
+
+__all__ = ["PATHS_THEORY", "PATHS_SAMPLE"]
+
+
+def _paths_parameters(path: Path, csvs: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(meta, provenance parameters) of an attention-paths JSON file, after the provenance line of each
+    of ``csvs`` (beside it) is checked against them."""
+    meta = read_verified_json(path)
+    prov = meta.get("provenance")
+    params = prov.get("parameters") if isinstance(prov, dict) else None
+    if not isinstance(params, dict):
+        raise IntegrityError(f"{path}: no provenance parameters")
+    for name in csvs:
+        if (path.parent / name).is_file():
+            check_provenance_line(path.parent / name, params)
+    return meta, params
+
+
+def _check_paths_u(path: Path, row: int, U: Any, n: int) -> None:
+    check_matrix(path, row, "U", U, (n, n), finite=True)
+    if not np.allclose(U, np.transpose(U), rtol=1e-9, atol=1e-12):  # U is an order parameter, symmetric
+        raise IntegrityError(f"{path}: row {row}: U is not symmetric")
+
+
+def _check_paths_theory(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """points.csv of ``dotattn paths theory``: every row readable, accuracy in [0, 1], finite loss, U
+    symmetric with one row and column per path of summary.json."""
+    meta, _ = _paths_parameters(folder / "summary.json", ("points.csv", "heads.csv", "alignment.csv"))
+    path = folder / "points.csv"
+    points = read_records(path, PathsPoint)
+    if not points:
+        raise IntegrityError(f"{path}: no data rows")
+    for i, p in enumerate(points, start=1):
+        check_finite(path, i, "accuracy", p.accuracy, 1.0)
+        if p.accuracy < 0:
+            raise IntegrityError(f"{path}: row {i}: accuracy = {p.accuracy!r} is not in [0, 1]")
+        check_finite(path, i, "loss", p.loss)
+        _check_paths_u(path, i, p.U, len(p.paths))
+    if isinstance(meta.get("paths"), list) and points[0].subset == "all" and len(points[0].paths) != len(meta["paths"]):
+        raise IntegrityError(f"{path}: row 1 has {len(points[0].paths)} paths, summary.json {len(meta['paths'])}")
+
+
+def _check_paths_sample(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """U_draws.csv of ``dotattn paths sample``: the draws sample.json counts, each a finite U with one
+    entry per pair of its paths."""
+    meta, _ = _paths_parameters(folder / "sample.json", ("U_draws.csv",))
+    try:
+        n, total = len(meta["paths"]), int(meta["draws_total"])
+    except (KeyError, TypeError, ValueError):
+        raise IntegrityError(f"{folder / 'sample.json'}: lacks paths or draws_total") from None
+    path = folder / "U_draws.csv"
+    rows = read_verified_csv(path)
+    if len(rows) != total:
+        raise IntegrityError(f"{path}: {len(rows)} draws, sample.json counts {total} (rows removed or added?)")
+    cols = [f"U_{i}_{j}" for i in range(n) for j in range(i, n)]
+    for k, row in enumerate(rows, start=1):
+        try:
+            vals = [float(row[c]) for c in cols]
+        except (KeyError, TypeError, ValueError):
+            raise IntegrityError(f"{path}: row {k}: lacks the U entries of {n} paths or holds a non-number") from None
+        for c, v in zip(cols, vals):
+            check_finite(path, k, c, v, MATRIX_BOUND)
+
+
+PATHS_THEORY = register_kind(FolderKind("paths-theory", ("points.csv", "summary.json"), _check_paths_theory,
+                                        recognise=lambda folder: not header_has(folder / "points.csv", "mmse")))
+PATHS_SAMPLE = register_kind(FolderKind("paths-sample", ("sample.json", "U_draws.csv"), _check_paths_sample,
+                                        meta_file="sample.json"))

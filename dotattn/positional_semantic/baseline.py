@@ -1,0 +1,36 @@
+"""Linear positional baseline (SPEC section 5).
+
+ŷ = B X with B ∈ R^{L×L} reaches the population optimum B = E[T(h*)] for every α > 0, so
+
+    ε_lin = (σ²/2) E ‖T(h*) − E[T(h*)]‖²_F,   h*_l ~ N(0, ρ) i.i.d.,
+
+an L·r_t-dimensional Gaussian expectation, computed with a tensor Gauss-Hermite rule.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from dotattn.positional_semantic.loss import teacher_attention
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.quadrature import gauss_hermite
+
+__all__ = ["linear_baseline_test_error", "baseline_order"]
+
+
+def baseline_order(dim: int, max_nodes: int = 400_000) -> int:
+    """Gauss-Hermite order per axis for the baseline: at most 60, at most ``max_nodes`` nodes."""
+    return int(min(60, np.floor(max_nodes ** (1.0 / dim) + 1e-9)))
+
+
+@lru_cache(maxsize=64)
+def linear_baseline_test_error(problem: Problem, order: int | None = None) -> float:
+    """ε_lin for the problem (per sample, same normalisation as ε_g)."""
+    D = problem.L * problem.teacher_rank
+    rule = gauss_hermite(D, order or baseline_order(D))
+    h_star = problem.sigma * rule.nodes.reshape(-1, problem.L, problem.teacher_rank)
+    T = teacher_attention(h_star, problem)
+    mean = rule.expect(T)
+    return float(0.5 * problem.sigma**2 * rule.expect(np.sum((T - mean) ** 2, axis=(1, 2))))

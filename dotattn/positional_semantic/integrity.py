@@ -1,0 +1,79 @@
+"""The folder kinds of the positional–semantic theory, registered with :mod:`dotattn.core.integrity`:
+``phase-diagram`` (``dotattn phase-diagram``: phase_diagram.csv, boundaries.csv, summary.json).
+Also the row checks other packages reuse for theory records (:func:`check_branch_rows`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from dotattn.core.integrity import (FolderKind, check_finite, check_matrix, on_grid, read_records, read_verified_json,
+                                    register_kind)
+from dotattn.core.io import IntegrityError
+from dotattn.core.status import CONVERGED
+from dotattn.positional_semantic.problem import Problem, problem_of
+from dotattn.positional_semantic.records import BranchPoint
+
+__all__ = ["ALL_BRANCHES", "check_branch_rows", "PHASE_DIAGRAM"]
+
+ALL_BRANCHES: tuple[str, ...] = ("positional", "semantic", "mixed", "uninformative", "none")
+"""Branch labels a theory row may carry (``none``: a catalogue entry that did not converge)."""
+
+
+def check_branch_rows(path: Path, points: Sequence[Any], problem: Problem, omegas: Sequence[float],
+                      alphas: Sequence[float], branches: Sequence[str] | None = None,
+                      grid_complete: bool = True) -> None:
+    """Theory rows (:class:`~dotattn.positional_semantic.records.BranchPoint`) against their problem and grid: shapes of
+    q, V (r×r), θ (r×r_t), μ (L×r); finite overlaps, e_t and ε_g for converged points; branch
+    labels among ``branches``; every (ω, α) of the grid present (if ``grid_complete``); nothing off
+    the ω grid."""
+    r, rt, L = problem.rank, problem.teacher_rank, problem.L
+    if not points:
+        raise IntegrityError(f"{path}: no data rows")
+    seen: set[tuple[int, int]] = set()
+    for i, p in enumerate(points, start=1):
+        conv = p.status == CONVERGED
+        check_finite(path, i, "omega", p.omega, 1.0)
+        check_finite(path, i, "alpha", p.alpha, 1e4)
+        if not on_grid(p.omega, omegas):
+            raise IntegrityError(f"{path}: row {i}: omega = {p.omega:g} is not among the folder's omegas")
+        for name, val, shape in (("q", p.q, (r, r)), ("V", p.V, (r, r)), ("theta", p.theta, (r, rt)),
+                                 ("mu", p.mu, (L, r))):
+            check_matrix(path, i, name, val, shape, finite=conv)
+        if conv:
+            check_finite(path, i, "train_loss", p.train_loss)
+            check_finite(path, i, "test_error", p.test_error)
+        iw = min(range(len(omegas)), key=lambda k: abs(omegas[k] - p.omega))
+        ia = min(range(len(alphas)), key=lambda k: abs(alphas[k] - p.alpha)) if alphas else -1
+        if ia >= 0 and on_grid(p.alpha, alphas):
+            seen.add((iw, ia))
+        if branches is not None and p.branch not in branches:
+            raise IntegrityError(f"{path}: row {i}: branch {p.branch!r} is not one of {', '.join(branches)}")
+    if grid_complete:
+        for iw, w in enumerate(omegas):
+            for ia, a in enumerate(alphas):
+                if (iw, ia) not in seen:
+                    raise IntegrityError(f"{path}: no row at omega = {w:g}, alpha = {a:g} (rows removed?)")
+
+
+def _phase_diagram_parts(folder: Path) -> tuple[Problem, list[float], list[float], dict]:
+    summary = read_verified_json(folder / "summary.json")
+    params = summary.get("parameters")
+    if not isinstance(params, dict):
+        raise IntegrityError(f"{folder / 'summary.json'}: no 'parameters'")
+    problem = problem_of(folder / "summary.json", params)
+    try:
+        omegas = [float(w) for w in params["omegas"]]
+        alphas = [float(a) for a in params["alphas"]]
+    except (KeyError, TypeError, ValueError):
+        raise IntegrityError(f"{folder / 'summary.json'}: 'parameters' lacks the omega and alpha grids") from None
+    return problem, omegas, alphas, summary
+
+
+def _check_phase_diagram(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    problem, omegas, alphas, _ = _phase_diagram_parts(folder)
+    path = folder / "phase_diagram.csv"
+    check_branch_rows(path, read_records(path, BranchPoint), problem, omegas, alphas, ALL_BRANCHES)
+
+
+PHASE_DIAGRAM = register_kind(FolderKind("phase-diagram", ("phase_diagram.csv", "summary.json"), _check_phase_diagram))

@@ -1,0 +1,46 @@
+"""The folder kinds of the theory–ERM studies, registered with :mod:`dotattn.core.integrity`:
+``comparison`` (``dotattn compare``: comparison.csv, comparison.json) and ``alpha-c``
+(``dotattn erm-alpha-c``: crossings.csv, cells.csv, delta.csv, summary.json; its rows are re-derived
+and checked by :func:`dotattn.theory_vs_erm.output.read_alpha_c_part`, which every reader of the
+kind uses)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from dotattn.core.integrity import FolderKind, read_record, read_verified_csv, read_verified_json, register_kind
+from dotattn.core.io import IntegrityError
+from dotattn.positional_semantic.integrity import check_branch_rows
+from dotattn.positional_semantic.problem import problem_of
+from dotattn.positional_semantic.records import BranchPoint
+
+__all__ = ["COMPARISON", "ALPHA_C"]
+
+
+def _check_comparison(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    meta = read_verified_json(folder / "comparison.json")
+    params = meta.get("parameters")
+    if not isinstance(params, dict):
+        raise IntegrityError(f"{folder / 'comparison.json'}: no 'parameters'")
+    problem = problem_of(folder / "comparison.json", params)
+    theory = meta.get("theory")
+    if not isinstance(theory, list):
+        raise IntegrityError(f"{folder / 'comparison.json'}: no 'theory' rows")
+    path = folder / "comparison.json"
+    points = [read_record(path, i, BranchPoint, r) for i, r in enumerate(theory, start=1)]
+    check_branch_rows(path, points, problem, [problem.omega], sorted({p.alpha for p in points}))
+    if not read_verified_csv(folder / "comparison.csv"):
+        raise IntegrityError(f"{folder / 'comparison.csv'}: no data rows")
+
+
+def _check_alpha_c(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    for name in ("crossings.csv", "cells.csv", "delta.csv"):
+        if not read_verified_csv(folder / name):
+            raise IntegrityError(f"{folder / name}: no data rows")
+
+
+COMPARISON = register_kind(FolderKind("comparison", ("comparison.csv", "comparison.json"), _check_comparison,
+                                      meta_file="comparison.json"))
+ALPHA_C = register_kind(FolderKind("alpha-c", ("crossings.csv", "cells.csv", "delta.csv", "summary.json"),
+                                   _check_alpha_c))
