@@ -1,0 +1,83 @@
+"""What a first user hit: the fixes of the command line, the figures and the process pool, each with a
+test that fails on the code before the fix."""
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from clitools import ENV, run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- dotattn verify --recursive --------------------------------------------------------------------
+def test_verify_recursive_checks_every_folder_with_a_manifest(tmp_path):
+    """--recursive finds every folder with a manifest.json below the argument, verifies each, and
+    names each failure on its own line (exit status 2) instead of stopping at the first."""
+    small = ROOT / "results" / "aim" / "se_hardmax_rho0.5"
+    shutil.copytree(small, tmp_path / "a")
+    shutil.copytree(small, tmp_path / "deep" / "b")
+    (tmp_path / "empty").mkdir()
+    r = run("verify", "--recursive", str(tmp_path), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"ok {tmp_path / 'a'} (aim-state-evolution)",
+                                     f"ok {tmp_path / 'deep' / 'b'} (aim-state-evolution)"]
+    with open(tmp_path / "a" / "points.csv", "a") as f:  # an edited file: its SHA-256 no longer matches
+        f.write("\n")
+    r = run("verify", "-r", str(tmp_path), timeout=120)
+    assert r.returncode == 2
+    assert r.stdout.splitlines() == [f"ok {tmp_path / 'deep' / 'b'} (aim-state-evolution)"]
+    err = r.stderr.splitlines()
+    assert len(err) == 2 and err[0].startswith("FAILED ") and "points.csv" in err[0]
+    assert err[1] == "Error: 1 of 2 folders failed verification"
+
+
+def test_verify_recursive_refusals(tmp_path):
+    r = run("verify", "--recursive", str(tmp_path), timeout=120)
+    assert r.returncode == 2 and r.stderr.strip() == f"Error: no folder with a manifest.json at or below {tmp_path}"
+    r = run("verify", "--recursive", "--seal", str(tmp_path), timeout=120)
+    assert r.returncode == 2 and "--seal and --recursive do not go together" in r.stderr
+
+
+def test_not_an_output_folder_names_each_marker_once(tmp_path):
+    r = run("verify", str(tmp_path), timeout=120)
+    assert r.returncode == 2
+    markers = r.stderr.split("(none of ", 1)[1].rstrip(")\n").split(", ")
+    assert len(markers) == len(set(markers)) and "points.csv" in markers
+
+
+# -- the process pool beside JAX --------------------------------------------------------------------
+def test_process_pool_beside_jax_does_not_fork_the_jax_process(tmp_path):
+    """Once JAX is loaded (its runtime is multithreaded), a pool started by run_tasks (the one every
+    --workers command uses) must not os.fork() this process: JAX warns that the child can deadlock.
+    The pool then spawns its workers; without JAX it stays the platform default."""
+    pytest.importorskip("jax")
+    (tmp_path / "pooltask.py").write_text("def square(x, report=None):\n    return x * x\n")
+    code = textwrap.dedent("""
+        import warnings, multiprocessing
+        warnings.simplefilter("always")
+        from dotattn.core.runner import pool_context, run_tasks
+        from pooltask import square
+        before = pool_context().get_start_method()
+        import jax, jax.numpy as jnp
+        jnp.ones(3).block_until_ready()  # the runtime's threads are running now
+        after = pool_context().get_start_method()
+        got = {}
+        run_tasks(square, [(k,) for k in range(4)], workers=2, on_result=lambda i, r: got.__setitem__(i, r))
+        print(before, after, sorted(got.values()))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                       env={**ENV, "PYTHONPATH": str(tmp_path), "JAX_PLATFORMS": "cpu"})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split(None, 2)[:2] == [multiprocessing_default(), "spawn"], r.stdout
+    assert r.stdout.split(None, 2)[2].strip() == "[0, 1, 4, 9]"
+    assert "os.fork()" not in r.stderr, r.stderr
+
+
+def multiprocessing_default() -> str:
+    import multiprocessing
+    return multiprocessing.get_context().get_start_method()
