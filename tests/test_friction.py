@@ -81,3 +81,51 @@ def test_process_pool_beside_jax_does_not_fork_the_jax_process(tmp_path):
 def multiprocessing_default() -> str:
     import multiprocessing
     return multiprocessing.get_context().get_start_method()
+
+
+# -- the phase-diagram figures -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def committed_phase_diagram():
+    from dotattn.positional_semantic.output import read_phase_diagram, read_phase_summaries
+    folder = ROOT / "results" / "phase_diagram"
+    return read_phase_diagram(folder), read_phase_summaries(folder)
+
+
+def test_phases_figure_draws_alpha_c_at_the_refined_root(committed_phase_diagram):
+    """boundaries.csv keeps the sweep rule's root (ω = 0.1: 0.7552); the figures draw the positional →
+    semantic boundary at the refined α_c of summary.json (0.7516 ± 0.0013), the number quoted everywhere."""
+    from dotattn.positional_semantic.plotting import displayed_boundaries
+    _, summaries = committed_phase_diagram
+    shown, refined = displayed_boundaries(summaries)
+    s = next(s for s in summaries if abs(s.omega - 0.1) < 1e-9)
+    pos_sem = [b for b in shown if abs(b.omega - 0.1) < 1e-9 and (b.below, b.above) == ("positional", "semantic")]
+    assert len(pos_sem) == 1 and any(pos_sem[0] is r for r in refined)
+    assert pos_sem[0].alpha == s.alpha_c and pos_sem[0].error == s.alpha_c_error
+    assert abs(s.alpha_c_sweep - s.alpha_c) > 1e-3  # the two numbers differ: which one is drawn matters
+    assert len(refined) == len(summaries)  # every column's α_c is its positional → semantic boundary
+    # the other boundaries (semantic → positional at the smallest α) stay the sweep rule's
+    assert all(b in s2.boundaries for s2 in summaries for b in shown if b.omega == s2.omega
+               and not any(b is r for r in refined))
+
+
+def test_phase_figures_colour_each_phase_alike_and_legend_matches(committed_phase_diagram):
+    """phase_plane.png and phases.png give the positional phase one colour (blue) and the semantic one
+    another (red); every legend marker of a boundary has the colour its points are drawn in."""
+    from matplotlib.collections import QuadMesh
+    from matplotlib.colors import to_rgb
+
+    from dotattn.positional_semantic.plotting import COLOURS, figure_phase_plane, figure_phases
+    rows, summaries = committed_phase_diagram
+    ax = figure_phase_plane(rows, summaries).axes[0]
+    mesh = next(c for c in ax.collections if isinstance(c, QuadMesh))
+    pos_wins, sem_wins = mesh.cmap(mesh.norm(1e-4)), mesh.cmap(mesh.norm(-1e-4))  # e_t(sem) − e_t(pos)
+    assert pos_wins[2] > pos_wins[0] and sem_wins[0] > sem_wins[2]  # blue, red
+    assert to_rgb(COLOURS["positional"])[2] > to_rgb(COLOURS["positional"])[0]
+    assert to_rgb(COLOURS["semantic"])[0] > to_rgb(COLOURS["semantic"])[2]
+    ax = figure_phases(rows, summaries).axes[0]
+    legend = ax.get_legend()
+    drawn = {c.get_label(): c.lines[0].get_color() for c in ax.containers}
+    entries = {t.get_text(): h for t, h in zip(legend.get_texts(), legend.legend_handles) if "→" in t.get_text()}
+    assert entries and set(entries) <= set(drawn)
+    for label, handle in entries.items():
+        assert to_rgb(handle.get_color()) == to_rgb(drawn[label]), label
