@@ -129,3 +129,24 @@ def test_phase_figures_colour_each_phase_alike_and_legend_matches(committed_phas
     assert entries and set(entries) <= set(drawn)
     for label, handle in entries.items():
         assert to_rgb(handle.get_color()) == to_rgb(drawn[label]), label
+
+
+def test_headline_bottom_panels_have_a_y_label_and_the_fit_line():
+    """The 1/d panels of the headline figure: labelled y axis, and the recorded 1/d fit drawn as a line
+    through the d → ∞ point with the recorded slope (plotted from summary.json, nothing fitted here)."""
+    import json
+
+    from dotattn.positional_semantic.output import read_phase_summaries
+    from dotattn.theory_vs_erm.plotting import figure_headline
+    theory = read_phase_summaries(ROOT / "results" / "phase_diagram")
+    erm = sorted(json.loads((ROOT / "results" / "alpha_c_erm" / "summary.json").read_text())["omegas"],
+                 key=lambda o: o["omega"])
+    fig = figure_headline(theory, erm)
+    panels = fig.axes[1:]
+    assert len(panels) == len(erm) and "alpha_c" in panels[0].get_ylabel()
+    for ax, o in zip(panels, erm):
+        fit = [ln for ln in ax.get_lines() if ln.get_label() == "1/d fit (weighted)"]
+        assert len(fit) == 1
+        x, y = fit[0].get_xdata(), fit[0].get_ydata()
+        assert x[0] == 0.0 and abs(y[0] - o["extrapolated"]["alpha_c"]) < 1e-12
+        assert abs((y[-1] - y[0]) / (x[-1] - x[0]) - o["extrapolated"]["slope"]) < 1e-9 * abs(o["extrapolated"]["slope"])
