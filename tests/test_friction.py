@@ -150,3 +150,28 @@ def test_headline_bottom_panels_have_a_y_label_and_the_fit_line():
         x, y = fit[0].get_xdata(), fit[0].get_ydata()
         assert x[0] == 0.0 and abs(y[0] - o["extrapolated"]["alpha_c"]) < 1e-12
         assert abs((y[-1] - y[0]) / (x[-1] - x[0]) - o["extrapolated"]["slope"]) < 1e-9 * abs(o["extrapolated"]["slope"])
+
+
+# -- the attention-paths figures --------------------------------------------------------------------------
+def test_paths_figures_categorical_heads_per_panel_scales_and_labelled_colour_bars():
+    """head_scores: heads are categories (markers, no joining line) and both panels have a legend;
+    U_heatmaps: each panel its own symmetric scale (U at N = 10 no longer saturates the others) and a
+    labelled colour bar; alignment: a labelled colour bar."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    from dotattn.paths.plotting import figure_alignment, figure_head_scores, figure_U_heatmaps
+    heads = [{"N": N, "layer": l, "head": h, "score": 0.5, "accuracy_pruned": 0.6 + 0.1 * l}
+             for N in (10.0, 100.0) for l in (1, 2) for h in ("uniform", "random")]
+    ax1, ax2 = figure_head_scores(heads).axes
+    assert ax1.get_legend() is not None and ax2.get_legend() is not None
+    assert ax2.get_lines() and all(ln.get_linestyle() in ("None", "none", "") for ln in ax2.get_lines())
+    Us = {10.0: np.diag([10.9, 4.8, 0.6, 0.8]), 1000.0: np.eye(4) * 1.02}
+    fig: Figure = figure_U_heatmaps(Us, ["good", "adv 1", "denoising", "adv 2"])
+    images = [ax.get_images()[0] for ax in fig.axes if ax.get_images()]
+    assert [im.get_clim()[1] for im in images] == pytest.approx([10.9, 1.02])
+    bars = [ax for ax in fig.axes if not ax.get_images()]
+    assert len(bars) == 2 and all(ax.get_ylabel().startswith("U") for ax in bars)
+    fig = figure_alignment(np.eye(2), ["a", "b"], [{"N": 10.0, "alignment": 0.3}, {"N": "gp", "alignment": 0.2}])
+    assert any(ax.get_ylabel() == "kernel-label alignment" and not ax.get_images() and ax.get_xlabel() == ""
+               for ax in fig.axes)
