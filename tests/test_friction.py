@@ -175,3 +175,54 @@ def test_paths_figures_categorical_heads_per_panel_scales_and_labelled_colour_ba
     fig = figure_alignment(np.eye(2), ["a", "b"], [{"N": 10.0, "alignment": 0.3}, {"N": "gp", "alignment": 0.2}])
     assert any(ax.get_ylabel() == "kernel-label alignment" and not ax.get_images() and ax.get_xlabel() == ""
                for ax in fig.axes)
+
+
+# -- the command line -------------------------------------------------------------------------------------
+def test_group_help_lists_every_subcommand_without_cutting_it():
+    """click cut each subcommand's first sentence at ~45 characters ('GAMP with ... on n =...'); every
+    subcommand now has its own one-line help, and the top-level help names the three theories."""
+    for group, subs in (("aim", ("amp", "figure", "gd", "state-evolution")), ("paths", ("sample", "theory"))):
+        r = run(group, "--help", timeout=120)
+        assert r.returncode == 0, r.stderr
+        listing = r.stdout.split("Commands:", 1)[1]
+        assert "..." not in listing, listing
+        assert [ln.split()[0] for ln in listing.splitlines() if ln.startswith("  ") and not ln.startswith("   ")] \
+            == list(subs)
+    r = run("--help", timeout=120)
+    assert all(word in r.stdout for word in ("aim", "paths", "erm-alpha-c", "verify")), r.stdout
+
+
+def test_algorithm_table_says_standard_error_and_state_evolution_apart():
+    """The amp/gd table used "SE" for the state evolution in one column and for the standard error in the
+    next: the headers now say stderr and BO mmse (the Bayes-optimal MMSE of the state evolution)."""
+    from dotattn.cli.aim import _table
+    row = {"estimator": "amp", "alpha": 0.1, "mse_mean": 0.75, "mse_se": 0.01, "mmse_se_theory": 0.745,
+           "gap_in_se": 0.5, "converged": 1, "runs": 8, "diverged": 0, "beats_bound": False}
+    header = _table({"alphas": [row]}).splitlines()[0].split()
+    assert "SE" not in header and {"stderr", "BO", "gap/stderr"} <= set(header)
+
+
+def test_solve_names_the_start_of_every_rs_line_and_explains_a_repeated_label():
+    r = run("solve", "--alpha", "2", "--omega", "0.3", "--quad-order", "8", "--coarse-order", "4", timeout=600)
+    assert r.returncode == 0, r.stderr
+    rs = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("RS stability of")]
+    assert rs and all("(start: " in ln for ln in rs)
+    labels = [ln.split()[0] for ln in r.stdout.splitlines()[3:] if ln and not ln.startswith(" ")
+              and ln.split()[0] in ("positional", "semantic", "mixed", "uninformative")]
+    for label in {x for x in labels if labels.count(x) > 1}:
+        assert f"carry the label {label}: the one from the {label} (informed) start is the branch" in r.stdout
+
+
+def test_compare_says_which_quantity_sets_the_max_rel_diff(tmp_path):
+    """A row reading '26.69 % no' while eps_g agreed to 0.06 %: the table now shows eps_g's own relative
+    difference and names the quantity of the largest one (re-read theory rows: nothing is solved)."""
+    folder = ROOT / "results" / "erm"
+    r = run("compare", "--erm", str(folder / "omega0.3_d1000_lr1.5"), "--theory", str(folder / "comparison_omega0.3_d1000"),
+            "--out", str(tmp_path / "c"), "--quad", "gauss-hermite", "--quad-order", "12", "--coarse-order", "6",
+            "--tol", "1e-8", "--damping", "0.8", "--max-iter", "1000", "--hat-form", "gradient", timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "eps_g rel" in lines[0] and "max rel diff (quantity)" in lines[0]
+    row = next(ln for ln in lines if ln.split()[:3] == ["0.5", "semantic", "semantic"])
+    assert "(theta_norm)" in row and "-9.40%" in row
+    assert any(ln.strip().startswith("max rel diff: the largest relative difference") for ln in lines)
