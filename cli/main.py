@@ -47,8 +47,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
     "paths": LazyCommand("dotattn.cli.paths", "Attention paths: finite-width Bayesian theory of multi-head, "
                                               "multi-layer attention (theory, sample)."),
     "aim": LazyCommand("dotattn.cli.aim", "Attention-indexed model: Bayes-optimal learning of tied attention from "
-                                          "n = alpha d^2 samples (state evolution, AMP and gradient descent at finite d, "
-                                          "figures)."),
+                                          "n = alpha d^2 samples (state evolution, AMP, GD, figures)."),
 }
 
 # optional top-level package -> (what to call it, the pip extra that installs it)
