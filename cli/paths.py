@@ -16,7 +16,7 @@ from dotattn.core.validation import ParameterError
 
 @cli.group("paths")
 def paths() -> None:
-    """Attention paths: finite-width Bayesian theory of multi-head, multi-layer attention (theory, sample)."""
+    """Attention paths: finite-width Bayesian theory of multi-head, multi-layer attention (theory, sample, images)."""
 
 
 def task_options(func: Callable) -> Callable:

@@ -27,7 +27,7 @@ def _require(command: str, *modules: str) -> None:
             raise extra from None
 
 
-@paths.command("images")
+@paths.command("images", short_help="One-shot images: trained queries and keys, theory vs GP limit, head pruning.")
 @click.option("--omniglot", type=str, required=True,
               help="Omniglot images: a .zip, a folder of zips, or the extracted <set>/<alphabet>/characterNN/*.png "
                    "layout (a SHA256SUMS file beside the zips is checked).")
