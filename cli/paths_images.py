@@ -91,7 +91,6 @@ def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test:
 
     from dotattn.paths.images_gd import GDConfig
 
-    _require("paths images", "torch")
     gd = GDConfig(N=gd_width, qk_dim=qk_dim, lr=lr, batch=batch, epoch_episodes=epoch_episodes,
                   max_epochs=max_epochs, patience=patience, seed=seed)
     config = ImageStudyConfig(omniglot=omniglot, fashion_mnist=fashion_mnist, gd=gd, P=P, P_validation=P_validation,
@@ -100,6 +99,7 @@ def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test:
                               seed=seed, split_seed=split_seed, bootstrap=bootstrap, sample_N=sample_N,
                               sample_P=sample_P, sample_chains=sample_chains, sample_warmup=sample_warmup,
                               sample_draws=sample_draws, sample_tree_depth=sample_tree_depth)
+    _require("paths images", "torch")
     if sample_N:
         _require("paths images (sampling check; --sample-N 0 skips it)", "jax", "numpyro")
     from dotattn.paths.images_study import load_image_data, run_image_study, write_image_study
