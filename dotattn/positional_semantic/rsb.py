@@ -727,10 +727,13 @@ def solve_rsb(problem: Problem, alpha: float, rs: FixedPoint, options: RSBOption
         if pt.status == COLLAPSED:
             return finish(REPLICA_SYMMETRIC, f"q1 - q0 vanished at y = {y:g}: the 1RSB saddle is the RS one",
                           pt, 0.0, rs.train_loss, rs.test_error)
-        if not pt.converged:
-            return finish(pt.status, f"y = {y:g}: {pt.message}", pt, y, np.nan, np.nan)
-        init = pt.overlaps
+        if pt.converged:  # a failed y (the map amplifies as y → 0) is kept in the scan and skipped
+            init = pt.overlaps
     done = [p for p in scan if p.converged]
+    if len(done) < 2:
+        bad = next(p for p in scan if not p.converged)
+        return finish(bad.status, f"fewer than two y converged; y = {bad.y:g}: {bad.message}", bad, bad.y,
+                      np.nan, np.nan)
     for high, low in zip(done, done[1:]):  # y decreasing: Σ ≤ 0 at the larger y, > 0 at the smaller
         if high.complexity <= 0 < low.complexity:
             return _root(high, low, run, finish, options, problem)
