@@ -638,8 +638,9 @@ class RSBResult:
     """The 1RSB answer beside the RS fixed point it started from.
 
     status: converged (y* is the root of Σ(y), found to ``y_rtol``), replica_symmetric (Σ < 0 at every
-    y scanned: e_t(y) = −Φ(y) is largest as y → 0, where it is the RS e_t, so 1RSB leaves e_t and ε_g
-    at their RS values), not_bracketed (Σ > 0 at every y scanned), not_converged / invalid (a fixed-y
+    y scanned where q1 − q0 stays > 0, or that gap vanishes at every y: e_t(y) = −Φ(y) is largest as
+    y → 0, where it is the RS e_t, so 1RSB leaves e_t and ε_g at their RS values), not_bracketed
+    (Σ > 0 at the largest y scanned and no sign change below), not_converged / invalid (a fixed-y
     run failed; its message). y, complexity, overlaps, iterations, residual: at y* (the smallest y of
     the scan for replica_symmetric). train_loss, test_error: the 1RSB e_t and ε_g (NaN unless
     converged; the RS values for replica_symmetric). rs_train_loss, rs_test_error: the RS fixed point.
@@ -724,25 +725,24 @@ def solve_rsb(problem: Problem, alpha: float, rs: FixedPoint, options: RSBOption
     init = start
     for y in options.y_grid:  # the whole scan: e_t(y) at the smallest y is the RS value on this same rule
         pt = run(y, init)
-        if pt.status == COLLAPSED:
-            return finish(REPLICA_SYMMETRIC, f"q1 - q0 vanished at y = {y:g}: the 1RSB saddle is the RS one",
-                          pt, 0.0, rs.train_loss, rs.test_error)
-        if pt.converged:  # a failed y (the map amplifies as y → 0) is kept in the scan and skipped
-            init = pt.overlaps
+        if pt.converged:  # a failed y (the map amplifies as y → 0) is kept in the scan and skipped;
+            init = pt.overlaps  # a collapsed one is the RS saddle at that y (Δ = 0, Σ = 0)
     done = [p for p in scan if p.converged]
-    if len(done) < 2:
-        bad = next(p for p in scan if not p.converged)
-        return finish(bad.status, f"fewer than two y converged; y = {bad.y:g}: {bad.message}", bad, bad.y,
-                      np.nan, np.nan)
+    if not done:
+        if all(p.status == COLLAPSED for p in scan):
+            return finish(REPLICA_SYMMETRIC, "q1 - q0 vanished at every y scanned: the 1RSB saddle is the RS one",
+                          scan[-1], 0.0, rs.train_loss, rs.test_error)
+        bad = next(p for p in scan if p.status != COLLAPSED)
+        return finish(bad.status, f"no y converged; y = {bad.y:g}: {bad.message}", bad, bad.y, np.nan, np.nan)
     for high, low in zip(done, done[1:]):  # y decreasing: Σ ≤ 0 at the larger y, > 0 at the smaller
         if high.complexity <= 0 < low.complexity:
             return _root(high, low, run, finish, options, problem)
     last = done[-1]
-    if all(p.complexity > 0 for p in done):
+    if done[0].complexity > 0:
         return finish(NOT_BRACKETED, f"complexity > 0 at every y scanned (largest y = {options.y_grid[0]:g})",
                       done[0], np.nan, np.nan, np.nan)
-    return finish(REPLICA_SYMMETRIC, f"complexity < 0 at every y scanned (down to y = {last.y:g}): e_t(y) is "
-                  "largest as y -> 0, the RS value", last, 0.0, rs.train_loss, rs.test_error)
+    return finish(REPLICA_SYMMETRIC, f"complexity < 0 at every y where q1 > q0 (down to y = {last.y:g}): e_t(y) "
+                  "is largest as y -> 0, the RS value", last, 0.0, rs.train_loss, rs.test_error)
 
 
 def _root(high: RSBPoint, low: RSBPoint, run, finish, options: RSBOptions, problem: Problem) -> RSBResult:
