@@ -30,7 +30,7 @@ from typing import Protocol
 
 import numpy as np
 
-from dotattn.positional_semantic.overlaps import FieldFactors, InvalidOverlaps, Overlaps, factor_jvp, field_factors, symmetric_basis
+from dotattn.positional_semantic.overlaps import _ArrayState, _chol, FieldFactors, InvalidOverlaps, Overlaps, factor_jvp, field_factors, symmetric_basis
 from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
 from dotattn.positional_semantic.loss_channel import test_error
@@ -47,7 +47,7 @@ __all__ = ["RSBOverlaps", "RSBHats", "Channel", "NodeAverages", "LossChannel1RSB
 
 
 @dataclass(frozen=True)
-class RSBOverlaps:
+class RSBOverlaps(_ArrayState):
     """q0, q1, V (r, r), θ (r, r_t), μ (L, r)."""
 
     q0: np.ndarray
@@ -55,12 +55,6 @@ class RSBOverlaps:
     V: np.ndarray
     theta: np.ndarray
     mu: np.ndarray
-
-    def __post_init__(self) -> None:
-        for name in ("q0", "q1", "V", "theta", "mu"):
-            a = np.array(getattr(self, name), dtype=float)
-            a.setflags(write=False)
-            object.__setattr__(self, name, a)
 
     def vector(self) -> np.ndarray:
         return np.concatenate([np.ravel(x) for x in (self.q0, self.q1, self.V, self.theta, self.mu)])
@@ -92,7 +86,7 @@ class RSBOverlaps:
 
 
 @dataclass(frozen=True)
-class RSBHats:
+class RSBHats(_ArrayState):
     """q̂0, q̂1, V̂ (r, r), θ̂ (r, r_t), μ̂ (L, r)."""
 
     q0_hat: np.ndarray
@@ -100,12 +94,6 @@ class RSBHats:
     V_hat: np.ndarray
     theta_hat: np.ndarray
     mu_hat: np.ndarray
-
-    def __post_init__(self) -> None:
-        for name in ("q0_hat", "q1_hat", "V_hat", "theta_hat", "mu_hat"):
-            a = np.array(getattr(self, name), dtype=float)
-            a.setflags(write=False)
-            object.__setattr__(self, name, a)
 
 
 @dataclass(frozen=True)
@@ -136,13 +124,6 @@ def _chol_jvp(C: np.ndarray, dX: np.ndarray) -> np.ndarray:
     """d chol(X) along dX (symmetric) at X = C Cᵀ."""
     f = FieldFactors(C=C, B=np.zeros((C.shape[0], 1)), D=np.eye(1))
     return factor_jvp(f, dX, np.zeros((C.shape[0], 1))).C
-
-
-def _chol(name: str, a: np.ndarray) -> np.ndarray:
-    try:
-        return np.linalg.cholesky(0.5 * (a + a.T))
-    except np.linalg.LinAlgError:
-        raise InvalidOverlaps(f"{name} is not positive definite") from None
 
 
 @dataclass(frozen=True)
@@ -352,138 +333,6 @@ class AttentionChannel:
             g_sum += np.where(ok[:, None, None], teacher_gradient(hh, h_star, p), 0.0)
         c = count[:, None, None]
         return NodeAverages(value=px.value, h=px.h, f=f_sum / c, ff=ff_sum / c, g=g_sum / c)
-
-
-@dataclass(frozen=True)
-class AttentionChannel:
-    """The attention loss of the positional-semantic model as a :class:`Channel`."""
-
-    problem: object
-    random_starts: int | None = None
-
-    @property
-    def shape(self) -> tuple[int, int, int]:
-        p = self.problem
-        return p.L, p.rank, p.teacher_rank
-
-    def prox(self, centre, h_star, V, warm=None) -> NodeAverages:
-        p = self.problem
-        target = teacher_attention(h_star, p)
-        px = prox(centre, target, V, p, warm=warm, random_starts=self.random_starts, symmetric_nodes=True)
-        hs = [px.h]
-        fs = [px.f]
-        if px.alts is not None:
-            hs += list(px.alts)
-            fs += list(px.alts_f)
-        count = np.zeros(len(px.value))
-        f_sum = np.zeros_like(px.f)
-        ff_sum = np.zeros((len(px.value), px.f.shape[2], px.f.shape[2]))
-        g_sum = np.zeros(h_star.shape)
-        for h, f in zip(hs, fs):
-            ok = ~np.isnan(h[:, 0, 0])
-            hh = np.where(ok[:, None, None], h, px.h)
-            ff_ = np.where(ok[:, None, None], f, 0.0)
-            count += ok
-            f_sum += ff_
-            ff_sum += np.einsum("nli,nlj->nij", ff_, ff_)
-            g_sum += np.where(ok[:, None, None], teacher_gradient(hh, h_star, p), 0.0)
-        c = count[:, None, None]
-        return NodeAverages(value=px.value, h=px.h, f=f_sum / c, ff=ff_sum / c, g=g_sum / c)
-
-
-@dataclass(frozen=True)
-class RSBPoint:
-    """A 1RSB saddle at fixed y: status, iterations, residual, overlaps, hats, Φ, ∂Φ/∂y, e_t, ε_g."""
-
-    status: str
-    message: str
-    y: float
-    iterations: int
-    residual: float
-    overlaps: RSBOverlaps | None
-    hats: RSBHats | None
-    potential: float
-    dphi_dy: float
-    seconds: float
-    h: np.ndarray | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def train_loss(self) -> float:
-        return -self.potential
-
-    @property
-    def complexity(self) -> float:
-        """Σ(y) = −y² ∂Φ/∂y (the log-number of minima at the energy the y-tilt selects, per d)."""
-        return -self.y**2 * self.dphi_dy
-
-
-def _keep_subspace(new: RSBOverlaps, init: RSBOverlaps) -> RSBOverlaps:
-    """μ = 0 and θ columns = 0 are invariant subspaces (as in the RS iteration): kept exactly."""
-    mu = np.zeros_like(new.mu) if not np.any(init.mu) else new.mu
-    theta = np.where(np.any(init.theta, axis=0)[None, :], new.theta, 0.0)
-    return RSBOverlaps(q0=new.q0, q1=new.q1, V=new.V, theta=theta, mu=mu)
-
-
-def _residual(a: RSBOverlaps, b: RSBOverlaps) -> float:
-    x, z = a.vector(), b.vector()
-    return float(np.max(np.abs(x - z) / np.maximum(1.0, np.abs(z))))
-
-
-def iterate_rsb(y: float, alpha: float, init: RSBOverlaps, outer: GaussianRule, inner: GaussianRule,
-                channel: Channel, sigma: float, ridge: float, G: np.ndarray, rho: np.ndarray, *,
-                tol: float = 1e-8, damping: float = 0.8, anderson: int = 3, max_iter: int = 300, global_every: int = 10,
-                collapse: float = 1e-9, warm: np.ndarray | None = None, progress=None, form: str = "stein") -> RSBPoint:
-    """Damped iteration of (hats ← loss channel, overlaps ← regulariser channel) at fixed y.
-
-    Status 'converged', 'not_converged', 'invalid', or 'collapsed' (Δ = q1 − q0 fell below
-    ``collapse`` times q1: the saddle is the RS one, Φ(y) = Φ_RS)."""
-    t0 = time.perf_counter()
-    ov = init
-    h = warm
-    since = global_every
-    residual = np.inf
-    mixer = _Anderson(anderson, 1.0 - damping) if anderson else None
-    for it in range(1, max_iter + 1):
-        do_global = since >= global_every or h is None
-        try:
-            ch = rsb_loss_channel(ov, y, outer, inner, channel, rho, None if do_global else h, form=form)
-            hats = hats_from_channel(ch, y, alpha)
-            new = _keep_subspace(rsb_overlap_update(hats, y, sigma, ridge, G), init)
-        except InvalidOverlaps as err:
-            return RSBPoint("invalid", str(err), y, it, residual, ov, None, np.nan, np.nan,
-                            time.perf_counter() - t0)
-        since = 0 if do_global else since + 1
-        h = ch.h
-        residual = _residual(ov, new)
-        if progress is not None:
-            progress(it, residual, new)
-        if np.max(np.abs(np.linalg.eigvalsh(new.delta))) < collapse * np.max(np.abs(np.linalg.eigvalsh(new.q1))):
-            return RSBPoint("collapsed", f"q1 - q0 fell below {collapse:g} q1 (the RS saddle)", y, it, residual,
-                            new, hats, np.nan, np.nan, time.perf_counter() - t0)
-        if residual < tol and do_global:
-            phi = rsb_potential(ov, hats, ch.phi, y, alpha, sigma, ridge, G)
-            dphi = potential_y_derivative(ov, hats, ch, y, alpha, sigma, ridge, G)
-            return RSBPoint("converged", f"converged to {residual:.1e}", y, it, residual, ov, hats, phi, dphi,
-                            time.perf_counter() - t0, h)
-        if residual < tol:
-            since = global_every
-        if mixer is None:
-            vec = damping * ov.vector() + (1 - damping) * new.vector()
-        else:
-            vec = mixer.step(ov.vector(), new.vector())
-        prop = ov.from_vector(vec)
-        try:
-            _chol("q1 - q0", prop.delta)
-            _chol("q0", prop.q0)
-            if np.min(np.linalg.eigvalsh(prop.V)) <= 0:
-                raise InvalidOverlaps("V")
-            ov = prop
-        except InvalidOverlaps:
-            if mixer is not None:
-                mixer.reset()
-            ov = ov.from_vector(damping * ov.vector() + (1 - damping) * new.vector())
-    return RSBPoint("not_converged", f"residual {residual:.1e} after {max_iter} steps", y, max_iter, residual, ov,
-                    None, np.nan, np.nan, time.perf_counter() - t0)
 
 
 COLLAPSED = "collapsed"
