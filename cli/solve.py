@@ -143,10 +143,11 @@ def format_table(cat) -> str:
                    "converged RS fixed point (docs/rsb.md); 0 for RS only.")
 @click.option("--rsb-branch", "rsb_branches", default=None,
               help="With --rsb 1: comma-separated branches to break (default: every converged fixed point).")
-@click.option("--rsb-orders", default="6,4", show_default=True,
-              help="With --rsb 1: Gauss-Hermite points per axis of the outer and inner rules, each in [2, 16].")
-@click.option("--rsb-y", default="300,100,30,10,3", show_default=True,
-              help="With --rsb 1: the Parisi parameters y scanned, each in (0, 1e6].")
+@click.option("--rsb-orders", default=None,
+              help="With --rsb 1: Gauss-Hermite points per axis of the outer and inner rules, each in [2, 16] "
+                   "(default 6,4).")
+@click.option("--rsb-y", default=None,
+              help="With --rsb 1: the Parisi parameters y scanned, each in (0, 1e6] (default 300,100,30,10,3).")
 @click.option("--out", "out_dir", default=None, help="With --rsb 1: also write rsb.json and a manifest to this folder.")
 def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, quad_kind, quad_order,
                   coarse_order, tol, damping, max_iter, hat_form, random_starts, seed, check_quadrature, as_json,
@@ -180,15 +181,23 @@ def build_rsb_options(rsb, branches, orders, ys, out_dir):
     if rsb not in (0, 1):
         raise ParameterError(f"rsb must be 0 or 1 (steps of replica-symmetry breaking), got {rsb}")
     if rsb == 0:
-        if out_dir is not None:
-            raise ParameterError("out is only written with --rsb 1")
+        given = [name for name, v in (("rsb-branch", branches), ("rsb-orders", orders), ("rsb-y", ys),
+                                      ("out", out_dir)) if v is not None]
+        if given:
+            raise ParameterError(f"{given[0]} is only used with --rsb 1")
         return None, None
+    defaults = RSBOptions()
     try:
-        outer, inner = (int(v) for v in orders.split(","))
-        y_grid = tuple(float(v) for v in ys.split(","))
+        outer, inner = ((defaults.outer_order, defaults.inner_order) if orders is None
+                        else (int(v) for v in orders.split(",")))
     except ValueError:
-        raise ParameterError(f"rsb-orders must be two integers 'outer,inner' and rsb-y a list of numbers, got "
-                             f"{orders!r} and {ys!r}") from None
+        raise ParameterError(f"rsb-orders must be two integers 'outer,inner', each in [2, 16], got {orders!r}") from None
+    try:
+        y_grid = defaults.y_grid if ys is None else tuple(float(v) for v in ys.split(","))
+    except ValueError:
+        raise ParameterError(f"rsb-y must be a comma-separated list of numbers in (0, 1e6], got {ys!r}") from None
+    for name, v in (("rsb-orders (outer)", outer), ("rsb-orders (inner)", inner)):
+        check_int(name, v, 2, 16)
     from dotattn.positional_semantic.labels import BRANCHES
     wanted = None if branches is None else tuple(b.strip() for b in branches.split(","))
     if wanted is not None and not set(wanted) <= set(BRANCHES):

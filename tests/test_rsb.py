@@ -178,3 +178,18 @@ def test_complexity_is_the_slope_of_e_t_along_the_saddles():
     pts = _toy_saddles(6, (100.0, 90.0, 110.0))
     slope = (pts[110.0].train_loss - pts[90.0].train_loss) / 20.0
     assert slope == pytest.approx(pts[100.0].complexity / 100.0**2, rel=0.15)
+
+
+@pytest.mark.parametrize("args, name", [(["--rsb-orders", "4,3"], "rsb-orders"),
+                                        (["--rsb", "1", "--rsb-y", "0,10"], "y_grid")])
+def test_cli_refuses_bad_rsb_options_before_computing(tmp_path, args, name):
+    """One line naming the option, exit 2, no folder written, before the RS solve starts."""
+    import subprocess
+
+    from clitools import ENV, dotattn_command
+    out = tmp_path / "out"
+    res = subprocess.run(dotattn_command() + ["solve", "--alpha", "1", *args, "--out", str(out)],
+                         capture_output=True, text=True, env=ENV, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert name in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not out.exists()
