@@ -16,7 +16,7 @@ from dotattn.core.validation import ParameterError
 
 @cli.group("paths")
 def paths() -> None:
-    """Attention paths: finite-width Bayesian theory of multi-head, multi-layer attention (theory, sample)."""
+    """Attention paths: finite-width Bayesian theory of multi-head, multi-layer attention (theory, sample, images)."""
 
 
 def task_options(func: Callable) -> Callable:
@@ -51,7 +51,7 @@ def _task(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: in
     return MarkovTask(T=T, P=P, P_test=P_test, noise_perp=noise_perp, beta=beta, variant=variant, seed=seed)
 
 
-@paths.command("theory")
+@paths.command("theory", short_help="Saddle point U(N), GP limit, accuracy and loss, head scores.")
 @task_options
 @click.option("--N", "N", multiple=True, default=("10,30,50,100,300,500,1000",), show_default=True,
               help="Widths: comma lists or start:stop:count ranges, each in [1, 1e12].")
@@ -88,7 +88,7 @@ def theory(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({study.seconds:.1f} s)")
 
 
-@paths.command("sample")
+@paths.command("sample", short_help="NUTS samples of the posterior: U, accuracy and loss against the theory.")
 @task_options
 @click.option("--N", "N", type=float, default=10, show_default=True, help="Width N, an integer in [1, 200].")
 @click.option("--chains", type=int, default=4, show_default=True, help="NUTS chains (run one after the other), in [1, 64].")
@@ -146,3 +146,6 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
                    f"{s['accuracy_theory']:.4f}; R-hat max {d['rhat_max']:.4f}, ESS min {d['ess_min']:.0f}, "
                    f"divergences {d['divergences']} ({s['status']}, {result.seconds:.0f} s)")
         click.echo(f"wrote {Path(folder) / 'sample.json'}")
+
+
+from dotattn.cli import paths_images  # noqa: E402,F401  (registers `dotattn paths images` on the group above)
