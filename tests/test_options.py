@@ -240,3 +240,24 @@ def test_estimate_seconds_scales_with_columns_workers_and_nodes():
     q3 = estimate_seconds(p, alphas, SweepSettings(QuadratureSpec("qmc", 8, None, scramblings=8)), 1, 1)
     assert q2 > q1 and q3 == pytest.approx(q2, rel=1e-12)  # 2^9 x 4 = 2^8 x 8 nodes
     assert math.isfinite(estimate_seconds(Problem(rank=2), alphas, s, 1, 1))
+
+
+def test_fixed_point_estimate_counts_every_refinement_solve():
+    """The start line's count includes the refinement: a column refined on R rules solves exactly
+    refine_fixed_points = 3R + 1 more fixed points than without (α_c: both branches on R rules; α_lin: one
+    branch on R rules plus its slope solve), and the whole column stays within the estimate."""
+    from dotattn.positional_semantic.catalogue import QuadratureSpec
+    from dotattn.positional_semantic.phase_diagram import (SweepSettings, column_fixed_points_estimate, omega_column,
+                                                           refine_fixed_points)
+    from dotattn.positional_semantic.problem import Problem
+    from dotattn.positional_semantic.refine import RefineSpec
+    p, alphas = Problem(omega=0.3), [1.2, 1.3, 1.4, 1.5, 1.6]
+    quad, refine = QuadratureSpec("gauss-hermite", 6, 4), RefineSpec(log2_points=8, rules=2)
+    refined = omega_column(p.to_dict(), 0.3, alphas, SweepSettings(quad, refine=refine).to_dict())
+    plain = omega_column(p.to_dict(), 0.3, alphas, SweepSettings(quad).to_dict())
+    assert set(refined["summary"]["refined"]) == {"alpha_c", "alpha_lin"}
+    assert refined["summary"]["refined"]["alpha_lin"] != refined["summary"]["refined"]["alpha_c"]
+    assert refined["fixed_points"] - plain["fixed_points"] == refine_fixed_points(refine) == 7
+    assert refined["fixed_points"] <= column_fixed_points_estimate(p, alphas, refine)
+    assert column_fixed_points_estimate(p, alphas, refine) - column_fixed_points_estimate(p, alphas) == 7
+    assert set(refined["cpu_seconds"]) >= {"follow", "two_sided", "refine", "stability", "records"}
