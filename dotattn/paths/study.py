@@ -24,7 +24,7 @@ from dotattn.paths.theory import PathsModel, TheoryResult, gp_order_parameters, 
 from dotattn.core.validation import ParameterError
 from dotattn.core.status import CONVERGED
 
-__all__ = ["StudyConfig", "Study", "run_theory_study", "write_theory_study", "write_sample_run",
+__all__ = ["StudyConfig", "Study", "run_theory_study", "write_theory_study", "write_sample_run", "sample_parameters",
            "read_sample_run", "summary_order", "SAMPLE_FILE"]
 
 SAMPLE_FILE = "sample.json"
@@ -217,6 +217,13 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
     return summary
 
 
+def sample_parameters(model: PathsModel, task: MarkovTask, config: Any) -> dict[str, Any]:
+    """The settings a sampling run is made for (its manifest's ``made_for``, less the library versions
+    and the command line)."""
+    return {"task": "markov", "task_parameters": task.to_dict(), "N": model.N, "temperature": model.temperature,
+            "sigma2": model.sigma2, "heads": list(model.heads), "sampler": config.to_dict()}
+
+
 def write_sample_run(folder: str | Path, result: Any, data: PathData, model: PathsModel, task: MarkovTask,
                      config: Any, theory: TheoryResult, sampled: Any, command: str) -> dict[str, Any]:
     """sample.json (diagnostics, U sampled / theory / z-scores, accuracy and loss), U_draws.csv and a figure."""
@@ -229,9 +236,7 @@ def write_sample_run(folder: str | Path, result: Any, data: PathData, model: Pat
     order = summary_order(data, task.variant)
     mean, mcse = result.U_mean, result.U_mcse
     z = (mean - theory.U) / mcse
-    params = {"task": "markov", "task_parameters": task.to_dict(), "N": model.N, "temperature": model.temperature,
-              "sigma2": model.sigma2, "heads": list(model.heads), "sampler": config.to_dict(),
-              "sampler_library": _library_versions(), "command": command}
+    params = {**sample_parameters(model, task, config), "sampler_library": _library_versions(), "command": command}
     prov = provenance(params, seconds=result.seconds)
     converged = result.rhat_max < 1.01 and result.divergences == 0 and result.ess_min >= 100
     s = {"parameters": prov["parameters"], "provenance": prov, "N": model.N, "paths": [data.path_names[i] for i in order],
