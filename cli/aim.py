@@ -15,7 +15,7 @@ import click
 
 from dotattn.cli.main import cli
 from dotattn.cli.options import command_line, output_folder, parse_grid
-from dotattn.core.validation import ParameterError, check_int
+from dotattn.core.validation import ParameterError
 
 
 @cli.group("aim")
@@ -51,14 +51,13 @@ def state_evolution(channel, rho, T, alphas, nodes, hardmax_nodes, hardmax_deriv
     """
     from dotattn.aim.channels import HARDMAX_NODES
     from dotattn.aim.prior import DEFAULT_NODES
-    from dotattn.aim.state_evolution import POINT_COLUMNS, check_inputs, solve_curve, thresholds
+    from dotattn.aim.state_evolution import POINT_COLUMNS, check_inputs, check_quadrature, solve_curve, thresholds
 
     grid = parse_grid("alpha", alphas)
     channel, rho, T, grid = check_inputs(channel, rho, T, grid)
-    nodes = DEFAULT_NODES if nodes is None else check_int("nodes", nodes, 8, 512)
-    hardmax_nodes = HARDMAX_NODES if hardmax_nodes is None else check_int("hardmax-nodes", hardmax_nodes, 16, 512)
-    if hardmax_derivative != "gradient" and channel != "hardmax":
-        raise ParameterError("--hardmax-derivative applies to --channel hardmax only")
+    nodes, hardmax_nodes, hardmax_derivative = check_quadrature(
+        channel, DEFAULT_NODES if nodes is None else nodes, HARDMAX_NODES if hardmax_nodes is None else hardmax_nodes,
+        hardmax_derivative)
     from dotattn.core.io import provenance, to_jsonable
 
     params = {"channel": channel, "rho": rho, "tokens": T, "alpha": grid, "nodes": nodes,

@@ -97,7 +97,13 @@ def parse_grid(name: str, values: tuple[str, ...] | list[str], integer: bool = F
                 raise ParameterError(f"{name} grid must have at most {MAX_GRID} values")
     if not out:
         raise ParameterError(f"{name} grid is empty; give at least one value")
-    return sorted(set(round(x, 12) for x in out))
+    return sorted(set(_tidy(x) for x in out))
+
+
+def _tidy(x: float) -> float:
+    """A grid value with the float noise of a range step removed: 12 decimals at |x| >= 1, 12 significant
+    digits below (so that a tiny value such as 1.5e-12 is kept, not rounded to 2e-12 or 0)."""
+    return round(x, 12) if abs(x) >= 1 else float(f"{x:.12g}")
 
 
 @contextlib.contextmanager

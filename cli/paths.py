@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import contextlib
-import os
+import importlib.util
 import signal
 import sys
 from pathlib import Path
@@ -98,19 +98,16 @@ def theory(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
 
 @contextlib.contextmanager
 def _interruption(label: str) -> Iterator[None]:
-    """SIGINT/SIGTERM (:class:`dotattn.core.runner.Interrupted`, raised by :func:`output_folder` between two
-    Python steps, never inside a JAX computation) end the command with one line and exit status 128 +
-    signal, after the folder was cleaned up and unlocked; the process then exits at once
-    (``os._exit``), so that no JAX or XLA thread is torn down mid-flight (which crashed the interpreter)."""
+    """SIGINT/SIGTERM (:class:`dotattn.core.runner.Interrupted`, raised inside :func:`output_folder` between
+    two Python steps of this process; the sampler runs in a process of its own) end the command with one
+    line and exit status 128 + signal, after the folder was cleaned up and unlocked."""
     from dotattn.core.runner import Interrupted
 
     try:
         yield
     except Interrupted as err:
-        click.echo(f"{label}: interrupted ({signal.Signals(err.signum).name}); nothing was written", err=True)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(err.exit_status)
+        raise Interrupted(err.signum, err.detail, f"{label}: interrupted ({signal.Signals(err.signum).name}); "
+                                                  f"nothing was written") from None
 
 
 @paths.command("sample")
@@ -143,28 +140,26 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
     config = SamplerConfig(chains=chains, warmup=warmup, draws=draws, target_accept=target_accept,
                            max_tree_depth=max_tree_depth, seed=sampler_seed)
     config.check(model)
-    try:
-        import jax  # noqa: F401
-        import numpyro  # noqa: F401
-    except ModuleNotFoundError as err:
-        extra = missing_extra("paths sample", err)
-        if extra is None:
-            raise
-        raise extra from None
+    for name in ("jax", "numpyro"):  # present, but not imported here: JAX runs in the sampler's own process
+        if importlib.util.find_spec(name) is None:
+            raise missing_extra("paths sample", ModuleNotFoundError(name=name))
     from dotattn.core.resources import check_memory
+    from dotattn.core.runner import run_isolated
     from dotattn.paths.data import markov_path_data, path_data_bytes
     from dotattn.paths.sampler import run_nuts, sampled_evaluation
     from dotattn.paths.study import sample_parameters, write_sample_run
     from dotattn.paths.theory import minimise_action
 
-    # beside the data: the kernels as JAX arrays, their gradient and the P x P matrices of each leapfrog step
-    check_memory(path_data_bytes(tk) + 8 * (3 * 16 * tk.P ** 2 + 20 * tk.P ** 2),
+    # beside the data: the sampler process's copy of the kernels, the kernels as JAX arrays, their gradient
+    # and the P x P matrices of each leapfrog step
+    check_memory(path_data_bytes(tk) + 8 * (4 * 16 * tk.P ** 2 + 20 * tk.P ** 2),
                  f"paths sample at P = {tk.P}, P_test = {tk.P_test}, T = {tk.T}", "choose a smaller P, P_test or T")
     made_for = sample_parameters(model, tk, config)
     with _interruption("paths sample"), output_folder(out, "paths sample", "paths-sample", made_for) as folder:
         data = markov_path_data(tk)
         theory_result = minimise_action(data.C_train, data.y_train, model)
-        result = run_nuts(data, model, config, progress=not quiet and sys.stderr.isatty())
+        # NUTS in a process of its own: a signal stops it between two Python steps here, never inside JAX
+        result = run_isolated(run_nuts, data, model, config, not quiet and sys.stderr.isatty())
         evaluation = sampled_evaluation(result, data, model)
         s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, command_line())
     if not quiet:

@@ -10,6 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from dotattn.aim.state_evolution import SEPoint
+from dotattn.core.rows import read_float
 
 __all__ = ["mmse_figure", "read_state_evolution", "read_algorithm_points"]
 
@@ -56,9 +57,9 @@ def read_algorithm_points(folder: str | Path) -> dict[str, Any]:
     out = []
     for est, rs in groups.items():
         out.append({"name": f"{folder.name}" + (f" ({est})" if est else ""),
-                    "alpha": np.array([float(r["alpha"]) for r in rs]),
-                    "mmse": np.array([float(r[mse]) for r in rs]),
-                    "mmse_se": np.array([float(r[se]) if r.get(se) else np.nan for r in rs])})
+                    "alpha": np.array([read_float(r["alpha"]) for r in rs]),
+                    "mmse": np.array([read_float(r[mse]) for r in rs]),  # NaN: every run diverged
+                    "mmse_se": np.array([read_float(r.get(se)) for r in rs])})
     return out
 
 

@@ -21,6 +21,7 @@ from dotattn.paths.analysis import (POINT_COLUMNS, PathsPoint, alignment, evalua
 from dotattn.paths.data import PathData, markov_path_data, subset_heads
 from dotattn.paths.task import SUMMARY_ORDER, MarkovTask
 from dotattn.paths.theory import PathsModel, TheoryResult, gp_order_parameters, kernel, minimise_action
+from dotattn.core.rows import read_float
 from dotattn.core.validation import ParameterError
 from dotattn.core.status import CONVERGED
 
@@ -120,8 +121,10 @@ def run_theory_study(config: StudyConfig, samples: Sequence[dict[str, Any]] = ()
         study.samples[N] = s
         model = config.model(N, data.heads)
         study.points.append(PathsPoint(subset="all", method="sampled", N=N, temperature=config.temperature,
-                                       accuracy=s["accuracy_sampled"], accuracy_error=s["accuracy_error"],
-                                       loss=s["loss_sampled"], loss_error=s["loss_error"], variance=float("nan"),
+                                       accuracy=read_float(s["accuracy_sampled"]),
+                                       accuracy_error=read_float(s["accuracy_error"]),  # null (NaN): one chain
+                                       loss=read_float(s["loss_sampled"]), loss_error=read_float(s["loss_error"]),
+                                       variance=float("nan"),
                                        status=s["status"], stationarity=float("nan"), iterations=s["draws_total"],
                                        seconds=s["seconds"], paths=data.path_names,
                                        U=np.asarray(s["U_sampled_code_order"])))
@@ -269,6 +272,7 @@ def write_sample_run(folder: str | Path, result: Any, data: PathData, model: Pat
 
 
 def _library_versions() -> dict[str, str]:
-    import jax
-    import numpyro
-    return {"numpyro": numpyro.__version__, "jax": jax.__version__, "kernel": "NUTS", "dtype": "float64"}
+    """The sampler's library versions, read from the installed packages' metadata (without importing JAX
+    into this process: the sampler runs in a process of its own)."""
+    from importlib.metadata import version
+    return {"numpyro": version("numpyro"), "jax": version("jax"), "kernel": "NUTS", "dtype": "float64"}
