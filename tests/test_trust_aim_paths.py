@@ -286,7 +286,10 @@ def test_theory_study_with_a_one_chain_sample(tmp_path):
     study = run_theory_study(config, [sample])
     assert math.isnan(study.points[-1].accuracy_error)
     write_theory_study(study, tmp_path, "test")
-    assert (tmp_path / "manifest.json").is_file()
+    from dotattn.verify import verify_folder
+    assert verify_folder(tmp_path) == "paths-theory"  # U of points.csv and summary.json agree
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert all(r["paths"].split("|") == summary["paths"] for r in read_csv(tmp_path / "points.csv"))  # one order
 
 
 # ---------------------------------------------------------------------------------------------

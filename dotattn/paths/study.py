@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -26,7 +26,7 @@ from dotattn.core.validation import ParameterError
 from dotattn.core.status import CONVERGED
 
 __all__ = ["StudyConfig", "Study", "run_theory_study", "write_theory_study", "write_sample_run", "sample_parameters",
-           "read_sample_run", "summary_order", "SAMPLE_FILE"]
+           "read_sample_run", "summary_order", "in_summary_order", "SAMPLE_FILE"]
 
 SAMPLE_FILE = "sample.json"
 
@@ -161,6 +161,16 @@ def _reorder(U: np.ndarray, order: Sequence[int]) -> np.ndarray:
     return U[np.ix_(order, order)]
 
 
+def in_summary_order(point: PathsPoint, names: Sequence[str]) -> PathsPoint:
+    """``point`` with its paths (and the rows and columns of U) in the summary order ``names`` (good,
+    denoising, adversarial 1, adversarial 2), the one order of every file a study writes. A subset's
+    point keeps its paths only, in that order. Folders written before this held points.csv in the code's
+    order; each row names its paths (column ``paths``), so either is read correctly."""
+    perm = sorted(range(len(point.paths)), key=lambda i: list(names).index(point.paths[i]))
+    U = np.asarray(point.U)
+    return replace(point, paths=tuple(point.paths[i] for i in perm), U=U[np.ix_(perm, perm)])
+
+
 def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[str, Any]:
     """points.csv, heads.csv, alignment.csv, summary.json and the figures, all with provenance."""
     from dotattn.paths import plotting
@@ -170,7 +180,9 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
     order = summary_order(data, cfg.task.variant)
     prov = provenance({**cfg.to_dict(), "command": command}, seconds=study.seconds)
     comment = "dotattn paths theory; provenance: " + json.dumps(prov, separators=(",", ":"))
-    write_csv(folder / "points.csv", [p.to_row() for p in study.points], POINT_COLUMNS, comment=comment)
+    names = [data.path_names[i] for i in order]
+    write_csv(folder / "points.csv", [in_summary_order(p, names).to_row() for p in study.points], POINT_COLUMNS,
+              comment=comment)
     write_csv(folder / "heads.csv", study.heads, ["N", "layer", "head", "score", "accuracy_pruned", "loss_pruned"],
               comment=comment)
     gp_all = next(p for p in study.points if p.subset == "all" and p.method == "gp")
@@ -207,7 +219,6 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
                          "U_heatmaps.png", "path_kernels.png", "alignment.png", "head_scores.png"]}
     write_json(folder / "summary.json", summary)
     meta = {"command": command, "git_commit": prov["git_commit"]}
-    names = [data.path_names[i] for i in order]
     save_figure(plotting.figure_accuracy_loss(study.points, cfg.subsets), folder / "accuracy_loss.png", meta)
     heat = {N: _reorder(res.U, order) for N, res in study.results.items()
             if any(abs(N - w) < 1e-9 for w in cfg.heatmap_widths)} or \
