@@ -132,6 +132,8 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
                                unit="% of the work", task="cells"))
 
     with stop_on_signals(), RunLock(out, "erm-alpha-c"):
+        from dotattn.verify import check_output_folder
+        check_output_folder(out, "alpha-c", what="erm-alpha-c")  # not another command's folder
         for folder in (out, out / "cache"):
             remove_stale_tmp(folder)
         try:

@@ -244,13 +244,14 @@ def check_output_folder(folder: str | os.PathLike, kind: str, made_for: Mapping[
         raise ParameterError(f"folder kind {kind!r} is not registered (known: {', '.join(sorted(_KINDS))})")
     if not folder.is_dir():
         return
-    fits = [k for k in _KINDS.values() if (folder / k.files[0]).is_file()]
+    fits = [k.name for k in _KINDS.values()
+            if (folder / k.files[0]).is_file() and (k.recognise is None or k.recognise(folder))]
     if not fits:
         return
     try:
         found = folder_kind(folder)
-    except IntegrityError:
-        found = fits[0].name
+    except IntegrityError:  # the files of several kinds (e.g. a comparison written into an ERM folder)
+        found = kind if kind in fits else fits[0]
     if found != kind:
         raise ParameterError(f"{what}: --out {str(folder)!r} holds another command's output (a folder of kind {found}); "
                              f"choose another --out")
