@@ -231,8 +231,12 @@ def test_committed_aim_and_paths_folders_verify():
 # the API refuses what the CLI refuses (one error class, also a TypeError for wrong types)
 # ---------------------------------------------------------------------------------------------
 def test_api_refusals():
-    from dotattn.aim import channels, model, state_evolution
+    from dotattn.aim import channels, model, prior, state_evolution
+    from dotattn.aim.algo_study import StudySpec, check_memory, run_amp_study
+    from dotattn.aim.plotting import mmse_figure, read_state_evolution
     from dotattn.cli.options import parse_grid
+    from dotattn.paths.data import markov_path_data
+    from dotattn.paths.study import run_theory_study
     from dotattn.verify import verify_folder
     for call, why in [(lambda: channels.q_hat("softmax", -1.0, 0.1, 0.5, 2), "alpha"),
                       (lambda: channels.q_hat("softmax", 1.0, 0.1, 0.5, 2.5), "T"),
@@ -240,7 +244,16 @@ def test_api_refusals():
                       (lambda: state_evolution.solve_point("softmax", 0.1, 0.5, 2, nodes=1), "nodes"),
                       (lambda: state_evolution.solve_point("softmax", 0.1, 0.5, 2, nodes=2.5), "nodes"),
                       (lambda: model.make_data(10, 0.5, 2, 0.1, seed=1.5), "seed"),
-                      (lambda: verify_folder(None), "folder")]:
+                      (lambda: verify_folder(None), "folder"),
+                      (lambda: StudySpec(d=10, rho=0.5, T=2, alphas=0.1), "alphas must be a sequence"),
+                      (lambda: run_amp_study(None, None), "spec"),
+                      (lambda: check_memory(StudySpec(d=10, rho=0.5, T=2, alphas=(0.1,)), memory="x"), "memory"),
+                      (lambda: run_theory_study(None), "config"),
+                      (lambda: markov_path_data(None), "task"),
+                      (lambda: read_state_evolution(None), "folder"),
+                      (lambda: prior.mmse_prior(-1.0, 0.5), "delta"),
+                      (lambda: prior.mmse_prior(0.1, 0.0), "rho"),
+                      (lambda: mmse_figure([[1]]), "SEPoint")]:
         with pytest.raises(ParameterError, match=why):
             call()
     assert issubclass(ParameterError, TypeError) and issubclass(ParameterError, ValueError)

@@ -23,7 +23,7 @@ import numpy as np
 
 from dotattn.aim.model import check_d, data_bytes, teacher_rank
 from dotattn.core.io import provenance, write_csv, write_json, write_manifest
-from dotattn.core.validation import ParameterError, check_int, check_number
+from dotattn.core.validation import ParameterError, check_instance, check_int, check_number
 from dotattn.core.rows import read_bool, read_float, read_int, read_text
 from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
@@ -51,7 +51,8 @@ class StudySpec:
         from dotattn.aim.state_evolution import check_inputs
 
         object.__setattr__(self, "d", check_d(self.d))
-        if not self.alphas:
+        check_instance("alphas", self.alphas, (tuple, list, np.ndarray), "sequence of alpha values")
+        if not len(self.alphas):
             raise ParameterError("alpha grid is empty; give at least one value")
         channel, rho, T, alphas = check_inputs(self.channel, self.rho, self.T, list(self.alphas))
         for name, value in (("channel", channel), ("rho", rho), ("T", T), ("alphas", tuple(alphas))):
@@ -78,6 +79,10 @@ def check_memory(spec: StudySpec, extra_per_sample: int = 0, memory: int | None 
     available memory (``memory``: bytes available, default measured; None: no check)."""
     from dotattn.core.resources import MEMORY_FRACTION, available_memory
 
+    check_instance("spec", spec, StudySpec, "dotattn.aim.algo_study.StudySpec")
+    extra_per_sample = check_int("extra_per_sample", extra_per_sample, 0)
+    if memory is not None and memory != -1:
+        memory = check_int("memory (bytes; -1: measured, None: no check)", memory, 0)
     n = spec.n(max(spec.alphas))
     need = data_bytes(n, spec.T, spec.d) + extra_per_sample * n
     memory = available_memory() if memory == -1 else memory
@@ -271,9 +276,11 @@ def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | Non
 
     ``cache_dir``: each finished (α, seed) run is kept there (checksummed) and taken from there when the
     study is run again with the same settings; ``on_run(cached)`` after each run."""
-    from dotattn.aim.amp import run_amp, se_trajectory
+    from dotattn.aim.amp import AMPConfig, run_amp, se_trajectory
     from dotattn.aim.model import make_data
 
+    check_instance("spec", spec, StudySpec, "dotattn.aim.algo_study.StudySpec")
+    check_instance("config", config, AMPConfig, "dotattn.aim.amp.AMPConfig")
     output, denoise, q_hat, mmse_of, mmse_prior = _theory(spec)
     t0 = time.perf_counter()
     runs, rows, iters = [], [], []
@@ -311,9 +318,11 @@ def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callabl
     """GD (``config.inits`` initialisations per data set) and the averaged estimator on every (α, seed):
     (runs, per-α rows for ``gd`` and ``gd_averaged``, seconds). ``cache_dir``, ``on_run``: as for
     :func:`run_amp_study` (one unit per data set: its initialisations and their average)."""
-    from dotattn.aim.gd import run_gd
+    from dotattn.aim.gd import GDConfig, run_gd
     from dotattn.aim.model import make_data
 
+    check_instance("spec", spec, StudySpec, "dotattn.aim.algo_study.StudySpec")
+    check_instance("config", config, GDConfig, "dotattn.aim.gd.GDConfig")
     _, _, _, mmse_of, _ = _theory(spec)
     t0 = time.perf_counter()
     runs, rows = [], []

@@ -14,7 +14,7 @@ import numpy as np
 
 from dotattn.paths.network import attention, path_inputs, path_kernel_diagonal, path_kernels
 from dotattn.paths.task import PATH_NAMES, MarkovTask, markov_heads, markov_sequences
-from dotattn.core.validation import ParameterError
+from dotattn.core.validation import ParameterError, check_instance
 
 __all__ = ["PathData", "markov_path_data", "SUBSETS", "subset_heads", "path_data_bytes"]
 
@@ -73,6 +73,7 @@ class PathData:
 
 def markov_path_data(task: MarkovTask) -> PathData:
     """Generate the task's data and heads, and compute every path kernel (readout: last token)."""
+    check_instance("task", task, MarkovTask, "dotattn.paths.task.MarkovTask")
     heads = markov_heads(task)
     x, y, _ = markov_sequences(task, "train")
     xt, yt, _ = markov_sequences(task, "test")

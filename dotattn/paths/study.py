@@ -22,7 +22,7 @@ from dotattn.paths.data import PathData, markov_path_data, subset_heads
 from dotattn.paths.task import SUMMARY_ORDER, MarkovTask
 from dotattn.paths.theory import PathsModel, TheoryResult, gp_order_parameters, kernel, minimise_action
 from dotattn.core.rows import read_float
-from dotattn.core.validation import ParameterError
+from dotattn.core.validation import ParameterError, check_instance
 from dotattn.core.status import CONVERGED
 
 __all__ = ["StudyConfig", "Study", "run_theory_study", "write_theory_study", "write_sample_run", "sample_parameters",
@@ -93,6 +93,7 @@ def _point(subset: str, method: str, N: float, U: np.ndarray, data: PathData, mo
 def run_theory_study(config: StudyConfig, samples: Sequence[dict[str, Any]] = (),
                      progress: Callable[[str], None] | None = None) -> Study:
     """Theory (saddle point) for each width and network, GP limits, head scores and pruning."""
+    check_instance("config", config, StudyConfig, "dotattn.paths.study.StudyConfig")
     t0 = time.perf_counter()
     data = markov_path_data(config.task)
     study = Study(config=config, data=data)
