@@ -357,7 +357,7 @@ def test_paths_sample_stops_cleanly_on_signals(signum, tmp_path):
     """Sampling runs in a process of its own: a signal ends the command at once with 128 + signal and
     one line (it segfaulted or hung when the signal was handled inside JAX), no folder, no process left."""
     pytest.importorskip("numpyro")
-    from clitools import alive, children
+    from clitools import alive, children, wait_for
     out = tmp_path / "s"
     proc = subprocess.Popen([*dotattn_command(), "paths", "sample", "--P", "20", "--P-test", "20", "--T", "10",
                              "--N", "4", "--chains", "2", "--warmup", "20000", "--draws", "20000", "--quiet",
@@ -376,4 +376,4 @@ def test_paths_sample_stops_cleanly_on_signals(signum, tmp_path):
             proc.kill()
     assert proc.returncode == 128 + signum and len(err.strip().splitlines()) == 1, err
     assert "nothing was written" in err and not out.exists()
-    assert not any(alive(k) for k in kids)
+    wait_for(lambda: not any(alive(k) for k in kids), 15, f"the sampler's processes {sorted(kids)} to exit")
