@@ -24,7 +24,7 @@ def aim() -> None:
     (state evolution, AMP, GD, figures)."""
 
 
-@aim.command("state-evolution")
+@aim.command("state-evolution", short_help="Bayes-optimal MMSE(alpha): state-evolution fixed points, thresholds.")
 @click.option("--channel", type=str, default="softmax", show_default=True, help="Output channel: softmax or hardmax.")
 @click.option("--rho", type=float, required=True, help="Width ratio rho = r/d, in [1e-4, 1e4].")
 @click.option("--tokens", "T", type=int, default=2, show_default=True,
@@ -103,7 +103,7 @@ def state_evolution(channel, rho, T, alphas, nodes, hardmax_nodes, hardmax_deriv
     click.echo("\n".join(lines))
 
 
-@aim.command("figure")
+@aim.command("figure", short_help="MMSE against alpha from state-evolution folders, with AMP/GD points.")
 @click.option("--from", "folders", multiple=True, required=True, type=click.Path(file_okay=False, exists=True),
               help="Folders written by `dotattn aim state-evolution --out` (repeatable).")
 @click.option("--x", "xaxis", type=click.Choice(["alpha", "alpha_bar", "alpha_over_rho"]), default="alpha",
@@ -171,12 +171,14 @@ def _number(name: str, text: str) -> float:
 
 
 def _table(summary: dict) -> str:
-    lines = [f"{'estimator':<12} {'alpha':>8} {'mse':>9} {'+-':>8} {'SE mmse':>9} {'gap/se':>8} {'conv':>6} "
+    # columns: mean MSE over seeds, its standard error, the Bayes-optimal MMSE of the state evolution, and
+    # the gap between them in standard errors
+    lines = [f"{'estimator':<12} {'alpha':>8} {'mse':>9} {'stderr':>8} {'BO mmse':>9} {'gap/stderr':>10} {'conv':>6} "
              f"{'div':>4}  flag"]
     for a in summary["alphas"]:
         z, m, e = (float("nan") if a[k] is None else a[k] for k in ("gap_in_se", "mse_mean", "mse_se"))
         lines.append(f"{a['estimator']:<12} {a['alpha']:>8.4g} {m:>9.5f} {e:>8.5f} "
-                     f"{a['mmse_se_theory']:>9.5f} {z:>8.2f} "
+                     f"{a['mmse_se_theory']:>9.5f} {z:>10.2f} "
                      f"{a['converged']:>3}/{a['runs']:<3} {a['diverged']:>4}  {'BEATS BOUND' if a['beats_bound'] else ''}")
     return "\n".join(lines)
 
@@ -222,7 +224,7 @@ def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: s
         reporter.close()
 
 
-@aim.command("amp")
+@aim.command("amp", short_help="GAMP with the rotationally invariant denoiser at finite d, against the MMSE.")
 @study_options
 @click.option("--max-iter", type=str, default="300", show_default=True, help="AMP iterations at most, in [1, 100000].")
 @click.option("--tol", type=str, default="1e-5", show_default=True,
@@ -257,7 +259,7 @@ def amp_command(d, rho, T, alpha, channel, beta, seeds, out, quiet, max_iter, to
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({seconds:.1f} s)")
 
 
-@aim.command("gd")
+@aim.command("gd", short_help="Gradient descent and its average over starts at finite d, against the MMSE.")
 @study_options
 @click.option("--inits", type=str, default="4", show_default=True,
               help="Random initialisations per data set (their mean S is the averaged estimator), in [1, 1000].")

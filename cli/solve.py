@@ -107,7 +107,15 @@ def format_table(cat) -> str:
         if not e.converged:
             lines.append(f"  note: start '{e.init}': {e.result.message}")
         elif e.stability is not None and e.stability.label != "stable":
-            lines.append(f"  RS stability of {e.branch}: {e.stability.reason}")
+            lines.append(f"  RS stability of {e.branch} (start: {start_name(e.init)}): {e.stability.reason}")
+    for label in sorted({e.branch for e in cat.fixed_points}):
+        same = [e for e in cat.fixed_points if e.branch == label]
+        informed = [e for e in same if e.init == label]
+        if len(same) > 1 and informed:
+            others = ", ".join(start_name(e.init) for e in same if e.init != label)
+            lines.append(f"  two or more fixed points carry the label {label}: the one from the {label} (informed) "
+                         f"start is the branch that phase-diagram follows; {others} found another fixed point "
+                         f"with the same label (a different q, m, e_t)")
     if any(e.stability is not None for e in cat.fixed_points):
         lines.append("  (RS: stable / AT-unstable: replicon >= 1 / jumps: replicon < 1 but the global prox jumps, "
                      "unstable at T = 0; docs/rs_stability.md)")
