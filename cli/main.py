@@ -45,7 +45,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                                                 "(SHA-256, row count, provenance), and the rows against the "
                                                 "folder's problem and grid."),
     "paths": LazyCommand("dotattn.cli.paths", "Attention paths: finite-width Bayesian theory of multi-head, "
-                                              "multi-layer attention (theory, sample)."),
+                                              "multi-layer attention (theory, sample, images)."),
     "aim": LazyCommand("dotattn.cli.aim", "Attention-indexed model: Bayes-optimal learning of tied attention from "
                                           "n = alpha d^2 samples (state evolution, AMP, GD, figures)."),
 }

@@ -19,7 +19,7 @@ from dotattn.core.validation import ParameterError
 
 @cli.group("paths")
 def paths() -> None:
-    """Attention paths: finite-width Bayesian theory of multi-head, multi-layer attention (theory, sample)."""
+    """Attention paths: finite-width Bayesian theory of multi-head, multi-layer attention (theory, sample, images)."""
 
 
 def task_options(func: Callable) -> Callable:
@@ -168,3 +168,6 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
                    f"{s['accuracy_theory']:.4f}; R-hat max {d['rhat_max']:.4f}, ESS min {d['ess_min']:.0f}, "
                    f"divergences {d['divergences']} ({s['status']}, {result.seconds:.0f} s)")
         click.echo(f"wrote {Path(folder) / 'sample.json'}")
+
+
+from dotattn.cli import paths_images  # noqa: E402,F401  (registers `dotattn paths images` on the group above)

@@ -1,7 +1,7 @@
 """Verify output folders of every kind: the face of :mod:`dotattn.core.integrity` with every
 package's folder kinds registered (``dotattn verify`` uses it).
 
-Kinds: ``phase-diagram`` (:mod:`dotattn.positional_semantic.integrity`), ``erm`` and ``restarts``
+Kinds: ``phase-diagram`` and ``rsb`` (:mod:`dotattn.positional_semantic.integrity`), ``erm`` and ``restarts``
 (:mod:`dotattn.erm.integrity`), ``comparison`` and ``alpha-c`` (:mod:`dotattn.theory_vs_erm.integrity`),
 ``aim-state-evolution`` and ``aim-algorithms`` (:mod:`dotattn.aim.integrity`), ``paths-theory`` and
 ``paths-sample`` (:mod:`dotattn.paths.integrity`).
