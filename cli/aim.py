@@ -5,16 +5,17 @@ exit status 2 before anything is computed or created."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import click
 
 from dotattn.cli.main import cli
 from dotattn.cli.options import command_line, output_folder, parse_grid
-from dotattn.core.validation import ParameterError, check_int
+from dotattn.core.validation import ParameterError
 
 
 @cli.group("aim")
@@ -50,33 +51,34 @@ def state_evolution(channel, rho, T, alphas, nodes, hardmax_nodes, hardmax_deriv
     """
     from dotattn.aim.channels import HARDMAX_NODES
     from dotattn.aim.prior import DEFAULT_NODES
-    from dotattn.aim.state_evolution import POINT_COLUMNS, check_inputs, solve_curve, thresholds
+    from dotattn.aim.state_evolution import POINT_COLUMNS, check_inputs, check_quadrature, solve_curve, thresholds
 
     grid = parse_grid("alpha", alphas)
     channel, rho, T, grid = check_inputs(channel, rho, T, grid)
-    nodes = DEFAULT_NODES if nodes is None else check_int("nodes", nodes, 8, 512)
-    hardmax_nodes = HARDMAX_NODES if hardmax_nodes is None else check_int("hardmax-nodes", hardmax_nodes, 16, 512)
-    if hardmax_derivative != "gradient" and channel != "hardmax":
-        raise ParameterError("--hardmax-derivative applies to --channel hardmax only")
-    say = None if (quiet or as_json) else (
-        lambda p: click.echo(f"alpha={p.alpha:g}: mmse={p.mmse:.8g} ({p.status}, {p.seconds:.2f} s)", err=True))
-    t0 = time.perf_counter()
-    points = solve_curve(channel, grid, rho, T, progress=say, nodes=nodes, hardmax_nodes=hardmax_nodes,
-                         hardmax_derivative=hardmax_derivative)
-    seconds = time.perf_counter() - t0
-    thr = thresholds(channel, rho, T)
+    nodes, hardmax_nodes, hardmax_derivative = check_quadrature(
+        channel, DEFAULT_NODES if nodes is None else nodes, HARDMAX_NODES if hardmax_nodes is None else hardmax_nodes,
+        hardmax_derivative)
     from dotattn.core.io import provenance, to_jsonable
 
     params = {"channel": channel, "rho": rho, "tokens": T, "alpha": grid, "nodes": nodes,
               "hardmax_nodes": hardmax_nodes, "hardmax_derivative": hardmax_derivative}
-    prov = provenance({**params, "command": command_line()}, seconds=seconds)
-    summary = {"channel": channel, "rho": rho, "tokens": T, "hardmax_derivative": hardmax_derivative,
-               "points": [p.to_row() for p in points], "thresholds": thr, "provenance": prov}
-    if out is not None:
-        from dotattn.aim.plotting import mmse_figure
-        from dotattn.core.io import save_figure, write_csv, write_json, write_manifest
+    say = None if (quiet or as_json) else (
+        lambda p: click.echo(f"alpha={p.alpha:g}: mmse={p.mmse:.8g} ({p.status}, {p.seconds:.2f} s)", err=True))
+    # the folder is opened (checked, locked, refused if it holds another run) before anything is solved
+    with (output_folder(out, "aim state-evolution", "aim-state-evolution", params) if out is not None
+          else contextlib.nullcontext()) as folder:
+        t0 = time.perf_counter()
+        points = solve_curve(channel, grid, rho, T, progress=say, nodes=nodes, hardmax_nodes=hardmax_nodes,
+                             hardmax_derivative=hardmax_derivative)
+        seconds = time.perf_counter() - t0
+        thr = thresholds(channel, rho, T)
+        prov = provenance({**params, "command": command_line()}, seconds=seconds)
+        summary = {"channel": channel, "rho": rho, "tokens": T, "hardmax_derivative": hardmax_derivative,
+                   "points": [p.to_row() for p in points], "thresholds": thr, "provenance": prov}
+        if folder is not None:
+            from dotattn.aim.plotting import mmse_figure
+            from dotattn.core.io import save_figure, write_csv, write_json, write_manifest
 
-        with output_folder(out) as folder:
             comment = "dotattn aim state-evolution; provenance: " + json.dumps(to_jsonable(prov),
                                                                               separators=(",", ":"))
             write_csv(folder / "points.csv", [p.to_row() for p in points], POINT_COLUMNS, comment=comment)
@@ -181,6 +183,47 @@ def _table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+def _say(quiet: bool) -> Callable[[str], None] | None:
+    return None if quiet else (lambda line: click.echo(line, err=True))
+
+
+@contextlib.contextmanager
+def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: str
+                    ) -> Iterator[Callable[[bool], None]]:
+    """A start line (what will run, how much is cached, where it is written), then progress with an ETA
+    after each run (:class:`dotattn.core.runner.ProgressReporter`); an interruption says that the
+    finished runs are kept and how to resume. Yields the ``on_run(cached)`` callback of the study."""
+    from dotattn.core.runner import Interrupted, ProgressReporter, ProgressState
+
+    total = len(spec.alphas) * spec.seeds
+    from dotattn.aim.algo_study import cached_runs
+
+    cached = cached_runs(folder / "cache", label.split()[-1], spec, config)
+    if not quiet:
+        click.echo(f"{label}: {len(spec.alphas)} alpha x {spec.seeds} seeds = {total} {what} (d = {spec.d}, n up to "
+                   f"{spec.n(max(spec.alphas))} samples){f', {cached} cached' if cached else ''}; writing {folder}; "
+                   f"an ETA follows the first run", err=True)
+    reporter = ProgressReporter(label, quiet=quiet)
+    state = {"done": 0, "cached": 0, "t0": time.monotonic()}
+
+    def on_run(was_cached: bool) -> None:
+        state["done"] += 1
+        state["cached"] += was_cached
+        computed = state["done"] - state["cached"]
+        reporter(ProgressState(units_done=computed, units_total=total - state["cached"], tasks_done=state["done"],
+                               tasks_total=total, tasks_cached=state["cached"], elapsed=time.monotonic() - state["t0"],
+                               unit="runs computed", task="runs"))
+
+    try:
+        yield on_run
+    except Interrupted as err:
+        raise Interrupted(err.signum, err.detail, f"{label}: interrupted; the {state['done'] - state['cached']} runs "
+                                                  f"finished are kept in {folder / 'cache'}, run the same command "
+                                                  f"again to resume") from None
+    finally:
+        reporter.close()
+
+
 @aim.command("amp", short_help="GAMP with the rotationally invariant denoiser at finite d, against the MMSE.")
 @study_options
 @click.option("--max-iter", type=str, default="300", show_default=True, help="AMP iterations at most, in [1, 100000].")
@@ -205,14 +248,12 @@ def amp_command(d, rho, T, alpha, channel, beta, seeds, out, quiet, max_iter, to
         check_memory(spec)
     except ParameterError as err:
         raise BadInput(str(err)) from None
-    from dotattn.cli.options import output_folder
-
-    say = None if quiet else (lambda line: click.echo(line, err=True))
-    command = command_line()
-    with output_folder(out) as folder:
-        runs, rows, iters, seconds = run_amp_study(spec, config, progress=say)
-        summary = write_study(folder, spec, {"estimator": "amp", **config.to_dict()}, runs, rows, command, seconds,
-                              iterations=iters)
+    settings = {"estimator": "amp", **config.to_dict()}
+    with output_folder(out, "aim amp", "aim-algorithms", {**spec.to_dict(), **settings}) as folder:
+        with _study_progress("aim amp", spec, config, folder, quiet, f"runs of up to {config.max_iter} iterations") as on_run:
+            runs, rows, iters, seconds = run_amp_study(spec, config, progress=_say(quiet), cache_dir=folder / "cache",
+                                                       on_run=on_run)
+        summary = write_study(folder, spec, settings, runs, rows, command_line(), seconds, iterations=iters)
     if not quiet:
         click.echo(_table(summary))
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({seconds:.1f} s)")
@@ -270,14 +311,14 @@ def gd_command(d, rho, T, alpha, channel, beta, seeds, out, quiet, inits, optimi
     except ParameterError as err:
         raise BadInput(str(err)) from None
     from dotattn.aim.algo_study import run_gd_study, write_study
-    from dotattn.cli.options import output_folder
 
-    say = None if quiet else (lambda line: click.echo(line, err=True))
-    command = command_line()
-    with output_folder(out) as folder:
-        runs, rows, seconds = run_gd_study(spec, config, device=str(dev), progress=say)
-        summary = write_study(folder, spec, {"estimator": "gd", "device": str(dev), **config.to_dict()}, runs, rows,
-                              command, seconds)
+    settings = {"estimator": "gd", "device": str(dev), **config.to_dict()}
+    with output_folder(out, "aim gd", "aim-algorithms", {**spec.to_dict(), **settings}) as folder:
+        with _study_progress("aim gd", spec, config, folder, quiet,
+                             f"data sets of {config.inits} initialisations x {config.steps} steps") as on_run:
+            runs, rows, seconds = run_gd_study(spec, config, device=str(dev), progress=_say(quiet),
+                                               cache_dir=folder / "cache", on_run=on_run)
+        summary = write_study(folder, spec, settings, runs, rows, command_line(), seconds)
     if not quiet:
         click.echo(_table(summary))
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({seconds:.1f} s)")

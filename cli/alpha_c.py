@@ -99,7 +99,7 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
     resolve_device(config.device)
     supplied, sources = {}, {}
     if includes:  # read and verified before any folder is made (IntegrityError / ParameterError: one line)
-        from dotattn.theory_vs_erm.alpha_c import merge_parts
+        from dotattn.theory_vs_erm.alpha_c import check_supplied, merge_parts
         from dotattn.core.io import IntegrityError
         from dotattn.theory_vs_erm.output import read_alpha_c_part
         try:
@@ -107,6 +107,7 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
         except IntegrityError as err:
             raise ParameterError(f"--include: {err}") from None
         supplied, sources = merge_parts(problem, config, parts)
+        check_supplied(config, supplied)
     theory_summaries = None
     if phase_dir is not None:
         from dotattn.core.io import IntegrityError
@@ -134,6 +135,8 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
                                unit=f"% of the work ({min(done[1], total_runs)}/{total_runs} runs)", task="cells"))
 
     with stop_on_signals(), RunLock(out, "erm-alpha-c"):
+        from dotattn.verify import check_output_folder
+        check_output_folder(out, "alpha-c", what="erm-alpha-c")  # not another command's folder
         for folder in (out, out / "cache"):
             remove_stale_tmp(folder)
         try:

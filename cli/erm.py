@@ -71,7 +71,7 @@ def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, t
 
     show = not quiet and sys.stderr.isatty()
     ctx = click.get_current_context()
-    with output_folder(out) as folder:  # removed again if still empty when the run is interrupted
+    with output_folder(out, "train-erm", "erm") as folder:  # removed again if still empty when the run is interrupted
         if show:
             with click.progressbar(length=config.steps, label=f"train-erm d={d}", show_eta=True, show_pos=True,
                                    file=sys.stderr) as bar:

@@ -69,6 +69,8 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
     t0 = time.perf_counter()
     reporter = ProgressReporter("phase-diagram", quiet=quiet)
     with stop_on_signals(), RunLock(out, "phase-diagram"):
+        from dotattn.verify import check_output_folder
+        check_output_folder(out, "phase-diagram", what="phase-diagram")  # not another command's folder
         remove_stale_tmp(out)
         if not quiet:
             cached = len(cached_columns(problem, omega_grid, alpha_grid, settings, out / "cache"))

@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from dotattn.core.validation import ParameterError, check_dask_scheme, check_int
 
-__all__ = ["DASK_TIMEOUT", "MAX_WORKERS", "check_dask_address", "connect_dask", "check_workers", "Interrupted", "stop_on_signals", "run_tasks", "RunLock", "RunLockedError", "ProgressState",
+__all__ = ["run_isolated", "DASK_TIMEOUT", "MAX_WORKERS", "check_dask_address", "connect_dask", "check_workers", "Interrupted", "stop_on_signals", "run_tasks", "RunLock", "RunLockedError", "ProgressState",
            "ProgressReporter", "format_duration"]
 
 POLL_SECONDS = 0.2
@@ -200,6 +200,32 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(5)
+
+
+def run_isolated(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a fresh (spawned) process, its result returned here; for a computation that
+    must not share this process (JAX/XLA: its threads do not survive a fork, and a signal handled
+    inside one of its calls could leave the interpreter to crash or hang while tearing down).
+
+    The child ignores SIGINT and ends with this process (:func:`_init_worker`); this process keeps
+    handling signals while it waits, so :func:`stop_on_signals`' :class:`Interrupted` arrives here at
+    once and the child is terminated before it propagates. ``fn`` must be a module-level function
+    and ``args`` picklable."""
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(None, os.getpid()))
+    ok = False
+    try:
+        future = pool.submit(fn, *args)
+        while not future.done():
+            wait([future], timeout=POLL_SECONDS)
+        result = future.result()
+        ok = True
+        return result
+    finally:
+        if ok:
+            pool.shutdown(wait=True)
+        else:
+            _terminate(pool)
 
 
 DASK_TIMEOUT = 5.0

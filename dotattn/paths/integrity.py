@@ -55,6 +55,32 @@ def _check_paths_theory(folder: Path, manifest: Mapping[str, Any] | None) -> Non
         _check_paths_u(path, i, p.U, len(p.paths))
     if isinstance(meta.get("paths"), list) and points[0].subset == "all" and len(points[0].paths) != len(meta["paths"]):
         raise IntegrityError(f"{path}: row 1 has {len(points[0].paths)} paths, summary.json {len(meta['paths'])}")
+    _check_u_agrees(folder, points, meta)
+
+
+def _check_u_agrees(folder: Path, points: Sequence[PathsPoint], meta: Mapping[str, Any]) -> None:
+    """Each width's U in summary.json (``per_N``, in the order of its ``paths``) is the U of the
+    points.csv row of the whole network's theory at that width, read in the order its ``paths`` column
+    names (the summary order; folders written before held points.csv in the code's order)."""
+    names, per_N = meta.get("paths"), meta.get("per_N")
+    if not isinstance(names, list) or not isinstance(per_N, dict):
+        return
+    for p in points:
+        if p.subset != "all" or p.method != "theory":
+            continue
+        entry = per_N.get(f"{p.N:g}")
+        if not isinstance(entry, dict) or "U" not in entry:
+            raise IntegrityError(f"{folder / 'summary.json'}: no U at N = {p.N:g} (points.csv has it)")
+        if sorted(p.paths) != sorted(names):
+            raise IntegrityError(f"{folder / 'points.csv'}: paths {list(p.paths)} are not summary.json's {names}")
+        perm = [list(p.paths).index(n) for n in names]
+        U = np.asarray(p.U, dtype=float)[np.ix_(perm, perm)]
+        try:
+            stored = np.asarray(entry["U"], dtype=float)
+        except (TypeError, ValueError):
+            raise IntegrityError(f"{folder / 'summary.json'}: U at N = {p.N:g} is not a matrix of numbers") from None
+        if stored.shape != U.shape or not np.allclose(stored, U, rtol=1e-12, atol=1e-14):
+            raise IntegrityError(f"{folder / 'summary.json'}: U at N = {p.N:g} differs from points.csv's")
 
 
 def _check_paths_sample(folder: Path, manifest: Mapping[str, Any] | None) -> None:

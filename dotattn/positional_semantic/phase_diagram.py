@@ -156,6 +156,8 @@ def check_grids(omegas: Iterable[float], alphas: Iterable[float]) -> tuple[list[
     try:
         omegas = sorted(set(check_number("omega", w, 0.0, False, 1.0, "in [0, 1]") for w in omegas))
         alphas = sorted(set(check_alpha(a) for a in alphas))
+    except ParameterError:  # a TypeError too: its own message names the value
+        raise
     except TypeError:
         raise ParameterError("omega and alpha grids must be lists of numbers") from None
     if not omegas or not alphas:

@@ -47,7 +47,7 @@ from dotattn.positional_semantic.problem import Problem, check_problem
 from dotattn.core.runner import check_dask_address, check_workers, run_tasks
 
 __all__ = ["AlphaCConfig", "CellRuns", "AlphaCStudy", "StudyPart", "run_cell", "theory_column", "cell_crossings",
-           "run_study", "merge_parts", "MERGE_KEYS", "SAME_RUN_RTOL", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
+           "run_study", "check_supplied", "merge_parts", "MERGE_KEYS", "SAME_RUN_RTOL", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
 
 FLOAT32_REFUSED = ("float32 runs stop at a relative stationarity of 1e-5 to 1e-3 (the Armijo test cannot see "
                    "smaller decreases of R in float32)")
@@ -563,6 +563,19 @@ def _run_task(name: str, args: tuple, report: Callable[[], None] | None = None) 
     return {"cell": run_cell, "theory": theory_column}[name](*args)
 
 
+def check_supplied(config: AlphaCConfig, supplied: Mapping[tuple[float, int], CellRuns]) -> None:
+    """ParameterError (one line) when an included cell is also in ``config``'s grid without every seed the
+    config asks for: it would be used in place of the computed one, and those seeds never run."""
+    for (w, d), cell in sorted(supplied.items()):
+        if w in config.omegas and d in config.ds and not set(config.seed_list) <= set(cell.seeds):
+            have = f"{min(cell.seeds)}-{max(cell.seeds)}" if cell.seeds else "none"
+            raise ParameterError(f"cell omega = {w:g}, d = {d} is both in this study's grid (seeds "
+                                 f"{config.first_seed}-{config.first_seed + config.seeds - 1}) and included from "
+                                 f"another study (seeds {have}), which would be used in its place; leave that omega "
+                                 f"or d out of this run, or run its seeds into a folder of their own and include "
+                                 f"both")
+
+
 def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.PathLike | None = None,
               workers: int = 1, threads: int = 0, theory: bool = True, dask_address: Any = None,
               progress: Callable[[float, int], None] | None = None,
@@ -599,6 +612,7 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
     resolve_device(config.device)  # availability (ParameterError) before any computation
     t0 = time.perf_counter()
     supplied = dict(supplied or {})
+    check_supplied(config, supplied)
     wanted = {(w, d) for w in config.omegas for d in config.ds} | set(supplied)
     if supplied:
         from dataclasses import replace
