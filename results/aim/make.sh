@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
-# The state-evolution results of results/aim (issue 20), from a clean tree:
-#   OMP_NUM_THREADS=1 bash results/aim/make.sh
+# The results of results/aim, from a clean tree, by part:
+#   OMP_NUM_THREADS=1 bash results/aim/make.sh se            # state-evolution folders (about 5 CPU-min)
+#   OMP_NUM_THREADS=1 bash results/aim/make.sh gd [T ...]    # gradient descent, d = 100 (about 13 CPU-min per seed, all T)
+#   OMP_NUM_THREADS=1 bash results/aim/make.sh amp           # AMP, T = 3 and 4, d = 100
+#   OMP_NUM_THREADS=1 bash results/aim/make.sh free-entropy  # free entropy, both starts, Bayes-optimal test error
+#   OMP_NUM_THREADS=1 bash results/aim/make.sh figures       # every figure, from the committed folders
 # Every folder records its own command (manifest.json, summary.json, the CSV comment).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 R=results/aim
+PART=${1:-all}
+shift || true
 geom() { python -c "import numpy as np; print(','.join(f'{x:.6g}' for x in np.geomspace($1, $2, $3)))"; }
 lin() { python -c "import numpy as np; print(','.join(f'{x:.6g}' for x in np.linspace($1, $2, $3)))"; }
+# alpha = alpha_bar/(T^2 + T - 2) for the alpha_bar grid of the algorithms (rho = 0.5: perfect recovery at 0.75)
+ABAR="0.1 0.2 0.3 0.45 0.6 0.7"
+alphas_for() { python -c "print(','.join(f'{a/($1*$1+$1-2):.6g}' for a in [float(x) for x in '$ABAR'.split()]))"; }
+
+if [[ $PART == se || $PART == all ]]; then
 
 # softmax, T = 2, several rho (alpha up to past every perfect-recovery threshold)
 for rho in 0.1 0.5 1 2; do
@@ -33,8 +44,26 @@ for rho in 0.01 0.001 0.0001; do
   dotattn aim state-evolution --channel softmax --rho $rho --tokens 2 --alpha "$(python -c "import numpy as np; print(','.join(f'{x:.6g}' for x in np.linspace(0.05, 0.6, 40)*$rho))")" \
     --out $R/se_softmax_small_rho$rho --quiet
 done
+fi
 
-# figures
+if [[ $PART == gd || $PART == all ]]; then
+  # gradient descent (Adam, lr 0.1, 1000 full-batch steps, as the published script) from 16 initialisations
+  # per data set, batched; 2 data sets per alpha; d = 100, rho = 0.5; test error on 2000 fresh samples
+  for T in ${@:-2 3 4 6}; do
+    dotattn aim gd --d 100 --rho 0.5 --tokens $T --alpha "$(alphas_for $T)" --seeds 2 --inits 16 --steps 1000 \
+      --lr 0.1 --device cpu --out $R/gd_softmax_d100_rho0.5_T$T
+  done
+fi
+
+if [[ $PART == amp || $PART == all ]]; then
+  # AMP (damping 0.5, at most 300 iterations) at T = 3 and 4 on the same alpha_bar points, 4 data sets
+  for T in 3 4; do
+    dotattn aim amp --d 100 --rho 0.5 --tokens $T --alpha "$(alphas_for $T)" --seeds 4 \
+      --out $R/amp_softmax_d100_rho0.5_T$T
+  done
+fi
+
+if [[ $PART == figures || $PART == all ]]; then
 dotattn aim figure --from $R/se_softmax_T2_rho0.1 --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T2_rho1 \
   --from $R/se_softmax_T2_rho2 --title "softmax, T = 2 (dotted: perfect recovery)" --out $R/mmse_softmax.png
 dotattn aim figure --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T3_rho0.5 --from $R/se_softmax_T4_rho0.5 \
@@ -57,3 +86,4 @@ dotattn aim figure --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T2_rho1 -
   --title "softmax T = 2: state evolution, AMP (d = 100), GD (d = 40)" --out $R/mmse_softmax_algorithms.png
 dotattn aim figure --from $R/se_hardmax_rho0.5 --from $R/se_hardmax_published_rho0.5 --points $R/amp_hardmax_d100_rho0.5_T2 \
   --title "hardmax T = 2, rho = 0.5: AMP (d = 100) against both curves" --out $R/mmse_hardmax_algorithms.png
+fi
