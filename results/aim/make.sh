@@ -63,6 +63,19 @@ if [[ $PART == amp || $PART == all ]]; then
   done
 fi
 
+if [[ $PART == free-entropy || $PART == all ]]; then
+  # free entropy from both starts, selection, Bayes-optimal test error (beta = 1): softmax rho = 0.5 for every T
+  # of the algorithms (the MMSE is the same curve in alpha_bar, the test error is not), hardmax T = 2 over rho
+  for T in 2 3 4 6; do
+    dotattn aim free-entropy --channel softmax --rho 0.5 --tokens $T \
+      --alpha "$(python -c "import numpy as np; c=$T*$T+$T-2; print(','.join(f'{x:.6g}' for x in np.linspace(0.02, 0.74, 25)/c))")" \
+      --out $R/fe_softmax_rho0.5_T$T --quiet
+  done
+  for rho in 0.01 0.1 0.5 1 2; do
+    dotattn aim free-entropy --channel hardmax --rho $rho --alpha "$(geom 0.001 10 25)" --out $R/fe_hardmax_rho$rho --quiet
+  done
+fi
+
 if [[ $PART == figures || $PART == all ]]; then
 dotattn aim figure --from $R/se_softmax_T2_rho0.1 --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T2_rho1 \
   --from $R/se_softmax_T2_rho2 --title "softmax, T = 2 (dotted: perfect recovery)" --out $R/mmse_softmax.png
