@@ -70,7 +70,7 @@ def test_amp_end_to_end(tmp_path):
     assert "estimator" in r.output and "conv/sets" in r.output  # --quiet drops progress lines, not the table
     assert all(0.0 <= float(row["test_error"]) <= 2.0 for row in runs)
     a = s["alphas"][0]
-    assert 0.0 < a["test_error_bo"] < a["test_mean"] + 4 * a["test_se"]  # a lower bound, within the seeds' spread
+    assert 0.0 <= a["test_error_bo"] <= a["test_mean"] + 4 * a["test_se"]  # a lower bound (0 past perfect recovery)
 
 
 def test_gd_end_to_end(tmp_path):
