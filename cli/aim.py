@@ -20,7 +20,7 @@ from dotattn.core.validation import ParameterError, check_int
 @cli.group("aim")
 def aim() -> None:
     """Attention-indexed model: Bayes-optimal learning of tied attention from n = alpha d^2 samples
-    (state evolution, AMP and gradient descent at finite d, figures)."""
+    (state evolution, AMP, GD, figures)."""
 
 
 @aim.command("state-evolution")
