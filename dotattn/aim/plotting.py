@@ -138,7 +138,11 @@ def _finish(ax, xaxis, xs, ylabel, title) -> None:
     ax.set_ylim(bottom=0)
     if title:
         ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=6.5)
+    handles, _ = ax.get_legend_handles_labels()
+    if len(handles) > 8:  # a long legend goes beside the axes, where it hides no point
+        ax.legend(fontsize=6.5, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    else:
+        ax.legend(fontsize=6.5)
     ax.grid(alpha=0.3)
 
 
