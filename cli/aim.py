@@ -23,7 +23,7 @@ def aim() -> None:
     (state evolution, AMP, GD, figures)."""
 
 
-@aim.command("state-evolution")
+@aim.command("state-evolution", short_help="Bayes-optimal MMSE(alpha): state-evolution fixed points, thresholds.")
 @click.option("--channel", type=str, default="softmax", show_default=True, help="Output channel: softmax or hardmax.")
 @click.option("--rho", type=float, required=True, help="Width ratio rho = r/d, in [1e-4, 1e4].")
 @click.option("--tokens", "T", type=int, default=2, show_default=True,
@@ -173,7 +173,7 @@ def free_entropy_command(channel, rho, T, beta, alphas, test_samples, out, quiet
     click.echo("\n".join(lines))
 
 
-@aim.command("figure")
+@aim.command("figure", short_help="MMSE or test error against alpha from folders, with AMP/GD points.")
 @click.option("--from", "folders", multiple=True, required=True, type=click.Path(file_okay=False, exists=True),
               help="Folders written by `dotattn aim state-evolution --out` (--y mmse) or `dotattn aim free-entropy "
                    "--out` (--y test_error), repeatable.")
@@ -261,14 +261,15 @@ def _table(summary: dict) -> str:
     def val(a, k):
         return float("nan") if a.get(k) is None else a[k]
 
-    lines = [f"{'estimator':<12} {'alpha':>8} {'mse':>9} {'+-':>8} {'mmse':>9} {'gap/se':>7} {'test':>8} "
-             f"{'+-':>7} {'bayes':>8} {'gap/se':>7} {'conv/sets':>9} {'div':>4}  flag"]
+    # stderr: standard error over data sets; BO: the Bayes-optimal value at the state evolution's overlap
+    lines = [f"{'estimator':<12} {'alpha':>8} {'mse':>9} {'stderr':>8} {'BO mmse':>9} {'gap/stderr':>10} {'test':>8} "
+             f"{'stderr':>7} {'BO test':>8} {'gap/stderr':>10} {'conv/sets':>9} {'div':>4}  flag"]
     for a in summary["alphas"]:
         flag = " ".join(f for f, on in (("BEATS BOUND (mse)", a["beats_bound"]),
                                          ("BEATS BOUND (test)", a.get("test_beats_bound"))) if on)
         lines.append(f"{a['estimator']:<12} {a['alpha']:>8.4g} {val(a, 'mse_mean'):>9.5f} {val(a, 'mse_se'):>8.5f} "
-                     f"{a['mmse_se_theory']:>9.5f} {val(a, 'gap_in_se'):>7.2f} {val(a, 'test_mean'):>8.5f} "
-                     f"{val(a, 'test_se'):>7.5f} {val(a, 'test_error_bo'):>8.5f} {val(a, 'test_gap_in_se'):>7.2f} "
+                     f"{a['mmse_se_theory']:>9.5f} {val(a, 'gap_in_se'):>10.2f} {val(a, 'test_mean'):>8.5f} "
+                     f"{val(a, 'test_se'):>7.5f} {val(a, 'test_error_bo'):>8.5f} {val(a, 'test_gap_in_se'):>10.2f} "
                      f"{a['converged']:>5}/{a['runs']:<3} {a['diverged']:>4}  {flag}")
     made_for = summary.get("made_for", {})
     if made_for.get("estimator") == "gd":
@@ -279,7 +280,7 @@ def _table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-@aim.command("amp")
+@aim.command("amp", short_help="GAMP with the rotationally invariant denoiser at finite d, against the MMSE.")
 @study_options
 @click.option("--max-iter", type=str, default="300", show_default=True, help="AMP iterations at most, in [1, 100000].")
 @click.option("--tol", type=str, default="1e-5", show_default=True,
@@ -319,7 +320,7 @@ def amp_command(d, rho, T, alpha, channel, beta, seeds, test_samples, out, quiet
     click.echo(f"wrote {Path(folder) / 'summary.json'} ({seconds:.1f} s)")
 
 
-@aim.command("gd")
+@aim.command("gd", short_help="Gradient descent and its average over starts at finite d, against the MMSE.")
 @study_options
 @click.option("--inits", type=str, default="16", show_default=True,
               help="Random initialisations per data set, trained together (their mean S is the averaged "

@@ -51,7 +51,7 @@ def _task(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: in
     return MarkovTask(T=T, P=P, P_test=P_test, noise_perp=noise_perp, beta=beta, variant=variant, seed=seed)
 
 
-@paths.command("theory")
+@paths.command("theory", short_help="Saddle point U(N), GP limit, accuracy and loss, head scores.")
 @task_options
 @click.option("--N", "N", multiple=True, default=("10,30,50,100,300,500,1000",), show_default=True,
               help="Widths: comma lists or start:stop:count ranges, each in [1, 1e12].")
@@ -88,7 +88,7 @@ def theory(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({study.seconds:.1f} s)")
 
 
-@paths.command("sample")
+@paths.command("sample", short_help="NUTS samples of the posterior: U, accuracy and loss against the theory.")
 @task_options
 @click.option("--N", "N", type=float, default=10, show_default=True, help="Width N, an integer in [1, 200].")
 @click.option("--chains", type=int, default=4, show_default=True, help="NUTS chains (run one after the other), in [1, 64].")

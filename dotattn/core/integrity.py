@@ -24,7 +24,8 @@ from dotattn.core.io import (MANIFEST_NAME, IntegrityError, csv_comment, read_cs
                              write_manifest)
 from dotattn.core.validation import ParameterError
 
-__all__ = ["FolderKind", "register_kind", "registered_kinds", "folder_kind", "verify_folder", "seal_folder",
+__all__ = ["FolderKind", "register_kind", "registered_kinds", "folder_kind", "folders_with_manifest",
+           "verify_folder", "seal_folder",
            "read_verified_csv", "read_verified_json", "read_record", "read_records", "check_matrix", "check_finite",
            "on_grid", "check_provenance_line", "first_difference", "MATRIX_BOUND", "GRID_TOL"]
 
@@ -65,6 +66,20 @@ def register_kind(kind: FolderKind) -> FolderKind:
 def registered_kinds() -> dict[str, FolderKind]:
     """The registered kinds by name (a copy)."""
     return dict(_KINDS)
+
+
+def folders_with_manifest(root: str | os.PathLike) -> list[Path]:
+    """Every folder at or below ``root`` that holds a ``manifest.json`` (sorted; hidden folders, whose
+    names start with '.', are skipped). ParameterError if ``root`` is not a folder."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ParameterError(f"{root}: not a folder")
+    found = []
+    for here, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if MANIFEST_NAME in files:
+            found.append(Path(here))
+    return sorted(found)
 
 
 def folder_kind(folder: str | os.PathLike) -> str:

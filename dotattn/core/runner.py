@@ -145,6 +145,22 @@ def watch_parent(parent_pid: int, poll: float = PARENT_POLL_SECONDS) -> None:
     threading.Thread(target=loop, name="dotattn-parent-watchdog", daemon=True).start()
 
 
+THREADED_RUNTIMES = ("jax",)
+"""Top-level modules whose import starts threads in this process (JAX's runtime): after one of them is
+loaded, forking the process can deadlock the child (JAX warns so at every ``os.fork()``)."""
+
+
+def pool_context() -> Any:
+    """The multiprocessing context of the worker pool: the platform default (fork on Linux: cheapest)
+    while no threaded runtime (:data:`THREADED_RUNTIMES`) is loaded; otherwise ``spawn``: each worker is
+    a fresh interpreter started by fork + exec at once (no Python code runs in between, so nothing can
+    deadlock), still a child of this process (which :func:`watch_parent` relies on; a forkserver's
+    workers would be the server's children). The tasks are module-level functions either way."""
+    if any(name in sys.modules for name in THREADED_RUNTIMES):
+        return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context()
+
+
 def _init_worker(q: Any, parent_pid: int | None = None) -> None:
     """Pool worker set-up: the progress queue; SIGINT ignored (a Ctrl-C on the terminal reaches the
     whole process group; the main process decides and terminates the workers); SIGTERM back to
@@ -245,7 +261,7 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, workers: int = 
         for i, t in enumerate(tasks):
             on_result(i, fn(*t, report=lambda i=i: on_unit(i)))
         return
-    ctx = multiprocessing.get_context()
+    ctx = pool_context()
     q = ctx.Queue()
     pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx, initializer=_init_worker,
                                initargs=(q, os.getpid()))

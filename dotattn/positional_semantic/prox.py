@@ -353,7 +353,7 @@ def _newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float
 def default_random_starts(L: int, r: int) -> int:
     """Random starts per node of the global search: none for L = 2, r = 1 (the canonical starts
     suffice there), 4 otherwise. Measured at the converged fixed points of (L, r, r_t) = (2, 2, 1)
-    (all three branches) and (3, 1, 1) (issue 14, benchmarks/README.md): 2 random starts already
+    (all three branches) and (3, 1, 1) (benchmarks/README.md): 2 random starts already
     find the same global minimum as 16 at every node (hats equal to 2e-10), the canonical starts
     alone miss nodes of weight up to 1e-3 for r = 2; 4 keeps a factor 2 in hand (8 before)."""
     return 0 if (L == 2 and r == 1) else 4

@@ -1,4 +1,4 @@
-"""Roots refined on independent scrambled Sobol rules: α_c and α_lin with a standard error (issue 19).
+"""Roots refined on independent scrambled Sobol rules: α_c and α_lin with a standard error.
 
 The sweep of a phase-diagram column runs on one rule (Gauss–Hermite 12 for the toy model). Its
 integrand contains a global argmin, so the prox jumps across a surface in the Gaussian variables and
