@@ -101,7 +101,7 @@ def state_evolution(channel, rho, T, alphas, nodes, hardmax_nodes, hardmax_deriv
     click.echo("\n".join(lines))
 
 
-@aim.command("free-entropy")
+@aim.command("free-entropy", short_help="Free entropy from both starts, selection, Bayes-optimal test error.")
 @click.option("--channel", type=str, default="softmax", show_default=True, help="Output channel: softmax or hardmax.")
 @click.option("--rho", type=float, required=True, help="Width ratio rho = r/d, in [1e-4, 1e4].")
 @click.option("--tokens", "T", type=int, default=2, show_default=True,
