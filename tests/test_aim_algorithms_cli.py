@@ -67,6 +67,10 @@ def test_amp_end_to_end(tmp_path):
     assert "bound_check" in s and len(s["alphas"]) == 1
     it = read_csv(out / "iterations.csv")
     assert {row["iteration"] for row in it} >= {"0", "1"} and all(row["V_se"] for row in it)
+    assert "estimator" in r.output and "conv/sets" in r.output  # --quiet drops progress lines, not the table
+    assert all(0.0 <= float(row["test_error"]) <= 2.0 for row in runs)
+    a = s["alphas"][0]
+    assert 0.0 <= a["test_error_bo"] <= a["test_mean"] + 4 * a["test_se"]  # a lower bound (0 past perfect recovery)
 
 
 def test_gd_end_to_end(tmp_path):
@@ -81,6 +85,8 @@ def test_gd_end_to_end(tmp_path):
                                                                          for row in runs) == 2
     s = json.loads((out / "summary.json").read_text())
     assert {a["estimator"] for a in s["alphas"]} == {"gd", "gd_averaged"}
+    assert "data sets all of whose 2 initialisations" in r.output  # what conv/sets counts
+    assert all(0.0 <= float(row["test_error"]) <= 2.0 for row in runs)
 
 
 def test_gd_without_torch_names_the_extra(tmp_path, monkeypatch):

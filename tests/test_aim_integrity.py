@@ -81,3 +81,34 @@ def test_figure_command_refuses_a_tampered_folder_in_one_line(tmp_path):
     assert res.returncode == 2, res.stderr
     assert "points.csv" in res.stderr and "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def _free_entropy_folder(tmp_path: Path) -> Path:
+    from dotattn.cli.main import cli
+    from click.testing import CliRunner
+
+    out = tmp_path / "fe"
+    r = CliRunner().invoke(cli, ["aim", "free-entropy", "--rho", "0.5", "--alpha", "0.05,0.1", "--test-samples", "500",
+                                 "--out", str(out), "--quiet"])
+    assert r.exit_code == 0, (r.output, r.exception)
+    return out
+
+
+@pytest.mark.parametrize("column, value", [("start", "random"), ("alpha", "0.07"), ("mmse", "1.3"),
+                                           ("test_error", "2.5"), ("rho", "1")])
+def test_free_entropy_rows_checked_against_the_manifest(tmp_path, column, value):
+    from dotattn.aim.plotting import read_free_entropy
+
+    folder = _free_entropy_folder(tmp_path)
+    assert folder_kind(folder) == "aim-free-entropy" and len(read_free_entropy(folder)) == 4
+    _edit_first_row(folder, "free_entropy.csv", column, value, reseal=True)
+    with pytest.raises(IntegrityError, match="free_entropy.csv"):
+        verify_folder(folder)
+
+
+def test_gd_runs_checked_against_the_recorded_initialisations(tmp_path):
+    folder = _copy(RESULTS / "gd_softmax_d40_rho0.5_T2", tmp_path)
+    verify_folder(folder)
+    _edit_first_row(folder, "runs.csv", "seed", "9", reseal=True)  # 8 data sets were made
+    with pytest.raises(IntegrityError, match="runs.csv"):
+        verify_folder(folder)

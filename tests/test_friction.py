@@ -181,7 +181,8 @@ def test_paths_figures_categorical_heads_per_panel_scales_and_labelled_colour_ba
 def test_group_help_lists_every_subcommand_without_cutting_it():
     """click cut each subcommand's first sentence at ~45 characters ('GAMP with ... on n =...'); every
     subcommand now has its own one-line help, and the top-level help names the three theories."""
-    for group, subs in (("aim", ("amp", "figure", "gd", "state-evolution")), ("paths", ("images", "sample", "theory"))):
+    for group, subs in (("aim", ("amp", "figure", "free-entropy", "gd", "state-evolution")),
+                        ("paths", ("images", "sample", "theory"))):
         r = run(group, "--help", timeout=120)
         assert r.returncode == 0, r.stderr
         listing = r.stdout.split("Commands:", 1)[1]

@@ -46,6 +46,7 @@ class StudySpec:
     channel: str = "softmax"
     beta: float = 1.0
     seeds: int = 8
+    test_samples: int = 2000
 
     def __post_init__(self) -> None:
         from dotattn.aim.state_evolution import check_inputs
@@ -59,6 +60,7 @@ class StudySpec:
             object.__setattr__(self, name, value)
         object.__setattr__(self, "beta", check_number("beta", self.beta, 0.0, True, 1e3, "in (0, 1000]"))
         object.__setattr__(self, "seeds", check_int("seeds", self.seeds, 1, 10_000))
+        object.__setattr__(self, "test_samples", check_int("test_samples", self.test_samples, 2, 1_000_000))
         teacher_rank(self.d, self.rho)
 
     @property
@@ -70,7 +72,8 @@ class StudySpec:
 
     def to_dict(self) -> dict[str, Any]:
         return {"d": self.d, "rho": self.rho, "r": self.r, "T": self.T, "channel": self.channel, "beta": self.beta,
-                "alpha": list(self.alphas), "seeds": self.seeds}
+                "alpha": list(self.alphas), "seeds": self.seeds,
+                "test_samples": self.test_samples}
 
 
 def check_memory(spec: StudySpec, extra_per_sample: int = 0, memory: int | None = -1) -> int:
@@ -110,6 +113,7 @@ class RunRow:
     grad_rms: float = float("nan")
     seconds: float = float("nan")
     message: str = ""
+    test_error: float = float("nan")
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,17 +122,21 @@ class RunRow:
     def from_row(cls, row: dict[str, Any]) -> "RunRow":
         conv = {"estimator": read_text, "seed": read_int, "init": read_int, "n": read_int, "status": read_text,
                 "iterations": read_int, "message": read_text}
-        return cls(**{f.name: conv.get(f.name, read_float)(row[f.name]) for f in fields(cls)})
+        return cls(**{f.name: conv.get(f.name, read_float)(row[f.name] if f.name in _REQUIRED_RUN else row.get(f.name))
+                      for f in fields(cls)})
 
 
 RUN_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRow))
+_REQUIRED_RUN = RUN_COLUMNS[:-1]  # test_error: absent from folders written before it existed (read as NaN)
 
 
 @dataclass(frozen=True)
 class AlphaRow:
     """One (estimator, α): mean error over the seeds that did not diverge, its standard error, the state
     evolution's MMSE, the gap (mean − MMSE) in standard errors, how many runs converged and diverged
-    (diverged runs are counted, not averaged), and the lower-bound flag."""
+    (diverged runs are counted, not averaged), and the lower-bound flag; the same for the test error
+    (1/T)‖g(ĥ) − y‖²_F of the estimator's plug-in predictor on fresh samples against the Bayes-optimal test
+    error at the state evolution's overlap (:func:`dotattn.aim.test_error.bayes_test_error`)."""
 
     estimator: str
     alpha: float
@@ -141,38 +149,53 @@ class AlphaRow:
     gap: float
     gap_in_se: float
     beats_bound: bool
+    test_mean: float = float("nan")
+    test_se: float = float("nan")
+    test_error_bo: float = float("nan")
+    test_gap_in_se: float = float("nan")
+    test_beats_bound: bool = False
 
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "AlphaRow":
+        def flag(x):
+            return False if x in (None, "") else read_bool(x)
+
         conv = {"estimator": read_text, "runs": read_int, "converged": read_int, "diverged": read_int,
-                "beats_bound": read_bool}
-        return cls(**{f.name: conv.get(f.name, read_float)(row[f.name]) for f in fields(cls)})
+                "beats_bound": read_bool, "test_beats_bound": flag}
+        # the test_* columns are absent from folders written before they existed (NaN, no flag)
+        return cls(**{f.name: conv.get(f.name, read_float)(row.get(f.name)) for f in fields(cls)})
 
 
 ALPHA_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AlphaRow))
 
 
-def alpha_summary(estimator: str, alpha: float, mse: Sequence[float], statuses: Sequence[str],
-                  mmse: float) -> AlphaRow:
-    """Mean and standard error of the runs' errors at one α, against the MMSE (see :data:`BOUND_Z`)."""
-    if len(mse) != len(statuses):
-        raise ValueError("alpha_summary: one status per error")
-    x = np.asarray([m for m, s in zip(mse, statuses) if s != DIVERGED], dtype=float)
+def _mean_se_gap(values: Sequence[float], statuses: Sequence[str], bound: float) -> tuple[float, float, float]:
+    """Mean and standard error over the runs that did not diverge, and (mean − bound)/SE (NaN with one run)."""
+    x = np.asarray([m for m, s in zip(values, statuses) if s != DIVERGED], dtype=float)
     mean = float(np.mean(x)) if x.size else float("nan")
     se = float(np.std(x, ddof=1) / math.sqrt(x.size)) if x.size > 1 else float("nan")
-    gap = mean - mmse
+    gap = mean - bound
     if not math.isfinite(se):  # fewer than two runs to average: no standard error, no verdict
-        z = float("nan")
-    else:
-        z = gap / se if se > 0 else (0.0 if gap == 0 else math.copysign(math.inf, gap))
-    beats = bool(z < -BOUND_Z)  # False for NaN (one seed)
+        return mean, se, float("nan")
+    return mean, se, gap / se if se > 0 else (0.0 if gap == 0 else math.copysign(math.inf, gap))
+
+
+def alpha_summary(estimator: str, alpha: float, mse: Sequence[float], statuses: Sequence[str],
+                  mmse: float, test: Sequence[float] | None = None, test_bo: float = float("nan")) -> AlphaRow:
+    """Mean and standard error of the runs' errors at one α, against the MMSE (see :data:`BOUND_Z`), and of
+    their test errors ``test`` (one per run, optional) against the Bayes-optimal test error ``test_bo``."""
+    if len(mse) != len(statuses) or (test is not None and len(test) != len(statuses)):
+        raise ValueError("alpha_summary: one status per error")
+    mean, se, z = _mean_se_gap(mse, statuses, mmse)
+    t_mean, t_se, t_z = _mean_se_gap(test, statuses, test_bo) if test is not None else (math.nan,) * 3
     return AlphaRow(estimator=estimator, alpha=float(alpha), mse_mean=mean, mse_se=se, runs=len(statuses),
                     converged=sum(s == CONVERGED for s in statuses), diverged=sum(s == DIVERGED for s in statuses),
-                    mmse_se_theory=float(mmse), gap=gap,
-                    gap_in_se=z, beats_bound=beats)
+                    mmse_se_theory=float(mmse), gap=mean - mmse, gap_in_se=z, beats_bound=bool(z < -BOUND_Z),
+                    test_mean=t_mean, test_se=t_se, test_error_bo=float(test_bo), test_gap_in_se=t_z,
+                    test_beats_bound=bool(t_z < -BOUND_Z))  # False for NaN (one seed)
 
 
 def write_study(folder: str | Path, spec: StudySpec, settings: dict[str, Any], runs: Sequence[RunRow],
@@ -190,9 +213,10 @@ def write_study(folder: str | Path, spec: StudySpec, settings: dict[str, Any], r
         cols = ("alpha", "seed", "iteration", "mse", "V_amp", "V_se", "Delta")
         write_csv(folder / "iterations.csv", iterations, cols, comment=comment)
         files.append("iterations.csv")
-    flagged = [a.to_row() for a in alphas if a.beats_bound]
+    flagged = [a.to_row() for a in alphas if a.beats_bound or a.test_beats_bound]
     summary = {"made_for": made_for, "alphas": [a.to_row() for a in alphas],
-               "bound_check": {"rule": f"beats_bound when (mse_mean - mmse_se_theory)/mse_se < -{BOUND_Z:g}",
+               "bound_check": {"rule": f"beats_bound when (mse_mean - mmse_se_theory)/mse_se < -{BOUND_Z:g}; "
+                                       f"test_beats_bound when (test_mean - test_error_bo)/test_se < -{BOUND_Z:g}",
                                "flagged": flagged},
                "statuses": {s: sum(r.status == s for r in runs) for s in sorted({r.status for r in runs})},
                "command": command, "provenance": prov, **(extra or {})}
@@ -270,6 +294,24 @@ def _cached(cache_dir, estimator, spec, config, alpha, seed, compute: Callable[[
     return content, False
 
 
+def _bayes_test_error(spec: StudySpec, mmse: float) -> float:
+    """The Bayes-optimal test error at the state evolution's overlap q = Q0 − MMSE (seeded Monte Carlo)."""
+    from dotattn.aim.prior import prior_second_moment
+    from dotattn.aim.test_error import bayes_test_error
+
+    return bayes_test_error(spec.channel, prior_second_moment(spec.rho) - mmse, spec.rho, spec.T, spec.beta)[0]
+
+
+def _plugin_test_errors(data, S_hats: Sequence[np.ndarray], m: int) -> list[float]:
+    """(1/T)‖g(h(Ŝ)) − y‖²_F averaged over m fresh samples of the data's teacher, for each estimate."""
+    from dotattn.aim.model import attention_index, fresh_samples
+    from dotattn.aim.test_error import plugin_test_error
+
+    X, y = fresh_samples(data, m)
+    return [plugin_test_error(attention_index(X, S), y, data.channel, data.beta)[0]
+            if np.all(np.isfinite(S)) else math.nan for S in S_hats]
+
+
 def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | None = None,
                   cache_dir: str | Path | None = None, on_run: Callable[[bool], None] | None = None):
     """AMP on every (α, seed): (runs, per-α rows, per-iteration rows, seconds).
@@ -296,7 +338,8 @@ def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | Non
                         "V_se": V_se[t] if t < len(V_se) else None,
                         "Delta": res.Delta_path[t - 1] if t >= 1 else None} for t, m in enumerate(res.mse_path)]
                 run = RunRow(estimator="amp", alpha=alpha, seed=seed, init=-1, n=data.n, mse=res.mse,
-                             status=res.status, iterations=res.iterations, seconds=res.seconds, message=res.message)
+                             status=res.status, iterations=res.iterations, seconds=res.seconds, message=res.message,
+                             test_error=_plugin_test_errors(data, [res.S_hat], spec.test_samples)[0])
                 return {"runs": [run.to_row()], "iterations": its}
 
             content, cached = _cached(cache_dir, "amp", spec, config, alpha, seed, compute)
@@ -309,15 +352,19 @@ def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | Non
                          f"after {run.iterations} iterations, {run.seconds:.1f} s" + (" (cached)" if cached else ""))
             if on_run is not None:
                 on_run(cached)
-        rows.append(alpha_summary("amp", alpha, [r.mse for r in res_alpha], [r.status for r in res_alpha], mmse))
+        rows.append(alpha_summary("amp", alpha, [r.mse for r in res_alpha], [r.status for r in res_alpha], mmse,
+                                  [r.test_error for r in res_alpha], _bayes_test_error(spec, mmse)))
     return runs, rows, iters, time.perf_counter() - t0
 
 
 def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callable[[str], None] | None = None,
                  cache_dir: str | Path | None = None, on_run: Callable[[bool], None] | None = None):
-    """GD (``config.inits`` initialisations per data set) and the averaged estimator on every (α, seed):
-    (runs, per-α rows for ``gd`` and ``gd_averaged``, seconds). ``cache_dir``, ``on_run``: as for
-    :func:`run_amp_study` (one unit per data set: its initialisations and their average)."""
+    """GD (``config.inits`` initialisations per data set, batched) and the averaged estimator on every
+    (α, seed), with their plug-in test errors on ``spec.test_samples`` fresh samples: (runs, per-α rows for
+    ``gd`` and ``gd_averaged``, seconds). ``progress`` gets a start line, one line per data set with the
+    elapsed time and an estimate of the time left (from the work done so far: the cost is ∝ n).
+    ``cache_dir``, ``on_run``: as for :func:`run_amp_study` (one unit per data set: its initialisations and
+    their average)."""
     from dotattn.aim.gd import GDConfig, run_gd
     from dotattn.aim.model import make_data
 
@@ -325,24 +372,35 @@ def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callabl
     check_instance("config", config, GDConfig, "dotattn.aim.gd.GDConfig")
     _, _, _, mmse_of, _ = _theory(spec)
     t0 = time.perf_counter()
+    work_total = spec.seeds * sum(spec.n(a) for a in spec.alphas)
+    work_done = 0
+    if progress is not None:
+        progress(f"gd: d = {spec.d}, T = {spec.T}, {len(spec.alphas)} alpha x {spec.seeds} seeds x {config.inits} "
+                 f"initialisations, {config.steps} {config.optimizer} steps each (all initialisations batched)")
     runs, rows = [], []
     for alpha in spec.alphas:
         mmse = float(mmse_of(alpha))
+        test_bo = _bayes_test_error(spec, mmse)
         single, averaged = [], []
         for seed in range(spec.seeds):
             def compute(alpha=alpha, seed=seed) -> dict[str, Any]:
                 data = make_data(spec.d, spec.rho, spec.T, alpha, spec.channel, spec.beta, seed)
                 res = run_gd(data, config, device=device)
+                tests = _plugin_test_errors(data, [*res.S_runs, res.S_averaged], spec.test_samples)
                 per = res.seconds / len(res.runs)
                 inits = [RunRow(estimator="gd", alpha=alpha, seed=seed, init=k.init, n=data.n, mse=k.mse,
-                                status=k.status, iterations=k.steps, loss=k.loss, grad_rms=k.grad_rms, seconds=per)
+                                status=k.status, iterations=k.steps, loss=k.loss, grad_rms=k.grad_rms, seconds=per,
+                                test_error=tests[k.init])
                          for k in res.runs]
                 sts = [k.status for k in res.runs]
-                status = (DIVERGED if DIVERGED in sts else CONVERGED if all(s == CONVERGED for s in sts)
-                          else NOT_CONVERGED)
+                status = DIVERGED if all(s == DIVERGED for s in sts) else \
+                    CONVERGED if all(s == CONVERGED for s in sts) else NOT_CONVERGED
+                used = sum(s != DIVERGED for s in sts)
                 avg = RunRow(estimator="gd_averaged", alpha=alpha, seed=seed, init=-1, n=data.n,
                              mse=res.mse_averaged, status=status, iterations=len(res.runs), seconds=res.seconds,
-                             message=f"mean of S over {len(res.runs)} initialisations")
+                             message=f"mean of S over {used} of {len(res.runs)} initialisations (the others diverged)"
+                             if used < len(res.runs) else f"mean of S over {len(res.runs)} initialisations",
+                             test_error=tests[-1])
                 return {"runs": [r.to_row() for r in inits] + [avg.to_row()]}
 
             content, cached = _cached(cache_dir, "gd", spec, config, alpha, seed, compute)
@@ -351,15 +409,21 @@ def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callabl
             runs.extend(seed_runs)
             single.extend(inits)
             averaged.append(avg)
+            work_done += spec.n(alpha)
             if progress is not None:
-                progress(f"gd alpha={alpha:g} seed={seed}: mse {np.mean([k.mse for k in inits]):.4f}, averaged "
-                         f"{avg.mse:.4f} (SE {mmse:.4f}), max grad_rms {max(k.grad_rms for k in inits):.1e}, "
-                         f"{avg.seconds:.1f} s" + (" (cached)" if cached else ""))
+                el = time.perf_counter() - t0
+                progress(f"gd alpha={alpha:g} seed={seed}: mse {np.nanmean([k.mse for k in inits]):.4f}, averaged "
+                         f"{avg.mse:.4f} (SE {mmse:.4f}); test {np.nanmean([k.test_error for k in inits]):.4f}, "
+                         f"averaged {avg.test_error:.4f} (Bayes {test_bo:.4f}); max grad_rms "
+                         f"{max(k.grad_rms for k in inits):.1e}; {avg.seconds:.0f} s" + (" (cached)" if cached else "")
+                         + f"; {el / 60:.1f} min elapsed, about {el / work_done * (work_total - work_done) / 60:.1f} min left")
             if on_run is not None:
                 on_run(cached)
         # the GD row: per seed the mean over initialisations (seeds are the independent samples), with the
         # status of the averaged row (converged when every initialisation is)
-        per_seed = [float(np.mean([r.mse for r in single if r.seed == s])) for s in range(spec.seeds)]
-        rows.append(alpha_summary("gd", alpha, per_seed, [r.status for r in averaged], mmse))
-        rows.append(alpha_summary("gd_averaged", alpha, [r.mse for r in averaged], [r.status for r in averaged], mmse))
+        per_seed = [float(np.nanmean([r.mse for r in single if r.seed == s])) for s in range(spec.seeds)]
+        per_seed_test = [float(np.nanmean([r.test_error for r in single if r.seed == s])) for s in range(spec.seeds)]
+        rows.append(alpha_summary("gd", alpha, per_seed, [r.status for r in averaged], mmse, per_seed_test, test_bo))
+        rows.append(alpha_summary("gd_averaged", alpha, [r.mse for r in averaged], [r.status for r in averaged], mmse,
+                                  [r.test_error for r in averaged], test_bo))
     return runs, rows, time.perf_counter() - t0

@@ -31,7 +31,7 @@ from dotattn.core.validation import ParameterError, check_alpha, check_int, chec
 
 __all__ = ["CHANNELS", "n_entries", "flat_index", "noise_weights", "flatten", "unflatten", "alpha_bar",
            "softmax_rows", "output_function", "log_z_out", "log_bvn", "bvn_partials", "q_hat",
-           "hardmax_fisher_at_zero", "HARDMAX_NODES"]
+           "hardmax_fisher_at_zero", "psi_out", "HARDMAX_NODES"]
 
 CHANNELS = ("softmax", "hardmax")
 HARDMAX_NODES = 48
@@ -255,6 +255,23 @@ def _sinh_rule(nodes: int) -> tuple[np.ndarray, np.ndarray]:
     return u, w
 
 
+def _kappa_rule(ratio: float, nodes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(κ⁰_1, κ⁰_2, weights) of the tensor rule for E over κ⁰ ~ N(0, ratio·[[1, 1/3], [1/3, 1]]): the
+    trapezoid rule in t with κ⁰ = L sinh(t), L = min(1, σ), σ = √ratio, |κ⁰| ≤ 10 σ (flattened)."""
+    sigma = math.sqrt(ratio)
+    L = min(1.0, sigma)
+    tmax = math.asinh(10.0 * sigma / L)
+    u, w = _sinh_rule(int(nodes))
+    t = u * tmax
+    kap = L * np.sinh(t)
+    jac = L * np.cosh(t) * tmax * w
+    K1, K2 = np.meshgrid(kap, kap, indexing="ij")
+    r0 = 1.0 / 3.0
+    quad = (K1 * K1 - 2 * r0 * K1 * K2 + K2 * K2) / (ratio * (1 - r0 * r0))
+    dens = np.exp(-0.5 * quad) / (2 * math.pi * ratio * math.sqrt(1 - r0 * r0))
+    return K1.ravel(), K2.ravel(), (np.outer(jac, jac) * dens).ravel()
+
+
 def _hardmax_fisher(ratio: float, nodes: int, derivative: str = "gradient") -> float:
     """E_ω Σ_y Z g_κᵀ diag(s) C diag(s) g_κ / 3 (= V E[g_ωᵀ D g_ω]) for T = 2 at q/V = ratio.
 
@@ -263,22 +280,9 @@ def _hardmax_fisher(ratio: float, nodes: int, derivative: str = "gradient") -> f
 
     κ⁰ = (ω00 − ω01, ω11 − ω01)/√(3V) is N(0, ratio·[[1, 1/3], [1/3, 1]]); the tensor rule is the
     trapezoid rule in t with κ⁰ = L sinh(t), L = min(1, σ), σ = √ratio, |κ⁰| ≤ 10 σ."""
-    sigma = math.sqrt(ratio)
-    if sigma < 1e-8:
+    if math.sqrt(ratio) < 1e-8:
         return hardmax_fisher_at_zero()
-    L = min(1.0, sigma)
-    tmax = math.asinh(10.0 * sigma / L)
-    u, w = _sinh_rule(int(nodes))
-    t = u * tmax
-    kap = L * np.sinh(t)
-    jac = L * np.cosh(t) * tmax * w
-    K1, K2 = np.meshgrid(kap, kap, indexing="ij")
-    W = np.outer(jac, jac)
-    r0 = 1.0 / 3.0
-    quad = (K1 * K1 - 2 * r0 * K1 * K2 + K2 * K2) / (ratio * (1 - r0 * r0))
-    dens = np.exp(-0.5 * quad) / (2 * math.pi * ratio * math.sqrt(1 - r0 * r0))
-    W = (W * dens).ravel()
-    K1, K2 = K1.ravel(), K2.ravel()
+    K1, K2, W = _kappa_rule(ratio, nodes)
     total = 0.0
     # labels (−,−) and (−,+) mirror (+,+) and (+,−) (κ⁰ -> −κ⁰, a symmetric grid and density)
     for s1, s2 in ((1, 1), (1, -1)):
@@ -321,3 +325,39 @@ def q_hat(channel: str, alpha: float, q: float, rho: float, T: int, nodes: int =
     if channel == "softmax":
         return alpha_bar(alpha, T) / V
     return 2.0 * alpha * _hardmax_fisher(max(q, 0.0) / V, nodes, derivative) / V
+
+
+# ----------------------------------------------------------------------------------------------
+# free entropy of the output channel
+# ----------------------------------------------------------------------------------------------
+def _hardmax_entropy(ratio: float, nodes: int) -> float:
+    """E_ω Σ_y Z log Z for T = 2 at q/V = ratio (the negative conditional entropy of the two labels),
+    on the tensor rule of :func:`_hardmax_fisher`."""
+    if math.sqrt(ratio) < 1e-8:
+        total = 0.0
+        for c in (1.0, -1.0):
+            Z = 0.25 + math.asin(c / 3.0) / (2 * math.pi)
+            total += 2 * Z * math.log(Z)
+        return total
+    K1, K2, W = _kappa_rule(ratio, nodes)
+    total = 0.0
+    for s1, s2 in ((1, 1), (1, -1)):  # (−,−), (−,+) mirror these
+        lz = log_bvn(s1 * K1, s2 * K2, s1 * s2 / 3.0, nodes=_SE_BVN_NODES)
+        total += 2.0 * float(np.sum(W * np.exp(lz) * lz))
+    return total
+
+
+def psi_out(channel: str, q: float, rho: float, T: int, nodes: int = HARDMAX_NODES) -> float:
+    """Ψ_out(q) = E_{ω, y} log Z_out(y | ω, V), ω ~ N(0, q D), V = Q0 − q: the output part of the free
+    entropy per sample; ∂Ψ_out/∂q = ½ E[g_outᵀ D g_out] = q̂/(4α) (checked by finite differences).
+
+    softmax: −((K − 1)/2)(1 + log 2πV), the log density of the K − 1 revealed combinations with the
+    y-dependent Jacobian dropped (a constant per sample, the same for every q; it shifts Φ by the same
+    amount at every fixed point of one α); hardmax (T = 2): E Σ_y Z log Z ≤ 0 by quadrature."""
+    _check(channel, T)
+    V = prior_second_moment(rho) - q
+    if not V > 0:
+        raise ValueError(f"q must be < Q0 = 1 + rho, got q = {q}")
+    if channel == "softmax":
+        return -0.5 * (n_entries(T) - 1) * (1.0 + math.log(2.0 * math.pi * V))
+    return _hardmax_entropy(max(q, 0.0) / V, int(nodes))

@@ -1,6 +1,7 @@
 """The folder kinds of the AIM theory, registered with :mod:`dotattn.core.integrity`:
 ``aim-state-evolution`` (``dotattn aim state-evolution``: points.csv with an ``mmse`` column,
-summary.json) and ``aim-algorithms`` (``dotattn aim amp|gd``: alphas.csv, runs.csv, summary.json)."""
+summary.json), ``aim-algorithms`` (``dotattn aim amp|gd``: alphas.csv, runs.csv, summary.json) and
+``aim-free-entropy`` (``dotattn aim free-entropy``: free_entropy.csv, summary.json)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,13 @@ import numpy as np
 from dotattn.aim.algo_study import AlphaRow, RunRow
 from dotattn.aim.channels import alpha_bar
 from dotattn.aim.prior import prior_second_moment
+from dotattn.aim.free_entropy import STARTS, FreeEntropyPoint
 from dotattn.aim.state_evolution import SEPoint
 from dotattn.core.integrity import FolderKind, check_finite, header_has, on_grid, read_records, register_kind
 from dotattn.core.io import IntegrityError
 from dotattn.core.status import CONVERGED, DIVERGED, STATUSES
 
-__all__ = ["AIM_STATE_EVOLUTION", "AIM_ALGORITHMS"]
+__all__ = ["AIM_STATE_EVOLUTION", "AIM_ALGORITHMS", "AIM_FREE_ENTROPY"]
 
 
 IDENTITY_TOL = 1e-9
@@ -92,6 +94,13 @@ ESTIMATORS = {"amp": ("amp",), "gd": ("gd", "gd_averaged")}
 """The estimators whose rows an ``aim amp`` / ``aim gd`` folder holds."""
 
 
+
+def _nanmean(values: list[float]) -> float:
+    """Mean of the finite values (NaN when none): GD's per-seed error over initialisations, as written."""
+    finite = [v for v in values if not math.isnan(v)]
+    return float(np.mean(finite)) if finite else math.nan
+
+
 def _check_aim_algorithms(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     """runs.csv and alphas.csv of ``dotattn aim amp|gd``: every row readable; statuses in the vocabulary;
     errors finite (or NaN for a diverged run); every (estimator, α) of runs.csv summarised in alphas.csv,
@@ -111,6 +120,9 @@ def _check_aim_algorithms(folder: Path, manifest: Mapping[str, Any] | None) -> N
         if r.status != DIVERGED:
             check_finite(runs_path, i, "mse", r.mse, 1e6)
         by.setdefault((r.estimator, r.alpha), []).append(r)
+        # (1/T)||g - y||^2 of rows of probabilities is at most 2; NaN where not measured (older folders)
+        if not (math.isnan(r.test_error) or 0.0 <= r.test_error <= 2.0):
+            raise IntegrityError(f"{runs_path}: row {i}: test_error = {r.test_error!r} is not in [0, 2]")
     for i, a in enumerate(alphas, start=1):
         rows = by.get((a.estimator, a.alpha), [])
         per_seed = sorted({r.seed for r in rows})
@@ -119,7 +131,7 @@ def _check_aim_algorithms(folder: Path, manifest: Mapping[str, Any] | None) -> N
                                  f"{a.alpha:g}, runs.csv has {len(per_seed)}")
         if a.estimator == "gd":  # per seed the mean over initialisations; statuses of the averaged rows
             statuses = {r.seed: r.status for r in by.get(("gd_averaged", a.alpha), [])}
-            values = [(float(np.mean([r.mse for r in rows if r.seed == s])), statuses.get(s, "")) for s in per_seed]
+            values = [(_nanmean([r.mse for r in rows if r.seed == s]), statuses.get(s, "")) for s in per_seed]
         else:
             values = [(r.mse, r.status) for r in sorted(rows, key=lambda r: r.seed)]
         kept = [m for m, st in values if st != DIVERGED]
@@ -182,3 +194,44 @@ AIM_STATE_EVOLUTION = register_kind(FolderKind("aim-state-evolution", ("points.c
                                                recognise=lambda folder: header_has(folder / "points.csv", "mmse")))
 AIM_ALGORITHMS = register_kind(FolderKind("aim-algorithms", ("alphas.csv", "runs.csv", "summary.json"),
                                           _check_aim_algorithms))
+
+
+def _check_aim_free_entropy(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """free_entropy.csv of ``dotattn aim free-entropy``: every row readable; one channel, ρ, T and β, those
+    of the manifest; per α of the manifest's grid one row per start; 0 <= MMSE <= 1 (the prior mean's error);
+    at least one selected row per α; a test error in [0, 2] with a non-negative standard error."""
+    path = folder / "free_entropy.csv"
+    rows = read_records(path, FreeEntropyPoint)
+    if not rows:
+        raise IntegrityError(f"{path}: no data rows")
+    first = rows[0]
+    made_for = (manifest or {}).get("made_for") or {}
+    for name, attr in (("channel", "channel"), ("rho", "rho"), ("tokens", "tokens"), ("beta", "beta")):
+        if name in made_for and made_for[name] != getattr(first, attr):
+            raise IntegrityError(f"{path}: {attr} = {getattr(first, attr)!r}, the manifest says {made_for[name]!r}")
+    starts: dict[float, list[str]] = {}
+    selected: dict[float, bool] = {}
+    for i, r in enumerate(rows, start=1):
+        if (r.channel, r.rho, r.tokens, r.beta) != (first.channel, first.rho, first.tokens, first.beta):
+            raise IntegrityError(f"{path}: row {i}: channel/rho/tokens/beta differ from row 1")
+        if r.start not in STARTS:
+            raise IntegrityError(f"{path}: row {i}: start {r.start!r} is not one of {', '.join(STARTS)}")
+        check_finite(path, i, "mmse", r.mmse, 1.0 + 1e-9)
+        if r.mmse < 0 or not 0.0 <= r.test_error <= 2.0 or not r.test_error_se >= 0:
+            raise IntegrityError(f"{path}: row {i}: mmse {r.mmse!r} or test error {r.test_error!r} "
+                                 f"(+- {r.test_error_se!r}) out of range")
+        starts.setdefault(r.alpha, []).append(r.start)
+        selected[r.alpha] = selected.get(r.alpha, False) or r.selected
+    for a, st in starts.items():
+        if sorted(st) != sorted(STARTS):
+            raise IntegrityError(f"{path}: alpha = {a:g} has starts {st}, expected one row per start")
+        if not selected[a]:
+            raise IntegrityError(f"{path}: alpha = {a:g} has no selected fixed point")
+    grid = made_for.get("alpha")
+    if isinstance(grid, list) and (len(grid) != len(starts) or not all(on_grid(a, grid) for a in starts)):
+        raise IntegrityError(f"{path}: its alpha values are not the {len(grid)} the manifest was made for")
+
+
+AIM_FREE_ENTROPY = register_kind(FolderKind("aim-free-entropy", ("free_entropy.csv", "summary.json"),
+                                            _check_aim_free_entropy,
+                                            recognise=lambda folder: (folder / "free_entropy.csv").exists()))

@@ -23,7 +23,7 @@ from dotattn.aim.prior import sample_teacher as _prior_teacher
 from dotattn.core.validation import ParameterError, check_int, check_number
 
 __all__ = ["CHANNELS", "AIMData", "sample_teacher", "sample_tokens", "attention_index", "sensing_adjoint",
-           "outputs", "softmax_rows", "hardmax_rows", "make_data", "teacher_rank", "data_bytes", "chunk_size",
+           "outputs", "fresh_samples", "softmax_rows", "hardmax_rows", "make_data", "teacher_rank", "data_bytes", "chunk_size",
            "check_d"]
 
 D_MAX = 2000
@@ -31,7 +31,7 @@ D_MAX = 2000
 CHUNK_BYTES = 64 * 2**20
 """Working memory of one chunk of samples in :func:`attention_index` / :func:`sensing_adjoint`."""
 
-_STREAM_TEACHER, _STREAM_TOKENS = 1, 2
+_STREAM_TEACHER, _STREAM_TOKENS, _STREAM_FRESH = 1, 2, 5
 
 
 def check_d(d: Any) -> int:
@@ -182,3 +182,10 @@ def make_data(d: int, rho: float, T: int, alpha: float, channel: str = "softmax"
     h = attention_index(X, S)
     return AIMData(X=X, h=h, y=outputs(h, channel, beta), S=S, channel=channel, beta=beta, rho=rho, r=r,
                    seed=check_int("seed", seed, 0, 2**32 - 1))
+
+
+def fresh_samples(data: AIMData, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """m new samples of the data's teacher, independent of the training set (their own stream of the seed):
+    tokens (m, T, d) and outputs (m, T, T), for test errors."""
+    X = _rng(data.seed, _STREAM_FRESH).standard_normal((int(m), data.T, data.d))
+    return X, outputs(attention_index(X, data.S), data.channel, data.beta)

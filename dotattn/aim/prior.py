@@ -28,7 +28,7 @@ from dotattn.core.validation import check_number
 
 __all__ = ["prior_second_moment", "prior_mean", "stieltjes", "density", "support", "integrate_bulks",
            "free_fisher", "mmse_prior", "rie_eigenvalues", "rie_denoise", "rie_divergence", "sample_teacher",
-           "sample_goe", "DEFAULT_NODES", "DEFAULT_PANELS"]
+           "sample_goe", "log_energy", "mutual_information", "DEFAULT_NODES", "DEFAULT_PANELS"]
 
 DEFAULT_NODES = 48
 """Gauss–Legendre nodes per panel in θ (the convergence in nodes is shown in docs/aim.md and tested)."""
@@ -253,3 +253,61 @@ def sample_goe(d: int, rng: np.random.Generator) -> np.ndarray:
     """GOE matrix with off-diagonal variance 1/d and diagonal variance 2/d (semicircle on [−2, 2])."""
     A = rng.standard_normal((d, d))
     return (A + A.T) / math.sqrt(2.0 * d)
+
+
+# ----------------------------------------------------------------------------------------------
+# free entropy of the prior channel (docs/aim_algorithms.md, section 9)
+# ----------------------------------------------------------------------------------------------
+def log_energy(delta: float, rho: float, nodes: int = DEFAULT_NODES, panels: int = DEFAULT_PANELS,
+               sub: int = 8) -> float:
+    """Σ(μ_Δ) = ∬ log|x − y| μ_Δ(x) μ_Δ(y) dx dy, computed without the log singularity.
+
+    With the logarithmic potential U(x) = ∫ log|x − y| μ_Δ(y) dy, U'(x) = Re g(x) (the principal value)
+    and Σ = ∫ μ_Δ U. U is anchored at L = (right edge) + 1 + √Δ, where U(L) = ∫ log(L − y) μ_Δ is a
+    smooth integral, and carried leftwards by integrating Re g: through each gap with a Gauss–Legendre
+    rule in the sine map, through each bulk piece between consecutive quadrature nodes (``sub`` nodes
+    per sub-interval, in θ). Σ of the semicircle of variance v is ½ log v − ¼ (a known answer)."""
+    delta, rho = float(delta), float(rho)
+    pieces = list(_pieces(delta, rho))
+    right = pieces[-1][1]
+    L = right + 1.0 + math.sqrt(delta)
+    U = integrate_bulks(lambda x, mu: np.log(L - x) * mu, delta, rho, nodes, panels)
+    theta, wt = _theta_rule(int(nodes), int(panels))
+    tg, wg = np.polynomial.legendre.leggauss(int(sub))
+    t64, w64 = np.polynomial.legendre.leggauss(64)
+
+    def re_g(x):
+        return stieltjes(x.ravel(), delta, rho).real.reshape(x.shape)
+
+    def gap(lo, hi):  # ∫_lo^hi Re g, x = c + h sin θ (square-root behaviour at both ends)
+        c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
+        th = 0.5 * math.pi * t64
+        return float(np.sum(0.5 * math.pi * w64 * h * np.cos(th) * re_g(c + h * np.sin(th))))
+
+    total = 0.0
+    hi_prev = L
+    for lo, hi in reversed(pieces):
+        if hi < hi_prev:
+            U -= gap(hi, hi_prev)  # U(hi) = U(hi_prev) − ∫_hi^hi_prev Re g
+        c, h = 0.5 * (lo + hi), 0.5 * (hi - lo)
+        pts = np.concatenate([[-0.5 * math.pi], theta, [0.5 * math.pi]])
+        a, b = pts[:-1], pts[1:]
+        ths = 0.5 * (b - a)[:, None] * tg[None] + 0.5 * (b + a)[:, None]
+        seg = np.sum(0.5 * (b - a)[:, None] * wg[None] * h * np.cos(ths) * re_g(c + h * np.sin(ths)), axis=1)
+        tail = np.cumsum(seg[::-1])[::-1]  # tail[k] = ∫ from pts[k] to π/2 (in x: from node k − 1 to hi)
+        U_nodes = U - tail[1:]
+        mu = np.maximum(stieltjes(c + h * np.sin(theta), delta, rho).imag / math.pi, 0.0)
+        total += float(np.sum(wt * h * np.cos(theta) * mu * U_nodes))
+        U -= float(tail[0])
+        hi_prev = lo
+    return total
+
+
+def mutual_information(q_hat: float, rho: float, **kw) -> float:
+    """I(q̂) = lim (1/d²) I(S; Y) for Y = S + √Δ Z, Δ = 1/q̂ (Z GOE): ½ Σ(μ_Δ) − ¼ log Δ + ⅛.
+
+    (The entropy of a rotationally invariant matrix is ½ Σ of its spectrum per d² plus a constant that
+    cancels against the noise's, Σ(semicircle of variance Δ) = ½ log Δ − ¼.) I-MMSE: dI/dq̂ = MMSE_S(1/q̂)/4,
+    checked by finite differences in tests/test_aim_free_entropy.py."""
+    delta = 1.0 / float(q_hat)
+    return 0.5 * log_energy(delta, rho, **kw) - 0.25 * math.log(delta) + 0.125
