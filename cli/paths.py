@@ -90,7 +90,11 @@ def theory(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
 
 @paths.command("sample")
 @task_options
-@click.option("--N", "N", type=float, default=10, show_default=True, help="Width N, an integer in [1, 200].")
+@click.option("--N", "N", type=float, default=10, show_default=True,
+              help="Width N, an integer in [1, 200] ([1, 1e6] with --collapsed).")
+@click.option("--collapsed", is_flag=True,
+              help="Sample the order parameters (U_1, ..., U_L, U_a) of the exact collapsed posterior instead of "
+                   "the weights: same posterior of U, a chain whose dimension does not grow with N.")
 @click.option("--chains", type=int, default=4, show_default=True, help="NUTS chains (run one after the other), in [1, 64].")
 @click.option("--warmup", type=int, default=300, show_default=True, help="Warm-up steps per chain, in [1, 1e5].")
 @click.option("--draws", type=int, default=300, show_default=True, help="Kept draws per chain, in [4, 1e5].")
@@ -102,10 +106,11 @@ def theory(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
 @click.option("--quiet", is_flag=True, help="No progress and no table.")
 def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: int, beta: float, seed: int,
            temperature: float, sigma2: float, N: float, chains: int, warmup: int, draws: int, target_accept: float,
-           max_tree_depth: int, sampler_seed: int, out: str, quiet: bool) -> None:
+           max_tree_depth: int, sampler_seed: int, out: str, quiet: bool, collapsed: bool = False) -> None:
     """NUTS samples of the posterior (float64, several chains): U, accuracy and loss against the theory.
 
-    The read-in weights are integrated out exactly; the others are sampled. Writes R-hat, ESS and
+    The read-in weights are integrated out exactly; the others are sampled (or, with --collapsed,
+    the nested Wishart chain of the order parameters times the Gaussian marginal likelihood). Writes R-hat, ESS and
     divergences, the sampled U with its Monte-Carlo errors, the theory's U and the per-entry z-scores.
     Needs the paths extra (pip install "dotattn[paths]").
     """
@@ -117,7 +122,14 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
     model = PathsModel(N=N, temperature=temperature, sigma2=sigma2, heads=heads)
     config = SamplerConfig(chains=chains, warmup=warmup, draws=draws, target_accept=target_accept,
                            max_tree_depth=max_tree_depth, seed=sampler_seed)
-    config.check(model)
+    if collapsed:
+        from dotattn.paths.collapsed import check_collapsed, check_memory
+        check_collapsed(model, config)
+        check_memory(model.n_paths, tk.P, config)
+    else:
+        config.check(model)
+    from dotattn.core.validation import check_out_dir
+    check_out_dir(out, "--out")
     try:
         import jax  # noqa: F401
         import numpyro  # noqa: F401
@@ -133,12 +145,19 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
     from dotattn.paths.theory import minimise_action
     from dotattn.core.runner import stop_on_signals
 
-    folder = ensure_writable_dir(out)
+    if Path(out).exists():  # refuse an unwritable folder now; a new one is made only when there is a result
+        ensure_writable_dir(out)
+    say = None if quiet else (lambda line: click.echo(line, err=True))
     with stop_on_signals():
         data = markov_path_data(tk)
         theory_result = minimise_action(data.C_train, data.y_train, model)
-        result = run_nuts(data, model, config, progress=not quiet and sys.stderr.isatty())
+        if collapsed:
+            from dotattn.paths.collapsed import run_collapsed
+            result = run_collapsed(data.C_train, data.y_train, model, config, progress=say)
+        else:
+            result = run_nuts(data, model, config, progress=not quiet and sys.stderr.isatty())
         evaluation = sampled_evaluation(result, data, model)
+    folder = ensure_writable_dir(out)
     s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, command_line())
     if not quiet:
         d = s["diagnostics"]
