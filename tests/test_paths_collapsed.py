@@ -36,7 +36,8 @@ def test_prior_chain_equals_the_weights_prior(heads, N):
     including N < d_k where U_1 has rank N."""
     rng = np.random.default_rng(3)
     layout = collapsed_layout(heads, N)
-    to_U = jax.jit(jax.vmap(lambda z: order_parameters_fn(layout, 1.0)(z)[0]))
+    levels = order_parameters_fn(layout, 1.0)  # float64 from here on
+    to_U = jax.jit(jax.vmap(lambda z: levels(z)[0]))
     n = 20_000
     Uc = np.asarray(to_U(np.stack([prior_draw(layout, rng) for _ in range(n)])))
     Uw = np.stack([order_parameter(rng.standard_normal(N), [rng.standard_normal((H, N, N)) for H in heads])
