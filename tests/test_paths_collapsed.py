@@ -29,16 +29,17 @@ def test_layout_dimension(heads, N, dim):
     assert collapsed_layout(heads, N).n_params == dim
 
 
-@pytest.mark.parametrize("heads,N", [((2, 2), 3), ((2, 1), 7), ((3,), 2)])
+@pytest.mark.parametrize("heads,N", [((2, 2), 3), pytest.param((2, 1), 7, marks=pytest.mark.slow),
+                                     pytest.param((3,), 2, marks=pytest.mark.slow)])
 def test_prior_chain_equals_the_weights_prior(heads, N):
     """The Bartlett chain pushed to U_1 has the law of U = V_eff V_effᵀ/N under the prior of the weights:
-    mean and variance of every entry agree within 5 combined standard errors (20 000 draws each),
+    mean and variance of every entry agree within 5 combined standard errors (5 000 draws each),
     including N < d_k where U_1 has rank N."""
     rng = np.random.default_rng(3)
     layout = collapsed_layout(heads, N)
     levels = order_parameters_fn(layout, 1.0)  # float64 from here on
     to_U = jax.jit(jax.vmap(lambda z: levels(z)[0]))
-    n = 20_000
+    n = 5_000
     Uc = np.asarray(to_U(np.stack([prior_draw(layout, rng) for _ in range(n)])))
     Uw = np.stack([order_parameter(rng.standard_normal(N), [rng.standard_normal((H, N, N)) for H in heads])
                    for _ in range(n)])
@@ -49,7 +50,7 @@ def test_prior_chain_equals_the_weights_prior(heads, N):
     assert np.linalg.matrix_rank(Uc[0], tol=1e-9) == min(N, int(np.prod(heads)))
 
 
-@pytest.mark.parametrize("heads,N", [((2, 2), 6), ((4,), 2)])
+@pytest.mark.parametrize("heads,N", [((2, 2), 6), pytest.param((4,), 2, marks=pytest.mark.slow)])
 def test_log_density_gradient_by_finite_differences(heads, N):
     """JAX gradient of the collapsed log density against central differences (step 1e-5, float64:
     truncation ~1e-10, round-off ~1e-11 of a density of order 10): relative 1e-6."""
