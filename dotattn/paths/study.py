@@ -249,7 +249,7 @@ GAP_ENTRIES: tuple[tuple[int, int], ...] = ((0, 0), (1, 1), (0, 1))
 def saddle_gap_fit(per_N: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Relative gap g(N) = (E[U] − U*)/U* of the large entries (collapsed mean E[U] against the saddle point
     U*), with its Monte-Carlo error, and a weighted least-squares fit of g = A N^{−p} on all widths
-    (weights 1/se², every width with a collapsed run, no selection): O(1/N) means p ≈ 1."""
+    (weights 1/se², every width with a converged collapsed run, no other selection): O(1/N) means p ≈ 1."""
     from scipy import optimize
 
     rows = []
@@ -263,7 +263,7 @@ def saddle_gap_fit(per_N: dict[str, dict[str, Any]]) -> dict[str, Any]:
                              "gap_error": se[i, j] / abs(Ut[i, j]), "status": e.get("collapsed_status")})
     fits = {}
     for i, j in GAP_ENTRIES:
-        pts = [r for r in rows if r["entry"] == [i, j]]
+        pts = [r for r in rows if r["entry"] == [i, j] and r["status"] == CONVERGED]
         if len(pts) < 3:
             continue
         Ns = np.array([r["N"] for r in pts])
@@ -278,7 +278,7 @@ def saddle_gap_fit(per_N: dict[str, dict[str, Any]]) -> dict[str, Any]:
             fits[f"{i},{j}"] = {"error": str(err)}
     return {"rows": rows, "fits": fits,
             "definition": "gap = (collapsed posterior mean - saddle point) / saddle point; fit gap = A N^-p, "
-                          "weights 1/se^2 over all widths with a collapsed run"}
+                          "weights 1/se^2 over all widths with a converged collapsed run"}
 
 
 def write_sample_run(folder: str | Path, result: Any, data: PathData, model: PathsModel, task: MarkovTask,
