@@ -5,25 +5,26 @@ exit status 2 before anything is computed or created."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import click
 
 from dotattn.cli.main import cli
 from dotattn.cli.options import command_line, output_folder, parse_grid
-from dotattn.core.validation import ParameterError, check_int
+from dotattn.core.validation import ParameterError
 
 
 @cli.group("aim")
 def aim() -> None:
     """Attention-indexed model: Bayes-optimal learning of tied attention from n = alpha d^2 samples
-    (state evolution, AMP and gradient descent at finite d, figures)."""
+    (state evolution, AMP, GD, figures)."""
 
 
-@aim.command("state-evolution")
+@aim.command("state-evolution", short_help="Bayes-optimal MMSE(alpha): state-evolution fixed points, thresholds.")
 @click.option("--channel", type=str, default="softmax", show_default=True, help="Output channel: softmax or hardmax.")
 @click.option("--rho", type=float, required=True, help="Width ratio rho = r/d, in [1e-4, 1e4].")
 @click.option("--tokens", "T", type=int, default=2, show_default=True,
@@ -50,33 +51,34 @@ def state_evolution(channel, rho, T, alphas, nodes, hardmax_nodes, hardmax_deriv
     """
     from dotattn.aim.channels import HARDMAX_NODES
     from dotattn.aim.prior import DEFAULT_NODES
-    from dotattn.aim.state_evolution import POINT_COLUMNS, check_inputs, solve_curve, thresholds
+    from dotattn.aim.state_evolution import POINT_COLUMNS, check_inputs, check_quadrature, solve_curve, thresholds
 
     grid = parse_grid("alpha", alphas)
     channel, rho, T, grid = check_inputs(channel, rho, T, grid)
-    nodes = DEFAULT_NODES if nodes is None else check_int("nodes", nodes, 8, 512)
-    hardmax_nodes = HARDMAX_NODES if hardmax_nodes is None else check_int("hardmax-nodes", hardmax_nodes, 16, 512)
-    if hardmax_derivative != "gradient" and channel != "hardmax":
-        raise ParameterError("--hardmax-derivative applies to --channel hardmax only")
-    say = None if (quiet or as_json) else (
-        lambda p: click.echo(f"alpha={p.alpha:g}: mmse={p.mmse:.8g} ({p.status}, {p.seconds:.2f} s)", err=True))
-    t0 = time.perf_counter()
-    points = solve_curve(channel, grid, rho, T, progress=say, nodes=nodes, hardmax_nodes=hardmax_nodes,
-                         hardmax_derivative=hardmax_derivative)
-    seconds = time.perf_counter() - t0
-    thr = thresholds(channel, rho, T)
+    nodes, hardmax_nodes, hardmax_derivative = check_quadrature(
+        channel, DEFAULT_NODES if nodes is None else nodes, HARDMAX_NODES if hardmax_nodes is None else hardmax_nodes,
+        hardmax_derivative)
     from dotattn.core.io import provenance, to_jsonable
 
     params = {"channel": channel, "rho": rho, "tokens": T, "alpha": grid, "nodes": nodes,
               "hardmax_nodes": hardmax_nodes, "hardmax_derivative": hardmax_derivative}
-    prov = provenance({**params, "command": command_line()}, seconds=seconds)
-    summary = {"channel": channel, "rho": rho, "tokens": T, "hardmax_derivative": hardmax_derivative,
-               "points": [p.to_row() for p in points], "thresholds": thr, "provenance": prov}
-    if out is not None:
-        from dotattn.aim.plotting import mmse_figure
-        from dotattn.core.io import save_figure, write_csv, write_json, write_manifest
+    say = None if (quiet or as_json) else (
+        lambda p: click.echo(f"alpha={p.alpha:g}: mmse={p.mmse:.8g} ({p.status}, {p.seconds:.2f} s)", err=True))
+    # the folder is opened (checked, locked, refused if it holds another run) before anything is solved
+    with (output_folder(out, "aim state-evolution", "aim-state-evolution", params) if out is not None
+          else contextlib.nullcontext()) as folder:
+        t0 = time.perf_counter()
+        points = solve_curve(channel, grid, rho, T, progress=say, nodes=nodes, hardmax_nodes=hardmax_nodes,
+                             hardmax_derivative=hardmax_derivative)
+        seconds = time.perf_counter() - t0
+        thr = thresholds(channel, rho, T)
+        prov = provenance({**params, "command": command_line()}, seconds=seconds)
+        summary = {"channel": channel, "rho": rho, "tokens": T, "hardmax_derivative": hardmax_derivative,
+                   "points": [p.to_row() for p in points], "thresholds": thr, "provenance": prov}
+        if folder is not None:
+            from dotattn.aim.plotting import mmse_figure
+            from dotattn.core.io import save_figure, write_csv, write_json, write_manifest
 
-        with output_folder(out) as folder:
             comment = "dotattn aim state-evolution; provenance: " + json.dumps(to_jsonable(prov),
                                                                               separators=(",", ":"))
             write_csv(folder / "points.csv", [p.to_row() for p in points], POINT_COLUMNS, comment=comment)
@@ -101,7 +103,7 @@ def state_evolution(channel, rho, T, alphas, nodes, hardmax_nodes, hardmax_deriv
     click.echo("\n".join(lines))
 
 
-@aim.command("figure")
+@aim.command("figure", short_help="MMSE against alpha from state-evolution folders, with AMP/GD points.")
 @click.option("--from", "folders", multiple=True, required=True, type=click.Path(file_okay=False, exists=True),
               help="Folders written by `dotattn aim state-evolution --out` (repeatable).")
 @click.option("--x", "xaxis", type=click.Choice(["alpha", "alpha_bar", "alpha_over_rho"]), default="alpha",
@@ -169,17 +171,60 @@ def _number(name: str, text: str) -> float:
 
 
 def _table(summary: dict) -> str:
-    lines = [f"{'estimator':<12} {'alpha':>8} {'mse':>9} {'+-':>8} {'SE mmse':>9} {'gap/se':>8} {'conv':>6} "
+    # columns: mean MSE over seeds, its standard error, the Bayes-optimal MMSE of the state evolution, and
+    # the gap between them in standard errors
+    lines = [f"{'estimator':<12} {'alpha':>8} {'mse':>9} {'stderr':>8} {'BO mmse':>9} {'gap/stderr':>10} {'conv':>6} "
              f"{'div':>4}  flag"]
     for a in summary["alphas"]:
         z, m, e = (float("nan") if a[k] is None else a[k] for k in ("gap_in_se", "mse_mean", "mse_se"))
         lines.append(f"{a['estimator']:<12} {a['alpha']:>8.4g} {m:>9.5f} {e:>8.5f} "
-                     f"{a['mmse_se_theory']:>9.5f} {z:>8.2f} "
+                     f"{a['mmse_se_theory']:>9.5f} {z:>10.2f} "
                      f"{a['converged']:>3}/{a['runs']:<3} {a['diverged']:>4}  {'BEATS BOUND' if a['beats_bound'] else ''}")
     return "\n".join(lines)
 
 
-@aim.command("amp")
+def _say(quiet: bool) -> Callable[[str], None] | None:
+    return None if quiet else (lambda line: click.echo(line, err=True))
+
+
+@contextlib.contextmanager
+def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: str
+                    ) -> Iterator[Callable[[bool], None]]:
+    """A start line (what will run, how much is cached, where it is written), then progress with an ETA
+    after each run (:class:`dotattn.core.runner.ProgressReporter`); an interruption says that the
+    finished runs are kept and how to resume. Yields the ``on_run(cached)`` callback of the study."""
+    from dotattn.core.runner import Interrupted, ProgressReporter, ProgressState
+
+    total = len(spec.alphas) * spec.seeds
+    from dotattn.aim.algo_study import cached_runs
+
+    cached = cached_runs(folder / "cache", label.split()[-1], spec, config)
+    if not quiet:
+        click.echo(f"{label}: {len(spec.alphas)} alpha x {spec.seeds} seeds = {total} {what} (d = {spec.d}, n up to "
+                   f"{spec.n(max(spec.alphas))} samples){f', {cached} cached' if cached else ''}; writing {folder}; "
+                   f"an ETA follows the first run", err=True)
+    reporter = ProgressReporter(label, quiet=quiet)
+    state = {"done": 0, "cached": 0, "t0": time.monotonic()}
+
+    def on_run(was_cached: bool) -> None:
+        state["done"] += 1
+        state["cached"] += was_cached
+        computed = state["done"] - state["cached"]
+        reporter(ProgressState(units_done=computed, units_total=total - state["cached"], tasks_done=state["done"],
+                               tasks_total=total, tasks_cached=state["cached"], elapsed=time.monotonic() - state["t0"],
+                               unit="runs computed", task="runs"))
+
+    try:
+        yield on_run
+    except Interrupted as err:
+        raise Interrupted(err.signum, err.detail, f"{label}: interrupted; the {state['done'] - state['cached']} runs "
+                                                  f"finished are kept in {folder / 'cache'}, run the same command "
+                                                  f"again to resume") from None
+    finally:
+        reporter.close()
+
+
+@aim.command("amp", short_help="GAMP with the rotationally invariant denoiser at finite d, against the MMSE.")
 @study_options
 @click.option("--max-iter", type=str, default="300", show_default=True, help="AMP iterations at most, in [1, 100000].")
 @click.option("--tol", type=str, default="1e-5", show_default=True,
@@ -203,20 +248,18 @@ def amp_command(d, rho, T, alpha, channel, beta, seeds, out, quiet, max_iter, to
         check_memory(spec)
     except ParameterError as err:
         raise BadInput(str(err)) from None
-    from dotattn.cli.options import output_folder
-
-    say = None if quiet else (lambda line: click.echo(line, err=True))
-    command = command_line()
-    with output_folder(out) as folder:
-        runs, rows, iters, seconds = run_amp_study(spec, config, progress=say)
-        summary = write_study(folder, spec, {"estimator": "amp", **config.to_dict()}, runs, rows, command, seconds,
-                              iterations=iters)
+    settings = {"estimator": "amp", **config.to_dict()}
+    with output_folder(out, "aim amp", "aim-algorithms", {**spec.to_dict(), **settings}) as folder:
+        with _study_progress("aim amp", spec, config, folder, quiet, f"runs of up to {config.max_iter} iterations") as on_run:
+            runs, rows, iters, seconds = run_amp_study(spec, config, progress=_say(quiet), cache_dir=folder / "cache",
+                                                       on_run=on_run)
+        summary = write_study(folder, spec, settings, runs, rows, command_line(), seconds, iterations=iters)
     if not quiet:
         click.echo(_table(summary))
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({seconds:.1f} s)")
 
 
-@aim.command("gd")
+@aim.command("gd", short_help="Gradient descent and its average over starts at finite d, against the MMSE.")
 @study_options
 @click.option("--inits", type=str, default="4", show_default=True,
               help="Random initialisations per data set (their mean S is the averaged estimator), in [1, 1000].")
@@ -268,14 +311,14 @@ def gd_command(d, rho, T, alpha, channel, beta, seeds, out, quiet, inits, optimi
     except ParameterError as err:
         raise BadInput(str(err)) from None
     from dotattn.aim.algo_study import run_gd_study, write_study
-    from dotattn.cli.options import output_folder
 
-    say = None if quiet else (lambda line: click.echo(line, err=True))
-    command = command_line()
-    with output_folder(out) as folder:
-        runs, rows, seconds = run_gd_study(spec, config, device=str(dev), progress=say)
-        summary = write_study(folder, spec, {"estimator": "gd", "device": str(dev), **config.to_dict()}, runs, rows,
-                              command, seconds)
+    settings = {"estimator": "gd", "device": str(dev), **config.to_dict()}
+    with output_folder(out, "aim gd", "aim-algorithms", {**spec.to_dict(), **settings}) as folder:
+        with _study_progress("aim gd", spec, config, folder, quiet,
+                             f"data sets of {config.inits} initialisations x {config.steps} steps") as on_run:
+            runs, rows, seconds = run_gd_study(spec, config, device=str(dev), progress=_say(quiet),
+                                               cache_dir=folder / "cache", on_run=on_run)
+        summary = write_study(folder, spec, settings, runs, rows, command_line(), seconds)
     if not quiet:
         click.echo(_table(summary))
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({seconds:.1f} s)")

@@ -45,7 +45,8 @@ from dotattn.core.runner import (Interrupted, ProgressReporter, ProgressState, R
               help="Both starts on the same data (paired) or on independent seeds.")
 @click.option("--nested/--independent", default=True, show_default=True,
               help="Nested training sets across alpha, or an independent set per alpha (same teacher).")
-@click.option("--dtype", default="float64", show_default=True, help="float64 or float32.")
+@click.option("--dtype", default="float64", show_default=True,
+              help="float64 (float32 is refused: its runs stop at a relative stationarity of 1e-5 to 1e-3).")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N (auto: CUDA when present).")
 @click.option("--seed-chunk", type=int, default=8, show_default=True, help="Seeds trained together (cached as a unit).")
 @click.option("--model", default="1/d", show_default=True, help=f"Finite-size model: {', '.join(FIT_MODELS)}.")
@@ -98,7 +99,7 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
     resolve_device(config.device)
     supplied, sources = {}, {}
     if includes:  # read and verified before any folder is made (IntegrityError / ParameterError: one line)
-        from dotattn.theory_vs_erm.alpha_c import merge_parts
+        from dotattn.theory_vs_erm.alpha_c import check_supplied, merge_parts
         from dotattn.core.io import IntegrityError
         from dotattn.theory_vs_erm.output import read_alpha_c_part
         try:
@@ -106,6 +107,7 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
         except IntegrityError as err:
             raise ParameterError(f"--include: {err}") from None
         supplied, sources = merge_parts(problem, config, parts)
+        check_supplied(config, supplied)
     theory_summaries = None
     if phase_dir is not None:
         from dotattn.core.io import IntegrityError
@@ -119,18 +121,22 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
 
     n_cells = len(config.ds) * len(config.omegas)
     total = sum(config.cost(d) for d in config.ds) * len(config.omegas)
+    total_runs = n_cells * config.seeds * config.runs_per_seed
     reporter = ProgressReporter("erm-alpha-c", quiet=quiet)
-    done = [0.0]
+    done = [0.0, 0]
     start = time.monotonic()
 
-    def progress(cost: float) -> None:
+    def progress(cost: float, runs: int) -> None:  # every finished run (its share of AlphaCConfig.cost)
         done[0] += cost
-        percent = min(100, int(100 * done[0] / total))  # work measured by AlphaCConfig.cost
+        done[1] += runs
+        percent = min(100, int(100 * done[0] / total))
         reporter(ProgressState(units_done=percent, units_total=100, tasks_done=n_cells if percent >= 100 else 0,
                                tasks_total=n_cells, tasks_cached=0, elapsed=time.monotonic() - start,
-                               unit="% of the work", task="cells"))
+                               unit=f"% of the work ({min(done[1], total_runs)}/{total_runs} runs)", task="cells"))
 
     with stop_on_signals(), RunLock(out, "erm-alpha-c"):
+        from dotattn.verify import check_output_folder
+        check_output_folder(out, "alpha-c", what="erm-alpha-c")  # not another command's folder
         for folder in (out, out / "cache"):
             remove_stale_tmp(folder)
         try:

@@ -31,8 +31,9 @@ from dotattn.core.validation import check_int
 @click.option("--lr", type=float, default=None,
               help="Learning rate (> 0); default " + ", ".join(f"{k} {v:g}" for k, v in DEFAULT_LR.items())
                    + ". GD step: Q <- Q - lr grad_Q R(Q), i.e. lr on R/d w.r.t. Q/sqrt(d).")
-@click.option("--tol", type=float, default=1e-9, show_default=True,
-              help="A run stops when the relative change of R per step is <= tol (>= 0).")
+@click.option("--tol", type=float, default=None,
+              help="A run stops when its relative change of R per step (gd, adam; default 1e-9) or its relative "
+                   "stationarity |grad R|/(|grad D| + lambda |Q|) (lbfgs, batched-lbfgs; default 1e-7) is <= tol (>= 0).")
 @click.option("--test-samples", type=int, default=10_000, show_default=True, help="Fresh samples for the test error, in [1, 1e7].")
 @click.option("--dtype", type=str, default="float64", show_default=True, help="float64 or float32.")
 @click.option("--device", type=str, default="auto", show_default=True,
@@ -44,7 +45,7 @@ from dotattn.core.validation import check_int
 @click.option("--quiet", is_flag=True, help="No progress bar and no summary table.")
 def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, teacher_rank: int, sigma: float,
               ridge: float, A: str | None, positional_gram: str | None, init: str, seeds: int, first_seed: int,
-              optimizer: str, steps: int, lr: float | None, tol: float, test_samples: int, dtype: str,
+              optimizer: str, steps: int, lr: float | None, tol: float | None, test_samples: int, dtype: str,
               device: str, threads: int, out: str, quiet: bool) -> None:
     """Train tied low-rank attention by ERM on n = alpha*d samples, for all (alpha, init, seed) at once.
 
@@ -70,7 +71,7 @@ def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, t
 
     show = not quiet and sys.stderr.isatty()
     ctx = click.get_current_context()
-    with output_folder(out) as folder:  # removed again if still empty when the run is interrupted
+    with output_folder(out, "train-erm", "erm") as folder:  # removed again if still empty when the run is interrupted
         if show:
             with click.progressbar(length=config.steps, label=f"train-erm d={d}", show_eta=True, show_pos=True,
                                    file=sys.stderr) as bar:
@@ -104,10 +105,10 @@ def _echo_table(summary: list) -> None:
         click.echo(f"{rec.alpha:>7g}  {rec.init:<10s}  " + "  ".join(f"{_number(rec.mean[k]):>11s}" for _, k in cols)
                    + f"  {f'{rec.converged}/{rec.runs}':>9s}  {rec.branches}")
     runs = [r for r in summary if r.init != "selected"]
-    total, stopped, diverged = (sum(r.runs for r in runs), sum(r.not_converged for r in runs),
-                                sum(r.diverged for r in runs))
-    if stopped or diverged:
-        click.echo(f"warning: {stopped + diverged} of {total} runs did not converge ({stopped} spent the step budget "
-                   f"--steps without reaching --tol, {diverged} diverged); their numbers are where the budget "
-                   f"stopped, not necessarily minima: raise --steps, or use --optimizer batched-lbfgs "
-                   f"(runs.csv: column status)", err=True)
+    total, stopped, stalled, diverged = (sum(r.runs for r in runs), sum(r.not_converged for r in runs),
+                                         sum(r.stalled for r in runs), sum(r.diverged for r in runs))
+    if stopped or stalled or diverged:
+        click.echo(f"warning: {stopped + stalled + diverged} of {total} runs did not converge ({stopped} spent the step "
+                   f"budget --steps without reaching --tol, {stalled} stalled (the line search found no lower risk), "
+                   f"{diverged} diverged); their numbers are where they stopped, not necessarily minima: raise "
+                   f"--steps, or use --optimizer batched-lbfgs (runs.csv: column status)", err=True)

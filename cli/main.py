@@ -45,7 +45,7 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                                                 "(SHA-256, row count, provenance), and the rows against the "
                                                 "folder's problem and grid."),
     "paths": LazyCommand("dotattn.cli.paths", "Attention paths: finite-width Bayesian theory of multi-head, "
-                                              "multi-layer attention (theory, sample)."),
+                                              "multi-layer attention (theory, sample, images)."),
     "aim": LazyCommand("dotattn.cli.aim", "Attention-indexed model: Bayes-optimal learning of tied attention from "
                                           "n = alpha d^2 samples (state evolution, AMP, GD, figures)."),
 }
@@ -170,10 +170,12 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="dotattn")
 def cli() -> None:
-    """dotattn: when does dot-product attention learn by position, and when by meaning?
+    """dotattn: the statistical physics of attention, three theories.
 
-    Replica predictions (solve, phase-diagram) and finite-size PyTorch experiments
-    (train-erm, compare) for tied low-rank dot-product attention.
+    Position or meaning: replica predictions for tied low-rank dot-product attention (solve,
+    phase-diagram) and finite-size PyTorch experiments against them (train-erm, compare,
+    erm-alpha-c, erm-restarts). The Bayes-optimal attention-indexed model (aim). Attention paths
+    at finite width (paths). Every output folder is checked by verify.
     """
 
 

@@ -8,7 +8,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import click
 
@@ -97,18 +97,31 @@ def parse_grid(name: str, values: tuple[str, ...] | list[str], integer: bool = F
                 raise ParameterError(f"{name} grid must have at most {MAX_GRID} values")
     if not out:
         raise ParameterError(f"{name} grid is empty; give at least one value")
-    return sorted(set(round(x, 12) for x in out))
+    return sorted(set(_tidy(x) for x in out))
+
+
+def _tidy(x: float) -> float:
+    """A grid value with the float noise of a range step removed: 12 decimals at |x| >= 1, 12 significant
+    digits below (so that a tiny value such as 1.5e-12 is kept, not rounded to 2e-12 or 0)."""
+    return round(x, 12) if abs(x) >= 1 else float(f"{x:.12g}")
 
 
 @contextlib.contextmanager
-def output_folder(out: str) -> Iterator[Path]:
-    """The output folder ``out``, created and checked (:func:`dotattn.core.io.ensure_writable_dir`), for a
-    command that writes only at its end: SIGINT/SIGTERM in the block become
-    :class:`dotattn.core.runner.Interrupted` (one line, exit 128 + signal), and if the block ends by any
-    exception the folders this call created are removed again while they are still empty, so an
-    interrupted or failed run leaves no empty folder behind (SIGKILL cannot be caught)."""
-    from dotattn.core.io import ensure_writable_dir
-    from dotattn.core.runner import stop_on_signals
+def output_folder(out: str, what: str = "dotattn", kind: str | None = None,
+                  made_for: Mapping[str, Any] | None = None) -> Iterator[Path]:
+    """The output folder ``out`` of command ``what``, opened before anything is computed: created and
+    checked (:func:`dotattn.core.io.ensure_writable_dir`), locked for this run (the
+    :class:`dotattn.core.runner.RunLock` every writing command takes), refused when it holds another
+    command's output or, given ``kind`` and ``made_for``, a finished run made for other settings
+    (:func:`dotattn.core.integrity.check_output_folder`), its stale temporary files removed.
+
+    SIGINT/SIGTERM in the block become :class:`dotattn.core.runner.Interrupted` (one line, exit 128 +
+    signal), and if the block ends by any exception the folders this call created are removed again
+    while they are still empty, so a refused, failed or interrupted run leaves no empty folder behind
+    (SIGKILL cannot be caught)."""
+    from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
+    from dotattn.core.runner import RunLock, stop_on_signals
+    from dotattn.verify import check_output_folder
 
     with stop_on_signals():  # before the folder exists: a signal at any point below is cleaned up
         created = []
@@ -117,7 +130,12 @@ def output_folder(out: str) -> Iterator[Path]:
             created.append(p)  # deepest first
             p = p.parent
         try:
-            yield ensure_writable_dir(out)
+            folder = ensure_writable_dir(out)
+            with RunLock(folder, what):
+                if kind is not None:
+                    check_output_folder(folder, kind, made_for, what)
+                remove_stale_tmp(folder)
+                yield folder
         except BaseException:
             for c in created:
                 try:

@@ -3,20 +3,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
+import signal
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import click
 
 from dotattn.cli.main import cli, missing_extra
-from dotattn.cli.options import command_line, parse_grid
+from dotattn.cli.options import command_line, output_folder, parse_grid
 from dotattn.core.validation import ParameterError
 
 
 @cli.group("paths")
 def paths() -> None:
-    """Attention paths: finite-width Bayesian theory of multi-head, multi-layer attention (theory, sample)."""
+    """Attention paths: finite-width Bayesian theory of multi-head, multi-layer attention (theory, sample, images)."""
 
 
 def task_options(func: Callable) -> Callable:
@@ -51,7 +54,7 @@ def _task(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: in
     return MarkovTask(T=T, P=P, P_test=P_test, noise_perp=noise_perp, beta=beta, variant=variant, seed=seed)
 
 
-@paths.command("theory")
+@paths.command("theory", short_help="Saddle point U(N), GP limit, accuracy and loss, head scores.")
 @task_options
 @click.option("--N", "N", multiple=True, default=("10,30,50,100,300,500,1000",), show_default=True,
               help="Widths: comma lists or start:stop:count ranges, each in [1, 1e12].")
@@ -78,17 +81,36 @@ def theory(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
     names = tuple(s.strip() for s in subsets.split(",") if s.strip())
     config = StudyConfig(task=tk, widths=widths, temperature=temperature, sigma2=sigma2, subsets=names)
     samples = [read_sample_run(d, config) for d in sampled]
-    from dotattn.core.io import ensure_writable_dir
+    from dotattn.core.resources import check_memory
+    from dotattn.paths.data import path_data_bytes
 
-    folder = ensure_writable_dir(out)
+    # the kernels of every subset and the solver's and predictor's P x P and P_test x P arrays beside the data
+    n_kernel = 16 * (tk.P ** 2 + tk.P_test * tk.P)
+    check_memory(path_data_bytes(tk) + 8 * (n_kernel + 10 * tk.P ** 2 + 3 * tk.P_test * tk.P),
+                 f"paths theory at P = {tk.P}, P_test = {tk.P_test}, T = {tk.T}", "choose a smaller P, P_test or T")
     say = None if quiet else (lambda line: click.echo(line, err=True))
-    study = run_theory_study(config, samples, progress=say)
-    write_theory_study(study, folder, command_line())
+    with _interruption("paths theory"), output_folder(out, "paths theory", "paths-theory", config.to_dict()) as folder:
+        study = run_theory_study(config, samples, progress=say)
+        write_theory_study(study, folder, command_line())
     if not quiet:
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({study.seconds:.1f} s)")
 
 
-@paths.command("sample")
+@contextlib.contextmanager
+def _interruption(label: str) -> Iterator[None]:
+    """SIGINT/SIGTERM (:class:`dotattn.core.runner.Interrupted`, raised inside :func:`output_folder` between
+    two Python steps of this process; the sampler runs in a process of its own) end the command with one
+    line and exit status 128 + signal, after the folder was cleaned up and unlocked."""
+    from dotattn.core.runner import Interrupted
+
+    try:
+        yield
+    except Interrupted as err:
+        raise Interrupted(err.signum, err.detail, f"{label}: interrupted ({signal.Signals(err.signum).name}); "
+                                                  f"nothing was written") from None
+
+
+@paths.command("sample", short_help="NUTS samples of the posterior: U, accuracy and loss against the theory.")
 @task_options
 @click.option("--N", "N", type=float, default=10, show_default=True,
               help="Width N, an integer in [1, 200] ([1, 1e6] with --collapsed).")
@@ -123,45 +145,42 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
     config = SamplerConfig(chains=chains, warmup=warmup, draws=draws, target_accept=target_accept,
                            max_tree_depth=max_tree_depth, seed=sampler_seed)
     if collapsed:
-        from dotattn.paths.collapsed import check_collapsed, check_memory
+        from dotattn.paths.collapsed import check_collapsed
         check_collapsed(model, config)
-        check_memory(model.n_paths, tk.P, config)
     else:
         config.check(model)
-    from dotattn.core.validation import check_out_dir
-    check_out_dir(out, "--out")
-    try:
-        import jax  # noqa: F401
-        import numpyro  # noqa: F401
-    except ModuleNotFoundError as err:
-        extra = missing_extra("paths sample", err)
-        if extra is None:
-            raise
-        raise extra from None
-    from dotattn.core.io import ensure_writable_dir
-    from dotattn.paths.data import markov_path_data
+    for name in ("jax", "numpyro"):  # present, but not imported here: JAX runs in the sampler's own process
+        if importlib.util.find_spec(name) is None:
+            raise missing_extra("paths sample", ModuleNotFoundError(name=name))
+    from dotattn.core.resources import check_memory
+    from dotattn.core.runner import run_isolated
+    from dotattn.paths.data import markov_path_data, path_data_bytes
     from dotattn.paths.sampler import run_nuts, sampled_evaluation
-    from dotattn.paths.study import write_sample_run
+    from dotattn.paths.study import sample_parameters, write_sample_run
     from dotattn.paths.theory import minimise_action
-    from dotattn.core.runner import stop_on_signals
 
-    if Path(out).exists():  # refuse an unwritable folder now; a new one is made only when there is a result
-        ensure_writable_dir(out)
-    say = None if quiet else (lambda line: click.echo(line, err=True))
-    with stop_on_signals():
+    # beside the data: the sampler process's copy of the kernels, the kernels as JAX arrays, their gradient
+    # and the P x P matrices of each leapfrog step
+    check_memory(path_data_bytes(tk) + 8 * (4 * 16 * tk.P ** 2 + 20 * tk.P ** 2),
+                 f"paths sample at P = {tk.P}, P_test = {tk.P_test}, T = {tk.T}", "choose a smaller P, P_test or T")
+    made_for = sample_parameters(model, tk, config)
+    with _interruption("paths sample"), output_folder(out, "paths sample", "paths-sample", made_for) as folder:
         data = markov_path_data(tk)
         theory_result = minimise_action(data.C_train, data.y_train, model)
+        # NUTS in a process of its own: a signal stops it between two Python steps here, never inside JAX
         if collapsed:
             from dotattn.paths.collapsed import run_collapsed
-            result = run_collapsed(data.C_train, data.y_train, model, config, progress=say)
+            result = run_isolated(run_collapsed, data.C_train, data.y_train, model, config, None)
         else:
-            result = run_nuts(data, model, config, progress=not quiet and sys.stderr.isatty())
+            result = run_isolated(run_nuts, data, model, config, not quiet and sys.stderr.isatty())
         evaluation = sampled_evaluation(result, data, model)
-    folder = ensure_writable_dir(out)
-    s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, command_line())
+        s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, command_line())
     if not quiet:
         d = s["diagnostics"]
         click.echo(f"N={N:g}: accuracy sampled {s['accuracy_sampled']:.4f} +- {s['accuracy_error']:.4f}, theory "
                    f"{s['accuracy_theory']:.4f}; R-hat max {d['rhat_max']:.4f}, ESS min {d['ess_min']:.0f}, "
                    f"divergences {d['divergences']} ({s['status']}, {result.seconds:.0f} s)")
         click.echo(f"wrote {Path(folder) / 'sample.json'}")
+
+
+from dotattn.cli import paths_images  # noqa: E402,F401  (registers `dotattn paths images` on the group above)

@@ -62,22 +62,28 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
     out = ensure_writable_dir(out_dir)
     settings = SweepSettings(quad, options, refine=RefineSpec(refine_order, refine_rules) if refine else None)
 
-    from dotattn.positional_semantic.phase_diagram import cached_columns, column_fixed_points_estimate, estimate_seconds
+    from dotattn.positional_semantic.phase_diagram import (cached_columns, column_fixed_points_estimate, estimate_seconds,
+                                                           refine_fixed_points)
     from dotattn.core.runner import Interrupted, ProgressReporter, RunLock, format_duration, stop_on_signals
 
     t0 = time.perf_counter()
     reporter = ProgressReporter("phase-diagram", quiet=quiet)
     with stop_on_signals(), RunLock(out, "phase-diagram"):
+        from dotattn.verify import check_output_folder
+        check_output_folder(out, "phase-diagram", what="phase-diagram")  # not another command's folder
         remove_stale_tmp(out)
         if not quiet:
             cached = len(cached_columns(problem, omega_grid, alpha_grid, settings, out / "cache"))
             todo = len(omega_grid) - cached
-            n_fp = todo * column_fixed_points_estimate(problem, alpha_grid)
+            n_fp = todo * column_fixed_points_estimate(problem, alpha_grid, settings.refine)
+            n_refine = todo * refine_fixed_points(settings.refine)
             runners = "on Dask" if dask_address is not None else f"on {min(workers, max(todo, 1))} worker process(es)"
             from dotattn.positional_semantic.branch import branch_names
             click.echo(f"phase-diagram: {len(omega_grid)} omega x {len(alpha_grid)} alpha, branches "
                        f"{', '.join(branch_names(problem))}; phase boundaries, alpha_c and "
-                       f"alpha_lin by Brent: about {n_fp} fixed points" + (f" ({cached} columns cached)" if cached else "")
+                       f"alpha_lin by Brent: about {n_fp} fixed points"
+                       + (f" ({n_refine} of them on the refinement rules)" if n_refine else "")
+                       + (f" ({cached} columns cached)" if cached else "")
                        + f" {runners}; writing {out}; roughly "
                        f"{format_duration(estimate_seconds(problem, alpha_grid, settings, todo, workers) * max(1.0, (os.getloadavg()[0] + min(workers, max(todo, 1))) / (os.cpu_count() or 1)))}"
                        f" at the present load ({os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; rough estimate)", err=True)

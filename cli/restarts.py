@@ -96,7 +96,7 @@ def erm_restarts(d: int, alpha: float, omega: float, L: int, rank: int, teacher_
     if threads:
         torch.set_num_threads(threads)
     show = not quiet and sys.stderr.isatty()
-    with output_folder(out) as folder:  # removed again if still empty when the run is interrupted
+    with output_folder(out, "erm-restarts", "restarts") as folder:  # removed again if still empty when the run is interrupted
         _run_and_write(problem, config, folder, show, order, quiet)
 
 

@@ -107,7 +107,15 @@ def format_table(cat) -> str:
         if not e.converged:
             lines.append(f"  note: start '{e.init}': {e.result.message}")
         elif e.stability is not None and e.stability.label != "stable":
-            lines.append(f"  RS stability of {e.branch}: {e.stability.reason}")
+            lines.append(f"  RS stability of {e.branch} (start: {start_name(e.init)}): {e.stability.reason}")
+    for label in sorted({e.branch for e in cat.fixed_points}):
+        same = [e for e in cat.fixed_points if e.branch == label]
+        informed = [e for e in same if e.init == label]
+        if len(same) > 1 and informed:
+            others = ", ".join(start_name(e.init) for e in same if e.init != label)
+            lines.append(f"  two or more fixed points carry the label {label}: the one from the {label} (informed) "
+                         f"start is the branch that phase-diagram follows; {others} found another fixed point "
+                         f"with the same label (a different q, m, e_t)")
     if any(e.stability is not None for e in cat.fixed_points):
         lines.append("  (RS: stable / AT-unstable: replicon >= 1 / jumps: replicon < 1 but the global prox jumps, "
                      "unstable at T = 0; docs/rs_stability.md)")
@@ -138,8 +146,20 @@ def format_table(cat) -> str:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random initialisations (>= 0).")
 @click.option("--check-quadrature", is_flag=True, help="Solve again on a finer rule and report every change.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
+@click.option("--rsb", type=int, default=0, show_default=True,
+              help="Steps of replica-symmetry breaking: 1 adds the zero-temperature 1RSB solution beside every "
+                   "converged RS fixed point (docs/rsb.md); 0 for RS only.")
+@click.option("--rsb-branch", "rsb_branches", default=None,
+              help="With --rsb 1: comma-separated branches to break (default: every converged fixed point).")
+@click.option("--rsb-orders", default=None,
+              help="With --rsb 1: Gauss-Hermite points per axis of the outer and inner rules, each in [2, 16] "
+                   "(default 6,4).")
+@click.option("--rsb-y", default=None,
+              help="With --rsb 1: the Parisi parameters y scanned, each in (0, 1e6] (default 300,100,30,10,3).")
+@click.option("--out", "out_dir", default=None, help="With --rsb 1: also write rsb.json and a manifest to this folder.")
 def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, quad_kind, quad_order,
-                  coarse_order, tol, damping, max_iter, hat_form, random_starts, seed, check_quadrature, as_json):
+                  coarse_order, tol, damping, max_iter, hat_form, random_starts, seed, check_quadrature, as_json,
+                  rsb, rsb_branches, rsb_orders, rsb_y, out_dir):
     """All fixed points of the replica equations at one (alpha, omega), and the selected one."""
     problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram)
     check_alpha(alpha)
@@ -147,13 +167,97 @@ def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, position
     check_int("seed", seed, 0)
     quad = build_quadrature(problem, quad_kind, quad_order, coarse_order)
     options = build_solver_options(tol, damping, max_iter, hat_form, problem)
+    rsb_options, branches = build_rsb_options(rsb, rsb_branches, rsb_orders, rsb_y, out_dir)
     cat = solve(problem, alpha, quadrature=quad, n_random=random_starts, options=options, seed=seed,
                 check_quadrature=check_quadrature)
     if as_json:
         click.echo(json.dumps(to_jsonable(cat.to_dict())))
     else:
         click.echo(format_table(cat))
+    if rsb_options is not None and cat.any_converged:
+        run_rsb(cat, rsb_options, branches, out_dir, as_json)
     if not cat.any_converged:
         click.echo("Error: no fixed point converged; try more iterations (--max-iter) or more damping (--damping 0.9)",
                    err=True)
         sys.exit(1)
+
+
+def build_rsb_options(rsb, branches, orders, ys, out_dir):
+    """Map --rsb, --rsb-branch, --rsb-orders, --rsb-y, --out (checked before any computation)."""
+    from dotattn.core.validation import ParameterError, check_out_dir
+    from dotattn.positional_semantic.rsb import RSBOptions
+    if rsb not in (0, 1):
+        raise ParameterError(f"rsb must be 0 or 1 (steps of replica-symmetry breaking), got {rsb}")
+    if rsb == 0:
+        given = [name for name, v in (("rsb-branch", branches), ("rsb-orders", orders), ("rsb-y", ys),
+                                      ("out", out_dir)) if v is not None]
+        if given:
+            raise ParameterError(f"{given[0]} is only used with --rsb 1")
+        return None, None
+    defaults = RSBOptions()
+    try:
+        outer, inner = ((defaults.outer_order, defaults.inner_order) if orders is None
+                        else (int(v) for v in orders.split(",")))
+    except ValueError:
+        raise ParameterError(f"rsb-orders must be two integers 'outer,inner', each in [2, 16], got {orders!r}") from None
+    try:
+        y_grid = defaults.y_grid if ys is None else tuple(float(v) for v in ys.split(","))
+    except ValueError:
+        raise ParameterError(f"rsb-y must be a comma-separated list of numbers in (0, 1e6], got {ys!r}") from None
+    for name, v in (("rsb-orders (outer)", outer), ("rsb-orders (inner)", inner)):
+        check_int(name, v, 2, 16)
+    from dotattn.positional_semantic.labels import BRANCHES
+    wanted = None if branches is None else tuple(b.strip() for b in branches.split(","))
+    if wanted is not None and not set(wanted) <= set(BRANCHES):
+        raise ParameterError(f"rsb-branch must be among {', '.join(BRANCHES)}, got {branches!r}")
+    if out_dir is not None:
+        check_out_dir("out", out_dir)
+    return RSBOptions(outer_order=outer, inner_order=inner, y_grid=y_grid), wanted
+
+
+def run_rsb(cat, options, branches, out_dir, as_json) -> None:
+    """1RSB beside every converged RS fixed point (of the chosen branches): a table, or JSON lines."""
+    import time
+
+    from dotattn.positional_semantic.rsb import solve_rsb, write_rsb
+    t0 = time.perf_counter()
+    entries = []
+    for e in cat.fixed_points:
+        if not e.converged or (branches is not None and e.branch not in branches):
+            continue
+        res = solve_rsb(cat.problem, cat.alpha, e.result, options,
+                        progress=lambda p, b=e.branch: click.echo(
+                            f"  1RSB {b}: y = {p.y:g} {p.status} ({p.iterations} steps, {p.seconds:.1f} s)"
+                            + (f" e_t = {p.train_loss:.7g}, complexity = {p.complexity:.3g}" if p.converged else ""),
+                            err=True))
+        entries.append((e.branch, e.result, res))
+    if as_json:
+        click.echo(json.dumps(to_jsonable({"rsb": [{"branch": b, **r.to_row()} for b, _, r in entries]})))
+    else:
+        click.echo(format_rsb_table(entries, options))
+    if out_dir is not None:
+        write_rsb(out_dir, cat.problem, cat.alpha, entries, options, time.perf_counter() - t0)
+
+
+def format_rsb_table(entries, options) -> str:
+    """One row per broken fixed point: RS e_t, eps_g beside the 1RSB status, y*, complexity, e_t, eps_g."""
+    cols = ["branch", "RS e_t", "RS eps_g", "1RSB status", "y", "1RSB e_t", "e_t(y_min)", "1RSB eps_g", "q0", "q1",
+            "seconds"]
+    rows = []
+    for branch, rs, r in entries:
+        ov = r.overlaps
+        rows.append([branch, _fmt(rs.train_loss), _fmt(rs.test_error), r.status, _fmt(r.y), _fmt(r.train_loss),
+                     _fmt(r.small_y_train_loss), _fmt(r.test_error), _fmt(None if ov is None else ov.q0), _fmt(None if ov is None else ov.q1),
+                     f"{r.seconds:.0f}"])
+    widths = [max(len(c), *(len(x[i]) for x in rows)) for i, c in enumerate(cols)] if rows else [len(c) for c in cols]
+    lines = [f"one-step RSB (zero temperature; Gauss-Hermite {options.outer_order} outer x {options.inner_order} inner; "
+             f"y scanned: {', '.join(f'{y:g}' for y in options.y_grid)})",
+             "  ".join(c.ljust(w) for c, w in zip(cols, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(x, widths)) for x in rows]
+    for branch, _, r in entries:
+        lines.append(f"  {branch}: {r.message}; e_t(y) = "
+                     + ", ".join(f"{p.y:g}: {p.train_loss:.7g}" for p in r.scan if p.converged))
+    lines.append("  (e_t(y_min): e_t at the smallest y scanned, the RS e_t on the 1RSB rules, the reference for the "
+                 "1RSB shift; replica_symmetric: the complexity is negative at every y, so e_t(y) is largest at "
+                 "y -> 0, the RS value; docs/rsb.md)")
+    return "\n".join(lines)

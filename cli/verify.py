@@ -12,16 +12,37 @@ from dotattn.cli.main import cli
 @click.option("--seal", is_flag=True,
               help="For a folder written before manifests existed: check its rows, then write its manifest.json "
                    "(which says it was sealed after the fact, at which commit).")
-def verify_command(folders, seal):
+@click.option("--recursive", "-r", is_flag=True,
+              help="Verify every folder with a manifest.json at or below each FOLDER (all of them, then one line "
+                   "per failure and exit status 2 if any failed).")
+def verify_command(folders, seal, recursive):
     """Verify output folders: every file against manifest.json (SHA-256, row count, provenance), and the
     rows against the folder's problem and grid.
 
     Prints one line per folder; the first folder that fails ends the command with one line naming the
-    file and the mismatch (exit status 2).
+    file and the mismatch (exit status 2). With --recursive every folder below is checked and each
+    failure gets its line.
     """
-    from dotattn.core.io import invocation
-    from dotattn.verify import seal_folder, verify_folder
+    from dotattn.core.io import IntegrityError, invocation
+    from dotattn.core.validation import ParameterError
+    from dotattn.verify import folders_with_manifest, seal_folder, verify_folder
 
+    if recursive:
+        if seal:
+            raise ParameterError("--seal and --recursive do not go together: seal one folder at a time")
+        targets = [f for root in folders for f in folders_with_manifest(root)]
+        if not targets:
+            raise ParameterError(f"no folder with a manifest.json at or below {', '.join(folders)}")
+        failed = 0
+        for folder in targets:
+            try:
+                click.echo(f"ok {folder} ({verify_folder(folder)})")
+            except IntegrityError as err:
+                failed += 1
+                click.echo(f"FAILED {err}", err=True)
+        if failed:
+            raise ParameterError(f"{failed} of {len(targets)} folders failed verification")
+        return
     for folder in folders:
         if seal:
             path = seal_folder(folder, command=invocation())

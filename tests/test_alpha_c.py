@@ -151,7 +151,8 @@ def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("bad,word", [(["--alpha", "1.0"], "alpha"), (["--seeds", "1"], "seeds"),
                                       (["--d", "1"], "d"), (["--optimizer", "sgd"], "optimizer"),
-                                      (["--device", "tpu"], "device"), (["--omega", "1.5"], "omega")])
+                                      (["--device", "tpu"], "device"), (["--omega", "1.5"], "omega"),
+                                      (["--dtype", "float32"], "dtype")])
 def test_bad_input_exits_2_with_one_line_and_no_folder(tmp_path, bad, word):
     out = tmp_path / "never"
     args = {"--d": "64", "--seeds": "4", "--alpha": "0.8,1.6", "--omega": "0.3"}

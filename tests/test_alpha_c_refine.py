@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dotattn.positional_semantic.branch import Branch, follow_branches
-from dotattn.positional_semantic.catalogue import QuadratureSpec, branch_label, default_quadrature
+from dotattn.positional_semantic.catalogue import QuadratureSpec, branch_label, default_quadrature, initialisations
 from dotattn.positional_semantic.phase_diagram import ColumnSummary, SweepSettings, _critical_root, omega_column
 from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.problem import Problem
@@ -153,3 +153,23 @@ def test_phase_diagram_refuses_bad_refinement(args, words, tmp_path):
     lines = [x for x in r.stderr.strip().splitlines() if x.strip()]
     assert len(lines) == 1 and all(w in lines[0] for w in words), r.stderr
     assert not out.exists()
+
+
+def test_carried_envelope_is_the_global_step_at_the_fixed_point():
+    """The E[M] a fixed point carries (from the global step that accepted it) is the global loss-channel
+    step at its overlaps on its rule, so the envelope slope needs no further prox: equal to rounding
+    (the same computation on the same arrays; 1e-13 relative allows for a different summation order)."""
+    from dataclasses import replace
+
+    from dotattn.positional_semantic.loss_channel import hat_update
+    p = Problem(omega=0.3)
+    rule = gauss_hermite(4, 6)
+    init = dict(initialisations(p, 0))
+    fps = {n: iterate(p, 1.25, init[n], rule, OPTIONS) for n in ("semantic", "positional")}
+    for fp in fps.values():
+        again = hat_update(fp.overlaps, fp.alpha, rule, p, form=OPTIONS.hat_form, random_starts=OPTIONS.random_starts,
+                           symmetry=OPTIONS.symmetry).envelope
+        assert fp.converged and fp.envelope == pytest.approx(again, rel=1e-13, abs=0)
+    carried = envelope_slope(p, fps, "semantic", "positional", rule, OPTIONS)
+    bare = {n: replace(fp, envelope=float("nan")) for n, fp in fps.items()}
+    assert envelope_slope(p, bare, "semantic", "positional", rule, OPTIONS) == pytest.approx(carried, rel=1e-12)

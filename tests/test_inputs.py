@@ -197,7 +197,7 @@ def test_compare_refuses_bad_tolerance(args, words, tmp_path):
 
 
 def test_first_difference_names_the_first_differing_field():
-    from dotattn.theory_vs_erm.comparison import first_difference
+    from dotattn.core.integrity import first_difference
     asked = {"sigma": 0.5, "A": [[0.6, 0.4], [0.4, 0.6]], "quadrature": {"kind": "qmc", "order": 14}}
     assert first_difference(asked, json.loads(json.dumps(asked))) is None
     assert first_difference(asked, {**asked, "sigma": 0.4}) == ("sigma", 0.5, 0.4)

@@ -30,10 +30,10 @@ ERM_MAY_USE = {"dotattn.positional_semantic.problem", "dotattn.positional_semant
 """What ERM may take from the theory: its problem specification and branch vocabulary, never a solver."""
 
 THEORY_FREE_OF_TORCH = ("core", "positional_semantic", "aim", "paths")
-TORCH_ALLOWED = {"dotattn/core/training.py", "dotattn/aim/gd.py"}
+TORCH_ALLOWED = {"dotattn/core/training.py", "dotattn/aim/gd.py", "dotattn/paths/images_gd.py"}
 """The only modules of those packages that import torch (the ``erm`` extra): the shared batched optimiser
-loop and the AIM gradient-descent estimator, an algorithm run beside the theory. Importing the package
-never imports them."""
+loop, the AIM gradient-descent estimator and the attention-paths network trained on image episodes
+(algorithms run beside the theory). Importing the package never imports them."""
 
 
 def _imports(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
@@ -116,10 +116,10 @@ def test_every_package_registers_its_folder_kinds():
 
     kinds = verify.registered_kinds()
     owners = {k: v.check.__module__.split(".")[1] for k, v in kinds.items()}
-    assert owners == {"phase-diagram": "positional_semantic", "erm": "erm", "restarts": "erm",
+    assert owners == {"phase-diagram": "positional_semantic", "rsb": "positional_semantic", "erm": "erm", "restarts": "erm",
                       "comparison": "theory_vs_erm", "alpha-c": "theory_vs_erm",
                       "aim-state-evolution": "aim", "aim-algorithms": "aim",
-                      "paths-theory": "paths", "paths-sample": "paths"}
+                      "paths-theory": "paths", "paths-sample": "paths", "paths-images": "paths"}
 
 
 def test_layering_check_catches_a_back_arrow(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
 """Options that had no test (issue 22 item 6): erm-alpha-c --unpaired / --independent / --teacher orthonormal /
---dtype float32, train-erm --optimizer batched-lbfgs, solve --quad qmc and --hat-form stein from the CLI, the
+--dtype (float32 refused), train-erm --optimizer batched-lbfgs, solve --quad qmc and --hat-form stein from the CLI, the
 writers and readers of dotattn.theory_vs_erm.output called directly, and the scaling of estimate_seconds."""
 
 import dataclasses
@@ -72,27 +72,23 @@ def test_orthonormal_teacher_changes_the_study(alpha_c_cells):
 
 
 def test_erm_alpha_c_non_default_options_through_the_cli(tmp_path):
-    """--unpaired --independent --teacher orthonormal --dtype float32 together, end to end: the study runs,
-    records the choices, and float32 training losses agree with float64 ones to float32 precision (the runs
-    stop at the same 30 steps; relative 1e-4 is ~1000 float32 epsilons for a loss summed over n samples)."""
+    """--unpaired --independent --teacher orthonormal together, end to end: the study runs and records the
+    choices; --dtype float32 is refused before any folder is made (its runs never reach the study's tol)."""
     pytest.importorskip("torch")
     args = ["erm-alpha-c", "--omega", "0.3", "--d", "24", "--seeds", "2", "--alpha", "0.8,1.6", "--steps", "30",
             "--unpaired", "--independent", "--teacher", "orthonormal", "--threads", "1", "--workers", "1",
             "--no-theory", "--quiet"]
-    got = {}
-    for dtype in ("float32", "float64"):
-        out = tmp_path / dtype
-        r = run(*args, "--dtype", dtype, "--out", str(out))
-        assert r.returncode == 0, r.stderr
-        summary = json.loads((out / "summary.json").read_text())
-        cfg = summary["provenance"]["parameters"]["config"]
-        assert (cfg["paired"], cfg["nested"], cfg["teacher"], cfg["dtype"]) == (False, False, "orthonormal", dtype)
-        got[dtype] = {(int(row["seed"]), float(row["alpha"])): (float(row["et_semantic"]), float(row["et_positional"]))
-                      for row in _rows(out / "delta.csv")}
-    assert set(got["float32"]) == set(got["float64"]) and len(got["float64"]) == 4  # 2 seeds x 2 α
-    for key, (s64, p64) in got["float64"].items():
-        s32, p32 = got["float32"][key]
-        assert s32 == pytest.approx(s64, rel=1e-4) and p32 == pytest.approx(p64, rel=1e-4), key
+    refused = run(*args, "--dtype", "float32", "--out", str(tmp_path / "float32"))
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "dtype must be float64" in refused.stderr and not (tmp_path / "float32").exists()
+    out = tmp_path / "float64"
+    r = run(*args, "--dtype", "float64", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    cfg = summary["provenance"]["parameters"]["config"]
+    assert (cfg["paired"], cfg["nested"], cfg["teacher"], cfg["dtype"]) == (False, False, "orthonormal", "float64")
+    got = {(int(row["seed"]), float(row["alpha"])) for row in _rows(out / "delta.csv")}
+    assert len(got) == 4  # 2 seeds x 2 α
 
 
 def _rows(path):
@@ -244,3 +240,24 @@ def test_estimate_seconds_scales_with_columns_workers_and_nodes():
     q3 = estimate_seconds(p, alphas, SweepSettings(QuadratureSpec("qmc", 8, None, scramblings=8)), 1, 1)
     assert q2 > q1 and q3 == pytest.approx(q2, rel=1e-12)  # 2^9 x 4 = 2^8 x 8 nodes
     assert math.isfinite(estimate_seconds(Problem(rank=2), alphas, s, 1, 1))
+
+
+def test_fixed_point_estimate_counts_every_refinement_solve():
+    """The start line's count includes the refinement: a column refined on R rules solves exactly
+    refine_fixed_points = 3R + 1 more fixed points than without (α_c: both branches on R rules; α_lin: one
+    branch on R rules plus its slope solve), and the whole column stays within the estimate."""
+    from dotattn.positional_semantic.catalogue import QuadratureSpec
+    from dotattn.positional_semantic.phase_diagram import (SweepSettings, column_fixed_points_estimate, omega_column,
+                                                           refine_fixed_points)
+    from dotattn.positional_semantic.problem import Problem
+    from dotattn.positional_semantic.refine import RefineSpec
+    p, alphas = Problem(omega=0.3), [1.2, 1.3, 1.4, 1.5, 1.6]
+    quad, refine = QuadratureSpec("gauss-hermite", 6, 4), RefineSpec(log2_points=8, rules=2)
+    refined = omega_column(p.to_dict(), 0.3, alphas, SweepSettings(quad, refine=refine).to_dict())
+    plain = omega_column(p.to_dict(), 0.3, alphas, SweepSettings(quad).to_dict())
+    assert set(refined["summary"]["refined"]) == {"alpha_c", "alpha_lin"}
+    assert refined["summary"]["refined"]["alpha_lin"] != refined["summary"]["refined"]["alpha_c"]
+    assert refined["fixed_points"] - plain["fixed_points"] == refine_fixed_points(refine) == 7
+    assert refined["fixed_points"] <= column_fixed_points_estimate(p, alphas, refine)
+    assert column_fixed_points_estimate(p, alphas, refine) - column_fixed_points_estimate(p, alphas) == 7
+    assert set(refined["cpu_seconds"]) >= {"follow", "two_sided", "refine", "stability", "records"}

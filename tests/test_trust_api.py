@@ -175,7 +175,7 @@ def test_status_converged_has_one_home():
 
     assert status.STATUS_CONVERGED == status.CONVERGED and status.STATUS_CONVERGED in status.STATUSES
     pytest.importorskip("torch")
-    from dotattn.erm import training
+    from dotattn.core import training
 
     assert training.STATUS_CONVERGED is status.STATUS_CONVERGED
     assert training.STATUS[1] == status.STATUS_CONVERGED

@@ -90,9 +90,10 @@ def test_erm_alpha_c_refuses_before_creating_out(extra, what, tmp_path):
 # disk full, read-only file system, signals, missing torch
 # ---------------------------------------------------------------------------------------------
 def test_disk_full_is_one_line_exit_1_and_no_partial_file(tmp_path):
-    """A 4 KiB tmpfs holds runs.csv of this tiny run but not summary.csv: ENOSPC mid-write."""
+    """An 8 KiB tmpfs (two pages: the run lock and runs.csv of this tiny run) holds runs.csv but not
+    summary.csv: ENOSPC mid-write."""
     pytest.importorskip("torch")
-    with tmpfs(tmp_path / "full", "size=4k") as disk:
+    with tmpfs(tmp_path / "full", "size=8k") as disk:
         out = disk / "erm"
         proc = run("train-erm", *TINY_ERM, "--out", str(out), timeout=300)
         assert proc.returncode == 1

@@ -101,7 +101,7 @@ def test_phases_legend_lies_beside_the_plane():
     legend = ax.get_legend()
     assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1
     texts = [t.get_text() for t in legend.get_texts()]
-    assert "positional → mixed" in texts and "at a spinodal" in texts
+    assert "positional → mixed: at a spinodal" in texts  # the pair and how it was found, in the pair's colour
 
 
 @pytest.fixture

@@ -23,11 +23,11 @@ import numpy as np
 
 from dotattn.aim.model import check_d, data_bytes, teacher_rank
 from dotattn.core.io import provenance, write_csv, write_json, write_manifest
-from dotattn.core.validation import ParameterError, check_int, check_number
+from dotattn.core.validation import ParameterError, check_instance, check_int, check_number
 from dotattn.core.rows import read_bool, read_float, read_int, read_text
 from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
-__all__ = ["StudySpec", "BOUND_Z", "alpha_summary", "check_memory", "write_study", "RunRow", "AlphaRow"]
+__all__ = ["StudySpec", "BOUND_Z", "alpha_summary", "check_memory", "write_study", "RunRow", "AlphaRow", "cached_runs"]
 
 BOUND_Z = 2.0
 """An estimator "beats" the Bayes-optimal MMSE at an α when its mean error is below the MMSE by more
@@ -51,7 +51,8 @@ class StudySpec:
         from dotattn.aim.state_evolution import check_inputs
 
         object.__setattr__(self, "d", check_d(self.d))
-        if not self.alphas:
+        check_instance("alphas", self.alphas, (tuple, list, np.ndarray), "sequence of alpha values")
+        if not len(self.alphas):
             raise ParameterError("alpha grid is empty; give at least one value")
         channel, rho, T, alphas = check_inputs(self.channel, self.rho, self.T, list(self.alphas))
         for name, value in (("channel", channel), ("rho", rho), ("T", T), ("alphas", tuple(alphas))):
@@ -78,6 +79,10 @@ def check_memory(spec: StudySpec, extra_per_sample: int = 0, memory: int | None 
     available memory (``memory``: bytes available, default measured; None: no check)."""
     from dotattn.core.resources import MEMORY_FRACTION, available_memory
 
+    check_instance("spec", spec, StudySpec, "dotattn.aim.algo_study.StudySpec")
+    extra_per_sample = check_int("extra_per_sample", extra_per_sample, 0)
+    if memory is not None and memory != -1:
+        memory = check_int("memory (bytes; -1: measured, None: no check)", memory, 0)
     n = spec.n(max(spec.alphas))
     need = data_bytes(n, spec.T, spec.d) + extra_per_sample * n
     memory = available_memory() if memory == -1 else memory
@@ -218,6 +223,8 @@ def _theory(spec: StudySpec):
         return prior.rie_denoise(R, Delta, spec.rho), prior.mmse_prior(Delta, spec.rho)
 
     def q_hat(alpha, V):
+        if not Q0 - V < Q0:  # V = 0 up to rounding: perfect recovery, q̂ = ∞
+            return math.inf
         return channels.q_hat(spec.channel, alpha, Q0 - V, spec.rho, T)
 
     def mmse(alpha):
@@ -226,11 +233,54 @@ def _theory(spec: StudySpec):
     return output, denoise, q_hat, mmse, prior.mmse_prior
 
 
-def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | None = None):
-    """AMP on every (α, seed): (runs, per-α rows, per-iteration rows, seconds)."""
-    from dotattn.aim.amp import run_amp, se_trajectory
+def _unit(cache_dir: str | Path | None, estimator: str, spec: StudySpec, config: Any, alpha: float,
+          seed: int) -> tuple[Path | None, dict[str, Any]]:
+    """(file, key) of the cache unit of one (α, seed) run: the key holds every setting that changes
+    the run (not the α grid or the number of seeds, so a study with more seeds or α reuses it)."""
+    from dotattn import __version__
+
+    problem = {k: v for k, v in spec.to_dict().items() if k not in ("alpha", "seeds")}
+    key = {"estimator": estimator, "problem": problem, "config": config.to_dict(), "alpha": float(alpha),
+           "seed": int(seed), "version": __version__}
+    path = None if cache_dir is None else Path(cache_dir) / f"{estimator}_alpha{float(alpha)!r}_seed{int(seed)}.json"
+    return path, key
+
+
+def cached_runs(cache_dir: str | Path, estimator: str, spec: StudySpec, config: Any) -> int:
+    """How many of the study's (α, seed) runs its cache folder holds, verified and made for these settings."""
+    from dotattn.core.io import read_cache_unit
+
+    units = (_unit(cache_dir, estimator, spec, config, a, s) for a in spec.alphas for s in range(spec.seeds))
+    return sum(read_cache_unit(path, key) is not None for path, key in units)
+
+
+def _cached(cache_dir, estimator, spec, config, alpha, seed, compute: Callable[[], dict[str, Any]]
+            ) -> tuple[dict[str, Any], bool]:
+    """The content of one (α, seed) run: read from its verified cache unit, else computed and cached at
+    once (an interrupted study resumes from the runs it finished). (content, from the cache?)"""
+    from dotattn.core.io import read_cache_unit, write_cache_unit
+
+    path, key = _unit(cache_dir, estimator, spec, config, alpha, seed)
+    hit = read_cache_unit(path, key)
+    if hit is not None:
+        return hit, True
+    content = compute()
+    if path is not None:
+        write_cache_unit(path, key, **content)
+    return content, False
+
+
+def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | None = None,
+                  cache_dir: str | Path | None = None, on_run: Callable[[bool], None] | None = None):
+    """AMP on every (α, seed): (runs, per-α rows, per-iteration rows, seconds).
+
+    ``cache_dir``: each finished (α, seed) run is kept there (checksummed) and taken from there when the
+    study is run again with the same settings; ``on_run(cached)`` after each run."""
+    from dotattn.aim.amp import AMPConfig, run_amp, se_trajectory
     from dotattn.aim.model import make_data
 
+    check_instance("spec", spec, StudySpec, "dotattn.aim.algo_study.StudySpec")
+    check_instance("config", config, AMPConfig, "dotattn.aim.amp.AMPConfig")
     output, denoise, q_hat, mmse_of, mmse_prior = _theory(spec)
     t0 = time.perf_counter()
     runs, rows, iters = [], [], []
@@ -238,30 +288,41 @@ def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | Non
         mmse = float(mmse_of(alpha))
         res_alpha = []
         for seed in range(spec.seeds):
-            data = make_data(spec.d, spec.rho, spec.T, alpha, spec.channel, spec.beta, seed)
-            res = run_amp(data, output, denoise, config)
-            V_se = se_trajectory(lambda V: q_hat(alpha, V), lambda D: mmse_prior(D, spec.rho), res.iterations)
-            for t, m in enumerate(res.mse_path):
-                iters.append({"alpha": alpha, "seed": seed, "iteration": t, "mse": m, "V_amp": res.V_path[t],
-                              "V_se": V_se[t] if t < len(V_se) else None,
-                              "Delta": res.Delta_path[t - 1] if t >= 1 else None})
-            run = RunRow(estimator="amp", alpha=alpha, seed=seed, init=-1, n=data.n, mse=res.mse, status=res.status,
-                         iterations=res.iterations, seconds=res.seconds, message=res.message)
+            def compute(alpha=alpha, seed=seed) -> dict[str, Any]:
+                data = make_data(spec.d, spec.rho, spec.T, alpha, spec.channel, spec.beta, seed)
+                res = run_amp(data, output, denoise, config)
+                V_se = se_trajectory(lambda V: q_hat(alpha, V), lambda D: mmse_prior(D, spec.rho), res.iterations)
+                its = [{"alpha": alpha, "seed": seed, "iteration": t, "mse": m, "V_amp": res.V_path[t],
+                        "V_se": V_se[t] if t < len(V_se) else None,
+                        "Delta": res.Delta_path[t - 1] if t >= 1 else None} for t, m in enumerate(res.mse_path)]
+                run = RunRow(estimator="amp", alpha=alpha, seed=seed, init=-1, n=data.n, mse=res.mse,
+                             status=res.status, iterations=res.iterations, seconds=res.seconds, message=res.message)
+                return {"runs": [run.to_row()], "iterations": its}
+
+            content, cached = _cached(cache_dir, "amp", spec, config, alpha, seed, compute)
+            run = RunRow.from_row(content["runs"][0])
+            iters.extend(content["iterations"])
             runs.append(run)
             res_alpha.append(run)
             if progress is not None:
-                progress(f"amp alpha={alpha:g} seed={seed}: mse {res.mse:.4f} (SE {mmse:.4f}), {res.status} "
-                         f"after {res.iterations} iterations, {res.seconds:.1f} s")
+                progress(f"amp alpha={alpha:g} seed={seed}: mse {run.mse:.4f} (SE {mmse:.4f}), {run.status} "
+                         f"after {run.iterations} iterations, {run.seconds:.1f} s" + (" (cached)" if cached else ""))
+            if on_run is not None:
+                on_run(cached)
         rows.append(alpha_summary("amp", alpha, [r.mse for r in res_alpha], [r.status for r in res_alpha], mmse))
     return runs, rows, iters, time.perf_counter() - t0
 
 
-def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callable[[str], None] | None = None):
+def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callable[[str], None] | None = None,
+                 cache_dir: str | Path | None = None, on_run: Callable[[bool], None] | None = None):
     """GD (``config.inits`` initialisations per data set) and the averaged estimator on every (α, seed):
-    (runs, per-α rows for ``gd`` and ``gd_averaged``, seconds)."""
-    from dotattn.aim.gd import run_gd
+    (runs, per-α rows for ``gd`` and ``gd_averaged``, seconds). ``cache_dir``, ``on_run``: as for
+    :func:`run_amp_study` (one unit per data set: its initialisations and their average)."""
+    from dotattn.aim.gd import GDConfig, run_gd
     from dotattn.aim.model import make_data
 
+    check_instance("spec", spec, StudySpec, "dotattn.aim.algo_study.StudySpec")
+    check_instance("config", config, GDConfig, "dotattn.aim.gd.GDConfig")
     _, _, _, mmse_of, _ = _theory(spec)
     t0 = time.perf_counter()
     runs, rows = [], []
@@ -269,25 +330,33 @@ def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callabl
         mmse = float(mmse_of(alpha))
         single, averaged = [], []
         for seed in range(spec.seeds):
-            data = make_data(spec.d, spec.rho, spec.T, alpha, spec.channel, spec.beta, seed)
-            res = run_gd(data, config, device=device)
-            per = res.seconds / len(res.runs)
-            for k in res.runs:
-                row = RunRow(estimator="gd", alpha=alpha, seed=seed, init=k.init, n=data.n, mse=k.mse,
-                             status=k.status, iterations=k.steps, loss=k.loss, grad_rms=k.grad_rms, seconds=per)
-                runs.append(row)
-                single.append(row)
-            sts = [k.status for k in res.runs]
-            status = DIVERGED if DIVERGED in sts else CONVERGED if all(s == CONVERGED for s in sts) else NOT_CONVERGED
-            avg = RunRow(estimator="gd_averaged", alpha=alpha, seed=seed, init=-1, n=data.n, mse=res.mse_averaged,
-                         status=status, iterations=len(res.runs),
-                         seconds=res.seconds, message=f"mean of S over {len(res.runs)} initialisations")
-            runs.append(avg)
+            def compute(alpha=alpha, seed=seed) -> dict[str, Any]:
+                data = make_data(spec.d, spec.rho, spec.T, alpha, spec.channel, spec.beta, seed)
+                res = run_gd(data, config, device=device)
+                per = res.seconds / len(res.runs)
+                inits = [RunRow(estimator="gd", alpha=alpha, seed=seed, init=k.init, n=data.n, mse=k.mse,
+                                status=k.status, iterations=k.steps, loss=k.loss, grad_rms=k.grad_rms, seconds=per)
+                         for k in res.runs]
+                sts = [k.status for k in res.runs]
+                status = (DIVERGED if DIVERGED in sts else CONVERGED if all(s == CONVERGED for s in sts)
+                          else NOT_CONVERGED)
+                avg = RunRow(estimator="gd_averaged", alpha=alpha, seed=seed, init=-1, n=data.n,
+                             mse=res.mse_averaged, status=status, iterations=len(res.runs), seconds=res.seconds,
+                             message=f"mean of S over {len(res.runs)} initialisations")
+                return {"runs": [r.to_row() for r in inits] + [avg.to_row()]}
+
+            content, cached = _cached(cache_dir, "gd", spec, config, alpha, seed, compute)
+            seed_runs = [RunRow.from_row(r) for r in content["runs"]]
+            *inits, avg = seed_runs
+            runs.extend(seed_runs)
+            single.extend(inits)
             averaged.append(avg)
             if progress is not None:
-                progress(f"gd alpha={alpha:g} seed={seed}: mse {np.mean([k.mse for k in res.runs]):.4f}, averaged "
-                         f"{res.mse_averaged:.4f} (SE {mmse:.4f}), max grad_rms "
-                         f"{max(k.grad_rms for k in res.runs):.1e}, {res.seconds:.1f} s")
+                progress(f"gd alpha={alpha:g} seed={seed}: mse {np.mean([k.mse for k in inits]):.4f}, averaged "
+                         f"{avg.mse:.4f} (SE {mmse:.4f}), max grad_rms {max(k.grad_rms for k in inits):.1e}, "
+                         f"{avg.seconds:.1f} s" + (" (cached)" if cached else ""))
+            if on_run is not None:
+                on_run(cached)
         # the GD row: per seed the mean over initialisations (seeds are the independent samples), with the
         # status of the averaged row (converged when every initialisation is)
         per_seed = [float(np.mean([r.mse for r in single if r.seed == s])) for s in range(spec.seeds)]

@@ -166,9 +166,15 @@ def _iterate(data, output, denoise, config, progress, S_hat, V, g, c, blowup, ms
 
 def se_trajectory(q_hat_of_V: Callable[[float], float], mmse_of_Delta: Callable[[float], float], iterations: int,
                   V0: float = 1.0) -> tuple[float, ...]:
-    """AMP's own state evolution V^{t+1} = MMSE_S(1/q̂(V^t)) from V⁰ (one value per iteration, V⁰ first)."""
+    """AMP's own state evolution V^{t+1} = MMSE_S(1/q̂(V^t)) from V⁰ (one value per iteration, V⁰ first).
+
+    Once V reaches 0 (perfect recovery: above the threshold the prior channel's MMSE vanishes; ``q_hat_of_V``
+    may say so by returning ∞) it stays 0: q̂ = ∞ there, and the update is not evaluated."""
     V = [float(V0)]
     for _ in range(int(iterations)):
+        if not V[-1] > 0:
+            V.append(0.0)
+            continue
         qh = q_hat_of_V(V[-1])
-        V.append(float(mmse_of_Delta(1.0 / qh)) if qh > 0 else V[-1])
+        V.append(0.0 if qh == math.inf else float(mmse_of_Delta(1.0 / qh)) if qh > 0 else V[-1])
     return tuple(V)

@@ -15,7 +15,7 @@ the diagonal entries (h_aa) and 1 off it (Var h_aa = 2 Q0, Var h_ab = Q0 for the
 
 Hardmax is implemented for T = 2 (Z_out is a bivariate normal orthant probability, computed with
 relative accuracy in log space); for T ≥ 3 it is a T(T−1)-dimensional orthant probability and is
-not implemented (ValueError).
+not implemented (ParameterError).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import numpy as np
 from scipy.special import log_ndtr, logsumexp, ndtr
 
 from dotattn.aim.prior import prior_second_moment
+from dotattn.core.validation import ParameterError, check_alpha, check_int, check_number
 
 __all__ = ["CHANNELS", "n_entries", "flat_index", "noise_weights", "flatten", "unflatten", "alpha_bar",
            "softmax_rows", "output_function", "log_z_out", "log_bvn", "bvn_partials", "q_hat",
@@ -89,13 +90,14 @@ def softmax_rows(h: np.ndarray, beta: float = 1.0) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _check(channel: str, T: int) -> None:
+def _check(channel: str, T: int) -> int:
+    """T as an integer >= 2 for ``channel`` (ParameterError, one line, otherwise)."""
     if channel not in CHANNELS:
-        raise ValueError(f"channel must be one of {', '.join(CHANNELS)}, got {channel!r}")
-    if T < 2:
-        raise ValueError(f"T must be >= 2, got {T}")
+        raise ParameterError(f"channel must be one of {', '.join(CHANNELS)}, got {channel!r}")
+    T = check_int("T (tokens)", T, 2)
     if channel == "hardmax" and T != 2:
-        raise ValueError("the hardmax channel is implemented for T = 2 only")
+        raise ParameterError(f"T (tokens) must be 2 for the hardmax channel (implemented for T = 2 only), got {T}")
+    return T
 
 
 # ----------------------------------------------------------------------------------------------
@@ -213,13 +215,13 @@ def _hardmax(y, omega, V, T):
 
 
 def _prepare(channel, y, omega, V, T):
-    _check(channel, T)
+    T = _check(channel, T)
     omega = np.atleast_2d(np.asarray(omega, dtype=float))
     y = np.asarray(y, dtype=float).reshape(omega.shape[0], T, T)
     if omega.shape[1] != n_entries(T):
-        raise ValueError(f"omega must have shape (n, {n_entries(T)}) for T = {T}, got {omega.shape}")
+        raise ParameterError(f"omega must have shape (n, {n_entries(T)}) for T = {T}, got {omega.shape}")
     if not V > 0:
-        raise ValueError(f"V must be > 0, got {V}")
+        raise ParameterError(f"V must be > 0, got {V}")
     return y, omega
 
 
@@ -308,11 +310,14 @@ def q_hat(channel: str, alpha: float, q: float, rho: float, T: int, nodes: int =
     softmax: ᾱ/(Q0 − q) exactly (independent of β); hardmax (T = 2): deterministic quadrature
     (``derivative="published"``: the public script's φ₂/Φ₂ in place of the gradient, for comparison)."""
     if derivative not in ("gradient", "published"):
-        raise ValueError(f"derivative must be 'gradient' or 'published', got {derivative!r}")
-    _check(channel, T)
+        raise ParameterError(f"derivative must be 'gradient' or 'published', got {derivative!r}")
+    T = _check(channel, T)
+    alpha = check_alpha(alpha)
+    rho = check_number("rho", rho, 0.0, True, None, "> 0")
+    q = check_number("q", q, None, False)
     V = prior_second_moment(rho) - q
     if not V > 0:
-        raise ValueError(f"q must be < Q0 = 1 + rho, got q = {q}")
+        raise ParameterError(f"q must be < Q0 = 1 + rho = {prior_second_moment(rho):g}, got q = {q}")
     if channel == "softmax":
         return alpha_bar(alpha, T) / V
     return 2.0 * alpha * _hardmax_fisher(max(q, 0.0) / V, nodes, derivative) / V

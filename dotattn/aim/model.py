@@ -48,7 +48,9 @@ def teacher_rank(d: int, rho: float) -> int:
 
 
 def _rng(seed: int, stream: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([int(seed), stream]))
+    """The generator of one stream of ``seed`` (an integer in [0, 2^32), ParameterError otherwise: a
+    fractional seed is refused, never truncated)."""
+    return np.random.default_rng(np.random.SeedSequence([check_int("seed", seed, 0, 2**32 - 1), stream]))
 
 
 def sample_teacher(d: int, r: int, seed: int) -> np.ndarray:
@@ -179,4 +181,4 @@ def make_data(d: int, rho: float, T: int, alpha: float, channel: str = "softmax"
     X = sample_tokens(n, T, d, seed)
     h = attention_index(X, S)
     return AIMData(X=X, h=h, y=outputs(h, channel, beta), S=S, channel=channel, beta=beta, rho=rho, r=r,
-                   seed=int(seed))
+                   seed=check_int("seed", seed, 0, 2**32 - 1))

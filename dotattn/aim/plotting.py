@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -10,6 +11,8 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from dotattn.aim.state_evolution import SEPoint
+from dotattn.core.rows import read_float
+from dotattn.core.validation import check_instance
 
 __all__ = ["mmse_figure", "read_state_evolution", "read_algorithm_points"]
 
@@ -21,7 +24,7 @@ def read_state_evolution(folder: str | Path) -> tuple[list[SEPoint], dict]:
     from dotattn.aim import integrity as _integrity  # noqa: F401  (registers this package's kinds)
     from dotattn.core.integrity import read_verified_json, verify_folder
 
-    folder = Path(folder)
+    folder = Path(check_instance("folder", folder, (str, os.PathLike), "folder path"))
     verify_folder(folder, kind="aim-state-evolution")
     summary = read_verified_json(folder / "summary.json")
     points = [SEPoint.from_row(r) for r in read_csv(folder / "points.csv")]
@@ -39,7 +42,7 @@ def read_algorithm_points(folder: str | Path) -> dict[str, Any]:
     from dotattn.aim import integrity as _integrity  # noqa: F401  (registers this package's kinds)
     from dotattn.core.integrity import verify_folder
 
-    folder = Path(folder)
+    folder = Path(check_instance("folder", folder, (str, os.PathLike), "folder path"))
     if (folder / "alphas.csv").exists():
         verify_folder(folder, kind="aim-algorithms")
         rows = read_csv(folder / "alphas.csv")
@@ -56,9 +59,9 @@ def read_algorithm_points(folder: str | Path) -> dict[str, Any]:
     out = []
     for est, rs in groups.items():
         out.append({"name": f"{folder.name}" + (f" ({est})" if est else ""),
-                    "alpha": np.array([float(r["alpha"]) for r in rs]),
-                    "mmse": np.array([float(r[mse]) for r in rs]),
-                    "mmse_se": np.array([float(r[se]) if r.get(se) else np.nan for r in rs])})
+                    "alpha": np.array([read_float(r["alpha"]) for r in rs]),
+                    "mmse": np.array([read_float(r[mse]) for r in rs]),  # NaN: every run diverged
+                    "mmse_se": np.array([read_float(r.get(se)) for r in rs])})
     return out
 
 
@@ -74,6 +77,10 @@ def mmse_figure(curves: Sequence[Sequence[SEPoint]], thresholds: Sequence[dict] 
                 title: str = "", algorithm_points: Sequence[dict] = ()) -> Figure:
     """MMSE against α (or ᾱ, or α/ρ) for each curve; perfect-recovery thresholds as dotted lines and,
     against α/ρ, the ρ → 0 weak-recovery threshold of the last curve's channel (dash-dotted)."""
+    for curve in check_instance("curves", curves, (list, tuple), "sequence of state-evolution curves"):
+        check_instance("a curve", curve, (list, tuple), "sequence of SEPoint")
+        for p in curve:
+            check_instance("a curve's point", p, SEPoint, "dotattn.aim.state_evolution.SEPoint")
     fig = Figure(figsize=(6.4, 4.4))
     ax = fig.subplots()
     colours: dict[tuple, Any] = {}  # one colour per (channel, ρ, T): a published-derivative curve shares it

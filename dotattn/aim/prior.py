@@ -24,6 +24,8 @@ from functools import lru_cache
 import numpy as np
 from numpy.polynomial import Polynomial
 
+from dotattn.core.validation import check_number
+
 __all__ = ["prior_second_moment", "prior_mean", "stieltjes", "density", "support", "integrate_bulks",
            "free_fisher", "mmse_prior", "rie_eigenvalues", "rie_denoise", "rie_divergence", "sample_teacher",
            "sample_goe", "DEFAULT_NODES", "DEFAULT_PANELS"]
@@ -207,7 +209,10 @@ def mmse_prior(delta: float, rho: float, nodes: int = DEFAULT_NODES, panels: int
     Absolute error ≈ Δ² × (quadrature error of Φ*); the factor 1 − ΔΦ* is in [0, 1] (free
     Cramér–Rao, Φ* ≥ 1/(1 + Δ)) and is clipped there against rounding.
     """
-    delta = float(delta)
+    delta = check_number("delta (noise variance)", delta, 0.0, False, None, ">= 0")
+    rho = check_number("rho", rho, 0.0, True, None, "> 0")
+    if delta == 0.0:  # noiseless observation: S is recovered exactly
+        return 0.0
     phi = free_fisher(delta, rho, nodes, panels)
     return delta * min(1.0, max(0.0, 1.0 - delta * phi))
 

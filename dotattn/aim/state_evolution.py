@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -25,7 +26,7 @@ from dotattn.core.validation import ParameterError, check_alpha, check_int, chec
 from dotattn.core.rows import read_float, read_int, read_text
 from dotattn.core.status import CONVERGED, NOT_CONVERGED
 
-__all__ = ["SEPoint", "POINT_COLUMNS", "RHO_RANGE", "T_MAX", "check_inputs", "perfect_recovery_alpha_bar",
+__all__ = ["SEPoint", "POINT_COLUMNS", "RHO_RANGE", "T_MAX", "check_inputs", "check_quadrature", "perfect_recovery_alpha_bar",
            "solve_point", "solve_curve", "thresholds", "DELTA_MIN"]
 
 RHO_RANGE = (1e-4, 1e4)
@@ -181,6 +182,7 @@ def solve_point(channel: str, alpha: float, rho: float, T: int, nodes: int = DEF
     ``hardmax_derivative="published"`` solves the same equations with the public script's output
     function (φ₂/Φ₂ for both partials; not the gradient of log Z_out), to measure its effect."""
     channel, rho, T, (alpha,) = check_inputs(channel, rho, T, [alpha])
+    nodes, hardmax_nodes, hardmax_derivative = check_quadrature(channel, nodes, hardmax_nodes, hardmax_derivative)
     t0 = time.perf_counter()
     out = _softmax_point(alpha, rho, T, nodes) if channel == "softmax" else \
         _hardmax_point(alpha, rho, nodes, hardmax_nodes, hardmax_derivative)
@@ -188,9 +190,25 @@ def solve_point(channel: str, alpha: float, rho: float, T: int, nodes: int = DEF
                    seconds=time.perf_counter() - t0, **out)
 
 
+def check_quadrature(channel: str, nodes: Any = DEFAULT_NODES, hardmax_nodes: Any = HARDMAX_NODES,
+                     hardmax_derivative: Any = "gradient") -> tuple[int, int, str]:
+    """(nodes, hardmax_nodes, hardmax_derivative) validated (ParameterError, one line): the prior's
+    Gauss-Legendre nodes per panel in [8, 512] (fewer do not resolve the bulk: 1 node gave a wrong MMSE
+    reported as converged), the hardmax quadrature's nodes per axis in [16, 512], and the derivative
+    ``gradient`` or ``published`` (hardmax only). The CLI and :func:`solve_point` use this one check."""
+    nodes = check_int("nodes", nodes, 8, 512)
+    hardmax_nodes = check_int("hardmax_nodes", hardmax_nodes, 16, 512)
+    if hardmax_derivative not in ("gradient", "published"):
+        raise ParameterError(f"hardmax_derivative must be 'gradient' or 'published', got {hardmax_derivative!r}")
+    if hardmax_derivative != "gradient" and channel != "hardmax":
+        raise ParameterError("hardmax_derivative 'published' applies to the hardmax channel only")
+    return nodes, hardmax_nodes, hardmax_derivative
+
+
 def solve_curve(channel: str, alphas, rho: float, T: int, progress=None, **kw) -> list[SEPoint]:
     """:func:`solve_point` for every α of the grid (validated first, before any computation)."""
     channel, rho, T, alphas = check_inputs(channel, rho, T, alphas)
+    check_quadrature(channel, **kw)
     points = []
     for a in alphas:
         points.append(solve_point(channel, a, rho, T, **kw))

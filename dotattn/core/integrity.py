@@ -20,13 +20,15 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from dotattn.core.io import (MANIFEST_NAME, IntegrityError, csv_comment, read_csv, read_json_if_valid, verify_manifest,
-                             write_manifest)
+from dotattn.core.io import (MANIFEST_NAME, IntegrityError, csv_comment, read_csv, read_json_if_valid, to_jsonable,
+                             verify_manifest, write_manifest)
 from dotattn.core.validation import ParameterError
 
-__all__ = ["FolderKind", "register_kind", "registered_kinds", "folder_kind", "verify_folder", "seal_folder",
+__all__ = ["FolderKind", "register_kind", "registered_kinds", "folder_kind", "folders_with_manifest",
+           "verify_folder", "seal_folder",
            "read_verified_csv", "read_verified_json", "read_record", "read_records", "check_matrix", "check_finite",
-           "on_grid", "check_provenance_line", "first_difference", "MATRIX_BOUND", "GRID_TOL"]
+           "on_grid", "check_provenance_line", "first_difference", "MATRIX_BOUND", "GRID_TOL", "check_output_folder",
+           "SETTING_FREE_KEYS"]
 
 MATRIX_BOUND = 1e12
 """Largest matrix entry a row may hold (overlaps, order parameters): every theory's matrices are O(1)
@@ -65,6 +67,20 @@ def register_kind(kind: FolderKind) -> FolderKind:
 def registered_kinds() -> dict[str, FolderKind]:
     """The registered kinds by name (a copy)."""
     return dict(_KINDS)
+
+
+def folders_with_manifest(root: str | os.PathLike) -> list[Path]:
+    """Every folder at or below ``root`` that holds a ``manifest.json`` (sorted; hidden folders, whose
+    names start with '.', are skipped). ParameterError if ``root`` is not a folder."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ParameterError(f"{root}: not a folder")
+    found = []
+    for here, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        if MANIFEST_NAME in files:
+            found.append(Path(here))
+    return sorted(found)
 
 
 def folder_kind(folder: str | os.PathLike) -> str:
@@ -220,6 +236,61 @@ def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str
         verify_manifest(folder, tuple(man["files"]))
     spec.check(folder, man)
     return found
+
+
+SETTING_FREE_KEYS: frozenset[str] = frozenset({"command", "device", "quiet", "workers", "threads", "sampler_library"})
+"""Keys of a manifest's ``made_for`` that say how or where a run was made (command line, device, worker
+processes, library versions), not what it computes: a folder made with other values of these holds a run
+of the same settings."""
+
+
+def check_output_folder(folder: str | os.PathLike, kind: str, made_for: Mapping[str, Any] | None = None,
+                        what: str | None = None) -> None:
+    """Refuse (ParameterError, one line) to write a ``kind`` run made for ``made_for`` into ``folder``
+    when the folder holds another command's files (another kind) or a finished run of this kind made
+    for other settings (its manifest's ``made_for`` differs from ``made_for``, if given, in a key other
+    than :data:`SETTING_FREE_KEYS`).
+
+    A folder with no dotattn files, or with an unfinished run of this kind (no manifest: interrupted
+    before its end), may be written; a finished run of the same settings is rewritten (resumed)."""
+    folder = Path(folder)
+    what = what or kind
+    if kind not in _KINDS:
+        raise ParameterError(f"folder kind {kind!r} is not registered (known: {', '.join(sorted(_KINDS))})")
+    if not folder.is_dir():
+        return
+    fits = [k.name for k in _KINDS.values()
+            if (folder / k.files[0]).is_file() and (k.recognise is None or k.recognise(folder))]
+    if not fits:
+        return
+    try:
+        found = folder_kind(folder)
+    except IntegrityError:  # the files of several kinds (e.g. a comparison written into an ERM folder)
+        found = kind if kind in fits else fits[0]
+    if found != kind:
+        raise ParameterError(f"{what}: --out {str(folder)!r} holds another command's output (a folder of kind {found}); "
+                             f"choose another --out")
+    man = read_json_if_valid(folder / MANIFEST_NAME)
+    if man is None or made_for is None:
+        return
+    stored = man.get("made_for") if isinstance(man, dict) else None
+    if not isinstance(stored, dict):
+        raise ParameterError(f"{what}: --out {str(folder)!r} holds a {kind} run whose manifest is unreadable; "
+                             f"choose another --out or remove that folder")
+    asked = {k: v for k, v in to_jsonable(dict(made_for)).items() if k not in SETTING_FREE_KEYS}
+    diff = first_difference(asked, {k: v for k, v in stored.items() if k not in SETTING_FREE_KEYS})
+    if diff is None:
+        diff = first_difference({k: v for k, v in stored.items() if k not in SETTING_FREE_KEYS}, asked)
+        diff = None if diff is None else (diff[0], diff[2], diff[1])
+    if diff is not None:
+        raise ParameterError(f"{what}: --out {str(folder)!r} holds a finished run made for other settings "
+                             f"({diff[0]} = {_short(diff[2])} there, {_short(diff[1])} now); choose another --out "
+                             f"or remove that folder")
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def read_record(path: Path, i: int, cls: Any, row: Mapping[str, Any]) -> Any:

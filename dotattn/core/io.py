@@ -157,11 +157,12 @@ def write_csv(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]], column
 
 
 def read_json_if_valid(path: str | os.PathLike) -> Any | None:
-    """The parsed JSON file, or None if it is missing or unreadable (e.g. cut short)."""
+    """The parsed JSON file, or None if it is missing or unreadable (e.g. cut short, not UTF-8, or nested
+    too deeply for the parser)."""
     try:
-        with open(path) as fh:
+        with open(path, encoding="utf-8") as fh:
             return json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 

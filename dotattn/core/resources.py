@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["MEMORY_FRACTION", "available_memory"]
+__all__ = ["MEMORY_FRACTION", "available_memory", "check_memory"]
 
 MEMORY_FRACTION = 0.8
 """A run is refused when its estimated memory (e.g. :meth:`dotattn.erm.config.ErmConfig.memory_bytes`) exceeds this fraction of the
@@ -26,3 +26,16 @@ def available_memory() -> int | None:
         return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
     except (ValueError, OSError, AttributeError):
         return None
+
+
+def check_memory(need: int, what: str, advice: str, memory: int | None = -1) -> int:
+    """``need`` (bytes, an estimate) if it fits in :data:`MEMORY_FRACTION` of the memory available
+    (``memory``: bytes, default measured now; None: no check); otherwise ParameterError in one line
+    naming ``what`` needs how much, what is allowed, and ``advice`` (e.g. "choose a smaller P")."""
+    from dotattn.core.validation import ParameterError
+
+    memory = available_memory() if memory == -1 else memory
+    if memory is not None and need > MEMORY_FRACTION * memory:
+        raise ParameterError(f"{what} needs about {need / 2**30:.1f} GiB, allowed {MEMORY_FRACTION:.0%} of the "
+                             f"{memory / 2**30:.1f} GiB available; {advice}")
+    return need

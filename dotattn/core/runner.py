@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from dotattn.core.validation import ParameterError, check_dask_scheme, check_int
 
-__all__ = ["DASK_TIMEOUT", "MAX_WORKERS", "check_dask_address", "connect_dask", "check_workers", "Interrupted", "stop_on_signals", "run_tasks", "RunLock", "RunLockedError", "ProgressState",
+__all__ = ["run_isolated", "DASK_TIMEOUT", "MAX_WORKERS", "check_dask_address", "connect_dask", "check_workers", "Interrupted", "stop_on_signals", "run_tasks", "RunLock", "RunLockedError", "ProgressState",
            "ProgressReporter", "format_duration"]
 
 POLL_SECONDS = 0.2
@@ -145,6 +145,22 @@ def watch_parent(parent_pid: int, poll: float = PARENT_POLL_SECONDS) -> None:
     threading.Thread(target=loop, name="dotattn-parent-watchdog", daemon=True).start()
 
 
+THREADED_RUNTIMES = ("jax",)
+"""Top-level modules whose import starts threads in this process (JAX's runtime): after one of them is
+loaded, forking the process can deadlock the child (JAX warns so at every ``os.fork()``)."""
+
+
+def pool_context() -> Any:
+    """The multiprocessing context of the worker pool: the platform default (fork on Linux: cheapest)
+    while no threaded runtime (:data:`THREADED_RUNTIMES`) is loaded; otherwise ``spawn``: each worker is
+    a fresh interpreter started by fork + exec at once (no Python code runs in between, so nothing can
+    deadlock), still a child of this process (which :func:`watch_parent` relies on; a forkserver's
+    workers would be the server's children). The tasks are module-level functions either way."""
+    if any(name in sys.modules for name in THREADED_RUNTIMES):
+        return multiprocessing.get_context("spawn")
+    return multiprocessing.get_context()
+
+
 def _init_worker(q: Any, parent_pid: int | None = None) -> None:
     """Pool worker set-up: the progress queue; SIGINT ignored (a Ctrl-C on the terminal reaches the
     whole process group; the main process decides and terminates the workers); SIGTERM back to
@@ -184,6 +200,32 @@ def _terminate(pool: ProcessPoolExecutor) -> None:
             if p.is_alive():
                 p.kill()
                 p.join(5)
+
+
+def run_isolated(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a fresh (spawned) process, its result returned here; for a computation that
+    must not share this process (JAX/XLA: its threads do not survive a fork, and a signal handled
+    inside one of its calls could leave the interpreter to crash or hang while tearing down).
+
+    The child ignores SIGINT and ends with this process (:func:`_init_worker`); this process keeps
+    handling signals while it waits, so :func:`stop_on_signals`' :class:`Interrupted` arrives here at
+    once and the child is terminated before it propagates. ``fn`` must be a module-level function
+    and ``args`` picklable."""
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=(None, os.getpid()))
+    ok = False
+    try:
+        future = pool.submit(fn, *args)
+        while not future.done():
+            wait([future], timeout=POLL_SECONDS)
+        result = future.result()
+        ok = True
+        return result
+    finally:
+        if ok:
+            pool.shutdown(wait=True)
+        else:
+            _terminate(pool)
 
 
 DASK_TIMEOUT = 5.0
@@ -245,7 +287,7 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, workers: int = 
         for i, t in enumerate(tasks):
             on_result(i, fn(*t, report=lambda i=i: on_unit(i)))
         return
-    ctx = multiprocessing.get_context()
+    ctx = pool_context()
     q = ctx.Queue()
     pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx, initializer=_init_worker,
                                initargs=(q, os.getpid()))

@@ -25,12 +25,18 @@ Near a minimum the risk approaches its limit geometrically, so a relative change
 
 Stopping
 --------
-A run has *converged* at step ``t`` when ``|R_t − R_{t−1}| ≤ tol·|R_t|``; with ``gd`` and
-``adam`` it is then frozen (no further updates). A run whose risk is not finite is frozen as
-*diverged*. Runs still moving when the step budget is spent end as *max_steps*. L-BFGS
-(``torch.optim.LBFGS`` with a strong-Wolfe line search) optimises the sum of the separable risks
-as one problem, so its runs cannot be frozen one by one: the per-run status is recorded the same
-way (and is sticky), and optimisation stops when every run has converged or the budget is spent.
+``gd`` and ``adam``: a run has *converged* at step ``t`` when ``|R_t − R_{t−1}| ≤ tol·|R_t|``; it
+is then frozen (no further updates). A run whose risk is not finite is frozen as *diverged*. Runs
+still moving when the step budget is spent end as *max_steps*.
+
+``lbfgs`` (``torch.optim.LBFGS`` with a strong-Wolfe line search) optimises the sum of the
+separable risks as one problem, so its runs cannot be frozen one by one. Its stopping rule is the
+relative stationarity of ``batched-lbfgs`` below, per run, at the current weights: a run is
+*converged* while ``s(Q) ≤ tol``, and optimisation stops when every run is converged at once. A
+step that does not lower ``Σ_runs R`` means the line search found no lower point (a relative change
+of ``R`` per step ≤ tol, the former rule, then reads as convergence although the gradient need not
+be small: measured on a non-smooth risk, stationarity 1.0 reported as converged); every run not
+converged at that point ends *stalled* and optimisation stops. Budget spent: *max_steps*.
 
 ``batched-lbfgs``: per-run L-BFGS, converged by stationarity
 -----------------------------------------------------------
@@ -57,7 +63,16 @@ branches' training losses differ near α_c (SPEC section 4). In float64 the Armi
 see decreases below the rounding of ``R``; that puts a floor of a few 1e-9 under ``s`` (measured
 at d = 200 and 1000), so ``tol = 1e-7`` leaves a margin of ~10. A run whose line search fails
 twice in a row (the second time along −∇R after its memory was reset) is frozen with status
-*max_steps*: it did not meet the criterion.
+*stalled*: it did not meet the criterion.
+
+Per-run progress
+----------------
+``finished(mask)`` (optional) is called with a boolean tensor of shape ``run_shape`` marking the
+runs that stopped (any status) since the last call: after every step of ``lbfgs`` and
+``batched-lbfgs`` and after every chunk of ``gd`` / ``adam`` steps, using the one device
+synchronisation per step (the count of active runs) that deciding whether to go on needs anyway;
+the runs still active when the budget is spent are reported at the end. Every run is reported
+exactly once.
 """
 
 from __future__ import annotations
@@ -68,15 +83,15 @@ from typing import Callable
 import torch
 
 from dotattn.core.optimizers import DEFAULT_LR, OPTIMIZERS
-from dotattn.core.status import DIVERGED, STATUS_CONVERGED
+from dotattn.core.status import DIVERGED, STALLED, STATUS_CONVERGED
 
 __all__ = ["OPTIMIZERS", "DEFAULT_LR", "STATUS", "STATUS_CONVERGED", "TrainOutcome", "train", "progress_chunk",
            "relative_stationarity", "LBFGS_HISTORY"]
 
-STATUS: tuple[str, ...] = ("max_steps", STATUS_CONVERGED, DIVERGED)
+STATUS: tuple[str, ...] = ("max_steps", STATUS_CONVERGED, DIVERGED, STALLED)
 """The training loop's status words by index (``max_steps`` is the shared ``not_converged``:
 :func:`dotattn.core.status.from_training`); ``STATUS_CONVERGED`` is re-exported from :mod:`dotattn.core.status`."""
-_MAX_STEPS, _CONVERGED, _DIVERGED = 0, 1, 2
+_MAX_STEPS, _CONVERGED, _DIVERGED, _STALLED = 0, 1, 2, 3
 LBFGS_HISTORY = 10
 """Curvature pairs kept per run by ``batched-lbfgs``."""
 _ARMIJO_C1, _MAX_BACKTRACK = 1e-4, 40
@@ -136,18 +151,20 @@ def _value_and_grad(loss_fn: Callable[[torch.Tensor], torch.Tensor],
 
 def train(loss_fn: Callable[[torch.Tensor], torch.Tensor], Q0: torch.Tensor, *, optimizer: str = "gd",
           steps: int = 5000, lr: float = 0.15, tol: float = 1e-9, ridge: float | None = None,
-          progress: Callable[[int], None] | None = None) -> TrainOutcome:
+          progress: Callable[[int], None] | None = None,
+          finished: Callable[[torch.Tensor], None] | None = None) -> TrainOutcome:
     """Minimise independent risks ``loss_fn(Q)`` (shape ``run_shape``) from ``Q0`` (``run_shape + (a, b)``).
 
     ``optimizer`` is one of :data:`OPTIMIZERS`; ``progress(k)`` is called after every chunk of
-    ``k`` steps (:func:`progress_chunk`). See the module docstring for scaling and stopping.
-    ``ridge`` is the λ of ``R = D + (λ/2)‖Q‖²`` (needed by ``batched-lbfgs``, whose ``tol`` is
-    the relative stationarity; it also fills :attr:`TrainOutcome.stationarity`).
+    ``k`` steps (:func:`progress_chunk`); ``finished(mask)`` with the runs that stopped (module
+    docstring, per-run progress). See the module docstring for scaling and stopping.
+    ``ridge`` is the λ of ``R = D + (λ/2)‖Q‖²`` (needed by ``lbfgs`` and ``batched-lbfgs``, whose
+    ``tol`` is the relative stationarity; it also fills :attr:`TrainOutcome.stationarity`).
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
-    if optimizer == "batched-lbfgs" and (ridge is None or not ridge > 0):
-        raise ValueError("batched-lbfgs needs the ridge lambda > 0 of the risk (its stationarity criterion)")
+    if optimizer in ("lbfgs", "batched-lbfgs") and (ridge is None or not ridge > 0):
+        raise ValueError(f"{optimizer} needs the ridge lambda > 0 of the risk (its stationarity criterion)")
     run_shape = Q0.shape[:-2]
     dev = Q0.device
     state = {
@@ -172,12 +189,13 @@ def train(loss_fn: Callable[[torch.Tensor], torch.Tensor], Q0: torch.Tensor, *, 
         return state["active"]
 
     chunk = progress_chunk(steps)
+    ends = _Ends(state, finished)
     Q = Q0.detach().clone()
     evaluations = steps_taken = 0
     if optimizer == "batched-lbfgs":
-        Q, evaluations = _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, float(ridge), chunk, state, progress)
+        Q, evaluations = _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, float(ridge), chunk, state, progress, ends)
     elif optimizer == "lbfgs":
-        Q = _run_lbfgs(loss_fn, Q, steps, lr, chunk, record, state, progress)
+        Q, evaluations = _run_lbfgs(loss_fn, Q, steps, lr, tol, float(ridge), chunk, state, progress, ends)
     else:
         m = torch.zeros_like(Q) if optimizer == "adam" else None
         v = torch.zeros_like(Q) if optimizer == "adam" else None
@@ -199,19 +217,50 @@ def train(loss_fn: Callable[[torch.Tensor], torch.Tensor], Q0: torch.Tensor, *, 
                 state["steps"] += upd.to(torch.int64)
             if progress is not None:
                 progress(n_chunk)
-            if not bool(state["active"].any()):
+            if not ends.check():
                 break
         steps_taken = done
+    ends.flush()
 
     R, grad = _value_and_grad(loss_fn, Q)
     if optimizer == "gd" or optimizer == "adam":
         evaluations = steps_taken + 1
-    elif optimizer == "batched-lbfgs":
+    else:
         evaluations += 1
     stat = None if ridge is None else relative_stationarity(grad, Q, ridge)
     return TrainOutcome(Q=Q.detach(), loss=R, status=state["status"], steps=state["steps"],
                         rel_change=state["rel"], grad_norm=grad.flatten(-2).norm(dim=-1), stationarity=stat,
                         evaluations=evaluations)
+
+
+class _Ends:
+    """Reports the runs that stopped since the last call to ``finished`` (module docstring)."""
+
+    def __init__(self, state: dict[str, torch.Tensor], finished: Callable[[torch.Tensor], None] | None) -> None:
+        self.state, self.finished = state, finished
+        self.reported = torch.zeros_like(state["active"])
+        self.count = 0
+
+    def check(self) -> bool:
+        """Report the runs newly stopped; whether any run is still active (one device synchronisation)."""
+        active = self.state["active"]
+        n_active = int(active.sum())
+        stopped = active.numel() - n_active
+        if self.finished is not None and stopped > self.count:
+            new = ~active & ~self.reported
+            self.reported = self.reported | new
+            self.count = int(self.reported.sum())
+            if bool(new.any()):
+                self.finished(new)
+        return n_active > 0
+
+    def flush(self) -> None:
+        """Report every run not reported yet (those still active when the budget was spent)."""
+        if self.finished is not None and self.count < self.reported.numel():
+            new = ~self.reported
+            self.reported = torch.ones_like(self.reported)
+            self.count = self.reported.numel()
+            self.finished(new)
 
 
 def _two_loop(g: torch.Tensor, S: torch.Tensor, Y: torch.Tensor, rho: torch.Tensor, gamma: torch.Tensor,
@@ -231,7 +280,7 @@ def _two_loop(g: torch.Tensor, S: torch.Tensor, Y: torch.Tensor, rho: torch.Tens
     return r
 
 
-def _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress) -> tuple[torch.Tensor, int]:
+def _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress, ends) -> tuple[torch.Tensor, int]:
     """Per-run L-BFGS with a per-run backtracking line search (module docstring); returns ``(Q, evaluations)``."""
     run_shape, mat = Q.shape[:-2], Q.shape[-2:]
     D = mat[0] * mat[1]
@@ -264,7 +313,7 @@ def _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress
 
     update_status(R, g, x)
     done = 0
-    while done < steps and bool(state["active"].any()):
+    while done < steps and ends.check():
         n_chunk = min(chunk, steps - done)
         for _ in range(n_chunk):
             active = state["active"]
@@ -296,6 +345,7 @@ def _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress
             # line-search failures: reset the memory once; freeze runs that fail again
             stall = pending & failed_once
             state["active"] = state["active"] & ~stall
+            state["status"] = torch.where(stall, _STALLED, state["status"])
             rho = torch.where(pending, 0.0, rho)
             failed_once = pending & ~stall
             moved = active & ~pending
@@ -313,40 +363,68 @@ def _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress
             x, R, g = x_new, R_new, g_new
             update_status(R, g, x)
             done += 1
-            if not bool(state["active"].any()):
+            if not ends.check():
                 break
         if progress is not None:
             progress(n_chunk)
     return unflat(x).detach(), evals
 
 
-def _run_lbfgs(loss_fn, Q, steps, lr, chunk, record, state, progress) -> torch.Tensor:
-    """L-BFGS on ``Σ_runs R`` with per-run bookkeeping of statuses (see module docstring)."""
+def _run_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress, ends) -> tuple[torch.Tensor, int]:
+    """torch's L-BFGS on ``Σ_runs R``; per-run statuses by relative stationarity, a step that does not
+    lower ``Σ R`` stalls the runs not converged (module docstring). Returns ``(Q, evaluations)``."""
     param = Q.requires_grad_(True)
     opt = torch.optim.LBFGS([param], lr=lr, max_iter=1, history_size=20, tolerance_grad=0.0,
                             tolerance_change=0.0, line_search_fn="strong_wolfe")
-    first: dict[str, torch.Tensor] = {}
+    start: dict[str, torch.Tensor] = {}
+    evals = 0
 
     def closure() -> torch.Tensor:
+        nonlocal evals
+        if start:  # torch evaluates the start of every step first: the values measured after the last step
+            param.grad = start.pop("g")
+            return start.pop("R").sum()
         opt.zero_grad(set_to_none=False)
-        R = loss_fn(param)
-        if "R" not in first:
-            first["R"] = R.detach()
-        total = R.sum()
+        total = loss_fn(param).sum()
         total.backward()
+        evals += 1
         return total
 
+    def measure() -> tuple[torch.Tensor, torch.Tensor]:
+        nonlocal evals
+        evals += 1
+        R, g = _value_and_grad(loss_fn, param)
+        finite = torch.isfinite(R) & torch.isfinite(g).flatten(-2).all(-1)
+        converged = finite & (relative_stationarity(g, param.detach(), ridge) <= tol)
+        sticky = state["status"] == _DIVERGED
+        state["status"] = torch.where(sticky | ~finite, _DIVERGED, torch.where(converged, _CONVERGED, _MAX_STEPS))
+        state["active"] = ~converged & ~sticky & finite
+        return R, g
+
+    R, g = measure()
     done = 0
-    while done < steps:
+    while done < steps and ends.check():
         n_chunk = min(chunk, steps - done)
         for _ in range(n_chunk):
-            first.clear()
+            moving = state["active"].clone()
+            before = R.sum()
+            start["R"], start["g"] = R, g.clone()
             opt.step(closure)
-            moving = record(first["R"])
-            state["steps"] += moving.to(torch.int64)
             done += 1
+            state["steps"] += moving.to(torch.int64)
+            R_old, (R, g) = R, measure()
+            rel = (R - R_old).abs() / R.abs().clamp_min(torch.finfo(R.dtype).tiny)
+            state["rel"] = torch.where(moving, rel, state["rel"])
+            if not bool(torch.isfinite(param).all()):  # the joint problem cannot go on
+                break
+            if not bool(R.sum() < before):  # the line search found no lower total risk
+                state["status"] = torch.where(state["active"], _STALLED, state["status"])
+                state["active"] = torch.zeros_like(state["active"])
+            if not ends.check():
+                break
         if progress is not None:
             progress(n_chunk)
-        if not bool(state["active"].any()) or not bool(torch.isfinite(param).all()):
+        if not bool(torch.isfinite(param).all()):
             break
-    return param.detach()
+    ends.check()
+    return param.detach(), evals

@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["ParameterError", "readonly_array", "parse_matrix", "check_number", "check_int", "check_alpha",
-           "check_instance", "check_dask_scheme", "check_out_dir", "DASK_SCHEMES", "ALPHA_MAX"]
+           "check_instance", "check_dask_scheme", "check_out_dir", "DASK_SCHEMES", "ALPHA_MAX", "NAME_MAX",
+           "PATH_MAX"]
 
 ALPHA_MAX: float = 1e4
 """Largest sample complexity α = n/d accepted. The physics of interest is at α = O(1) (α_c ≤ 2.2 for
@@ -27,8 +28,13 @@ def readonly_array(a) -> np.ndarray:
     return arr
 
 
-class ParameterError(ValueError):
-    """Invalid user input; the message is one line naming the parameter and its allowed range."""
+class ParameterError(ValueError, TypeError):
+    """Invalid user input; the message is one line naming the parameter and its allowed range.
+
+    Every refusal of an argument, of a wrong value or of a wrong type, is this one class (the CLI
+    turns it into one line and exit status 2). It subclasses both ValueError and TypeError, so code
+    written for Python's conventions (``except TypeError`` for a wrong type, ``except ValueError``
+    for a wrong value) catches it too."""
 
 
 def parse_matrix(text: str) -> list[list[float]]:
@@ -116,9 +122,16 @@ def check_dask_scheme(address: Any, inproc: bool = True) -> str:
                          f"{' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address")
 
 
+NAME_MAX, PATH_MAX = 255, 3800
+"""Longest file name (bytes, one path component) and path an output folder may have: the limits of
+Linux file systems (255, 4096), less room for the files written inside it."""
+
+
 def check_out_dir(value: Any, name: str = "out") -> str:
     """An output folder name: a non-empty path (ParameterError for '' or blanks, which would mean the
-    working directory, or another command's folder, without saying so)."""
+    working directory, or another command's folder, without saying so), not the file-system root, with
+    no name longer than :data:`NAME_MAX` bytes (refused here, in one line, before anything is computed,
+    rather than by the operating system after)."""
     if value is None or not isinstance(value, (str, bytes)) and not hasattr(value, "__fspath__"):
         raise ParameterError(f"{name} must be a folder path, got {value!r}")
     text = str(value.__fspath__() if hasattr(value, "__fspath__") else value)
@@ -126,4 +139,15 @@ def check_out_dir(value: Any, name: str = "out") -> str:
         raise ParameterError(f"{name} must be a non-empty folder path (use '.' for the working directory), got {text!r}")
     if "\0" in text:
         raise ParameterError(f"{name} must be a folder path without NUL characters")
+    import os
+    from pathlib import Path
+    if Path(text).absolute() == Path(Path(text).absolute().anchor):
+        raise ParameterError(f"{name} must be a folder below the file-system root, got {text!r} (its files would be "
+                             f"written into the root)")
+    long = next((part for part in Path(text).parts if len(os.fsencode(part)) > NAME_MAX), None)
+    if long is not None:
+        raise ParameterError(f"{name}: the folder name {long[:20]}... has {len(os.fsencode(long))} bytes, at most "
+                             f"{NAME_MAX} are allowed in one name")
+    if len(os.fsencode(str(Path(text).absolute()))) > PATH_MAX:
+        raise ParameterError(f"{name} must be a path of at most {PATH_MAX} bytes")
     return text

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from dotattn.core.validation import ParameterError, check_alpha
-from dotattn.core.optimizers import DEFAULT_LR, OPTIMIZERS
+from dotattn.core.optimizers import DEFAULT_LR, DEFAULT_TOL, OPTIMIZERS
 from dotattn.core.resources import MEMORY_FRACTION, available_memory
 from dotattn.positional_semantic.problem import Problem, check_problem
 
@@ -110,7 +110,9 @@ class ErmConfig:
     ``alphas`` are sample ratios (``n = round(α d)``), ``inits`` a name of :data:`INIT_CHOICES` or
     a list of :data:`INIT_KINDS`, ``seeds`` a count (seeds ``first_seed .. first_seed+count-1``;
     ``first_seed`` is an init-only argument, not stored) or a list; ``lr`` ``None`` means the
-    optimiser's default (:data:`DEFAULT_LR`); ``device`` a name checked syntactically here.
+    optimiser's default (:data:`DEFAULT_LR`), ``tol`` ``None`` likewise (:data:`DEFAULT_TOL`: the relative
+    change of R per step for gd / adam, the relative stationarity for lbfgs / batched-lbfgs); ``device`` a
+    name checked syntactically here.
     ``teacher`` is one of :data:`TEACHERS` (i.i.d. N(0, 1) entries, or exactly orthonormal columns
     Q*ᵀQ*/d = I); ``train_offset`` is the index of the first training sample in the seed's training
     stream (0: the nested prefix; another offset gives a disjoint training set for the same teacher).
@@ -123,7 +125,7 @@ class ErmConfig:
     optimizer: str = "gd"
     steps: int = 5000
     lr: float | None = None
-    tol: float = 1e-9
+    tol: float | None = None
     test_samples: int = 10_000
     dtype: str = "float64"
     device: str = "auto"
@@ -159,7 +161,8 @@ class ErmConfig:
             raise ParameterError(f"steps must be an integer in [1, {MAX_STEPS:g}], got {self.steps}")
         lr = DEFAULT_LR[opt] if self.lr is None else _positive("lr", self.lr)
         object.__setattr__(self, "lr", lr)
-        object.__setattr__(self, "tol", _positive("tol", self.tol, allow_zero=True))
+        tol = DEFAULT_TOL[opt] if self.tol is None else _positive("tol", self.tol, allow_zero=True)
+        object.__setattr__(self, "tol", tol)
         object.__setattr__(self, "test_samples", _integer("test_samples", self.test_samples, 1))
         if self.test_samples > MAX_TEST_SAMPLES:
             raise ParameterError(f"test_samples must be an integer in [1, {MAX_TEST_SAMPLES:g}], got {self.test_samples}")

@@ -42,7 +42,7 @@ from dotattn.core.training import STATUS, train
 from dotattn.core.validation import ParameterError, check_instance, readonly_array
 from dotattn.positional_semantic.problem import Problem
 from dotattn.core.rows import matrix_cell
-from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, from_training
+from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, STALLED, from_training
 
 __all__ = ["INIT_KINDS", "INIT_CHOICES", "DTYPES", "DEVICE_CHOICES", "BRANCH_THETA", "BRANCH_M",
            "RUN_COLUMNS", "SUMMARY_COLUMNS", "COLUMN_DOCS", "ErmConfig", "RunRecord", "ErmResult",
@@ -133,6 +133,7 @@ def _summarise(runs: Sequence[RunRecord], alpha: float, n: int, d: int, init: st
                          converged=sum(r.status == CONVERGED for r in runs),
                          not_converged=sum(r.status == NOT_CONVERGED for r in runs),
                          diverged=sum(r.status == DIVERGED for r in runs),
+                         stalled=sum(r.status == STALLED for r in runs),
                          branches=_counts([r.branch for r in runs]),
                          selected_inits=_counts([r.init for r in runs]) if init == "selected" else "",
                          mean=mean, std=std)
@@ -222,7 +223,7 @@ def _risk_function(X: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor, cyy: t
 
 def run_erm(problem: Problem, d: int, alphas: float | Sequence[float], inits: str | Sequence[str] = "both",
             seeds: int | Sequence[int] = 4, *, optimizer: str = "gd", steps: int = 5000,
-            lr: float | None = None, tol: float = 1e-9, test_samples: int = 10_000,
+            lr: float | None = None, tol: float | None = None, test_samples: int = 10_000,
             dtype: str = "float64", device: str = "auto",
             progress: Callable[[int], None] | None = None, **options: Any) -> ErmResult:
     """Train and measure every (alpha, init, seed) run at dimension ``d``; see :class:`ErmConfig`.
@@ -236,8 +237,14 @@ def run_erm(problem: Problem, d: int, alphas: float | Sequence[float], inits: st
     return run_config(problem, config, progress)
 
 
-def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], None] | None = None) -> ErmResult:
-    """:func:`run_erm` for a ready :class:`ErmConfig`."""
+def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], None] | None = None,
+               finished: Callable[[np.ndarray], None] | None = None) -> ErmResult:
+    """:func:`run_erm` for a ready :class:`ErmConfig`.
+
+    ``finished(mask)``: called as runs stop training (any status), with a boolean array of shape
+    ``(seeds, alphas, inits)`` (the config's orders) marking the runs that stopped since the last
+    call; every run is reported once, before the measurements (:func:`dotattn.core.training.train`).
+    """
     check_instance("config", config, ErmConfig, "dotattn.erm.ErmConfig")
     config.check(problem)
     t0 = time.perf_counter()
@@ -265,7 +272,8 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
                       for k, s in enumerate(seeds)]).transpose(-1, -2)  # (S, I, r, d) = Qᵀ
     W0 = W0[:, None].expand(S, A, I, r, d).contiguous()
     out = train(risk, W0, optimizer=config.optimizer, steps=config.steps, lr=config.lr, tol=config.tol,
-                ridge=problem.ridge, progress=progress)
+                ridge=problem.ridge, progress=progress,
+                finished=None if finished is None else (lambda mask: finished(mask.cpu().numpy())))
 
     with torch.no_grad():
         Q = out.Q.transpose(-1, -2)  # (S, A, I, d, r)

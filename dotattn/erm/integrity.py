@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 from dotattn.core.integrity import (FolderKind, check_finite, check_matrix, check_provenance_line, on_grid,
                                     read_records, read_verified_json, register_kind)
 from dotattn.core.io import IntegrityError
+from dotattn.core.status import ERM_STATUSES
 from dotattn.erm.records import RunRecord
 from dotattn.erm.restart_records import PairRecord, RestartRecord
 from dotattn.positional_semantic.problem import Problem, problem_of
@@ -19,8 +20,8 @@ __all__ = ["check_run_rows", "erm_parts", "ERM", "RESTARTS"]
 
 def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mapping[str, Any]) -> None:
     """ERM rows (:class:`dotattn.erm.records.RunRecord`) against the folder's ERM parameters: one row
-    per (α, init, seed) of the run, n = round(α d), shapes of μ (L×r), θ (r×r_t), q (r×r), finite
-    measurements."""
+    per (α, init, seed) of the run, n = round(α d), a status of :data:`dotattn.core.status.ERM_STATUSES`,
+    shapes of μ (L×r), θ (r×r_t), q (r×r), finite measurements."""
     try:
         d = int(erm["d"])
         alphas = [float(a) for a in erm["alphas"]]
@@ -39,6 +40,7 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
             raise IntegrityError(f"{path}: row {i}: init {run.init!r} / seed {run.seed} not in the run's parameters")
         if run.n != max(1, round(alphas[ia] * d)) and run.n != round(alphas[ia] * d):
             raise IntegrityError(f"{path}: row {i}: n = {run.n} but alpha d = {alphas[ia] * d:g}")
+        _check_status(path, i, run.status)
         key = (ia, run.init, run.seed)
         if key in seen:
             raise IntegrityError(f"{path}: row {i}: a second row for alpha = {run.alpha:g}, init {run.init}, "
@@ -53,6 +55,11 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
         ia, init, s = sorted(missing)[0]
         raise IntegrityError(f"{path}: {len(runs)} rows, the run's parameters need {len(want)} (no row for "
                              f"alpha = {alphas[ia]:g}, init {init}, seed {s})")
+
+
+def _check_status(path: Path, row: int, status: str) -> None:
+    if status not in ERM_STATUSES:
+        raise IntegrityError(f"{path}: row {row}: status {status!r} is not one of {', '.join(ERM_STATUSES)}")
 
 
 def erm_parts(folder: Path, csvs: Sequence[str]) -> tuple[Problem, dict[str, Any]]:
@@ -79,6 +86,7 @@ def _check_restarts(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     problem, _ = erm_parts(folder, ("runs.csv", "pairs.csv", "summary.csv"))
     path = folder / "runs.csv"
     for i, run in enumerate(read_records(path, RestartRecord), start=1):
+        _check_status(path, i, run.status)
         for name, val, shape in (("mu", run.mu, (problem.L, problem.rank)),
                                  ("theta", run.theta, (problem.rank, problem.teacher_rank)),
                                  ("q", run.q, (problem.rank, problem.rank))):

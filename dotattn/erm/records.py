@@ -124,7 +124,8 @@ SUMMARY_METRICS: tuple[str, ...] = (
     "m", "m_norm", "theta_over_sigma2", "q_over_sigma2", "theta", "q", "train_loss", "train_error", "test_error",
     "linear_train_error", "linear_test_error", "steps", "grad_norm")
 SUMMARY_COLUMNS: tuple[str, ...] = (
-    ("alpha", "n", "d", "init", "runs", "converged", "not_converged", "diverged", "branches", "selected_inits")
+    ("alpha", "n", "d", "init", "runs", "converged", "not_converged", "diverged", "stalled", "branches",
+     "selected_inits")
     + tuple(f"{k}_{s}" for k in SUMMARY_METRICS for s in ("mean", "std")))
 
 
@@ -149,22 +150,24 @@ class SummaryRecord:
     selected_inits: str
     mean: dict
     std: dict
+    stalled: int = 0
 
     def to_row(self) -> dict[str, Any]:
         """The flat row of ``summary.csv`` (columns :data:`SUMMARY_COLUMNS`)."""
-        row: dict[str, Any] = {k: getattr(self, k) for k in SUMMARY_COLUMNS[:10]}
+        row: dict[str, Any] = {k: getattr(self, k) for k in SUMMARY_COLUMNS[:11]}
         for k in SUMMARY_METRICS:
             row[f"{k}_mean"], row[f"{k}_std"] = self.mean[k], self.std[k]
         return row
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "SummaryRecord":
-        """Inverse of :meth:`to_row` (JSON or CSV cells)."""
+        """Inverse of :meth:`to_row` (JSON or CSV cells; rows written before the ``stalled`` column have none)."""
         def metric(x: Any) -> Any:  # a nested list (matrix metric) or a number
             return read_matrix(x).tolist() if isinstance(x, list) or str(x).lstrip().startswith("[") else read_float(x)
         return cls(alpha=read_float(row["alpha"]), init=read_text(row["init"]), branches=read_text(row["branches"]),
                    selected_inits=read_text(row["selected_inits"]),
                    **{k: read_int(row[k]) for k in ("n", "d", "runs", "converged", "not_converged", "diverged")},
+                   stalled=read_int(row["stalled"]) if row.get("stalled") not in (None, "") else 0,
                    mean={k: metric(row[f"{k}_mean"]) for k in SUMMARY_METRICS},
                    std={k: metric(row[f"{k}_std"]) for k in SUMMARY_METRICS})
 
@@ -178,8 +181,9 @@ COLUMN_DOCS: dict[str, str] = {
     "alpha": "sample ratio; n = round(alpha*d) training samples",
     "init": "initialisation (semantic: Q=Q*, positional: Q along p_1, random: small N(0,1)); "
             "'selected' rows: per seed, the informed run of lower train_loss",
-    "status": "converged (|dR|/|R| <= tol), not_converged (step budget spent; training's max_steps) or diverged "
-              "(R not finite); the vocabulary of dotattn.core.status",
+    "status": "converged (gd, adam: |dR|/|R| <= tol; lbfgs, batched-lbfgs: relative stationarity <= tol), "
+              "not_converged (step budget spent; training's max_steps), stalled (the line search found no lower "
+              "risk before tol was met) or diverged (R not finite); the vocabulary of dotattn.core.status",
     "steps": "optimisation steps applied",
     "rel_change": "last relative change of R per step",
     "grad_norm": "||grad_Q R||_F at the final Q",
@@ -203,6 +207,7 @@ COLUMN_DOCS: dict[str, str] = {
               "mixed if both, uninformative if neither",
     "selected": "this run is the informed run of lower train_loss at its (alpha, seed)",
     "runs": "number of seeds aggregated",
+    "converged, not_converged, diverged, stalled": "how many of the aggregated runs ended with that status",
     "branches": "count of runs per reached branch",
     "selected_inits": "selected rows: how many seeds selected each informed initialisation",
     "*_mean, *_std": "mean and sample standard deviation (ddof=1) over seeds; empty std for one seed",

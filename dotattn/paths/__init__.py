@@ -6,7 +6,10 @@ arXiv:2405.15926). Modules: :mod:`~dotattn.paths.network` (paths, kernels, the f
 :mod:`~dotattn.paths.theory` (the action, its minimiser, the predictor, the GP limit),
 :mod:`~dotattn.paths.analysis` (accuracy, head scores, pruning, alignment),
 :mod:`~dotattn.paths.sampler` (NUTS; the ``paths`` extra), :mod:`~dotattn.paths.study` and
-:mod:`~dotattn.paths.plotting` (the study's files and figures).
+:mod:`~dotattn.paths.plotting` (the study's files and figures); one-shot images:
+:mod:`~dotattn.paths.images` (Omniglot, FashionMNIST, digits; episodes and tokens),
+:mod:`~dotattn.paths.images_gd` (the network with learned queries and keys; torch),
+:mod:`~dotattn.paths.images_study` and :mod:`~dotattn.paths.images_plotting` (``dotattn paths images``).
 
 Quick start::
 

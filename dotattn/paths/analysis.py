@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -15,7 +15,7 @@ from dotattn.paths.data import PathData
 from dotattn.paths.theory import PathsModel, kernel, predict
 from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 
-__all__ = ["Evaluation", "evaluate", "PathsPoint", "POINT_COLUMNS", "head_scores", "prune_head",
+__all__ = ["Evaluation", "evaluate", "PathsPoint", "POINT_COLUMNS", "head_scores", "prune_head", "prune_heads",
            "alignment", "path_alignments"]
 
 
@@ -95,10 +95,20 @@ def head_scores(U: np.ndarray, data: PathData) -> list[np.ndarray]:
 def prune_head(U: np.ndarray, data: PathData, model: PathsModel, layer: int, head: int) -> Evaluation:
     """The predictor with head ``head`` of layer ``layer`` (0-based) removed at inference: the paths
     through it dropped from the test-train kernel, the remaining heads' sum rescaled by √(H/(H−1))."""
-    H = data.heads[layer]
-    keep = np.array([k[layer] != head for k in data.path_keys], dtype=float)
-    scale = math.sqrt(H / (H - 1)) if H > 1 else 0.0
-    Up = U * keep[:, None] * scale
+    return prune_heads(U, data, model, [(layer, head)])
+
+
+def prune_heads(U: np.ndarray, data: PathData, model: PathsModel, pruned: Sequence[tuple[int, int]]) -> Evaluation:
+    """The predictor with the heads ``pruned`` ((layer, head) pairs, 0-based) removed at inference: the
+    paths through any of them dropped from the test-train kernel, and in each layer ℓ that lost heads the
+    kept heads' sum rescaled by √(H_ℓ/kept_ℓ) (so each path weight by the product over its layers)."""
+    keep = np.ones(len(data.path_keys))
+    for l, H in enumerate(data.heads):
+        gone = {h for ll, h in pruned if ll == l}
+        kept = H - len(gone)
+        through = np.array([k[l] in gone for k in data.path_keys])
+        keep = keep * np.where(through, 0.0, math.sqrt(H / kept) if kept > 0 else 0.0)
+    Up = U * keep[:, None]  # the test input (first path index) goes through the pruned network
     c = model.kernel_scale
     K = kernel(U, data.C_train, c) + model.temperature * np.eye(len(data.y_train))
     mean = kernel(Up, data.C_cross, c) @ np.linalg.solve(K, data.y_train)

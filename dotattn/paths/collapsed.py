@@ -27,7 +27,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from dotattn.core.resources import MEMORY_FRACTION, available_memory
+from dotattn.core.resources import check_memory
 from dotattn.core.validation import ParameterError
 from dotattn.paths.sampler import SampleResult, SamplerConfig
 from dotattn.paths.theory import PathsModel
@@ -101,16 +101,6 @@ def collapsed_memory_bytes(n_paths: int, P: int, config: SamplerConfig) -> int:
     gradient's contraction, a few P × P work arrays, and the kept draws of U (chains × draws × n²)."""
     C = 8 * n_paths**2 * P**2
     return 3 * C + 8 * 16 * P**2 + 8 * config.chains * config.draws * n_paths**2 * 3 + 200 * 2**20
-
-
-def check_memory(n_paths: int, P: int, config: SamplerConfig) -> None:
-    """Refuse, before any computation, a run whose estimate exceeds MEMORY_FRACTION of the free memory."""
-    need = collapsed_memory_bytes(n_paths, P, config)
-    free = available_memory()
-    if free is not None and need > MEMORY_FRACTION * free:
-        raise ParameterError(f"collapsed sampling of {n_paths} paths at P = {P} needs about {need / 2**30:.1f} GiB, "
-                             f"more than {MEMORY_FRACTION:.0%} of the {free / 2**30:.1f} GiB available; "
-                             f"lower P or draws")
 
 
 def _indices(layout: Layout) -> list[tuple[Level, int, np.ndarray, np.ndarray, np.ndarray]]:
@@ -205,7 +195,8 @@ def run_collapsed(C: np.ndarray, y: np.ndarray, model: PathsModel, config: Sampl
     if C.ndim != 4 or C.shape[:2] != (n, n) or C.shape[2] != C.shape[3] or C.shape[2] != len(y):
         raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, "
                              f"got {C.shape}")
-    check_memory(n, len(y), config)
+    check_memory(collapsed_memory_bytes(n, len(y), config), f"collapsed sampling of {n} paths at P = {len(y)}",
+                 "choose a smaller P or fewer draws")
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import effective_sample_size, split_gelman_rubin

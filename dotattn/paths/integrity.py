@@ -1,6 +1,8 @@
 """The folder kinds of the attention-paths theory, registered with :mod:`dotattn.core.integrity`:
 ``paths-theory`` (``dotattn paths theory``: points.csv without an ``mmse`` column, heads.csv,
-alignment.csv, summary.json) and ``paths-sample`` (``dotattn paths sample``: sample.json, U_draws.csv)."""
+alignment.csv, summary.json) and ``paths-sample`` (``dotattn paths sample``: sample.json, U_draws.csv) and ``paths-images``
+(``dotattn paths images``: points.csv and selection.csv with a temperature per row, heads.csv,
+gd_history.csv, gd_network.npz, summary.json)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from dotattn.core.integrity import (MATRIX_BOUND, FolderKind, check_finite, chec
 from dotattn.core.io import IntegrityError
 from dotattn.paths.analysis import PathsPoint
 
-__all__ = ["PATHS_THEORY", "PATHS_SAMPLE"]
+__all__ = ["PATHS_THEORY", "PATHS_SAMPLE", "PATHS_IMAGES"]
 
 
 def _paths_parameters(path: Path, csvs: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -53,6 +55,32 @@ def _check_paths_theory(folder: Path, manifest: Mapping[str, Any] | None) -> Non
         _check_paths_u(path, i, p.U, len(p.paths))
     if isinstance(meta.get("paths"), list) and points[0].subset == "all" and len(points[0].paths) != len(meta["paths"]):
         raise IntegrityError(f"{path}: row 1 has {len(points[0].paths)} paths, summary.json {len(meta['paths'])}")
+    _check_u_agrees(folder, points, meta)
+
+
+def _check_u_agrees(folder: Path, points: Sequence[PathsPoint], meta: Mapping[str, Any]) -> None:
+    """Each width's U in summary.json (``per_N``, in the order of its ``paths``) is the U of the
+    points.csv row of the whole network's theory at that width, read in the order its ``paths`` column
+    names (the summary order; folders written before held points.csv in the code's order)."""
+    names, per_N = meta.get("paths"), meta.get("per_N")
+    if not isinstance(names, list) or not isinstance(per_N, dict):
+        return
+    for p in points:
+        if p.subset != "all" or p.method != "theory":
+            continue
+        entry = per_N.get(f"{p.N:g}")
+        if not isinstance(entry, dict) or "U" not in entry:
+            raise IntegrityError(f"{folder / 'summary.json'}: no U at N = {p.N:g} (points.csv has it)")
+        if sorted(p.paths) != sorted(names):
+            raise IntegrityError(f"{folder / 'points.csv'}: paths {list(p.paths)} are not summary.json's {names}")
+        perm = [list(p.paths).index(n) for n in names]
+        U = np.asarray(p.U, dtype=float)[np.ix_(perm, perm)]
+        try:
+            stored = np.asarray(entry["U"], dtype=float)
+        except (TypeError, ValueError):
+            raise IntegrityError(f"{folder / 'summary.json'}: U at N = {p.N:g} is not a matrix of numbers") from None
+        if stored.shape != U.shape or not np.allclose(stored, U, rtol=1e-12, atol=1e-14):
+            raise IntegrityError(f"{folder / 'summary.json'}: U at N = {p.N:g} differs from points.csv's")
 
 
 def _check_paths_sample(folder: Path, manifest: Mapping[str, Any] | None) -> None:
@@ -81,3 +109,49 @@ PATHS_THEORY = register_kind(FolderKind("paths-theory", ("points.csv", "summary.
                                         recognise=lambda folder: not header_has(folder / "points.csv", "mmse")))
 PATHS_SAMPLE = register_kind(FolderKind("paths-sample", ("sample.json", "U_draws.csv"), _check_paths_sample,
                                         meta_file="sample.json"))
+
+
+def _check_paths_images(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """``dotattn paths images``: the temperature was chosen on the validation episodes; every point of
+    points.csv (test / OOD, theory or GP) and selection.csv (validation) readable, accuracy in [0, 1],
+    finite loss, U symmetric with one row per path; heads.csv: one row per head, scores in [0, 1]
+    summing to 1 per layer, pruned accuracies in [0, 1]."""
+    from dotattn.paths.images_study import EVAL_SETS, HEAD_COLUMNS
+
+    meta, _ = _paths_parameters(folder / "summary.json", ("points.csv", "selection.csv", "heads.csv",
+                                                           "gd_history.csv"))
+    if meta.get("temperature_selected_on") != "validation":
+        raise IntegrityError(f"{folder / 'summary.json'}: temperature_selected_on is not 'validation'")
+    n = len(meta.get("paths") or [])
+    for name, parts in (("points.csv", EVAL_SETS), ("selection.csv", ("validation",))):
+        path = folder / name
+        points = read_records(path, PathsPoint)
+        if not points:
+            raise IntegrityError(f"{path}: no data rows")
+        for i, p in enumerate(points, start=1):
+            if p.subset not in parts or p.method not in ("theory", "gp"):
+                raise IntegrityError(f"{path}: row {i}: subset {p.subset!r} / method {p.method!r} not expected here")
+            check_finite(path, i, "accuracy", p.accuracy, 1.0)
+            if p.accuracy < 0:
+                raise IntegrityError(f"{path}: row {i}: accuracy = {p.accuracy!r} is not in [0, 1]")
+            check_finite(path, i, "loss", p.loss)
+            _check_paths_u(path, i, p.U, n)
+    path = folder / "heads.csv"
+    rows = read_verified_csv(path)
+    by_layer: dict[str, float] = {}
+    for k, row in enumerate(rows, start=1):
+        try:
+            vals = {c: float(row[c]) for c in HEAD_COLUMNS}
+        except (KeyError, TypeError, ValueError):
+            raise IntegrityError(f"{path}: row {k}: lacks a column of {HEAD_COLUMNS} or holds a non-number") from None
+        for c, v in vals.items():
+            check_finite(path, k, c, v, MATRIX_BOUND)
+        if not 0.0 <= vals["score"] <= 1.0 or any(not 0.0 <= v <= 1.0 for c, v in vals.items() if "accuracy" in c):
+            raise IntegrityError(f"{path}: row {k}: a score or an accuracy is outside [0, 1]")
+        by_layer[row["layer"]] = by_layer.get(row["layer"], 0.0) + vals["score"]
+    if not rows or any(abs(s - 1.0) > 1e-6 for s in by_layer.values()):
+        raise IntegrityError(f"{path}: the head scores of a layer do not sum to 1 (rows removed or edited?)")
+
+
+PATHS_IMAGES = register_kind(FolderKind("paths-images", ("selection.csv", "summary.json", "points.csv", "heads.csv",
+                                                         "gd_history.csv"), _check_paths_images))

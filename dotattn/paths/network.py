@@ -10,6 +10,7 @@ Paths are numbered with h_1 the most significant digit (``np.ravel_multi_index``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -17,7 +18,7 @@ import numpy as np
 from dotattn.core.validation import ParameterError
 
 __all__ = ["READOUTS", "attention", "readout_vector", "path_inputs", "path_kernels", "path_kernel_diagonal",
-           "path_labels", "network_output", "effective_weights", "order_parameter"]
+           "path_labels", "network_output", "effective_weights", "order_parameter", "FactoredKernels"]
 
 READOUTS: tuple[str, ...] = ("last", "mean")
 
@@ -61,6 +62,48 @@ def path_inputs(x: np.ndarray, omegas: Sequence[np.ndarray], readout: str = "las
 def path_kernels(xi_a: np.ndarray, xi_b: np.ndarray) -> np.ndarray:
     """C[π, π', μ, ν] = ξ^π(x_μ)·ξ^π'(x_ν)/N0, shape (n, n, P_a, P_b) from ξ of shapes (n, P_a, N0), (n, P_b, N0)."""
     return np.einsum("api,bqi->abpq", xi_a, xi_b, optimize=True) / xi_a.shape[2]
+
+
+@dataclass(frozen=True, eq=False)
+class FactoredKernels:
+    """The path kernels C[π, π', μ, ν] = ξ_a^π(x_μ)·ξ_b^π'(x_ν)/N0 held as their factors ``xi_a`` (n, P_a, N0)
+    and ``xi_b`` (n, P_b, N0): the n²·P_a·P_b numbers of :func:`path_kernels` are never formed
+    (16 paths, P = 600: 740 MB in float64; the factors take 2·16·600·N0 numbers).
+
+    :meth:`contract` gives Σ_ππ' U^{ππ'} C_ππ' (P_a, P_b) and :meth:`adjoint` Σ_μν B_μν C_ππ'[μ, ν]
+    (n, n), each as two matrix products; ``theory.kernel`` and the action's gradient use them.
+    """
+
+    xi_a: np.ndarray
+    xi_b: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.xi_a.ndim != 3 or self.xi_b.ndim != 3 or self.xi_a.shape[0] != self.xi_b.shape[0] \
+                or self.xi_a.shape[2] != self.xi_b.shape[2]:
+            raise ParameterError(f"path inputs must have shapes (n, P_a, N0) and (n, P_b, N0), got "
+                                 f"{self.xi_a.shape} and {self.xi_b.shape}")
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        n, Pa, _ = self.xi_a.shape
+        return n, n, Pa, self.xi_b.shape[1]
+
+    def contract(self, U: np.ndarray) -> np.ndarray:
+        """Σ_ππ' U^{ππ'} C_ππ', shape (P_a, P_b)."""
+        n, Pa, N0 = self.xi_a.shape
+        right = np.einsum("ab,bqi->qai", U, self.xi_b).reshape(-1, n * N0)
+        return self.xi_a.transpose(1, 0, 2).reshape(Pa, n * N0) @ right.T / N0
+
+    def adjoint(self, B: np.ndarray) -> np.ndarray:
+        """Σ_μν B_μν C_ππ'[μ, ν], shape (n, n) (``B``: (P_a, P_b))."""
+        n, Pb, N0 = self.xi_b.shape
+        right = (B @ self.xi_b.transpose(1, 0, 2).reshape(Pb, n * N0)).reshape(-1, n, N0)
+        return np.einsum("api,pbi->ab", self.xi_a, right, optimize=True) / N0
+
+    def __getitem__(self, pair: tuple[int, int]) -> np.ndarray:
+        """The dense block C_ππ' (P_a, P_b) of one path pair ``(π, π')``."""
+        a, b = pair
+        return self.xi_a[a] @ self.xi_b[b].T / self.xi_a.shape[2]
 
 
 def path_kernel_diagonal(xi: np.ndarray) -> np.ndarray:

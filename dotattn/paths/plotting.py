@@ -58,13 +58,17 @@ def _heat(ax, M: np.ndarray, names: Sequence[str], title: str, vmax: float | Non
 
 
 def figure_U_heatmaps(Us: dict[float, np.ndarray], names: Sequence[str]) -> Figure:
-    """U (paths in summary order) at a few widths, one heat map each, entries written in."""
-    fig = Figure(figsize=(4 * len(Us), 3.8))
+    """U (paths in summary order) at a few widths, one heat map each, entries written in. Each panel has
+    its own symmetric colour scale, ± its largest |U| (one shared scale let U at the smallest N saturate
+    it and left the others pale), with its own labelled colour bar."""
+    fig = Figure(figsize=(4.4 * len(Us), 3.8))
     axes = np.atleast_1d(fig.subplots(1, len(Us)))
-    vmax = max(float(np.max(np.abs(U))) for U in Us.values())
     for k, (ax, (N, U)) in enumerate(zip(axes, sorted(Us.items()))):
+        vmax = float(np.max(np.abs(U)))
         im = _heat(ax, U, names, f"U at N = {N:g}", vmax, ylabels=k == 0)
-    fig.colorbar(im, ax=list(axes), shrink=0.8)
+        cb = fig.colorbar(im, ax=ax, shrink=0.8)
+        cb.set_label(f"U (this panel: ± {vmax:.3g})", fontsize=8)
+    fig.tight_layout()
     return fig
 
 
@@ -75,7 +79,8 @@ def figure_path_kernels(data: "PathData", order: Sequence[int]) -> Figure:
     axes = np.atleast_1d(fig.subplots(1, len(order)))
     for ax, i in zip(axes, order):
         C = data.C_train[i, i][np.ix_(srt, srt)]
-        ax.imshow(C, cmap="viridis")
+        im = ax.imshow(C, cmap="viridis")
+        fig.colorbar(im, ax=ax, shrink=0.8).set_label("path kernel C_ππ(x, x′)", fontsize=7)
         ax.set_title(f"C of path {data.path_names[i]}", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
@@ -88,7 +93,8 @@ def figure_alignment(pa: np.ndarray, names: Sequence[str], rows: Sequence[dict])
     """Path-path kernel-label alignment (left) and the alignment of K(U) against N (right)."""
     fig = Figure(figsize=(9, 3.8))
     ax1, ax2 = fig.subplots(1, 2)
-    _heat(ax1, pa, names, "alignment of C_ππ' with the labels")
+    im = _heat(ax1, pa, names, "alignment of C_ππ' with the labels")
+    fig.colorbar(im, ax=ax1, shrink=0.8).set_label("kernel-label alignment", fontsize=8)
     gp = [r["alignment"] for r in rows if r["N"] == "gp"]
     th = [(r["N"], r["alignment"]) for r in rows if r["N"] != "gp"]
     ax2.plot([n for n, _ in th], [a for _, a in th], "-o", label="theory K(U)")
@@ -115,13 +121,15 @@ def figure_head_scores(heads: Sequence[dict]) -> Figure:
                for lab in labels]
         x = np.arange(len(labels)) + k * width
         ax1.bar(x, sc, width, label=f"N = {N:g}")
-        ax2.plot(np.arange(len(labels)), acc, "o-", label=f"N = {N:g}")
+        # the heads are categories: markers side by side per head, never a line joining them
+        ax2.plot(x, acc, "o", ls="none", label=f"N = {N:g}")
     names = [f"L{l} {h}" for l, h in labels]
     ax1.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, names)
     ax1.set_ylabel("head score (per layer, sums to 1)")
     ax1.legend(fontsize=7)
-    ax2.set_xticks(np.arange(len(labels)), names)
+    ax2.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, names)
     ax2.set_ylabel("test accuracy with the head pruned")
+    ax2.legend(fontsize=7)
     fig.tight_layout()
     return fig
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -22,11 +22,12 @@ from dotattn.paths.data import PathData, markov_path_data, subset_heads
 from dotattn.paths.finite_n import COORDINATES, laplace_mean
 from dotattn.paths.task import SUMMARY_ORDER, MarkovTask
 from dotattn.paths.theory import PathsModel, TheoryResult, gp_order_parameters, kernel, minimise_action
-from dotattn.core.validation import ParameterError
+from dotattn.core.rows import read_float
+from dotattn.core.validation import ParameterError, check_instance
 from dotattn.core.status import CONVERGED
 
-__all__ = ["StudyConfig", "Study", "run_theory_study", "write_theory_study", "write_sample_run",
-           "read_sample_run", "summary_order", "SAMPLE_FILE"]
+__all__ = ["StudyConfig", "Study", "run_theory_study", "write_theory_study", "write_sample_run", "sample_parameters",
+           "read_sample_run", "summary_order", "in_summary_order", "SAMPLE_FILE"]
 
 SAMPLE_FILE = "sample.json"
 
@@ -95,6 +96,7 @@ def _point(subset: str, method: str, N: float, U: np.ndarray, data: PathData, mo
 def run_theory_study(config: StudyConfig, samples: Sequence[dict[str, Any]] = (),
                      progress: Callable[[str], None] | None = None) -> Study:
     """Theory (saddle point) for each width and network, GP limits, head scores and pruning."""
+    check_instance("config", config, StudyConfig, "dotattn.paths.study.StudyConfig")
     t0 = time.perf_counter()
     data = markov_path_data(config.task)
     study = Study(config=config, data=data)
@@ -126,8 +128,10 @@ def run_theory_study(config: StudyConfig, samples: Sequence[dict[str, Any]] = ()
         (study.collapsed if collapsed else study.samples)[N] = s
         study.points.append(PathsPoint(subset="all", method="collapsed" if collapsed else "sampled", N=N,
                                        temperature=config.temperature,
-                                       accuracy=s["accuracy_sampled"], accuracy_error=s["accuracy_error"],
-                                       loss=s["loss_sampled"], loss_error=s["loss_error"], variance=float("nan"),
+                                       accuracy=read_float(s["accuracy_sampled"]),
+                                       accuracy_error=read_float(s["accuracy_error"]),  # null (NaN): one chain
+                                       loss=read_float(s["loss_sampled"]), loss_error=read_float(s["loss_error"]),
+                                       variance=float("nan"),
                                        status=s["status"], stationarity=float("nan"), iterations=s["draws_total"],
                                        seconds=s["seconds"], paths=data.path_names,
                                        U=np.asarray(s["U_sampled_code_order"])))
@@ -164,6 +168,16 @@ def _reorder(U: np.ndarray, order: Sequence[int]) -> np.ndarray:
     return U[np.ix_(order, order)]
 
 
+def in_summary_order(point: PathsPoint, names: Sequence[str]) -> PathsPoint:
+    """``point`` with its paths (and the rows and columns of U) in the summary order ``names`` (good,
+    denoising, adversarial 1, adversarial 2), the one order of every file a study writes. A subset's
+    point keeps its paths only, in that order. Folders written before this held points.csv in the code's
+    order; each row names its paths (column ``paths``), so either is read correctly."""
+    perm = sorted(range(len(point.paths)), key=lambda i: list(names).index(point.paths[i]))
+    U = np.asarray(point.U)
+    return replace(point, paths=tuple(point.paths[i] for i in perm), U=U[np.ix_(perm, perm)])
+
+
 def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[str, Any]:
     """points.csv, heads.csv, alignment.csv, summary.json and the figures, all with provenance."""
     from dotattn.paths import plotting
@@ -173,7 +187,9 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
     order = summary_order(data, cfg.task.variant)
     prov = provenance({**cfg.to_dict(), "command": command}, seconds=study.seconds)
     comment = "dotattn paths theory; provenance: " + json.dumps(prov, separators=(",", ":"))
-    write_csv(folder / "points.csv", [p.to_row() for p in study.points], POINT_COLUMNS, comment=comment)
+    names = [data.path_names[i] for i in order]
+    write_csv(folder / "points.csv", [in_summary_order(p, names).to_row() for p in study.points], POINT_COLUMNS,
+              comment=comment)
     write_csv(folder / "heads.csv", study.heads, ["N", "layer", "head", "score", "accuracy_pruned", "loss_pruned"],
               comment=comment)
     gp_all = next(p for p in study.points if p.subset == "all" and p.method == "gp")
@@ -228,7 +244,6 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
     if study.collapsed:
         save_figure(plotting.figure_U_vs_N(per_N, summary["paths"]), folder / "U_vs_N.png", meta)
         save_figure(plotting.figure_gap_vs_N(summary["saddle_point_gap"]), folder / "gap_vs_N.png", meta)
-    names = [data.path_names[i] for i in order]
     save_figure(plotting.figure_accuracy_loss(study.points, cfg.subsets), folder / "accuracy_loss.png", meta)
     heat = {N: _reorder(res.U, order) for N, res in study.results.items()
             if any(abs(N - w) < 1e-9 for w in cfg.heatmap_widths)} or \
@@ -239,6 +254,13 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
     save_figure(plotting.figure_head_scores(study.heads), folder / "head_scores.png", meta)
     write_manifest(folder, summary["files"], prov["parameters"], command=command, provenance_record=prov)
     return summary
+
+
+def sample_parameters(model: PathsModel, task: MarkovTask, config: Any) -> dict[str, Any]:
+    """The settings a sampling run is made for (its manifest's ``made_for``, less the library versions
+    and the command line)."""
+    return {"task": "markov", "task_parameters": task.to_dict(), "N": model.N, "temperature": model.temperature,
+            "sigma2": model.sigma2, "heads": list(model.heads), "sampler": config.to_dict()}
 
 
 GAP_ENTRIES: tuple[tuple[int, int], ...] = ((0, 0), (1, 1), (0, 1))
@@ -293,9 +315,7 @@ def write_sample_run(folder: str | Path, result: Any, data: PathData, model: Pat
     order = summary_order(data, task.variant)
     mean, mcse = result.U_mean, result.U_mcse
     z = (mean - theory.U) / mcse
-    params = {"task": "markov", "task_parameters": task.to_dict(), "N": model.N, "temperature": model.temperature,
-              "sigma2": model.sigma2, "heads": list(model.heads), "sampler": config.to_dict(),
-              "method": getattr(result, "method", "weights"),
+    params = {**sample_parameters(model, task, config), "method": getattr(result, "method", "weights"),
               "sampler_library": _library_versions(), "command": command}
     prov = provenance(params, seconds=result.seconds)
     converged = result.rhat_max < 1.01 and result.divergences == 0 and result.ess_min >= 100
@@ -329,7 +349,7 @@ def write_sample_run(folder: str | Path, result: Any, data: PathData, model: Pat
 
 
 def _library_versions() -> dict[str, str]:
-    import jax
-    import numpyro
-    return {"numpyro": numpyro.__version__, "jax": jax.__version__, "kernel": "NUTS", "dtype": "float64"}
-
+    """The sampler's library versions, read from the installed packages' metadata (without importing JAX
+    into this process: the sampler runs in a process of its own)."""
+    from importlib.metadata import version
+    return {"numpyro": version("numpyro"), "jax": version("jax"), "kernel": "NUTS", "dtype": "float64"}

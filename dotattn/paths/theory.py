@@ -26,6 +26,7 @@ from scipy import linalg, optimize
 from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
+from dotattn.paths.network import FactoredKernels
 
 __all__ = ["PathsModel", "TheoryResult", "level_dims", "gp_order_parameters", "action", "action_gradient",
            "minimise_action", "saddle_point_residual", "predict", "scalar_renormalisation", "kernel",
@@ -141,9 +142,18 @@ def _partial_trace(U: np.ndarray, H: int) -> np.ndarray:
     return np.einsum("hahb->ab", U.reshape(H, d, H, d))
 
 
-def kernel(U: np.ndarray, C: np.ndarray, scale: float) -> np.ndarray:
-    """K = c Σ_ππ' U^{ππ'} C_ππ', shape C.shape[2:] (C: (n, n, P_a, P_b))."""
+def kernel(U: np.ndarray, C: np.ndarray | FactoredKernels, scale: float) -> np.ndarray:
+    """K = c Σ_ππ' U^{ππ'} C_ππ', shape C.shape[2:] (C: (n, n, P_a, P_b), dense or factored)."""
+    if isinstance(C, FactoredKernels):
+        return scale * C.contract(U)
     return scale * np.tensordot(U, C, axes=([0, 1], [0, 1]))
+
+
+def _kernel_adjoint(C: np.ndarray | FactoredKernels, B: np.ndarray) -> np.ndarray:
+    """Σ_μν B_μν C_ππ'[μ, ν], shape (n, n)."""
+    if isinstance(C, FactoredKernels):
+        return C.adjoint(B)
+    return np.tensordot(C, B, axes=([2, 3], [0, 1]))
 
 
 def _energy(U: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> tuple[float, np.ndarray]:
@@ -155,7 +165,7 @@ def _energy(U: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> t
     A = linalg.cho_solve(cf, np.eye(len(y)), check_finite=False)
     value = 2.0 * np.sum(np.log(np.diag(cf[0]))) + float(y @ Ay)
     B = A - np.outer(Ay, Ay)
-    grad = model.kernel_scale * np.tensordot(C, B, axes=([2, 3], [0, 1]))
+    grad = model.kernel_scale * _kernel_adjoint(C, B)
     return value, 0.5 * (grad + grad.T)
 
 

@@ -3,7 +3,8 @@ docs/theory.md): when does attention learn by position, when by meaning.
 
 Roles, bottom up: the problem (:mod:`~.problem`, :mod:`~.quadrature`); the channels (:mod:`~.loss`,
 :mod:`~.prox`, :mod:`~.loss_channel`, :mod:`~.regulariser`, :mod:`~.overlaps`, :mod:`~.baseline`); the
-fixed-point iteration (:mod:`~.state_evolution`, :mod:`~.stability`, :mod:`~.catalogue`, :mod:`~.refine`);
+fixed-point iteration (:mod:`~.state_evolution`, :mod:`~.stability`, :mod:`~.catalogue`, :mod:`~.refine`;
+one-step RSB at zero temperature, :mod:`~.rsb`);
 sweeps (:mod:`~.branch`, :mod:`~.phase_diagram`); output (:mod:`~.records`, :mod:`~.labels`,
 :mod:`~.output`, :mod:`~.plotting`, :mod:`~.integrity`). No torch.
 
@@ -20,6 +21,7 @@ _LAZY = {
     "default_quadrature": "catalogue",
     "FixedPoint": "state_evolution", "SolverOptions": "state_evolution", "iterate": "state_evolution",
     "rs_stability": "stability",
+    "solve_rsb": "rsb", "RSBOptions": "rsb", "RSBResult": "rsb",
     "run_phase_diagram": "phase_diagram", "PhaseDiagram": "phase_diagram", "SweepSettings": "phase_diagram",
     "ColumnSummary": "phase_diagram",
     "RefineSpec": "refine",

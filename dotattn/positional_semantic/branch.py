@@ -9,6 +9,7 @@ end inside the grid is bracketed by bisection (:meth:`Branch.spinodals`).
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from dotattn.positional_semantic.catalogue import QuadratureSpec, branch_label, coarse_difference, initialisations
@@ -58,6 +59,9 @@ class Branch:
         self.ends: dict[str, tuple[float, float, FixedPoint]] = {}
         """Set by :meth:`spinodals`: side ("lower" / "upper") -> (last α on the branch, first α off
         it, the fixed point at the former) of the bisection."""
+        self.cpu: dict[str, float] = {"follow": 0.0, "two_sided": 0.0, "stability": 0.0}
+        """CPU seconds (this process) spent here: following along the grid, the second pass of
+        :meth:`lowest_of_both_sides`, the RS stability of the records (the phase diagram's stage split)."""
 
     def on_branch(self, fp: FixedPoint) -> bool:
         return fp.converged and branch_label(fp.overlaps, self.problem) == self.name
@@ -126,6 +130,7 @@ class Branch:
         """Seed at the first index of ``seed_order`` that works, then continue both ways; with
         ``two_sided`` (:meth:`lowest_of_both_sides`) every grid point is then also solved from its
         neighbour on the other side and the lower e_t kept."""
+        t0 = time.process_time()
         seed = None
         for i in seed_order:
             fp = self.solve_from(alphas[i], None)
@@ -135,6 +140,7 @@ class Branch:
                 break
             self.failed[alphas[i]] = fp
         if seed is None:
+            self.cpu["follow"] += time.process_time() - t0
             return
         for step in (-1, 1):
             prev, before = self.points[alphas[seed]], None
@@ -147,8 +153,11 @@ class Branch:
                 self.points[alphas[i]] = fp
                 before, prev = prev, fp
                 i += step
+        t1 = time.process_time()
+        self.cpu["follow"] += t1 - t0
         if two_sided:
             self.lowest_of_both_sides(alphas, seed)
+            self.cpu["two_sided"] += time.process_time() - t1
 
     def lowest_of_both_sides(self, alphas: list[float], seed: int) -> None:
         """Continuation reaches each grid point from one side only (away from the seed); where one
@@ -195,7 +204,9 @@ class Branch:
         (:func:`dotattn.positional_semantic.stability.rs_stability`), or why it is absent (None if not sought)."""
         if alpha in self.points:
             fp = self.points[alpha]
+            t0 = time.process_time()
             stability = rs_stability(fp.overlaps, alpha, self.problem, random_starts=self.options.random_starts)
+            self.cpu["stability"] += time.process_time() - t0
             return BranchPoint.of(fp, omega=omega, branch=self.name, selected=selected, stability=stability)
         fp = self.failed.get(alpha)
         if fp is None:

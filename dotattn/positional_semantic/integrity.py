@@ -1,5 +1,6 @@
 """The folder kinds of the positional–semantic theory, registered with :mod:`dotattn.core.integrity`:
-``phase-diagram`` (``dotattn phase-diagram``: phase_diagram.csv, boundaries.csv, summary.json).
+``phase-diagram`` (``dotattn phase-diagram``: phase_diagram.csv, boundaries.csv, summary.json) and
+``rsb`` (``dotattn solve --rsb 1 --out``: rsb.json).
 Also the row checks other packages reuse for theory records (:func:`check_branch_rows`)."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dotattn.core.status import CONVERGED
 from dotattn.positional_semantic.problem import Problem, problem_of
 from dotattn.positional_semantic.records import BranchPoint
 
-__all__ = ["ALL_BRANCHES", "check_branch_rows", "PHASE_DIAGRAM"]
+__all__ = ["ALL_BRANCHES", "check_branch_rows", "PHASE_DIAGRAM", "RSB"]
 
 ALL_BRANCHES: tuple[str, ...] = ("positional", "semantic", "mixed", "uninformative", "none")
 """Branch labels a theory row may carry (``none``: a catalogue entry that did not converge)."""
@@ -77,3 +78,40 @@ def _check_phase_diagram(folder: Path, manifest: Mapping[str, Any] | None) -> No
 
 
 PHASE_DIAGRAM = register_kind(FolderKind("phase-diagram", ("phase_diagram.csv", "summary.json"), _check_phase_diagram))
+
+
+def _check_rsb(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """rsb.json: a problem and alpha; per result a known status, finite RS e_t and ε_g, and for a converged
+    1RSB result finite y > 0, e_t, ε_g and the overlaps' shapes."""
+    from dotattn.positional_semantic.rsb import RESULT_STATUSES, RSB_FILE
+    path = folder / RSB_FILE
+    body = read_verified_json(path)
+    params = body.get("parameters")
+    if not isinstance(params, dict) or not isinstance(params.get("problem"), dict):
+        raise IntegrityError(f"{path}: no 'parameters' with the problem")
+    problem = problem_of(path, params)
+    results = body.get("results")
+    if not isinstance(results, list) or not results:
+        raise IntegrityError(f"{path}: no results")
+    r, rt, L = problem.rank, problem.teacher_rank, problem.L
+    for i, item in enumerate(results, start=1):
+        try:
+            rs, rsb = item["rs"], item["rsb"]
+            status = rsb["status"]
+        except (KeyError, TypeError):
+            raise IntegrityError(f"{path}: result {i} lacks 'rs' or 'rsb'") from None
+        if status not in RESULT_STATUSES:
+            raise IntegrityError(f"{path}: result {i}: status {status!r} is not one of {', '.join(RESULT_STATUSES)}")
+        check_finite(path, i, "rs train_loss", float(rs["train_loss"]))
+        check_finite(path, i, "rs test_error", float(rs["test_error"]))
+        if status == CONVERGED:
+            check_finite(path, i, "y", float(rsb["y"]))
+            if not float(rsb["y"]) > 0:
+                raise IntegrityError(f"{path}: result {i}: y = {rsb['y']} is not positive")
+            check_finite(path, i, "train_loss", float(rsb["train_loss"]))
+            check_finite(path, i, "test_error", float(rsb["test_error"]))
+            for name, shape in (("q0", (r, r)), ("q1", (r, r)), ("V", (r, r)), ("theta", (r, rt)), ("mu", (L, r))):
+                check_matrix(path, i, name, rsb[name], shape, finite=True)
+
+
+RSB = register_kind(FolderKind("rsb", ("rsb.json",), _check_rsb, meta_file="rsb.json"))

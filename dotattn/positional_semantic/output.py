@@ -27,7 +27,18 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.records import BranchPoint, PhaseBoundary
 
 __all__ = ["write_phase_diagram", "replot_phase_diagram", "read_phase_diagram", "read_phase_summaries",
-           "read_boundaries", "shape_title"]
+           "read_boundaries", "shape_title", "disagreements", "RECORD_RTOL", "REFINED_ROOT_TOL"]
+
+RECORD_RTOL = 1e-5
+"""Relative tolerance (with an absolute floor of 1e-9 on e_t, ε_g and of 1e-7 on the overlaps) of a grid
+record against a stored one: each fixed point is converged to a relative change of 1e-8 (tol), and two
+solves of it from different starts (another warm start, another damping) agree to a few times that; 1e-5
+leaves a factor 100 for the conditioning of the map, and is far below any change of the physics
+(nearby fixed points on one branch differ by ≥ 3e-7 in e_t and ≥ 1e-2 in m, which it does not hide)."""
+REFINED_ROOT_TOL = 1e-4
+"""Absolute tolerance of one refinement rule's root against the stored one for the same rule (same seed):
+the fixed points are converged to 1e-8, which moves the e_t gap by ≲ 1e-9 and the root by ≲ 1e-5 at the
+gap's slope of ≥ 4e-4 per unit α; 1e-4 is at most a tenth of every stored standard error (≥ 6e-4)."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -138,3 +149,77 @@ def read_boundaries(folder: str | os.PathLike) -> list[PhaseBoundary]:
 def shape_title(problem: Problem, omega: bool = True) -> str:
     return (f"L = {problem.L}, r = {problem.rank}, r_t = {problem.teacher_rank}"
             + (f", ω = {problem.omega:g}" if omega else ""))
+
+
+def disagreements(summaries: list[ColumnSummary], rows: list[BranchPoint], folder: str | os.PathLike) -> list[str]:
+    """Every way a computed phase diagram (its column summaries and grid records, any subset of the
+    ω and α of a stored one) departs from the stored phase-diagram ``folder`` (verified first), one line
+    each; empty if it agrees. Checked: α_c and α_lin (refined) within the stored standard error, each
+    refinement rule's root within :data:`REFINED_ROOT_TOL` of the stored root of the same rule (a
+    computation with fewer rules is compared rule by rule), the sweep rule's roots and spinodals within the
+    stored critical and spinodal tolerances, and every grid record: the same status, selection and RS
+    verdicts, overlaps, e_t, ε_g and replicon within :data:`RECORD_RTOL`, the jump weight within one node
+    of its rule."""
+    import numpy as np
+
+    stored = {round(s.omega, 9): s for s in read_phase_summaries(folder)}
+    records = {(round(p.omega, 9), round(p.alpha, 9), p.branch): p for p in read_phase_diagram(folder)}
+    out: list[str] = []
+
+    def close(a: Any, b: Any, rtol: float, atol: float) -> bool:
+        if a is None or b is None:
+            return a is None and b is None
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        return a.shape == b.shape and bool(np.all((np.isnan(a) & np.isnan(b)) | (np.abs(a - b) <= atol + rtol * np.abs(b))))
+
+    for s in summaries:
+        w = round(s.omega, 9)
+        if w not in stored:
+            out.append(f"omega = {s.omega:g}: not in {folder}")
+            continue
+        ref = stored[w]
+        for name in ("alpha_c", "alpha_lin"):
+            got, want = getattr(s, name), getattr(ref, name)
+            new_roots = (s.refined.get(name) or {}).get("roots")
+            old_roots = (ref.refined.get(name) or {}).get("roots")
+            if new_roots is not None and old_roots is not None and len(new_roots) < len(old_roots):
+                pairs = list(zip(new_roots, old_roots))  # fewer rules: rule by rule only
+            else:
+                pairs = list(zip(new_roots or [], old_roots or []))
+                err = getattr(ref, f"{name}_error")
+                if (got is None) != (want is None) or (got is not None and not abs(got - want) <= (err or 0.0)):
+                    out.append(f"omega = {s.omega:g}: {name} {got} against {want} +- {err}")
+            for i, (a, b) in enumerate(pairs):
+                if (a is None) != (b is None) or (a is not None and abs(a - b) > REFINED_ROOT_TOL):
+                    out.append(f"omega = {s.omega:g}: {name} on refinement rule {i}: {a} against {b}")
+        tols = {"alpha_c_sweep": 1e-4, "alpha_lin_sweep": 1e-4, "spinodal_semantic": 1e-3, "spinodal_positional": 1e-3}
+        for name, tol in tols.items():
+            if not close(getattr(s, name), getattr(ref, name), 0.0, tol):
+                out.append(f"omega = {s.omega:g}: {name} {getattr(s, name)} against {getattr(ref, name)}")
+    for p in rows:
+        key = (round(p.omega, 9), round(p.alpha, 9), p.branch)
+        where = f"omega = {p.omega:g}, alpha = {p.alpha:g}, {p.branch}"
+        if key not in records:
+            out.append(f"{where}: not in {folder}")
+            continue
+        r = records[key]
+        if (p.status, p.selected) != (r.status, r.selected):
+            out.append(f"{where}: status {p.status}, selected {p.selected} against {r.status}, {r.selected}")
+            continue
+        bad = [n for n, rtol, atol in (("q", RECORD_RTOL, 1e-7), ("V", RECORD_RTOL, 1e-7), ("theta", RECORD_RTOL, 1e-7),
+                                        ("mu", RECORD_RTOL, 1e-7), ("train_loss", RECORD_RTOL, 1e-9),
+                                        ("test_error", RECORD_RTOL, 1e-9))
+               if not close(getattr(p, n), getattr(r, n), rtol, atol)]
+        a, b = p.stability, r.stability
+        if (a is None) != (b is None):
+            bad.append("stability")
+        elif a is not None:
+            if (a.status, a.at_stable, a.rs_stable) != (b.status, b.at_stable, b.rs_stable):
+                bad.append("RS verdicts")
+            if not close(a.replicon, b.replicon, RECORD_RTOL, 1e-9):
+                bad.append("replicon")
+            if not close(a.jump_weight, b.jump_weight, 0.0, 1.0 / 4096 + 1e-12):  # one node of the 2^10 x 4 rule
+                bad.append("jump_weight")
+        if bad:
+            out.append(f"{where}: {', '.join(bad)} differ")
+    return out

@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 from scipy.optimize import brentq
 
+from dotattn.positional_semantic import compiled
 from dotattn.positional_semantic.baseline import linear_baseline_test_error
 from dotattn.positional_semantic.branch import (FOLLOWED_BRANCHES, Branch, branch_names, branch_records, follow_branches,
                             selected_at)
@@ -61,7 +62,7 @@ from dotattn.positional_semantic.labels import NO_BRANCH
 
 __all__ = ["SweepSettings", "ColumnSummary", "omega_column", "column_branch", "finish_column", "branch_points", "PhaseDiagram", "run_phase_diagram",
            "check_grids", "check_figure_omega", "cached_columns", "root_uncertainty",
-           "column_fixed_points_estimate", "estimate_seconds", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS",
+           "column_fixed_points_estimate", "refine_fixed_points", "estimate_seconds", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS",
            "BOUNDARY_ROW_COLUMNS", "FOLLOWED_BRANCHES", "phase_boundaries"]
 
 DEFAULT_OMEGAS = tuple(round(0.05 * i, 10) for i in range(10))  # 0, 0.05, ..., 0.45
@@ -85,6 +86,13 @@ SECONDS_PER_STABILITY = 0.065
 """Rough CPU seconds of the RS stability of one grid record (:func:`dotattn.positional_semantic.stability.rs_stability` on
 its 2^11 x 4 Sobol rule, toy model): the ω = 0.3 column took 13.7 s of user time with it and 9.5 s
 without (50 records, 1 worker, load average ≈ 7, so ≈ 0.085 s each loaded), against ≈ 1.3x less quiet."""
+COMPILED_FACTORS = {"sweep": 0.58, "refine": 0.37, "stability": 0.26}
+"""CPU time of each part with the compiled prox kernel (:mod:`dotattn.positional_semantic.compiled`, numba) over
+that of the vectorised kernel before it (which the constants above describe), measured on the default ω = 0.3
+column in one session at load average 19-25 on 2 cores:
+sweep solves 0.198 -> 0.115 s each, refinement solves 0.568 -> 0.212 s, stability 0.178 -> 0.046 s per
+record (42.3 -> 18.5 s for the column, the same α_c and α_lin to every printed digit)."""
+
 COLUMN_FORMAT = 3
 """Version of a column result's content (part of the cache key): 2 added the α_c, α_lin errors,
 3 the phase boundaries and the mixed branch's spinodals."""
@@ -148,6 +156,8 @@ def check_grids(omegas: Iterable[float], alphas: Iterable[float]) -> tuple[list[
     try:
         omegas = sorted(set(check_number("omega", w, 0.0, False, 1.0, "in [0, 1]") for w in omegas))
         alphas = sorted(set(check_alpha(a) for a in alphas))
+    except ParameterError:  # a TypeError too: its own message names the value
+        raise
     except TypeError:
         raise ParameterError("omega and alpha grids must be lists of numbers") from None
     if not omegas or not alphas:
@@ -242,7 +252,9 @@ def omega_column(problem_dict: dict[str, Any], omega: float, alphas: list[float]
                  settings_dict: dict[str, Any], report: Callable[[], None] | None = None) -> dict[str, Any]:
     """Everything the phase diagram needs at one ω (plain JSON-ready dict in and out, for process
     pools, Dask and the cache): ``{"omega", "rows": [BranchPoint rows], "summary": ColumnSummary row,
-    "fixed_points": number solved}``. ``report()`` is called after every fixed point (progress)."""
+    "fixed_points": number solved, "cpu_seconds": CPU seconds by stage}`` (stages: ``follow``, ``two_sided``
+    (:meth:`Branch.lowest_of_both_sides`), ``spinodals``, ``alpha_c``, ``alpha_lin`` (Brent and their coarse-rule
+    errors), ``boundaries``, ``refine``, ``stability`` (RS stability of the records), ``records``). ``report()`` is called after every fixed point (progress)."""
     t0 = time.perf_counter()
     problem = Problem.from_dict({**problem_dict, "omega": omega})
     settings = SweepSettings.from_dict(settings_dict)
@@ -297,14 +309,19 @@ def _finish(problem: Problem, omega: float, alphas: list[float], settings: Sweep
             branches: dict[str, Branch], count: _Counter, t0: float) -> dict[str, Any]:
     """Spinodals, α_c, α_lin (with their quadrature errors) and the records of a column whose
     branches are followed; the column result of :func:`omega_column`."""
+    clock = _StageClock()
     spinodals = {name: branches[name].spinodals(alphas, settings.spinodal_tol) for name in branches}
     eps_lin = linear_baseline_test_error(problem)
+    clock.lap("spinodals")
     critical = _critical_root(branches, alphas, settings.critical_tol)
     alpha_c = critical.alpha if critical is not None else None
     alpha_c_error = _root_error(branches, critical, "train_loss")
+    clock.lap("alpha_c")
     alpha_lin, alpha_lin_error, lin_root = _baseline_alpha(branches, alphas, critical, alpha_c_error, eps_lin,
                                                            settings.critical_tol)
+    clock.lap("alpha_lin")
     boundaries = phase_boundaries(branches, alphas, omega, settings, known=(critical, alpha_c_error))
+    clock.lap("boundaries")
     sweep: dict[str, Any] = {}
     if settings.refine is not None:
         refined = _refine(problem, branches, critical, lin_root, eps_lin, settings, count)
@@ -314,13 +331,32 @@ def _finish(problem: Problem, omega: float, alphas: list[float], settings: Sweep
             alpha_c, alpha_c_error = refined["alpha_c"].alpha, refined["alpha_c"].standard_error
         if "alpha_lin" in refined:
             alpha_lin, alpha_lin_error = refined["alpha_lin"].alpha, refined["alpha_lin"].standard_error
+    clock.lap("refine")
     summary = ColumnSummary(omega=omega, alpha_c=alpha_c, alpha_lin=alpha_lin, alpha_c_error=alpha_c_error,
                             alpha_lin_error=alpha_lin_error, boundaries=tuple(boundaries), **sweep,
                             spinodal_semantic=spinodals["semantic"]["lower"],
                             spinodal_positional=spinodals["positional"]["upper"], spinodals=spinodals,
                             linear_baseline_test_error=eps_lin, seconds=time.perf_counter() - t0)
-    return {"omega": omega, "rows": [p.to_row() for p in branch_records(branches, omega, alphas)],
-            "summary": summary.to_row(), "fixed_points": count.n}
+    rows = [p.to_row() for p in branch_records(branches, omega, alphas)]
+    clock.lap("records")
+    cpu = {stage: sum(b.cpu[stage] for b in branches.values()) for stage in ("follow", "two_sided", "stability")}
+    cpu.update(clock.seconds)
+    cpu["records"] -= cpu["stability"]
+    return {"omega": omega, "rows": rows, "summary": summary.to_row(), "fixed_points": count.n,
+            "cpu_seconds": cpu}
+
+
+class _StageClock:
+    """CPU seconds (process time) of consecutive stages: :meth:`lap` closes the stage that ran since the last lap."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self.t = time.process_time()
+
+    def lap(self, stage: str) -> None:
+        now = time.process_time()
+        self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self.t
+        self.t = now
 
 
 @dataclass(frozen=True)
@@ -619,31 +655,46 @@ def _cache_key(problem: Problem, omega: float, alphas: list[float], settings: Sw
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def column_fixed_points_estimate(problem: Problem, alphas: Sequence[float]) -> int:
+def refine_fixed_points(refine: RefineSpec | None) -> int:
+    """Fixed points the refinement of one column solves (:func:`_refine`): α_c re-solves both
+    branches on each of the R rules (2R; its slope comes from the envelope theorem, no solve); α_lin
+    re-solves one branch on each rule plus one solve for its slope on the first rule (R + 1). At
+    most 3R + 1 (fewer where α_lin is α_c or either root is out of range); 0 without refinement."""
+    return 0 if refine is None else 3 * refine.rules + 1
+
+
+def column_fixed_points_estimate(problem: Problem, alphas: Sequence[float], refine: RefineSpec | None = None) -> int:
     """Rough number of fixed points one ω column solves: every followed branch at every α, plus
     the positional branch's second pass (:meth:`dotattn.positional_semantic.branch.Branch.lowest_of_both_sides`), the Brent
     evaluations of α_c and α_lin and the spinodal bisections (measured: about
-    :data:`EXTRA_FIXED_POINTS_PER_COLUMN` on the toy model); not the refinement (:func:`estimate_seconds`)."""
-    return len(branch_names(problem)) * len(alphas) + max(len(alphas) - 1, 0) + EXTRA_FIXED_POINTS_PER_COLUMN
+    :data:`EXTRA_FIXED_POINTS_PER_COLUMN` on the toy model), plus those of the refinement
+    (:func:`refine_fixed_points`, counted in full)."""
+    return (len(branch_names(problem)) * len(alphas) + max(len(alphas) - 1, 0) + EXTRA_FIXED_POINTS_PER_COLUMN
+            + refine_fixed_points(refine))
 
 
 def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepSettings, columns: int,
                      workers: int) -> float:
-    """Rough wall time (s) of ``columns`` ω columns on ``workers`` processes: fixed points ×
+    """Rough wall time (s) of ``columns`` ω columns on ``workers`` processes: the sweep's fixed points ×
     (:data:`SECONDS_PER_FIXED_POINT` + :data:`SECONDS_PER_FIXED_POINT_NODE` × nodes of the fine
-    rule) plus the RS stability of every grid record (:data:`SECONDS_PER_STABILITY`), with whole
-    columns spread over the workers."""
+    rule), the refinement's (:func:`refine_fixed_points`) at :data:`REFINE_COST_PER_NODE` times that
+    per node of their rules, plus the RS stability of every grid record (:data:`SECONDS_PER_STABILITY`),
+    each times its :data:`COMPILED_FACTORS` entry where the compiled prox kernel runs (toy model, numba
+    installed), with whole columns spread over the workers."""
     if columns <= 0:
         return 0.0
     q = settings.quadrature
     nodes = q.order ** problem.gaussian_dim if q.kind == "gauss-hermite" else 2 ** q.order * q.scramblings
+    toy = problem.L == 2 and problem.rank == 1 and compiled.AVAILABLE  # the compiled kernel is the toy model's
+    factor = COMPILED_FACTORS if toy else dict.fromkeys(COMPILED_FACTORS, 1.0)
     per_column = (column_fixed_points_estimate(problem, alphas) * (SECONDS_PER_FIXED_POINT
                                                                     + SECONDS_PER_FIXED_POINT_NODE * nodes)
-                  + len(branch_names(problem)) * len(alphas) * SECONDS_PER_STABILITY)
-    if settings.refine is not None:  # α_c: 2 fixed points on R rules; α_lin: 1 on R + 1
+                  * factor["sweep"]
+                  + len(branch_names(problem)) * len(alphas) * SECONDS_PER_STABILITY * factor["stability"])
+    if settings.refine is not None:
         r = settings.refine
-        per_column += ((3 * r.rules + 1) * REFINE_COST_PER_NODE * SECONDS_PER_FIXED_POINT_NODE
-                       * 2 ** r.log2_points * r.scramblings)
+        per_column += (refine_fixed_points(r) * REFINE_COST_PER_NODE * SECONDS_PER_FIXED_POINT_NODE
+                       * 2 ** r.log2_points * r.scramblings * factor["refine"])
     return per_column * -(-columns // max(1, min(workers, columns)))
 
 
@@ -701,7 +752,7 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
         results = cached_columns(problem, omegas, alphas, settings, cache)
         from_cache = len(results)
         todo = [w for w in omegas if w not in results]
-        estimate = column_fixed_points_estimate(problem, alphas)
+        estimate = column_fixed_points_estimate(problem, alphas, settings.refine)
         units = [0] * len(todo)
         finished: dict[int, int] = {}
 

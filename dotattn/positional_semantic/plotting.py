@@ -167,19 +167,23 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
     a_edges = _edges(np.array(alphas))
     w_edges = _edges(np.array(omegas))
     lim = np.nanmax(np.abs(gap)) if np.any(np.isfinite(gap)) else 1.0
-    mesh = ax.pcolormesh(a_edges, w_edges, gap, cmap="RdBu_r", shading="flat",
+    # RdBu: a positive gap (positional below semantic) is blue, a negative one red, the colours of the
+    # positional and semantic phases in every figure (COLOURS)
+    mesh = ax.pcolormesh(a_edges, w_edges, gap, cmap="RdBu", shading="flat",
                          norm=SymLogNorm(linthresh=max(lim * 1e-2, 1e-9), vmin=-lim, vmax=lim))
     ax.pcolormesh(a_edges, w_edges, np.ma.masked_invalid(only), cmap="Greys", vmin=-3, vmax=3, shading="flat")
     cb = fig.colorbar(mesh, ax=ax)
     mixed = any(r.converged and r.branch == "mixed" for r in rows)
-    cb.set_label(r"$e_t^{\rm sem} - e_t^{\rm pos}$  (red: positional "
-                 + ("below semantic)" if mixed else "is the global minimum)"))
+    cb.set_label(r"$e_t^{\rm sem} - e_t^{\rm pos}$  (blue: positional "
+                 + ("below semantic" if mixed else "is the global minimum") + "; red: semantic)")
     wc = [(s.alpha_c, s.omega, np.nan if s.alpha_c_error is None else s.alpha_c_error)
           for s in summaries if s.alpha_c is not None]
     if wc:
         a_c, w_c, err = zip(*wc)
+        refined = any(s.alpha_c_sweep is not None for s in summaries)
         ax.errorbar(a_c, w_c, xerr=err, fmt="k-o", ms=3, lw=2, capsize=2, elinewidth=1,
-                    label=r"$\alpha_c(\omega)$ ± its error (summary.json): positional $\to$ semantic")
+                    label=r"$\alpha_c(\omega)$ " + ("refined, ± standard error" if refined else "± its error")
+                    + r" (summary.json): positional $\to$ semantic")
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
@@ -216,29 +220,34 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
                   vmin=-0.5, vmax=len(PHASES) - 0.5, alpha=0.35, shading="flat")
     handles: list[Any] = [Patch(facecolor=COLOURS[p], alpha=0.35, label=f"{p} phase") for i, p in enumerate(PHASES)
                           if np.any(grid == i)]
-    bounds: list["PhaseBoundary"] = [b for s in summaries for b in s.boundaries]
+    bounds, refined = displayed_boundaries(summaries)
+
+    def is_refined(b: "PhaseBoundary") -> bool:  # by identity: a NaN error makes equal records unequal
+        return any(b is r for r in refined)
+
     styles = {"brent": ("o", "k"), "spinodal": ("v", "white"), "unresolved": ("x", "k")}
+    what = {"brent": "root of the e_t difference, ± quadrature error", "spinodal": "at a spinodal",
+            "unresolved": "unresolved", "refined": "refined α_c, ± standard error (as in summary.json)"}
     for k, pair in enumerate(sorted({(b.below, b.above) for b in bounds})):
         pts = sorted((b for b in bounds if (b.below, b.above) == pair), key=lambda b: b.omega)
         colour = colormaps["Dark2"](k % 8)
-        line = ax.plot([b.alpha for b in pts], [b.omega for b in pts], "-", color=colour, lw=1.8,
-                       label=f"{pair[0]} → {pair[1]}")[0]
-        if len(pts) == 1:  # a boundary found at one ω only is a marker, not a line: the legend shows it so
-            marker, face = styles.get(pts[0].method, ("o", "k"))
-            line.set(marker=marker, mfc=face if face == "white" else colour, ms=7, mew=1.5)
-        for method, (marker, face) in styles.items():
-            sub = [b for b in pts if b.method == method]
+        ax.plot([b.alpha for b in pts], [b.omega for b in pts], "-", color=colour, lw=1.8)
+        # one legend entry per (pair, how its points were found), in the colour they are drawn in
+        for method, (marker, face) in {**styles, "refined": ("D", "k")}.items():
+            sub = [b for b in pts if is_refined(b) == (method == "refined") and (method == "refined"
+                                                                                 or b.method == method)]
             if sub:
                 ax.errorbar([b.alpha for b in sub], [b.omega for b in sub],
                             xerr=[0.0 if not np.isfinite(b.error) else b.error for b in sub], fmt=marker,
                             color=colour, mfc=face if face == "white" else colour, ms=7, mew=1.5, capsize=2,
-                            lw=0, zorder=5)  # above the RS marks, which may sit on the same grid point
+                            lw=0, zorder=5,  # above the RS marks, which may sit on the same grid point
+                            label=f"{pair[0]} → {pair[1]}: {what[method]}")
     def cell(x: float) -> float:  # width of the grid cell holding x
         j = int(np.clip(np.searchsorted(alphas, x), 1, len(alphas) - 1))
         return alphas[j] - alphas[j - 1] if len(alphas) > 1 else np.inf
     # a root whose quadrature error spans most of its grid cell, or reaches past the end of the α grid
     # (it may not lie in range at all): drawn, but not resolved
-    wide = [b for b in bounds if b.method == "brent" and np.isfinite(b.error)
+    wide = [b for b in bounds if b.method == "brent" and not is_refined(b) and np.isfinite(b.error)
             and (b.error > 0.5 * cell(b.alpha) or b.alpha - b.error < alphas[0] or b.alpha + b.error > alphas[-1])]
     if wide:
         ax.plot([b.alpha for b in wide], [b.omega for b in wide], "o", ms=11, mfc="none", mec="red", mew=1.4,
@@ -246,11 +255,6 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
         for b in wide:
             ax.annotate(f"{b.below} → {b.above} ±{b.error:.2f}", (b.alpha, b.omega), xytext=(10, 4),
                         textcoords="offset points", fontsize=6, color="red")
-    for method, (marker, face) in styles.items():
-        if any(b.method == method for b in bounds):
-            handles.append(ax.plot([], [], marker, color="k", mfc=face, ls="none",
-                                   label={"brent": "root of the e_t difference (± quadrature error)",
-                                          "spinodal": "at a spinodal", "unresolved": "unresolved"}[method])[0])
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
@@ -268,6 +272,26 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
     ax.set_title(f"Globally minimal phase (lowest $e_t$){', ' + title if title else ''}", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def displayed_boundaries(summaries: Sequence["ColumnSummary"]) -> tuple[list["PhaseBoundary"], list["PhaseBoundary"]]:
+    """The phase boundaries as the figures draw them, and which of them are refined.
+
+    ``boundaries.csv`` keeps the sweep rule's roots. Where a column's α_c was refined (``alpha_c_sweep``
+    set), its positional → semantic Brent boundary at the sweep root *is* α_c: it is drawn at the
+    refined α_c with its standard error, the number quoted everywhere else. Records only: no root is
+    computed here."""
+    from dataclasses import replace
+    shown: list["PhaseBoundary"] = []
+    refined: list["PhaseBoundary"] = []
+    for s in summaries:
+        for b in s.boundaries:
+            if (s.alpha_c is not None and s.alpha_c_sweep is not None and b.method == "brent"
+                    and (b.below, b.above) == ("positional", "semantic") and abs(b.alpha - s.alpha_c_sweep) <= 1e-9):
+                b = replace(b, alpha=s.alpha_c, error=np.nan if s.alpha_c_error is None else s.alpha_c_error)
+                refined.append(b)
+            shown.append(b)
+    return shown, refined
 
 
 def _edges(x: np.ndarray) -> np.ndarray:

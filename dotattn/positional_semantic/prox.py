@@ -28,6 +28,7 @@ from typing import Protocol
 import numpy as np
 from scipy.special import expit
 
+from dotattn.positional_semantic import compiled
 from dotattn.positional_semantic.loss import LossDerivatives, attention_loss, loss_derivatives
 from dotattn.positional_semantic.problem import Problem
 
@@ -353,7 +354,7 @@ def _newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float
 def default_random_starts(L: int, r: int) -> int:
     """Random starts per node of the global search: none for L = 2, r = 1 (the canonical starts
     suffice there), 4 otherwise. Measured at the converged fixed points of (L, r, r_t) = (2, 2, 1)
-    (all three branches) and (3, 1, 1) (issue 14, benchmarks/README.md): 2 random starts already
+    (all three branches) and (3, 1, 1) (benchmarks/README.md): 2 random starts already
     find the same global minimum as 16 at every node (hats equal to 2e-10), the canonical starts
     alone miss nodes of weight up to 1e-3 for r = 2; 4 keeps a factor 2 in hand (8 before)."""
     return 0 if (L == 2 and r == 1) else 4
@@ -400,8 +401,9 @@ def _newton_starts(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, V_i
     flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
     flat_d = np.broadcast_to(data, (S,) + data.shape).reshape((S * N,) + data.shape[1:])
     if isinstance(loss, AttentionPointLoss) and (L, r) == (2, 1) and data.shape[1:] == (2, 2):
-        h, value, iters = _newton_toy(starts.reshape(S * N, L, r), flat_c, flat_d, float(V_inv[0, 0]),
-                                      loss.problem.sigma**2, max_iter, gtol)
+        kernel = compiled.newton_toy if compiled.AVAILABLE else _newton_toy
+        h, value, iters = kernel(starts.reshape(S * N, L, r), flat_c, flat_d, float(V_inv[0, 0]),
+                                 loss.problem.sigma**2, max_iter, gtol)
     else:
         h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv, loss, max_iter, gtol)
     return h.reshape(S, N, L, r), value.reshape(S, N), iters

@@ -1,4 +1,4 @@
-"""Roots refined on independent scrambled Sobol rules: α_c and α_lin with a standard error (issue 19).
+"""Roots refined on independent scrambled Sobol rules: α_c and α_lin with a standard error.
 
 The sweep of a phase-diagram column runs on one rule (Gauss–Hermite 12 for the toy model). Its
 integrand contains a global argmin, so the prox jumps across a surface in the Gaussian variables and
@@ -189,9 +189,14 @@ def envelope_slope(problem: Problem, fixed_points: Mapping[str, FixedPoint], upp
 
     e_t = −Φ and Φ is stationary in every order parameter at a fixed point, so along the branch
     de_t/dα = −∂Φ/∂α = E[M], the envelope average (envelope theorem; ``docs/theory.md`` section 4).
-    One loss-channel step per fixed point at its own overlaps (no iteration)."""
+    E[M] is the one each fixed point carries (:attr:`FixedPoint.envelope`, from the global loss-channel
+    step that accepted its convergence on ``rule``: the fixed points must have been solved on ``rule``);
+    where absent, one global loss-channel step at its overlaps (the same computation)."""
     from dotattn.positional_semantic.loss_channel import hat_update
-    env = {name: hat_update(fixed_points[name].overlaps, fixed_points[name].alpha, rule, problem,
-                            form=options.hat_form, random_starts=options.random_starts,
-                            symmetry=options.symmetry).envelope for name in (upper, lower)}
-    return float(env[upper] - env[lower])
+
+    def envelope(fp: FixedPoint) -> float:
+        if np.isfinite(fp.envelope):
+            return fp.envelope
+        return hat_update(fp.overlaps, fp.alpha, rule, problem, form=options.hat_form,
+                          random_starts=options.random_starts, symmetry=options.symmetry).envelope
+    return float(envelope(fixed_points[upper]) - envelope(fixed_points[lower]))

@@ -65,11 +65,26 @@ def spectral_radius(operator: np.ndarray) -> float:
     return float(np.max(np.abs(np.linalg.eigvals(operator))))
 
 
+_SOBOL_RULES: dict[tuple[int, int, int, int], GaussianRule] = {}
+
+
+def _fixed_sobol(dim: int, log2_points: int, scramblings: int, seed: int) -> GaussianRule:
+    """:func:`sobol_qmc` made once per process and kept (read-only arrays): the stability rules are the
+    same for every record, so a phase diagram need not draw and transform them 500 times."""
+    key = (dim, log2_points, scramblings, seed)
+    if key not in _SOBOL_RULES:
+        rule = sobol_qmc(dim, log2_points, scramblings, seed)
+        for a in (rule.nodes, rule.weights, rule.groups):
+            a.setflags(write=False)
+        _SOBOL_RULES[key] = rule
+    return _SOBOL_RULES[key]
+
+
 def teacher_field_rule(problem: Problem, log2_points: int = 10, scramblings: int = 4) -> GaussianRule:
     """Randomised QMC rule (scrambled Sobol) for the teacher fields alone, h* (L, r_t) ~ N(0, ρ)
     i.i.d. over tokens, in L·r_t dimensions: the jump weight is the probability of a set, whose
     indicator a Gauss-Hermite rule integrates poorly; the scramblings give its standard error."""
-    return sobol_qmc(problem.L * problem.teacher_rank, log2_points, scramblings)
+    return _fixed_sobol(problem.L * problem.teacher_rank, log2_points, scramblings, 0)
 
 
 def mirror_jump_weight(V: np.ndarray, problem: Problem, rule: GaussianRule | None = None, *,
@@ -111,7 +126,7 @@ larger rule only where the smaller one leaves the AT verdict undecided (docs/rs_
 def replicon_rule(problem: Problem, log2_points: int = REPLICON_RULE_SIZES[0], scramblings: int = 4,
                   seed: int = 0) -> GaussianRule:
     """Scrambled Sobol rule in D = L(r + r_t) dimensions for the replicon (see :func:`replicon`)."""
-    return sobol_qmc(problem.gaussian_dim, log2_points, scramblings, seed)
+    return _fixed_sobol(problem.gaussian_dim, log2_points, scramblings, seed)
 
 
 def replicon(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Problem, *,
@@ -162,8 +177,8 @@ def rs_stability(overlaps: Overlaps, alpha: float, problem: Problem, *, rule: Ga
     V = np.atleast_2d(overlaps.V)
     if not np.all(np.linalg.eigvalsh(V) > 0):
         return Stability.unavailable("V is not positive definite")
-    rules = [rule] if rule is not None else [replicon_rule(problem, m) for m in REPLICON_RULE_SIZES]
-    for used in rules:  # a larger rule only while the verdict is undecided
+    rules = [rule] if rule is not None else (replicon_rule(problem, m) for m in REPLICON_RULE_SIZES)
+    for used in rules:  # a larger rule (made only then) only while the verdict is undecided
         result = replicon(overlaps, alpha, used, problem, prox_h=prox_h if rule is not None else None,
                           random_starts=random_starts)
         if isinstance(result, str):

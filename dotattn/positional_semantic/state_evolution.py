@@ -106,6 +106,9 @@ class FixedPoint:
     seconds: float
     quadrature_error: dict = field(default_factory=dict)
     prox_h: np.ndarray | None = field(default=None, repr=False, compare=False)
+    envelope: float = float("nan")
+    """E[M] at the converged overlaps on the rule it was solved on (from the final, global loss-channel
+    step; de_t/dα along the branch by the envelope theorem); NaN unless converged."""
 
     @property
     def converged(self) -> bool:
@@ -316,7 +319,7 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
         return FixedPoint(status=CONVERGED, message=f"converged to {residual:.1e}", iterations=iters,
                           residual=residual, overlaps=overlaps, hats=ch.hats, train_loss=float(-phi),
                           test_error=eps_g, alpha=alpha, seconds=time.perf_counter() - t0,
-                          quadrature_error=quad_err, prox_h=ch.prox.h)
+                          quadrature_error=quad_err, prox_h=ch.prox.h, envelope=float(ch.envelope))
     except _InvalidAt as err:  # the last iterate (the inadmissible one) and its step
         return FixedPoint.failure(INVALID, f"invalid overlaps: {err}", iterations=err.iterations,
                                   residual=err.residual, overlaps=err.overlaps, alpha=alpha,

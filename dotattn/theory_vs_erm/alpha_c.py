@@ -47,8 +47,16 @@ from dotattn.positional_semantic.problem import Problem, check_problem
 from dotattn.core.runner import check_dask_address, check_workers, run_tasks
 
 __all__ = ["AlphaCConfig", "CellRuns", "AlphaCStudy", "StudyPart", "run_cell", "theory_column", "cell_crossings",
-           "run_study", "merge_parts", "MERGE_KEYS", "SAME_RUN_RTOL", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
+           "run_study", "check_supplied", "merge_parts", "MERGE_KEYS", "SAME_RUN_RTOL", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
 
+FLOAT32_REFUSED = ("float32 runs stop at a relative stationarity of 1e-5 to 1e-3 (the Armijo test cannot see "
+                   "smaller decreases of R in float32)")
+"""Why the study runs in float64 only. Measured (ω = 0.1, α = 0.7 and 0.8, seeds 0–3, both informed
+starts, batched-lbfgs, one thread; ``results/alpha_c_erm/README.md``): at d = 250 no float32 run reaches
+tol 1e-7 (each spends its whole budget, 40 backtracking evaluations per step: 300 steps took 54–60 s
+against 3–4 s for float64 to converge); at tol 1e-3 all converge, but at d = 1000 their Δe_t differ from
+float64's by up to 4.8e-7 (d = 250: 5e-9), 6 % of the smallest |Δe_t| of these points and growing with
+d; at tol 1e-4, 3 of 8 runs do not converge in 300 steps (184 s against 24 s in float64)."""
 UNPAIRED_OFFSET = 1_000_003
 """Seed offset of the positional start's data when ``paired`` is off."""
 SAME_MINIMUM_TOL = 1e-4
@@ -127,13 +135,14 @@ class AlphaCConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 raise ParameterError(f"{name} must be an integer >= {low}, got {v!r}")
-        if not (isinstance(self.tol, (int, float)) and math.isfinite(self.tol) and self.tol > 0):
-            raise ParameterError(f"tol must be a number > 0, got {self.tol!r}")
         check_number("level", self.level, 0.5, False, 1.0, "in [0.5, 1)", high_open=True)
         if self.teacher not in ("gaussian", "orthonormal"):
             raise ParameterError(f"teacher must be one of gaussian, orthonormal, got {self.teacher!r}")
-        if self.dtype not in ("float64", "float32"):
-            raise ParameterError(f"dtype must be one of float64, float32, got {self.dtype!r}")
+        if not (isinstance(self.tol, (int, float)) and math.isfinite(self.tol) and self.tol > 0):
+            raise ParameterError(f"tol must be a number > 0, got {self.tol!r}")
+        if self.dtype != "float64":
+            raise ParameterError(f"dtype must be float64 for the alpha_c study ({FLOAT32_REFUSED}, too coarse "
+                                 f"for the e_t differences it compares), got {self.dtype!r}")
         if not DEVICE_PATTERN.match(str(self.device).strip().lower()):
             raise ParameterError(f"device must be one of auto, cpu, cuda or cuda:N, got {self.device!r}")
         if not isinstance(self.model, str) or self.model not in FIT_MODELS:
@@ -171,6 +180,16 @@ class AlphaCConfig:
     def cost(self, d: int) -> float:
         """Relative cost of one cell at ``d`` (flops of one risk evaluation ∝ d² Σα per seed)."""
         return d * d * sum(self.alphas) * self.seeds
+
+    def run_cost(self, d: int, alpha: float | np.ndarray) -> float | np.ndarray:
+        """Share of :meth:`cost` of one run (one start at one α of one seed): d² α / 2, so that the runs
+        of a cell add up to its cost."""
+        return 0.5 * d * d * alpha
+
+    @property
+    def runs_per_seed(self) -> int:
+        """Runs per seed of a cell: both starts at every α."""
+        return 2 * len(self.alphas)
 
 
 @dataclass(frozen=True)
@@ -245,21 +264,33 @@ def _invariants(run: Any) -> np.ndarray:
 
 
 def _erm(problem: Problem, cfg: AlphaCConfig, d: int, alphas: Sequence[float], init: str,
-         seeds: Sequence[int], offset: int) -> tuple[dict[str, dict[tuple[int, float], Any]], str]:
-    """Run ERM for one init choice over ``seeds`` × ``alphas``; returns ({init: {(seed, α): run}}, device)."""
+         seeds: Sequence[int], offset: int, progress: Callable[[float, int], None] | None = None
+         ) -> tuple[dict[str, dict[tuple[int, float], Any]], str]:
+    """Run ERM for one init choice over ``seeds`` × ``alphas``; returns ({init: {(seed, α): run}}, device).
+
+    ``progress(cost, runs)``: called as runs stop training, with their number and their share of the
+    cell's cost (:meth:`AlphaCConfig.run_cost`)."""
     from dotattn.erm.experiment import ErmConfig, run_config
     ec = ErmConfig(d=d, alphas=tuple(alphas), inits=init, seeds=tuple(seeds), optimizer=cfg.optimizer,
                    steps=cfg.steps, tol=cfg.tol, test_samples=1, dtype=cfg.dtype, device=cfg.device,
                    teacher=cfg.teacher, train_offset=offset)
-    res = run_config(problem, ec)
+    finished = None
+    if progress is not None:
+        per_alpha = cfg.run_cost(d, np.asarray(ec.alphas))
+
+        def finished(mask: np.ndarray) -> None:  # mask (seeds, alphas, inits)
+            progress(float((mask.sum(axis=(0, 2)) * per_alpha).sum()), int(mask.sum()))
+    res = run_config(problem, ec, finished=finished)
     out: dict[str, dict[tuple[int, float], Any]] = {}
     for r in res.runs:
         out.setdefault(r.init, {})[(r.seed, r.alpha)] = r
     return out, res.device
 
 
-def _chunk(problem: Problem, cfg: AlphaCConfig, d: int, seeds: Sequence[int]) -> CellRuns:
-    """ERM for one chunk of seeds of a cell (see the module docstring for paired / nested)."""
+def _chunk(problem: Problem, cfg: AlphaCConfig, d: int, seeds: Sequence[int],
+           progress: Callable[[float, int], None] | None = None) -> CellRuns:
+    """ERM for one chunk of seeds of a cell (see the module docstring for paired / nested);
+    ``progress(cost, runs)`` as runs finish (:func:`_erm`)."""
     t0 = time.perf_counter()
     alphas = cfg.alphas
     pos_seeds = list(seeds) if cfg.paired else [s + UNPAIRED_OFFSET for s in seeds]
@@ -271,13 +302,13 @@ def _chunk(problem: Problem, cfg: AlphaCConfig, d: int, seeds: Sequence[int]) ->
     sem, pos, device = {}, {}, "cpu"
     for block, offset in blocks:
         if cfg.paired:
-            runs, device = _erm(problem, cfg, d, block, "both", seeds, offset)
+            runs, device = _erm(problem, cfg, d, block, "both", seeds, offset, progress)
             sem.update(runs["semantic"])
             pos.update(runs["positional"])
         else:
-            runs, device = _erm(problem, cfg, d, block, "semantic", seeds, offset)
+            runs, device = _erm(problem, cfg, d, block, "semantic", seeds, offset, progress)
             sem.update(runs["semantic"])
-            runs, _ = _erm(problem, cfg, d, block, "positional", pos_seeds, offset)
+            runs, _ = _erm(problem, cfg, d, block, "positional", pos_seeds, offset, progress)
             rename = dict(zip(pos_seeds, seeds))
             pos.update({(rename[s2], a): r for (s2, a), r in runs["positional"].items()})
     S, A = len(seeds), len(alphas)
@@ -308,10 +339,11 @@ def _key(*parts: Any) -> str:
 
 def run_cell(problem_dict: dict[str, Any], omega: float, d: int, config_dict: dict[str, Any],
              cache_dir: str | None = None, threads: int = 0,
-             progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+             progress: Callable[[float, int], None] | None = None) -> dict[str, Any]:
     """ERM of one (ω, d) cell, chunk by chunk (cached under ``cache_dir``); returns a :class:`CellRuns` row.
 
-    ``progress(k)`` is called after each chunk with its number of seeds.
+    ``progress(cost, runs)`` is called as runs finish training (every run, as it stops; a chunk read
+    from the cache at once), with their number and their share of :meth:`AlphaCConfig.cost`.
     """
     if threads:
         import torch
@@ -329,13 +361,13 @@ def run_cell(problem_dict: dict[str, Any], omega: float, d: int, config_dict: di
         cached = read_cache_unit(path, key)
         if cached is not None:
             part = CellRuns.from_row(cached["cell"])
+            if progress is not None:
+                progress(cfg.cost(d) * len(chunk) / cfg.seeds, cfg.runs_per_seed * len(chunk))
         else:
-            part = _chunk(problem, cfg, d, chunk)
+            part = _chunk(problem, cfg, d, chunk, progress)
             if path is not None:
                 write_cache_unit(path, key, cell=part.to_row())
         parts.append(part)
-        if progress is not None:
-            progress(len(chunk))
     return CellRuns.concat(parts).to_row()
 
 
@@ -524,13 +556,29 @@ def _theory_key(problem: Problem, omega: float, alphas: Sequence[float]) -> str:
 
 
 def _run_task(name: str, args: tuple, report: Callable[[], None] | None = None) -> dict:
-    """One ``"cell"`` or ``"theory"`` task (module level, so a process pool can run it)."""
+    """One ``"cell"`` or ``"theory"`` task (module level, so a process pool can run it). A cell run
+    without a progress callback of its own (on a pool) calls ``report()`` once per finished run."""
+    if name == "cell" and args[-1] is None and report is not None:
+        args = (*args[:-1], lambda cost, runs: [report() for _ in range(runs)])
     return {"cell": run_cell, "theory": theory_column}[name](*args)
+
+
+def check_supplied(config: AlphaCConfig, supplied: Mapping[tuple[float, int], CellRuns]) -> None:
+    """ParameterError (one line) when an included cell is also in ``config``'s grid without every seed the
+    config asks for: it would be used in place of the computed one, and those seeds never run."""
+    for (w, d), cell in sorted(supplied.items()):
+        if w in config.omegas and d in config.ds and not set(config.seed_list) <= set(cell.seeds):
+            have = f"{min(cell.seeds)}-{max(cell.seeds)}" if cell.seeds else "none"
+            raise ParameterError(f"cell omega = {w:g}, d = {d} is both in this study's grid (seeds "
+                                 f"{config.first_seed}-{config.first_seed + config.seeds - 1}) and included from "
+                                 f"another study (seeds {have}), which would be used in its place; leave that omega "
+                                 f"or d out of this run, or run its seeds into a folder of their own and include "
+                                 f"both")
 
 
 def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.PathLike | None = None,
               workers: int = 1, threads: int = 0, theory: bool = True, dask_address: Any = None,
-              progress: Callable[[float], None] | None = None,
+              progress: Callable[[float, int], None] | None = None,
               supplied: Mapping[tuple[float, int], CellRuns] | None = None) -> AlphaCStudy:
     """Every (ω, d) cell and theory column (cached, resumable), the crossings, summaries and fits.
 
@@ -544,8 +592,10 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
 
     ``workers`` > 1: cells and theory columns on a process pool; ``dask_address`` (a scheduler
     address or a ``distributed.Client``): on a Dask cluster instead (:func:`dotattn.core.runner.run_tasks`).
-    ``progress(cost)`` reports finished work in the units of :meth:`AlphaCConfig.cost` (per chunk
-    of seeds in-process, per cell on a pool or cluster).
+    ``progress(cost, runs)`` reports finished runs and their work in the units of
+    :meth:`AlphaCConfig.cost`: every run as it finishes in-process and on a pool (there each run
+    counts the mean cost of its cell's runs, the rest when the cell is done), per cell on a Dask
+    cluster; cells from the cache at once.
     """
     from dotattn.erm.config import ErmConfig
     from dotattn.erm.experiment import resolve_device
@@ -562,6 +612,7 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
     resolve_device(config.device)  # availability (ParameterError) before any computation
     t0 = time.perf_counter()
     supplied = dict(supplied or {})
+    check_supplied(config, supplied)
     wanted = {(w, d) for w in config.omegas for d in config.ds} | set(supplied)
     if supplied:
         from dataclasses import replace
@@ -596,11 +647,11 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
             cells[(w, d)] = CellRuns.from_row(hit["cell"])
             from_cache += 1
             if progress:
-                progress(config.cost(d))
+                progress(config.cost(d), config.runs_per_seed * config.seeds)
         else:
             chunk_progress = None
             if workers <= 1 and dask_address is None and progress is not None:
-                chunk_progress = (lambda k, d=d: progress(config.cost(d) * k / config.seeds))
+                chunk_progress = progress
             tasks.append(("cell", (problem.to_dict(), w, d, cfg_dict, str(cache) if cache else None, threads,
                                    chunk_progress)))
             keys[("cell", w, d)] = (key, path)
@@ -620,12 +671,23 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
             cell = CellRuns.from_row(res)
             cells[(cell.omega, cell.d)] = cell
             key, path = keys[("cell", cell.omega, cell.d)]
-            if not in_process and progress:
-                progress(config.cost(cell.d))
+            runs = config.runs_per_seed * config.seeds
+            if not in_process and progress and reported.get(i, 0) < runs:  # what the per-run reports did not count
+                progress(config.cost(cell.d) * (1 - reported.get(i, 0) / runs), runs - reported.get(i, 0))
         if path is not None:
             write_cache_unit(path, key, **{("result" if name == "theory" else "cell"): res})
 
-    run_tasks(_run_task, tasks, workers=workers, dask_address=dask_address, on_result=store)
+    reported: dict[int, int] = {}
+
+    def unit(i: int) -> None:
+        """One run of the cell task ``i`` finished on a pool worker."""
+        reported[i] = reported.get(i, 0) + 1
+        if progress and tasks[i][0] == "cell":
+            d = tasks[i][1][2]
+            progress(config.cost(d) / (config.runs_per_seed * config.seeds), 1)
+
+    run_tasks(_run_task, tasks, workers=workers, dask_address=dask_address, on_result=store,
+              on_unit=None if in_process else unit)
 
     ordered = [cells[(w, d)] for w in config.omegas for d in config.ds if (w, d) in wanted]
     all_x: list[SeedCrossing] = []

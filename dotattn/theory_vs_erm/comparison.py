@@ -81,6 +81,12 @@ class ComparisonRow:
     abs_diff: dict = field(default_factory=dict)
     diff_kind: dict = field(default_factory=dict)
 
+    def max_rel_quantity(self) -> str | None:
+        """The compared quantity whose relative difference is ``max_rel_diff`` (None if none is relative)."""
+        rel = [k for k in COMPARED.get(self.branch, ()) if self.diff_kind.get(k, RELATIVE) == RELATIVE
+               and self.rel_diff[k] == self.rel_diff[k]]
+        return max(rel, key=lambda k: abs(self.rel_diff[k])) if rel else None
+
     def near_zero(self) -> list[str]:
         """The compared quantities whose theory value is ≈ 0 (compared by absolute difference)."""
         return [k for k in COMPARED.get(self.branch, ()) if self.diff_kind.get(k) == ABSOLUTE]

@@ -1,4 +1,4 @@
-"""The theory's formulas evaluated at a finite-size run's exact overlaps (issue 14, item 2).
+"""The theory's formulas evaluated at a finite-size run's exact overlaps (the restart diagnostics).
 
 Given a run's overlaps ``q`` (r×r), ``θ`` (r×r_t), ``μ`` (L×r) and its teacher's exact overlaps
 ``ρ = σ² Q*ᵀQ*/d`` (r_t×r_t) and ``ν = Q*ᵀPᵀ/√d`` (r_t×L; the teacher's positional overlaps):

@@ -312,7 +312,7 @@ def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
     counts those of ``cells.csv``. IntegrityError (one line) at the first mismatch.
     """
     from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, StudyPart, cell_crossings
-    from dotattn.core.status import STATUS_CONVERGED
+    from dotattn.core.status import ERM_STATUSES, STATUS_CONVERGED
     folder = Path(folder)
     verify_folder(folder, kind="alpha-c")
     summary = read_verified_json(folder / "summary.json")
@@ -335,6 +335,9 @@ def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
             raise IntegrityError(f"{path}: row {i} has alpha = {a:g}, not on the study's grid")
         if np.isfinite(es) and np.isfinite(ep) and abs(dl - (es - ep)) > 1e-12 * max(abs(es), abs(ep), 1e-300):
             raise IntegrityError(f"{path}: row {i}: delta is not et_semantic - et_positional")
+        bad = next((x for x in (r.get("status_semantic"), r.get("status_positional")) if x not in ERM_STATUSES), None)
+        if bad is not None:
+            raise IntegrityError(f"{path}: row {i}: status {bad!r} is not one of {', '.join(ERM_STATUSES)}")
         if seed in grid.setdefault(key, {}) and a in grid[key][seed]:
             raise IntegrityError(f"{path}: row {i} repeats omega = {key[0]:g}, d = {key[1]}, seed {seed}, alpha = {a:g}")
         grid[key].setdefault(seed, {})[a] = r

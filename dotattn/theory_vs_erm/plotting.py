@@ -184,7 +184,8 @@ def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> F
     α_lin(ω) (dashed), and at every ω of the ERM study its crossing per d (mean and bootstrap
     interval, small offsets in ω per d) and the d → ∞ extrapolation with its interval. Bottom, one
     panel per ERM ω: the same crossings against 1/d (d → ∞ at 1/d = 0) on the scale of the
-    agreement, with the theory's α_c ± 2 s.e. as a band.
+    agreement, with the theory's α_c ± 2 s.e. as a band and the recorded 1/d fit (α_c(∞) + slope/d) as a
+    line; the first panel's y axis is labelled.
 
     ``theory``: the phase diagram's column summaries; ``erm``: the study's ``summary.json``
     ``omegas`` entries (``omega``, ``by_d``: ``d``, ``alpha_c``, ``ci``; ``extrapolated``: ``alpha_c``,
@@ -246,8 +247,14 @@ def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> F
         if x.get("alpha_c") is not None:
             sub.errorbar([0.0], [x["alpha_c"]], yerr=[[x["alpha_c"] - x["ci"][0]], [x["ci"][1] - x["alpha_c"]]],
                          fmt="D", ms=5, mfc="white", mec="tab:red", color="tab:red", capsize=3)
+            if x.get("model") == "1/d" and x.get("slope") is not None:  # the recorded fit: α_c(∞) + slope / d
+                inv = np.linspace(0.0, max(1.0 / b["d"] for b in o["by_d"]), 50)
+                sub.plot(inv, x["alpha_c"] + x["slope"] * inv, "-", color="tab:red", lw=1,
+                         label="1/d fit (weighted)")
         sub.set_title(rf"$\omega = {o['omega']:g}$", fontsize=9)
         sub.set_xlabel("1/d", fontsize=8)
+        if k == 0:
+            sub.set_ylabel(r"$\alpha_c$ (ERM crossing)", fontsize=8)
         sub.tick_params(labelsize=7)
         sub.set_xlim(left=-0.0003)
         sub.grid(alpha=0.25)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The state-evolution results of results/aim (issue 20), from a clean tree:
+# The state-evolution results of results/aim, from a clean tree:
 #   OMP_NUM_THREADS=1 bash results/aim/make.sh
 # Every folder records its own command (manifest.json, summary.json, the CSV comment).
 set -euo pipefail
@@ -51,7 +51,7 @@ dotattn aim figure --from $R/se_softmax_small_rho0.01 --from $R/se_softmax_small
   --from $R/se_softmax_small_rho0.0001 --x alpha_over_rho --title "softmax T = 2, small rho: weak recovery" \
   --out $R/weak_recovery_softmax.png
 
-# after merging aim-algo (its folders amp_*/, gd_*/): algorithm points on the state-evolution curves
+# with the algorithm folders amp_*/, gd_*/ (dotattn aim amp | gd): their points on the state-evolution curves
 dotattn aim figure --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T2_rho1 --points $R/amp_softmax_d100_rho0.5_T2 \
   --points $R/amp_softmax_d100_rho1_T2 --points $R/gd_softmax_d40_rho0.5_T2 \
   --title "softmax T = 2: state evolution, AMP (d = 100), GD (d = 40)" --out $R/mmse_softmax_algorithms.png

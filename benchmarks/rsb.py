@@ -1,0 +1,52 @@
+"""Time the zero-temperature 1RSB solver on the toy model (docs/rsb.md).
+
+One RS fixed point (positional branch, ω = 0.3, α = 1.25, default rule), then one 1RSB fixed point at
+y = 100 (the unit a scan is made of) and the whole `solve_rsb` (scan over y and root search), on the
+default 1RSB rules (Gauss–Hermite 6 outer × 4 inner). Wall and CPU time, iterations; results with
+provenance to benchmarks/results/rsb.json. Run from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from dotattn.core.io import provenance, write_json
+from dotattn.positional_semantic.catalogue import QuadratureSpec, solve
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.rsb import AttentionChannel, RSBOptions, RSBOverlaps, iterate_rsb, solve_rsb
+
+
+def _timed(fn):
+    w, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - w, time.process_time() - c
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--alpha", type=float, default=1.25)
+    ap.add_argument("--omega", type=float, default=0.3)
+    ap.add_argument("--out", default="benchmarks/results/rsb.json")
+    args = ap.parse_args()
+    problem = Problem(omega=args.omega)
+    cat = solve(problem, args.alpha, n_random=0, stability=False, quadrature=QuadratureSpec("gauss-hermite", 12, 6))
+    rs = next(e.result for e in cat.fixed_points if e.branch == "positional" and e.converged)
+    options = RSBOptions()
+    outer, inner = options.rules((problem.L, problem.rank, problem.teacher_rank))
+    point, w1, c1 = _timed(lambda: iterate_rsb(100.0, args.alpha, RSBOverlaps.from_rs(rs.overlaps, options.split),
+                                               outer, inner, AttentionChannel(problem), problem, options))
+    res, w2, c2 = _timed(lambda: solve_rsb(problem, args.alpha, rs, options))
+    rows = {"fixed_point_y100": {"status": point.status, "iterations": point.iterations, "wall_s": w1, "cpu_s": c1,
+                                 "train_loss": point.train_loss, "complexity": point.complexity},
+            "solve_rsb": {"status": res.status, "y": res.y, "fixed_points": len(res.scan),
+                          "iterations": res.iterations, "wall_s": w2, "cpu_s": c2, "train_loss": res.train_loss,
+                          "small_y_train_loss": res.small_y_train_loss, "rs_train_loss": res.rs_train_loss},
+            "nodes_per_step": outer.size * inner.size}
+    for k, v in rows.items():
+        print(k, v)
+    write_json(args.out, {**provenance(vars(args)), "results": rows})
+
+
+if __name__ == "__main__":
+    main()

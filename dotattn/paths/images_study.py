@@ -1,0 +1,522 @@
+"""The one-shot image study (``dotattn paths images``): a network with learned queries and keys trained
+by gradient descent on Omniglot episodes; the finite-width theory and its GP limit with those queries
+and keys frozen, the temperature chosen per width on the validation characters; head scores against
+the pruning drops of the trained network; a posterior-sampling check. Written as CSV + JSON + PNG with
+provenance and a manifest (docs/attention_paths.md, "One-shot images").
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from scipy import special, stats
+
+from dotattn.core.status import CONVERGED
+from dotattn.core.validation import ParameterError, check_int, check_number
+from dotattn.paths.analysis import POINT_COLUMNS, PathsPoint, head_scores, prune_heads
+from dotattn.paths.data import PathData
+from dotattn.paths.images import (N0, ROLES, CharacterSplit, Episodes, ImageSet, episode_tokens, make_episodes,
+                                  read_digits, read_fashion_mnist, read_omniglot, split_characters)
+from dotattn.paths.network import FactoredKernels, attention, path_inputs, path_kernel_diagonal, path_kernels
+from dotattn.paths.theory import N_RANGE, TEMPERATURE_RANGE, PathsModel, TheoryResult, gp_order_parameters, \
+    minimise_action, predict
+
+__all__ = ["ImageStudyConfig", "ImageData", "load_image_data", "run_image_study", "EVAL_SETS", "GD_FILE",
+           "HEAD_COLUMNS", "gibbs", "spearman_bootstrap", "IMAGE_STUDY_FILES"]
+
+EVAL_SETS: tuple[str, ...] = ("test", "fashion_mnist", "digits")
+"""Where accuracies are reported: Omniglot test characters (in distribution) and the two OOD sets."""
+GD_FILE = "gd_network.npz"
+HEAD_COLUMNS = ["layer", "head", "score", "rank"] + [f"{w}_{s}" for w in ("gd_accuracy_pruned", "gd_drop",
+                                                                          "theory_accuracy_pruned", "theory_drop")
+                                                     for s in EVAL_SETS]
+IMAGE_STUDY_FILES = ("summary.json", "points.csv", "selection.csv", "heads.csv", "gd_history.csv", GD_FILE,
+                     "episodes.png", "accuracy_vs_N.png", "U_smallest_N.png", "head_scores_pruning.png")
+P_RANGE = (10, 5000)
+"""Training episodes of the theory: below 10 the temperature choice is noise; the factored kernels
+make P = 5000 cost ~25 s per action evaluation (a P × P Cholesky factorisation and two P × P × 16·N0
+products)."""
+
+
+@dataclass(frozen=True)
+class ImageStudyConfig:
+    """Everything the study depends on (validates itself; ParameterError names the field)."""
+
+    omniglot: str
+    fashion_mnist: str
+    gd: Any = None  # GDConfig (imported lazily: torch)
+    P: int = 600
+    P_validation: int = 500
+    P_test: int = 1000
+    P_ood: int = 1000
+    widths: tuple[float, ...] = (10, 20, 50, 100, 200, 500, 1000, 10000)
+    temperatures: tuple[float, ...] = (0.01, 0.1, 1.0)
+    sigma2: float = 1.0
+    split_seed: int = 0
+    train_fraction: float = 0.6
+    validation_fraction: float = 0.2
+    seed: int = 0
+    bootstrap: int = 1000
+    sample_N: int = 10
+    sample_P: int = 100
+    sample_chains: int = 2
+    sample_warmup: int = 200
+    sample_draws: int = 200
+    sample_tree_depth: int = 10
+    theory_tol: float = 1e-8
+
+    def __post_init__(self) -> None:
+        for name in ("omniglot", "fashion_mnist"):
+            v = getattr(self, name)
+            if not isinstance(v, str) or not v.strip():
+                raise ParameterError(f"--{name.replace('_', '-')} must be a path, got {v!r}")
+        object.__setattr__(self, "P", check_int("P (training episodes of the theory)", self.P, *P_RANGE))
+        object.__setattr__(self, "P_validation", check_int("P-validation", self.P_validation, 10, 100_000))
+        object.__setattr__(self, "P_test", check_int("P-test", self.P_test, 10, 100_000))
+        object.__setattr__(self, "P_ood", check_int("P-ood", self.P_ood, 10, 100_000))
+        if not self.widths:
+            raise ParameterError("N grid is empty; give at least one width")
+        lo, hi = N_RANGE
+        object.__setattr__(self, "widths", tuple(sorted(check_number("N (width)", N, lo, False, hi,
+                                                                     f"in [{lo:g}, {hi:g}]") for N in self.widths)))
+        if not self.temperatures:
+            raise ParameterError("temperature grid is empty; give at least one temperature")
+        lo, hi = TEMPERATURE_RANGE
+        object.__setattr__(self, "temperatures", tuple(sorted(check_number("temperature", t, lo, False, hi,
+                                                                           f"in [{lo:g}, {hi:g}]")
+                                                              for t in self.temperatures)))
+        object.__setattr__(self, "sigma2", check_number("sigma2", self.sigma2, 1e-4, False, 1e4, "in [1e-4, 1e4]"))
+        for name in ("split_seed", "seed"):
+            object.__setattr__(self, name, check_int(name.replace("_", "-"), getattr(self, name), 0, 2**32 - 1))
+        object.__setattr__(self, "bootstrap", check_int("bootstrap", self.bootstrap, 10, 100_000))
+        object.__setattr__(self, "sample_N", check_int("sample-N (0: no sampling check)", self.sample_N, 0, 200))
+        object.__setattr__(self, "sample_P", check_int("sample-P", self.sample_P, 10, 2000))
+        object.__setattr__(self, "sample_chains", check_int("sample-chains", self.sample_chains, 1, 64))
+        object.__setattr__(self, "sample_warmup", check_int("sample-warmup", self.sample_warmup, 1, 100_000))
+        object.__setattr__(self, "sample_draws", check_int("sample-draws", self.sample_draws, 4, 100_000))
+        object.__setattr__(self, "sample_tree_depth", check_int("sample-tree-depth", self.sample_tree_depth, 1, 15))
+        object.__setattr__(self, "theory_tol", check_number("theory-tol", self.theory_tol, 1e-14, False, 1e-2,
+                                                            "in [1e-14, 1e-2]"))
+        if self.gd is None:
+            from dotattn.paths.images_gd import GDConfig
+            object.__setattr__(self, "gd", GDConfig())
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in asdict(self).items() if k != "gd"}
+        d["gd"] = self.gd.to_dict()
+        return d
+
+
+@dataclass(frozen=True)
+class ImageData:
+    """The image sets, the character split and the episodes of every part (with their tokens)."""
+
+    omniglot: ImageSet
+    ood: dict[str, ImageSet]
+    split: CharacterSplit
+    episodes: dict[str, tuple[ImageSet, Episodes]]
+    tokens: dict[str, np.ndarray]
+
+    def counts(self) -> dict[str, Any]:
+        return {"characters": {"train": len(self.split.train), "validation": len(self.split.validation),
+                               "test": len(self.split.test)},
+                "images": {"omniglot": int(len(self.omniglot.images)),
+                           **{k: int(len(v.images)) for k, v in self.ood.items()}},
+                "episodes": {k: int(len(e)) for k, (_, e) in self.episodes.items()}}
+
+
+def _rng(seed: int, stream: str) -> np.random.Generator:
+    index = {"theory_train": 0, "validation": 1, "test": 2, "fashion_mnist": 3, "digits": 4, "gd_epoch": 5}[stream]
+    return np.random.default_rng(np.random.SeedSequence([seed, index]))
+
+
+def load_image_data(config: ImageStudyConfig) -> ImageData:
+    """Read and standardise the three image sets, split Omniglot by character and draw every episode set
+    (seeded per set). Bad data (missing, incomplete, undecodable) raise ParameterError before anything
+    is written."""
+    om = read_omniglot(config.omniglot)
+    ood = {"fashion_mnist": read_fashion_mnist(config.fashion_mnist), "digits": read_digits()}
+    sp = split_characters(om.n_classes, (config.train_fraction, config.validation_fraction), config.split_seed)
+    eps = {"theory_train": (om, make_episodes(om, sp.train, config.P, _rng(config.seed, "theory_train"))),
+           "validation": (om, make_episodes(om, sp.validation, config.P_validation, _rng(config.seed, "validation"))),
+           "test": (om, make_episodes(om, sp.test, config.P_test, _rng(config.seed, "test")))}
+    for name, s in ood.items():
+        eps[name] = (s, make_episodes(s, np.arange(s.n_classes), config.P_ood, _rng(config.seed, name)))
+    tokens = {k: episode_tokens(s, e) for k, (s, e) in eps.items()}
+    return ImageData(om, ood, sp, eps, tokens)
+
+
+def gd_epoch_sampler(data: ImageData, config: ImageStudyConfig) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
+    """Fresh training-character episodes for each GD epoch (seeded by the epoch, so a resumed run
+    sees the same episodes)."""
+    def sample(epoch: int) -> tuple[np.ndarray, np.ndarray]:
+        rng = np.random.default_rng(np.random.SeedSequence([config.seed, 5, epoch]))
+        ep = make_episodes(data.omniglot, data.split.train, config.gd.epoch_episodes, rng)
+        return episode_tokens(data.omniglot, ep), ep.y
+    return sample
+
+
+def gibbs(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """Accuracy and loss of the mean predictor and of the Gibbs predictor (one posterior draw
+    f ~ N(mean, var)): Gibbs accuracy = ⟨Φ(y·mean/√var)⟩, Gibbs loss = bias² + variance."""
+    v = np.clip(var, 0.0, None)
+    z = np.where(v > 0, y * mean / np.sqrt(np.where(v > 0, v, 1.0)), np.where(y * mean > 0, np.inf, -np.inf))
+    bias2 = float(np.mean((mean - y) ** 2))
+    return {"accuracy": float(np.mean(np.sign(mean) == y)), "loss": bias2, "bias2": bias2,
+            "variance": float(np.mean(v)), "gibbs_accuracy": float(np.mean(special.ndtr(z))),
+            "gibbs_loss": bias2 + float(np.mean(v))}
+
+
+def accuracy_error(acc: float, n: int) -> float:
+    """Binomial standard error √(a(1−a)/n) of an accuracy on n independent episodes."""
+    return math.sqrt(max(acc * (1 - acc), 0.0) / n)
+
+
+def spearman_bootstrap(scores: np.ndarray, correct_base: np.ndarray, correct_pruned: np.ndarray, n_boot: int,
+                       rng: np.random.Generator) -> dict[str, float]:
+    """Spearman correlation between head scores (k,) and the accuracy drops of pruning each head,
+    drop_k = mean(correct_base) − mean(correct_pruned[k]) over the episodes (``correct_*``: booleans,
+    (P,) and (k, P)); 95 % percentile interval from ``n_boot`` resamples of the episodes."""
+    def rho(idx: np.ndarray) -> float:
+        drops = correct_base[idx].mean() - correct_pruned[:, idx].mean(axis=1)
+        if np.ptp(drops) == 0:
+            return float("nan")
+        return float(stats.spearmanr(scores, drops).statistic)
+    P = len(correct_base)
+    point = rho(np.arange(P))
+    boots = np.array([rho(rng.integers(0, P, P)) for _ in range(n_boot)])
+    boots = boots[np.isfinite(boots)]
+    lo, hi = (np.percentile(boots, [2.5, 97.5]) if len(boots) else (float("nan"), float("nan")))
+    return {"spearman": point, "low": float(lo), "high": float(hi), "resamples": int(len(boots))}
+
+
+@dataclass
+class ImageStudy:
+    config: ImageStudyConfig
+    data: ImageData
+    gd: Any = None
+    gd_eval: dict[str, Any] = field(default_factory=dict)
+    selection: list[PathsPoint] = field(default_factory=list)
+    points: list[PathsPoint] = field(default_factory=list)
+    per_N: dict[str, Any] = field(default_factory=dict)
+    heads: list[dict[str, Any]] = field(default_factory=list)
+    pruning: dict[str, Any] = field(default_factory=dict)
+    sample: dict[str, Any] | None = None
+    U_smallest: np.ndarray | None = None
+    path_names: tuple[str, ...] = ()
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _path_meta(L: int, H: int) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[int, ...], ...], tuple[str, ...]]:
+    import itertools
+    head_names = tuple(tuple(f"L{l + 1}H{h + 1}" for h in range(H)) for l in range(L))
+    keys = tuple(itertools.product(*[range(H) for _ in range(L)]))
+    names = tuple(">".join(head_names[l][k[l]] for l in range(L)) for k in keys)
+    return head_names, keys, names
+
+
+def path_data_sets(data: ImageData, weights: dict[str, np.ndarray], L: int, H: int, P_dense: int = 0
+                   ) -> dict[str, PathData]:
+    """One :class:`PathData` per evaluation part (validation, test, OOD), training kernels on the
+    theory's training episodes, all factored (:class:`FactoredKernels`), attention from the trained
+    queries and keys. ``P_dense`` > 0: also a part ``sample`` whose training kernels are dense on the
+    first ``P_dense`` training episodes (for the sampler) with the test part as test."""
+    from dotattn.paths.images_gd import key_query_matrices
+
+    Ws = key_query_matrices(weights)
+    xi = {}
+    for name, x in data.tokens.items():
+        om = [np.stack([attention(x, W) for W in layer]) for layer in Ws]
+        xi[name] = path_inputs(x, om, "mean")
+    head_names, keys, names = _path_meta(L, H)
+    tr = xi["theory_train"]
+    y = data.episodes["theory_train"][1].y
+    out = {}
+    for name in ("validation",) + EVAL_SETS:
+        out[name] = PathData(head_names=head_names, path_keys=keys, path_names=names,
+                             C_train=FactoredKernels(tr, tr), y_train=y, C_cross=FactoredKernels(xi[name], tr),
+                             C_diag=path_kernel_diagonal(xi[name]), y_test=data.episodes[name][1].y)
+    if P_dense:
+        sub = tr[:, :P_dense]
+        out["sample"] = PathData(head_names=head_names, path_keys=keys, path_names=names,
+                                 C_train=path_kernels(sub, sub), y_train=y[:P_dense],
+                                 C_cross=FactoredKernels(xi["test"], sub), C_diag=path_kernel_diagonal(xi["test"]),
+                                 y_test=data.episodes["test"][1].y)
+    return out
+
+
+def _evaluate(U: np.ndarray, d: PathData, model: PathsModel) -> dict[str, float]:
+    mean, var = predict(U, d.C_train, d.y_train, d.C_cross, d.C_diag, model)
+    return gibbs(mean, var, d.y_test)
+
+
+def _point(part: str, method: str, N: float, U: np.ndarray, ev: dict[str, float], model: PathsModel,
+           names: tuple[str, ...], res: TheoryResult | None) -> PathsPoint:
+    return PathsPoint(subset=part, method=method, N=N, temperature=model.temperature, accuracy=ev["accuracy"],
+                      loss=ev["loss"], variance=ev["variance"], status=res.status if res else CONVERGED,
+                      stationarity=res.stationarity if res else 0.0, iterations=res.iterations if res else 0,
+                      seconds=res.seconds if res else 0.0, paths=names, U=U)
+
+
+def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tuple[int, ...],
+                        progress: Callable[[str], None] | None) -> None:
+    """For every temperature: the GP limit and the saddle point at each width (largest first, each
+    started from the last converged one), scored on the validation episodes; per width (and for the GP)
+    the temperature of the best validation accuracy (ties: lower validation loss) is kept and evaluated
+    on the test and OOD parts."""
+    cfg = study.config
+    val = sets["validation"]
+    names = val.path_names
+    cand: dict[float, list[tuple[float, float, float, np.ndarray, TheoryResult | None]]] = {}
+    for T in cfg.temperatures:
+        gp_model = PathsModel(N=N_RANGE[1], temperature=T, sigma2=cfg.sigma2, heads=heads)
+        U_gp = gp_order_parameters(gp_model)[0]
+        ev = _evaluate(U_gp, val, gp_model)
+        study.selection.append(_point("validation", "gp", float("nan"), U_gp, ev, gp_model, names, None))
+        cand.setdefault(math.inf, []).append((ev["accuracy"], -ev["loss"], T, U_gp, None))
+        start = None
+        for N in sorted(cfg.widths, reverse=True):
+            model = PathsModel(N=N, temperature=T, sigma2=cfg.sigma2, heads=heads)
+            res = minimise_action(val.C_train, val.y_train, model, start=start, tol=cfg.theory_tol)
+            start = res.levels if res.converged else start
+            ev = _evaluate(res.U, val, model)
+            study.selection.append(_point("validation", "theory", N, res.U, ev, model, names, res))
+            if res.converged:
+                cand.setdefault(N, []).append((ev["accuracy"], -ev["loss"], T, res.U, res))
+            if progress:
+                progress(f"theory: T={T:<6g} N={N:<8g} {res.status:>13s} it={res.iterations:<4d} "
+                         f"stat={res.stationarity:.1e} validation accuracy {ev['accuracy']:.3f} ({res.seconds:.1f} s)")
+    for N in [math.inf] + list(cfg.widths):
+        if not cand.get(N):
+            study.per_N["gp" if N == math.inf else f"{N:g}"] = {"status": "no converged temperature"}
+            continue
+        acc, negloss, T, U, res = max(cand[N], key=lambda c: (c[0], c[1]))
+        method = "gp" if N == math.inf else "theory"
+        model = PathsModel(N=N_RANGE[1] if N == math.inf else N, temperature=T, sigma2=cfg.sigma2, heads=heads)
+        entry: dict[str, Any] = {"temperature": T, "validation_accuracy": acc, "validation_loss": -negloss,
+                                 "status": res.status if res else CONVERGED}
+        for part in EVAL_SETS:
+            ev = _evaluate(U, sets[part], model)
+            n = len(sets[part].y_test)
+            ev["accuracy_error"] = accuracy_error(ev["accuracy"], n)
+            entry[part] = ev
+            study.points.append(_point(part, method, float("nan") if N == math.inf else N, U, ev, model, names, res))
+        study.per_N["gp" if N == math.inf else f"{N:g}"] = entry
+
+
+def _pruning(study: ImageStudy, sets: dict[str, PathData], scores: np.ndarray, model: PathsModel, U: np.ndarray,
+             rng: np.random.Generator) -> None:
+    """Every head of the trained network pruned alone, then the two lowest-scoring together, with no
+    retraining; the same prunings in the theory (U of the smallest width); the rank correlations."""
+    from dotattn.paths.images_gd import predict_network, prune_mask
+
+    cfg = study.config
+    L, H = cfg.gd.layers, cfg.gd.heads
+    heads = [(l, h) for l in range(L) for h in range(H)]
+    order = np.argsort(scores, kind="stable")
+    lowest = [heads[i] for i in order[:2]]
+    base_correct, pruned_correct = {}, {}
+    rows = []
+    for part in EVAL_SETS:
+        x, y = study.data.tokens[part], sets[part].y_test
+        base_correct[part] = np.sign(predict_network(study.gd.weights, cfg.gd, x)) == y
+        pruned_correct[part] = np.array([np.sign(predict_network(study.gd.weights, cfg.gd, x,
+                                                                 prune_mask(L, H, [lh]))) == y for lh in heads])
+    theory_base = {p: _evaluate(U, sets[p], model)["accuracy"] for p in EVAL_SETS}
+    for k, (l, h) in enumerate(heads):
+        row: dict[str, Any] = {"layer": l + 1, "head": h + 1, "score": float(scores[k]),
+                               "rank": int(np.flatnonzero(order == k)[0]) + 1}
+        for part in EVAL_SETS:
+            g = float(pruned_correct[part][k].mean())
+            t = prune_heads(U, sets[part], model, [(l, h)]).accuracy
+            row.update({f"gd_accuracy_pruned_{part}": g, f"gd_drop_{part}": float(base_correct[part].mean()) - g,
+                        f"theory_accuracy_pruned_{part}": t, f"theory_drop_{part}": theory_base[part] - t})
+        rows.append(row)
+    study.heads = rows
+    two = {"heads": [f"L{l + 1}H{h + 1}" for l, h in lowest]}
+    for part in EVAL_SETS:
+        x, y = study.data.tokens[part], sets[part].y_test
+        acc = float(np.mean(np.sign(predict_network(study.gd.weights, cfg.gd, x, prune_mask(L, H, lowest))) == y))
+        n = len(y)
+        base = float(base_correct[part].mean())
+        two[part] = {"gd_accuracy": base, "gd_accuracy_error": accuracy_error(base, n),
+                     "gd_accuracy_pruned": acc, "gd_accuracy_pruned_error": accuracy_error(acc, n),
+                     "theory_accuracy": theory_base[part],
+                     "theory_accuracy_pruned": prune_heads(U, sets[part], model, lowest).accuracy}
+        two[part]["spearman_score_vs_gd_drop"] = spearman_bootstrap(scores, base_correct[part],
+                                                                    pruned_correct[part], cfg.bootstrap, rng)
+        td = np.array([r[f"theory_drop_{part}"] for r in rows])
+        two[part]["spearman_score_vs_theory_drop"] = float(stats.spearmanr(scores, td).statistic) \
+            if np.ptp(td) > 0 else float("nan")
+    study.pruning = two
+
+
+def _sampling_check(study: ImageStudy, sets: dict[str, PathData], heads: tuple[int, ...],
+                    progress: Callable[[str], None] | None) -> None:
+    """NUTS at N = sample_N on the first sample_P training episodes, temperature as chosen at the
+    smallest width, against the theory's saddle point on the same episodes (test accuracy)."""
+    from dotattn.paths.sampler import SamplerConfig, run_nuts, sampled_evaluation
+
+    cfg = study.config
+    d = sets["sample"]
+    small = f"{cfg.widths[0]:g}"
+    T = study.per_N.get(small, {}).get("temperature", cfg.temperatures[0])
+    model = PathsModel(N=cfg.sample_N, temperature=T, sigma2=cfg.sigma2, heads=heads)
+    th = minimise_action(d.C_train, d.y_train, model, tol=cfg.theory_tol)
+    th_ev = _evaluate(th.U, d, model)
+    sc = SamplerConfig(chains=cfg.sample_chains, warmup=cfg.sample_warmup, draws=cfg.sample_draws,
+                       max_tree_depth=cfg.sample_tree_depth, seed=cfg.seed)
+    if progress:
+        progress(f"sampling: NUTS N={cfg.sample_N} P={cfg.sample_P} T={T:g}, {cfg.sample_chains} chains of "
+                 f"{cfg.sample_warmup} + {cfg.sample_draws}")
+    res = run_nuts(d, model, sc)
+    ev, acc_err, loss_err = sampled_evaluation(res, d, model)
+    converged = res.rhat_max < 1.01 and res.divergences == 0 and res.ess_min >= 100
+    z = (res.U_mean - th.U) / res.U_mcse
+    study.sample = {"sampler": "NUTS over (a, V) with V0 integrated out", "N": cfg.sample_N, "P": cfg.sample_P,
+                    "temperature": T, "config": sc.to_dict(),
+                    "status": CONVERGED if converged else "not_converged",
+                    "accuracy_sampled": ev.accuracy, "accuracy_sampled_error": acc_err, "loss_sampled": ev.loss,
+                    "loss_sampled_error": loss_err, "accuracy_theory": th_ev["accuracy"],
+                    "loss_theory": th_ev["loss"], "theory_status": th.status,
+                    "U_max_abs_z": float(np.nanmax(np.abs(z))), "rhat_max": res.rhat_max, "ess_min": res.ess_min,
+                    "divergences": res.divergences, "seconds": res.seconds}
+
+
+def run_image_study(config: ImageStudyConfig, data: ImageData, out: Path,
+                    progress: Callable[[str], None] | None = None) -> ImageStudy:
+    """The whole study into ``out`` (GD weights reused from ``out/gd_network.npz`` when they were made
+    with the same settings; training resumes from ``out/gd_checkpoint.pt``)."""
+    from dotattn.paths.images_gd import CHECKPOINT_NAME, GDResult, predict_network, train_network
+
+    study = ImageStudy(config=config, data=data)
+    t0 = time.perf_counter()
+    gd_path = out / GD_FILE
+    gd = _read_gd(gd_path, config)
+    if gd is None:
+        gd = train_network(config.gd, gd_epoch_sampler(data, config), data.tokens["validation"],
+                           data.episodes["validation"][1].y, checkpoint=out / CHECKPOINT_NAME, progress=progress)
+        _write_gd(gd_path, gd, config)
+        (out / CHECKPOINT_NAME).unlink(missing_ok=True)
+    elif progress:
+        progress(f"gd: reusing the trained network in {gd_path}")
+    assert isinstance(gd, GDResult)
+    study.gd = gd
+    study.timings["gd_seconds"] = gd.seconds
+    for part in ("validation",) + EVAL_SETS:
+        y = data.episodes[part][1].y
+        acc = float(np.mean(np.sign(predict_network(gd.weights, config.gd, data.tokens[part])) == y))
+        study.gd_eval[part] = {"accuracy": acc, "accuracy_error": accuracy_error(acc, len(y))}
+    heads = (config.gd.heads,) * config.gd.layers
+    t1 = time.perf_counter()
+    sets = path_data_sets(data, gd.weights, config.gd.layers, config.gd.heads,
+                          P_dense=min(config.sample_P, config.P) if config.sample_N else 0)
+    study.path_names = sets["validation"].path_names
+    select_and_evaluate(study, sets, heads, progress)
+    study.timings["theory_seconds"] = time.perf_counter() - t1
+    small = f"{config.widths[0]:g}"
+    if "temperature" not in study.per_N.get(small, {}):
+        raise ParameterError(f"no temperature converged at the smallest width N = {small}: no head scores")
+    sel = next(p for p in study.points if p.method == "theory" and p.N == config.widths[0])
+    U = sel.U
+    study.U_smallest = U
+    model = PathsModel(N=config.widths[0], temperature=sel.temperature, sigma2=config.sigma2, heads=heads)
+    scores = np.concatenate(head_scores(U, sets["validation"]))
+    _pruning(study, sets, scores, model, U, np.random.default_rng(np.random.SeedSequence([config.seed, 7])))
+    if config.sample_N:
+        t2 = time.perf_counter()
+        _sampling_check(study, sets, heads, progress)
+        study.timings["sampling_seconds"] = time.perf_counter() - t2
+    study.timings["total_seconds"] = time.perf_counter() - t0
+    return study
+
+
+def _read_gd(path: Path, config: ImageStudyConfig):
+    """The trained network in ``path`` if it was made with ``config.gd`` on the same data settings, else None."""
+    from dotattn.paths.images_gd import GDResult
+
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            weights = {k[2:]: np.array(z[k]) for k in z.files if k.startswith("w_")}
+    except (OSError, ValueError, KeyError):
+        return None
+    if meta.get("key") != _gd_key(config):
+        return None
+    return GDResult(weights=weights, best_epoch=int(meta["best_epoch"]),
+                    best_validation_accuracy=float(meta["best_validation_accuracy"]),
+                    history=tuple(meta["history"]), status=str(meta["status"]), seconds=float(meta["seconds"]))
+
+
+def _gd_key(config: ImageStudyConfig) -> dict[str, Any]:
+    return {"gd": config.gd.to_dict(), "split_seed": config.split_seed, "seed": config.seed,
+            "train_fraction": config.train_fraction, "validation_fraction": config.validation_fraction,
+            "P_validation": config.P_validation}
+
+
+def _write_gd(path: Path, gd: Any, config: ImageStudyConfig) -> None:
+    import io
+
+    from dotattn.core.io import atomic_write_bytes
+    meta = {"key": _gd_key(config), "best_epoch": gd.best_epoch,
+            "best_validation_accuracy": gd.best_validation_accuracy, "history": list(gd.history),
+            "status": gd.status, "seconds": gd.seconds, "N0": N0, "roles": list(ROLES),
+            "shapes": {"V0": "(N, N0)", "V": "(L, H, N, N)", "a": "(N,)", "WQ": "(L, H, G, N0)",
+                       "WK": "(L, H, G, N0)"}}
+    buf = io.BytesIO()
+    np.savez_compressed(buf, meta=np.array(json.dumps(meta)), **{f"w_{k}": v for k, v in gd.weights.items()})
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _episode_rows(data: ImageData, k: int = 2) -> list[tuple[str, np.ndarray, float]]:
+    rows = []
+    for part, title in (("test", "Omniglot"), ("fashion_mnist", "FashionMNIST"), ("digits", "digits")):
+        s, e = data.episodes[part]
+        for i in range(k):
+            rows.append((title, s.images[e.index[i]], float(e.y[i])))
+    return rows
+
+
+def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str, Any]:
+    """points.csv (test/OOD per width at the chosen temperature), selection.csv (every temperature on the
+    validation episodes), heads.csv, gd_history.csv, summary.json, the figures and the manifest."""
+    from dotattn.core.io import provenance, save_figure, write_csv, write_json, write_manifest
+    from dotattn.paths import images_plotting as plots
+
+    cfg, data = study.config, study.data
+    prov = provenance({**cfg.to_dict(), "command": command}, seconds=study.timings.get("total_seconds"))
+    comment = "dotattn paths images; provenance: " + json.dumps(prov, separators=(",", ":"))
+    write_csv(folder / "points.csv", [p.to_row() for p in study.points], POINT_COLUMNS, comment=comment)
+    write_csv(folder / "selection.csv", [p.to_row() for p in study.selection], POINT_COLUMNS, comment=comment)
+    write_csv(folder / "heads.csv", study.heads, HEAD_COLUMNS, comment=comment)
+    write_csv(folder / "gd_history.csv", list(study.gd.history), ["epoch", "train_loss", "validation_accuracy",
+                                                                   "seconds"], comment=comment)
+    summary = {
+        "provenance": prov, "temperature_selected_on": "validation",
+        "selection_rule": "per width, the temperature of the grid with the highest validation accuracy "
+                          "(ties: lower validation loss) among converged saddle points",
+        "split": {**data.split.to_dict(), "class_names": list(data.omniglot.class_names)},
+        "counts": data.counts(), "tokens": {"N0": N0, "T": 48, "roles": list(ROLES)},
+        "paths": list(study.path_names),
+        "gd": {"config": cfg.gd.to_dict(), "status": study.gd.status, "best_epoch": study.gd.best_epoch,
+               "epochs_run": len(study.gd.history), "seconds": study.gd.seconds, **study.gd_eval},
+        "per_N": study.per_N, "U_smallest_N": study.U_smallest, "head_scores_N": cfg.widths[0],
+        "heads": study.heads, "pruning": study.pruning, "sampling_check": study.sample,
+        "timings": study.timings, "files": list(IMAGE_STUDY_FILES)}
+    write_json(folder / "summary.json", summary)
+    meta = {"command": command, "git_commit": prov["git_commit"]}
+    save_figure(plots.figure_episodes(_episode_rows(data)), folder / "episodes.png", meta)
+    save_figure(plots.figure_accuracy_vs_N(study.per_N, study.gd_eval, EVAL_SETS, study.sample),
+                folder / "accuracy_vs_N.png", meta)
+    save_figure(plots.figure_U(study.U_smallest, study.path_names, cfg.widths[0]), folder / "U_smallest_N.png", meta)
+    save_figure(plots.figure_heads(study.heads, study.pruning, EVAL_SETS), folder / "head_scores_pruning.png", meta)
+    write_manifest(folder, IMAGE_STUDY_FILES, prov["parameters"], command=command, provenance_record=prov)
+    return summary

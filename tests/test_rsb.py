@@ -1,0 +1,195 @@
+"""One-step RSB at zero temperature (docs/rsb.md): finite differences of the potential, the RS
+limits, the two discretisations of the hats, and the collapse to RS of a convex problem."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from dotattn.positional_semantic.loss_channel import hat_update
+from dotattn.positional_semantic.overlaps import Overlaps
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.quadrature import gauss_hermite
+from dotattn.positional_semantic.regulariser import regulariser_potential
+from dotattn.positional_semantic.overlaps import Hats
+from dotattn.positional_semantic.rsb import (COLLAPSED, AttentionChannel, NodeAverages, RSBHats, RSBOptions,
+                                             RSBOverlaps, hats_from_channel, iterate_rsb, potential_y_derivative,
+                                             rsb_loss_channel, rsb_overlap_update, rsb_potential, rsb_regulariser)
+from dotattn.core.status import CONVERGED
+
+PROBLEM = Problem(omega=0.3)
+# a state near the toy model's positional fixed point at alpha = 1.25, with a semantic overlap so that
+# every derivative (through C0, B, D and C1) is exercised
+STATE = RSBOverlaps(q0=[[0.036]], q1=[[0.0476]], V=[[14.9]], theta=[[0.05]], mu=[[0.2515], [-0.2515]])
+OUTER, INNER = gauss_hermite(4, 4), gauss_hermite(2, 3)
+
+
+def _phi(ov, y=300.0, form="gradient", inner=INNER):
+    return rsb_loss_channel(ov, y, OUTER, inner, AttentionChannel(PROBLEM), PROBLEM.rho, form=form)
+
+
+def test_gradient_form_is_the_gradient_of_the_discretised_potential():
+    """Central differences (step 1e-6 relative; the envelope is smooth between prox jumps, and no node
+    crosses one over this step) against the envelope-theorem gradients: agree to 1e-5 relative."""
+    ch = _phi(STATE)
+    for name in ("V", "q1", "q0", "theta"):
+        a = np.asarray(getattr(STATE, name))
+        eps = 1e-6 * abs(float(a[0, 0]))
+        up = dataclasses.replace(STATE, **{name: a + eps})
+        dn = dataclasses.replace(STATE, **{name: a - eps})
+        fd = (_phi(up).phi - _phi(dn).phi) / (2 * eps)
+        assert fd == pytest.approx(getattr(ch, "grad_" + name)[0, 0], rel=1e-5), name
+    e = np.array([[1.0], [0.0]])
+    eps = 1e-6
+    fd = (_phi(dataclasses.replace(STATE, mu=STATE.mu + eps * e)).phi
+          - _phi(dataclasses.replace(STATE, mu=STATE.mu - eps * e)).phi) / (2 * eps)
+    assert fd == pytest.approx(ch.grad_mu[0, 0], rel=1e-5)
+
+
+def test_stein_and_gradient_forms_agree_as_the_inner_rule_is_refined():
+    """The two forms are different discretisations of the same integrals: their gap in ∂Φ/∂q1 and
+    ∂Φ/∂μ shrinks as the inner rule is refined (orders 3 → 10), to below 2 % at order 10."""
+    gaps = []
+    for order in (3, 10):
+        inner = gauss_hermite(2, order)
+        s, g = _phi(STATE, inner=inner, form="stein"), _phi(STATE, inner=inner, form="gradient")
+        gaps.append([abs(s.grad_q1[0, 0] / g.grad_q1[0, 0] - 1), abs(s.grad_mu[0, 0] / g.grad_mu[0, 0] - 1)])
+        assert s.phi == g.phi and np.array_equal(s.grad_V, g.grad_V)
+    gaps = np.array(gaps)
+    assert np.all(gaps[1] < 0.02), gaps
+    assert np.all(gaps[1] < gaps[0]), gaps
+
+
+def test_equal_overlaps_give_the_rs_loss_channel():
+    """Δ = q1 − q0 → 0: Φ_ℓ is −E[M] of the RS loss channel at q = q0 on the same outer rule (the
+    inner nodes all coincide); 1e-9 relative is the effect of Δ = 1e-14."""
+    ov = dataclasses.replace(STATE, q1=STATE.q0 + 1e-14)
+    rs = Overlaps(q=ov.q0, V=ov.V, theta=ov.theta, mu=ov.mu)
+    envelope = hat_update(rs, 1.0, OUTER, PROBLEM, symmetry=False).envelope
+    assert _phi(ov).phi == pytest.approx(-envelope, rel=1e-9)
+
+
+def test_small_y_gives_the_average_envelope():
+    """y → 0: (1/y) E_0 log E_1 e^{−yM} → −E_0 E_1 M = −E[M] at total covariance q1, on the product rule.
+    The correction is −y E_0 Var_1(M)/2 (≈ −5e-10 at y = 1e-3 here): it must shrink tenfold with y."""
+    gaps = []
+    for y in (1e-3, 1e-4):
+        ch = _phi(STATE, y=y)
+        gaps.append(ch.phi + ch.mean_m)
+    assert gaps[0] < 0 and gaps[1] < 0
+    assert abs(gaps[0]) < 1e-6 * abs(ch.mean_m)
+    assert gaps[1] / gaps[0] == pytest.approx(0.1, rel=0.05)
+
+
+def _hats():
+    return RSBHats(q0_hat=[[6e-5]], q1_hat=[[9e-5]], V_hat=[[0.027]], theta_hat=[[0.01]], mu_hat=[[0.002], [-0.002]])
+
+
+def test_regulariser_channel_reduces_to_rs_and_its_updates_are_stationary():
+    """Ψ_w at q̂1 = q̂0 is the RS Ψ_w; and at overlaps = rsb_overlap_update(hats) the potential is
+    stationary in every hat (central differences, step 1e-7 relative: < 1e-6 of the hat's scale)."""
+    y, alpha = 200.0, 1.25
+    h = _hats()
+    same = dataclasses.replace(h, q0_hat=h.q1_hat)
+    rs = Hats(q_hat=h.q1_hat, V_hat=h.V_hat, theta_hat=h.theta_hat, mu_hat=h.mu_hat)
+    assert rsb_regulariser(same, y, PROBLEM.sigma, PROBLEM.ridge, PROBLEM.G) == pytest.approx(
+        regulariser_potential(rs, PROBLEM), rel=1e-12)
+    ov = rsb_overlap_update(h, y, PROBLEM.sigma, PROBLEM.ridge, PROBLEM.G)
+
+    def phi(hh):
+        return rsb_potential(ov, hh, 0.0, y, alpha, PROBLEM.sigma, PROBLEM.ridge, PROBLEM.G)
+
+    for name in ("q0_hat", "q1_hat", "V_hat", "theta_hat"):
+        a = np.asarray(getattr(h, name))
+        eps = 1e-7 * abs(float(a[0, 0]))
+        fd = (phi(dataclasses.replace(h, **{name: a + eps})) - phi(dataclasses.replace(h, **{name: a - eps}))) / (2 * eps)
+        scale = max(abs(float(np.asarray(getattr(ov, k))[0, 0])) for k in ("q0", "q1", "V"))
+        assert abs(fd) < 1e-6 * scale, (name, fd)
+
+
+def test_y_derivative_of_the_potential():
+    """∂Φ/∂y at fixed order parameters against a central difference in y (step 1e-4 relative)."""
+    y, alpha = 200.0, 1.25
+    h = _hats()
+    ch = _phi(STATE, y=y)
+    analytic = potential_y_derivative(STATE, h, ch, y, alpha, PROBLEM.sigma, PROBLEM.ridge, PROBLEM.G)
+
+    def phi(yy):
+        return rsb_potential(STATE, h, _phi(STATE, y=yy).phi, yy, alpha, PROBLEM.sigma, PROBLEM.ridge, PROBLEM.G)
+
+    eps = 1e-4 * y
+    assert analytic == pytest.approx((phi(y + eps) - phi(y - eps)) / (2 * eps), rel=1e-5)
+
+
+@dataclasses.dataclass(frozen=True)
+class _SquareChannel:
+    """ℓ(h, h*) = ½(h − h*)² for L = r = r_t = 1: convex, prox in closed form."""
+
+    shape: tuple[int, int, int] = (1, 1, 1)
+
+    def prox(self, centre, h_star, V, warm=None) -> NodeAverages:
+        v = float(V[0, 0])
+        h = (centre + v * h_star) / (1 + v)
+        f = (h - centre) / v
+        value = 0.5 * (centre - h_star)[:, 0, 0] ** 2 / (1 + v)
+        return NodeAverages(value=value, h=h, f=f, ff=(f[:, :, :, None] * f[:, :, None, :]).sum(axis=1), g=h_star - h)
+
+
+def test_convex_problem_collapses_to_rs():
+    """Square loss with ridge (convex, a unique minimum): from q0 = 0.5 q1 the 1RSB iteration drives
+    q1 − q0 to zero (status collapsed) at every y."""
+    ridge = SimpleNamespace(sigma=1.0, ridge=0.1, G=np.zeros((1, 1)), rho=np.eye(1))
+    outer, inner = gauss_hermite(2, 8), gauss_hermite(1, 8)
+    init = RSBOverlaps(q0=[[0.2]], q1=[[0.4]], V=[[1.0]], theta=[[0.3]], mu=[[0.0]])
+    for y in (1.0, 10.0):
+        pt = iterate_rsb(y, 2.0, init, outer, inner, _SquareChannel(), ridge, RSBOptions(max_iter=2000))
+        assert pt.status == COLLAPSED, (y, pt.message)
+
+
+def _toy_saddles(inner_order: int, ys: tuple[float, ...]):
+    opts = RSBOptions(outer_order=4, inner_order=inner_order)
+    outer, inner = opts.rules((2, 1, 1))
+    init = RSBOverlaps(q0=[[0.04]], q1=[[0.0476]], V=[[14.5]], theta=[[0.0]], mu=[[0.2515], [-0.2515]])
+    pts = {}
+    for y in ys:
+        pts[y] = iterate_rsb(y, 1.25, init, outer, inner, AttentionChannel(PROBLEM), PROBLEM, opts)
+        assert pts[y].status == CONVERGED, pts[y].message
+        init = pts[ys[0]].overlaps
+    return pts
+
+
+def test_fixed_y_iteration_converges():
+    """Toy model, positional branch (α = 1.25, ω = 0.3), small rules: the fixed-y iteration converges to
+    1e-8 with q0 strictly inside (0, q1), and is a fixed point of the map (one more step moves nothing)."""
+    pt = _toy_saddles(3, (100.0,))[100.0]
+    assert 0 < pt.overlaps.q0[0, 0] < pt.overlaps.q1[0, 0]
+    assert pt.residual < 1e-8 and np.isfinite(pt.train_loss) and np.isfinite(pt.complexity)
+
+
+@pytest.mark.slow
+def test_complexity_is_the_slope_of_e_t_along_the_saddles():
+    """Envelope theorem: de_t/dy along the saddles = Σ(y)/y². Central difference of e_t over y = 90, 110
+    against Σ(100)/100². The Stein-form saddle is stationary for the continuum potential, not exactly for
+    its discretisation, so the two agree only as the inner rule is refined: measured ratio 0.51 at 3
+    inner points per axis, 1.07 at 6; the test asks 15 % at 6."""
+    pts = _toy_saddles(6, (100.0, 90.0, 110.0))
+    slope = (pts[110.0].train_loss - pts[90.0].train_loss) / 20.0
+    assert slope == pytest.approx(pts[100.0].complexity / 100.0**2, rel=0.15)
+
+
+@pytest.mark.parametrize("args, name", [(["--rsb-orders", "4,3"], "rsb-orders"),
+                                        (["--rsb", "1", "--rsb-y", "0,10"], "y_grid")])
+def test_cli_refuses_bad_rsb_options_before_computing(tmp_path, args, name):
+    """One line naming the option, exit 2, no folder written, before the RS solve starts."""
+    import subprocess
+
+    from clitools import ENV, dotattn_command
+    out = tmp_path / "out"
+    res = subprocess.run(dotattn_command() + ["solve", "--alpha", "1", *args, "--out", str(out)],
+                         capture_output=True, text=True, env=ENV, timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert name in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not out.exists()
