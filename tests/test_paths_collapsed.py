@@ -111,3 +111,16 @@ def test_collapsed_nuts_matches_the_one_dimensional_closed_form():
         assert res.divergences == 0 and res.rhat_max < 1.01
         assert abs(res.U_mean[0, 0] - exact) < 4 * res.U_mcse[0, 0], (N, res.U_mean, exact)
         assert np.isfinite(scalar_renormalisation(C, y, N, 0.05))
+
+
+@pytest.mark.parametrize("args,name", [(["--N", "0.5"], "N"), (["--N", "2e6"], "N"), (["--chains", "0"], "chains"),
+                                       (["--draws", "3"], "draws"), (["--P", "3"], "P")])
+def test_cli_collapsed_refuses_bad_input(tmp_path, capsys, args, name):
+    """One line naming the parameter, exit 2, no folder, before any computation."""
+    from dotattn.cli.main import main
+    out = tmp_path / "s"
+    with pytest.raises(SystemExit) as err:
+        main(["paths", "sample", "--collapsed", *args, "--out", str(out)])
+    msg = capsys.readouterr().err.strip()
+    assert err.value.code == 2 and name in msg and len(msg.splitlines()) == 1, msg
+    assert not out.exists()
