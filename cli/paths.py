@@ -112,7 +112,11 @@ def _interruption(label: str) -> Iterator[None]:
 
 @paths.command("sample", short_help="NUTS samples of the posterior: U, accuracy and loss against the theory.")
 @task_options
-@click.option("--N", "N", type=float, default=10, show_default=True, help="Width N, an integer in [1, 200].")
+@click.option("--N", "N", type=float, default=10, show_default=True,
+              help="Width N, an integer in [1, 200] ([1, 1e6] with --collapsed).")
+@click.option("--collapsed", is_flag=True,
+              help="Sample the order parameters (U_1, ..., U_L, U_a) of the exact collapsed posterior instead of "
+                   "the weights: same posterior of U, a chain whose dimension does not grow with N.")
 @click.option("--chains", type=int, default=4, show_default=True, help="NUTS chains (run one after the other), in [1, 64].")
 @click.option("--warmup", type=int, default=300, show_default=True, help="Warm-up steps per chain, in [1, 1e5].")
 @click.option("--draws", type=int, default=300, show_default=True, help="Kept draws per chain, in [4, 1e5].")
@@ -124,10 +128,11 @@ def _interruption(label: str) -> Iterator[None]:
 @click.option("--quiet", is_flag=True, help="No progress and no table.")
 def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: int, beta: float, seed: int,
            temperature: float, sigma2: float, N: float, chains: int, warmup: int, draws: int, target_accept: float,
-           max_tree_depth: int, sampler_seed: int, out: str, quiet: bool) -> None:
+           max_tree_depth: int, sampler_seed: int, out: str, quiet: bool, collapsed: bool = False) -> None:
     """NUTS samples of the posterior (float64, several chains): U, accuracy and loss against the theory.
 
-    The read-in weights are integrated out exactly; the others are sampled. Writes R-hat, ESS and
+    The read-in weights are integrated out exactly; the others are sampled (or, with --collapsed,
+    the nested Wishart chain of the order parameters times the Gaussian marginal likelihood). Writes R-hat, ESS and
     divergences, the sampled U with its Monte-Carlo errors, the theory's U and the per-entry z-scores.
     Needs the paths extra (pip install "dotattn[paths]").
     """
@@ -139,7 +144,11 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
     model = PathsModel(N=N, temperature=temperature, sigma2=sigma2, heads=heads)
     config = SamplerConfig(chains=chains, warmup=warmup, draws=draws, target_accept=target_accept,
                            max_tree_depth=max_tree_depth, seed=sampler_seed)
-    config.check(model)
+    if collapsed:
+        from dotattn.paths.collapsed import check_collapsed
+        check_collapsed(model, config)
+    else:
+        config.check(model)
     for name in ("jax", "numpyro"):  # present, but not imported here: JAX runs in the sampler's own process
         if importlib.util.find_spec(name) is None:
             raise missing_extra("paths sample", ModuleNotFoundError(name=name))
@@ -159,7 +168,11 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
         data = markov_path_data(tk)
         theory_result = minimise_action(data.C_train, data.y_train, model)
         # NUTS in a process of its own: a signal stops it between two Python steps here, never inside JAX
-        result = run_isolated(run_nuts, data, model, config, not quiet and sys.stderr.isatty())
+        if collapsed:
+            from dotattn.paths.collapsed import run_collapsed
+            result = run_isolated(run_collapsed, data.C_train, data.y_train, model, config, None)
+        else:
+            result = run_isolated(run_nuts, data, model, config, not quiet and sys.stderr.isatty())
         evaluation = sampled_evaluation(result, data, model)
         s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, command_line())
     if not quiet:

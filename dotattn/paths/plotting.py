@@ -12,7 +12,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.paths.data import PathData
 
 __all__ = ["figure_accuracy_loss", "figure_U_heatmaps", "figure_path_kernels", "figure_alignment",
-           "figure_head_scores", "figure_sample"]
+           "figure_head_scores", "figure_sample", "figure_U_vs_N", "figure_gap_vs_N"]
 
 SUBSET_STYLE = {"all": ("tab:blue", "all paths"), "good": ("tab:green", "good path only"),
                 "good+denoising": ("tab:orange", "good + denoising")}
@@ -151,4 +151,55 @@ def figure_sample(U: np.ndarray, U_theory: np.ndarray, z: np.ndarray, names: Seq
     ax1.legend(fontsize=7)
     _heat(ax2, z, names, "z = (sampled mean - theory) / MCSE", max(3.0, float(np.max(np.abs(z)))))
     fig.tight_layout()
+    return fig
+
+
+def figure_U_vs_N(per_N: dict[str, dict[str, Any]], names: Sequence[str]) -> Figure:
+    """The large entries of U against N: saddle point (line), first-order mean estimate (dashed), collapsed
+    posterior mean ± 2 Monte-Carlo errors (circles), NUTS over the weights ± 2 errors (squares)."""
+    entries = [(0, 0), (1, 1), (0, 1)]
+    fig = Figure(figsize=(13, 4))
+    axes = fig.subplots(1, len(entries))
+    Ns = sorted(per_N, key=float)
+    for ax, (i, j) in zip(axes, entries):
+        if i >= len(names) or j >= len(names):
+            ax.set_visible(False)
+            continue
+        x = [float(n) for n in Ns]
+        ax.plot(x, [per_N[n]["U"][i][j] for n in Ns], "-", color="tab:blue", label="saddle point")
+        lap = [(float(n), per_N[n]["U_mean_1overN"][i][j]) for n in Ns if "U_mean_1overN" in per_N[n]]
+        if lap:
+            ax.plot(*zip(*lap), "--", color="tab:orange", label="saddle point + O(1/N) mean correction")
+        for key, se_key, fmt, label in (("U_collapsed", "U_collapsed_mcse", "o", "collapsed posterior mean"),
+                                        ("U_sampled", "U_sampled_mcse", "s", "NUTS over the weights")):
+            pts = [(float(n), per_N[n][key][i][j], 2 * per_N[n][se_key][i][j]) for n in Ns
+                   if key in per_N[n] and se_key in per_N[n]]
+            if pts:
+                xs, ys, es = zip(*pts)
+                ax.errorbar(xs, ys, yerr=es, fmt=fmt, mfc="none", ms=7, capsize=3, label=f"{label} ± 2 se")
+        ax.set_xscale("log")
+        ax.set_xlabel("width N")
+        ax.set_title(f"U[{names[i]}, {names[j]}]")
+    axes[0].legend(fontsize=7)
+    return fig
+
+
+def figure_gap_vs_N(gap: dict[str, Any]) -> Figure:
+    """N × relative gap (collapsed mean − saddle point)/saddle point against N, ± 2 Monte-Carlo errors:
+    flat means a gap falling like 1/N."""
+    fig = Figure(figsize=(6, 4))
+    ax = fig.subplots()
+    labels = {(0, 0): "good", (1, 1): "denoising", (0, 1): "good, denoising"}
+    for (i, j), lab in labels.items():
+        pts = [r for r in gap["rows"] if r["entry"] == [i, j]]
+        if not pts:
+            continue
+        N = np.array([r["N"] for r in pts])
+        ax.errorbar(N, N * np.array([r["gap"] for r in pts]), yerr=2 * N * np.array([r["gap_error"] for r in pts]),
+                    fmt="o-", capsize=3, label=lab)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_xscale("log")
+    ax.set_xlabel("width N")
+    ax.set_ylabel("N × relative gap of the saddle point")
+    ax.legend(fontsize=8)
     return fig

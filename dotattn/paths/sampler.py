@@ -53,7 +53,8 @@ class SamplerConfig:
             raise ParameterError(f"chains x draws must be <= 1000000, got {self.chains * self.draws}")
 
     def check(self, model: PathsModel) -> int:
-        """The width as an integer in [1, MAX_SAMPLE_N] (sampling needs actual weight matrices)."""
+        """The width as an integer in [1, MAX_SAMPLE_N] (sampling the weights needs actual weight matrices;
+        the collapsed sampler checks its own range, :func:`dotattn.paths.collapsed.check_collapsed`)."""
         N = model.N
         if not float(N).is_integer() or not 1 <= N <= MAX_SAMPLE_N:
             raise ParameterError(f"N (width) for sampling must be an integer in [1, {MAX_SAMPLE_N}], got {N:g}")
@@ -78,6 +79,9 @@ class SampleResult:
     mean_steps: float
     step_sizes: tuple[float, ...]
     seconds: float
+    method: str = "weights"
+    """``weights`` (NUTS over a, V^{(ℓ)h}) or ``collapsed`` (NUTS over the order parameters,
+    :mod:`dotattn.paths.collapsed`)."""
 
     @property
     def U_mean(self) -> np.ndarray:
@@ -92,7 +96,8 @@ class SampleResult:
         return {"N": self.N, "chains": int(self.U.shape[0]), "draws_per_chain": int(self.U.shape[1]),
                 "divergences": self.divergences, "rhat_max": self.rhat_max, "ess_min": self.ess_min,
                 "rhat_U": self.rhat, "ess_U": self.ess, "mean_leapfrog_steps": self.mean_steps,
-                "step_sizes": list(self.step_sizes), "seconds": self.seconds}
+                "step_sizes": list(self.step_sizes), "seconds": self.seconds,
+                "method": self.method}
 
 
 def _numpyro_model(C: Any, y: Any, N: int, heads: tuple[int, ...], sigma: float, temperature: float,

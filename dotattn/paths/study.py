@@ -19,6 +19,7 @@ from dotattn.core.io import IntegrityError, provenance, save_figure, write_csv, 
 from dotattn.paths.analysis import (POINT_COLUMNS, PathsPoint, alignment, evaluate, head_scores, path_alignments,
                                     prune_head)
 from dotattn.paths.data import PathData, markov_path_data, subset_heads
+from dotattn.paths.finite_n import COORDINATES, laplace_mean
 from dotattn.paths.task import SUMMARY_ORDER, MarkovTask
 from dotattn.paths.theory import PathsModel, TheoryResult, gp_order_parameters, kernel, minimise_action
 from dotattn.core.rows import read_float
@@ -72,6 +73,8 @@ class Study:
     points: list[PathsPoint] = field(default_factory=list)
     results: dict[float, TheoryResult] = field(default_factory=dict)
     samples: dict[float, dict[str, Any]] = field(default_factory=dict)
+    collapsed: dict[float, dict[str, Any]] = field(default_factory=dict)
+    means: dict[float, Any] = field(default_factory=dict)
     heads: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -117,11 +120,14 @@ def run_theory_study(config: StudyConfig, samples: Sequence[dict[str, Any]] = ()
             if progress:
                 progress(f"{subset:>15s} N={N:<8g} {res.status:>13s} it={res.iterations:<4d} "
                          f"stat={res.stationarity:.1e} acc={study.points[-1].accuracy:.3f} ({res.seconds:.2f} s)")
+    for N, res in study.results.items():
+        study.means[N] = laplace_mean(res, data.C_train, data.y_train, config.model(N, data.heads))
     for s in samples:
         N = float(s["N"])
-        study.samples[N] = s
-        model = config.model(N, data.heads)
-        study.points.append(PathsPoint(subset="all", method="sampled", N=N, temperature=config.temperature,
+        collapsed = s.get("parameters", {}).get("method") == "collapsed"
+        (study.collapsed if collapsed else study.samples)[N] = s
+        study.points.append(PathsPoint(subset="all", method="collapsed" if collapsed else "sampled", N=N,
+                                       temperature=config.temperature,
                                        accuracy=read_float(s["accuracy_sampled"]),
                                        accuracy_error=read_float(s["accuracy_error"]),  # null (NaN): one chain
                                        loss=read_float(s["loss_sampled"]), loss_error=read_float(s["loss_error"]),
@@ -207,10 +213,22 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
                     pt = next(p for p in study.points if p.subset == subset and p.method == method
                               and (method == "gp" or p.N == N))
                     entry[f"accuracy_{method}_{subset}"] = pt.accuracy
+        mean = study.means.get(N)
+        if mean is not None:
+            entry.update({"U_mean_1overN": _reorder(mean.U_mean, order), "U_mean_1overN_status": mean.status,
+                          "U_mean_1overN_note": mean.message or f"Laplace posterior mean to O(1/N), coordinates: "
+                          f"{COORDINATES}; needs N >= max d_k and N >> d_k (docs/attention_paths.md)"})
+        if N in study.collapsed:
+            s = study.collapsed[N]
+            entry.update({"accuracy_collapsed": s["accuracy_sampled"], "accuracy_collapsed_error": s["accuracy_error"],
+                          "loss_collapsed": s["loss_sampled"], "loss_collapsed_error": s["loss_error"],
+                          "U_collapsed": s["U_sampled"], "U_collapsed_mcse": s["U_mcse"],
+                          "collapsed_status": s["status"], "collapsed_diagnostics": s["diagnostics"]})
         if N in study.samples:
             s = study.samples[N]
             entry.update({"accuracy_sampled": s["accuracy_sampled"], "accuracy_sampled_error": s["accuracy_error"],
-                          "loss_sampled": s["loss_sampled"], "U_sampled": s["U_sampled"],
+                          "loss_sampled": s["loss_sampled"], "loss_sampled_error": s["loss_error"],
+                          "U_sampled": s["U_sampled"], "U_sampled_mcse": s["U_mcse"], "sampled_status": s["status"],
                           "U_zscores": s["U_zscores"], "sampler_diagnostics": s["diagnostics"]})
         per_N[f"{N:g}"] = entry
     summary = {"provenance": prov, "paths": [data.path_names[i] for i in order],
@@ -218,8 +236,14 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
                "path_alignment": _reorder(pa, order), "heads": study.heads,
                "files": ["points.csv", "heads.csv", "alignment.csv", "summary.json", "accuracy_loss.png",
                          "U_heatmaps.png", "path_kernels.png", "alignment.png", "head_scores.png"]}
+    if study.collapsed:
+        summary["saddle_point_gap"] = saddle_gap_fit(per_N)
+        summary["files"] += ["U_vs_N.png", "gap_vs_N.png"]
     write_json(folder / "summary.json", summary)
     meta = {"command": command, "git_commit": prov["git_commit"]}
+    if study.collapsed:
+        save_figure(plotting.figure_U_vs_N(per_N, summary["paths"]), folder / "U_vs_N.png", meta)
+        save_figure(plotting.figure_gap_vs_N(summary["saddle_point_gap"]), folder / "gap_vs_N.png", meta)
     save_figure(plotting.figure_accuracy_loss(study.points, cfg.subsets), folder / "accuracy_loss.png", meta)
     heat = {N: _reorder(res.U, order) for N, res in study.results.items()
             if any(abs(N - w) < 1e-9 for w in cfg.heatmap_widths)} or \
@@ -239,6 +263,46 @@ def sample_parameters(model: PathsModel, task: MarkovTask, config: Any) -> dict[
             "sigma2": model.sigma2, "heads": list(model.heads), "sampler": config.to_dict()}
 
 
+GAP_ENTRIES: tuple[tuple[int, int], ...] = ((0, 0), (1, 1), (0, 1))
+"""The large entries whose saddle-point gap is fitted: good, denoising diagonals and their covariance
+(summary order)."""
+
+
+def saddle_gap_fit(per_N: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Relative gap g(N) = (E[U] − U*)/U* of the large entries (collapsed mean E[U] against the saddle point
+    U*), with its Monte-Carlo error, and a weighted least-squares fit of g = A N^{−p} on all widths
+    (weights 1/se², every width with a converged collapsed run, no other selection): O(1/N) means p ≈ 1."""
+    from scipy import optimize
+
+    rows = []
+    for key, e in sorted(per_N.items(), key=lambda kv: float(kv[0])):
+        if "U_collapsed" not in e:
+            continue
+        Uc, se, Ut = (np.asarray(e[k], dtype=float) for k in ("U_collapsed", "U_collapsed_mcse", "U"))
+        for i, j in GAP_ENTRIES:
+            if i < Ut.shape[0] and j < Ut.shape[0]:
+                rows.append({"N": float(key), "entry": [i, j], "gap": (Uc[i, j] - Ut[i, j]) / Ut[i, j],
+                             "gap_error": se[i, j] / abs(Ut[i, j]), "status": e.get("collapsed_status")})
+    fits = {}
+    for i, j in GAP_ENTRIES:
+        pts = [r for r in rows if r["entry"] == [i, j] and r["status"] == CONVERGED]
+        if len(pts) < 3:
+            continue
+        Ns = np.array([r["N"] for r in pts])
+        g = np.array([r["gap"] for r in pts])
+        w = np.array([max(r["gap_error"], 1e-12) for r in pts])
+        try:
+            popt, pcov = optimize.curve_fit(lambda n, a, p: a * n ** (-p), Ns, g, p0=(g[0] * Ns[0], 1.0), sigma=w,
+                                            absolute_sigma=True, maxfev=10000)
+            fits[f"{i},{j}"] = {"A": float(popt[0]), "p": float(popt[1]), "p_error": float(np.sqrt(pcov[1, 1])),
+                                "chi2": float(np.sum(((g - popt[0] * Ns ** (-popt[1])) / w) ** 2)), "points": len(pts)}
+        except (RuntimeError, ValueError) as err:
+            fits[f"{i},{j}"] = {"error": str(err)}
+    return {"rows": rows, "fits": fits,
+            "definition": "gap = (collapsed posterior mean - saddle point) / saddle point; fit gap = A N^-p, "
+                          "weights 1/se^2 over all widths with a converged collapsed run"}
+
+
 def write_sample_run(folder: str | Path, result: Any, data: PathData, model: PathsModel, task: MarkovTask,
                      config: Any, theory: TheoryResult, sampled: Any, command: str) -> dict[str, Any]:
     """sample.json (diagnostics, U sampled / theory / z-scores, accuracy and loss), U_draws.csv and a figure."""
@@ -251,7 +315,8 @@ def write_sample_run(folder: str | Path, result: Any, data: PathData, model: Pat
     order = summary_order(data, task.variant)
     mean, mcse = result.U_mean, result.U_mcse
     z = (mean - theory.U) / mcse
-    params = {**sample_parameters(model, task, config), "sampler_library": _library_versions(), "command": command}
+    params = {**sample_parameters(model, task, config), "method": getattr(result, "method", "weights"),
+              "sampler_library": _library_versions(), "command": command}
     prov = provenance(params, seconds=result.seconds)
     converged = result.rhat_max < 1.01 and result.divergences == 0 and result.ess_min >= 100
     s = {"parameters": prov["parameters"], "provenance": prov, "N": model.N, "paths": [data.path_names[i] for i in order],

@@ -1,0 +1,250 @@
+"""The collapsed posterior of the order parameters (U_1, …, U_L, U_a), sampled by NUTS (the ``paths`` extra).
+
+Derivation: docs/attention_paths.md §9. With V⁰ integrated out, the posterior of all other weights
+depends on them only through the path order parameters, so the posterior of (U_1, …, U_L, U_a) is
+exactly, at any N, the nested Wishart chain of the prior (U_k | U_{k+1} ~ Wishart(N, M_k/N),
+M_k = σ² I_{H_k} ⊗ U_{k+1}, N U_a/σ² ~ χ²_N) times the Gaussian marginal likelihood
+N(Y; 0, K(U_1) + 𝒯I).
+
+Coordinates (non-centred Bartlett factors, valid for every N ≥ 1): level k carries a factor
+F_k ∈ ℝ^{d_k × r_k} with U_k = F_k F_kᵀ; F_{L+1} = σ B_{L+1}/√N and F_k = σ (I_{H_k} ⊗ F_{k+1}) B_k/√N,
+B_k lower trapezoidal of shape (n_k, r_k), n_k = H_k r_{k+1}, r_k = min(n_k, N). Under the prior the
+entries of B_k are independent: B_ii² ~ χ²_{N−i+1} (i = 1..r_k, stored as log B_ii) and the others
+N(0, 1) (the Bartlett decomposition of an n_k-dimensional Wishart(N, I), including its rank-N form
+when n_k > N). The chain's dimension, Σ_k Σ_{i ≤ n_k} min(i, N), does not depend on N0 or P and, for
+N ≥ d_k on every level, not on N: 14 for the Markov network (H = (2, 2)).
+
+The functions here build a JAX log density from any path kernels C (n, n, P, P) and labels y, so a task
+with its own kernels uses :func:`run_collapsed` directly. NumPyro and JAX are imported on first use.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from dotattn.core.resources import check_memory
+from dotattn.core.validation import ParameterError
+from dotattn.paths.sampler import SampleResult, SamplerConfig
+from dotattn.paths.theory import PathsModel
+
+__all__ = ["Layout", "collapsed_layout", "MAX_COLLAPSED_N", "MAX_COLLAPSED_PARAMETERS", "check_collapsed",
+           "collapsed_memory_bytes", "log_density_fn", "order_parameters_fn", "prior_draw", "run_collapsed",
+           "DRAW_BLOCK"]
+
+MAX_COLLAPSED_N = 10**6
+"""Largest width: the Bartlett diagonal log B_ii has prior spread ≈ (2N)^{-1/2}; at N = 1e6 that is 7e-4,
+still well above the float64 resolution of the log density (which is O(N))."""
+MAX_COLLAPSED_PARAMETERS = 4000
+"""Largest chain dimension (dense mass matrix: its Cholesky is O(dim³) per adaptation window)."""
+DRAW_BLOCK = 50
+"""Draws per chain between two checks for SIGINT/SIGTERM (each block is one compiled JAX call)."""
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of the chain: heads H_k (1 for the readout), rows n_k = H_k r_{k+1}, columns r_k."""
+
+    heads: int
+    rows: int
+    cols: int
+
+    @property
+    def n_params(self) -> int:
+        return sum(min(i, self.cols) for i in range(1, self.rows + 1))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The Bartlett coordinates of the chain for ``heads`` at width ``N``: levels from the readout down."""
+
+    heads: tuple[int, ...]
+    N: int
+    levels: tuple[Level, ...]
+
+    @property
+    def n_params(self) -> int:
+        return sum(lv.n_params for lv in self.levels)
+
+
+def collapsed_layout(heads: Sequence[int], N: int) -> Layout:
+    """Levels L+1 (readout, 1 × 1), L, …, 1: rows n_k = H_k r_{k+1}, columns r_k = min(n_k, N)."""
+    levels = [Level(1, 1, 1)]
+    r = 1
+    for H in reversed(tuple(heads)):
+        n = H * r
+        r = min(n, N)
+        levels.append(Level(H, n, r))
+    return Layout(heads=tuple(heads), N=int(N), levels=tuple(levels))
+
+
+def check_collapsed(model: PathsModel, config: SamplerConfig) -> int:
+    """The width as an integer in [1, MAX_COLLAPSED_N] and a chain of at most MAX_COLLAPSED_PARAMETERS
+    coordinates (ParameterError naming the parameter otherwise)."""
+    N = model.N
+    if not float(N).is_integer() or not 1 <= N <= MAX_COLLAPSED_N:
+        raise ParameterError(f"N (width) for collapsed sampling must be an integer in [1, {MAX_COLLAPSED_N}], "
+                             f"got {N:g}")
+    dim = collapsed_layout(model.heads, int(N)).n_params
+    if dim > MAX_COLLAPSED_PARAMETERS:
+        raise ParameterError(f"heads {model.heads} at N = {N:g} give {dim} collapsed coordinates; "
+                             f"at most {MAX_COLLAPSED_PARAMETERS}")
+    return int(N)
+
+
+def collapsed_memory_bytes(n_paths: int, P: int, config: SamplerConfig) -> int:
+    """Estimated peak memory: the kernels C (n², P²) held twice (NumPy and JAX) and once more for the
+    gradient's contraction, a few P × P work arrays, and the kept draws of U (chains × draws × n²)."""
+    C = 8 * n_paths**2 * P**2
+    return 3 * C + 8 * 16 * P**2 + 8 * config.chains * config.draws * n_paths**2 * 3 + 200 * 2**20
+
+
+def _indices(layout: Layout) -> list[tuple[Level, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per level: (level, offset in z, rows, cols of the stored entries, ν = N − i + 1 for diagonals)."""
+    out, pos = [], 0
+    for lv in layout.levels:
+        rows, cols = np.nonzero(np.tril(np.ones((lv.rows, lv.cols))))
+        out.append((lv, pos, rows, cols, layout.N - rows))
+        pos += len(rows)
+    return out
+
+
+def _factors(z: Any, layout: Layout, sigma2: float) -> tuple[list[Any], Any]:
+    """(F_{L+1}, …, F_1) and the log prior density of the Bartlett coordinates z (JAX)."""
+    import jax.numpy as jnp
+
+    sig, N = math.sqrt(sigma2), layout.N
+    factors, logp, F = [], 0.0, None
+    for lv, p0, rows, cols, nu in _indices(layout):
+        v = z[p0:p0 + len(rows)]
+        diag = rows == cols
+        # log density of log B_ii (B_ii² ~ χ²_ν): ν t − e^{2t}/2; of B_ij ~ N(0, 1): −b²/2
+        logp = logp + jnp.sum(jnp.where(diag, nu * v - 0.5 * jnp.exp(2 * v), -0.5 * v * v))
+        B = jnp.zeros((lv.rows, lv.cols)).at[rows, cols].set(jnp.where(diag, jnp.exp(v), v))
+        F = sig * B / math.sqrt(N) if F is None else sig * jnp.kron(jnp.eye(lv.heads), F) @ B / math.sqrt(N)
+        factors.append(F)
+    return factors, logp
+
+
+def order_parameters_fn(layout: Layout, sigma2: float) -> Callable[[Any], list[Any]]:
+    """z ↦ [U_1, …, U_L, U_a] (JAX arrays, float64; U_1 first, as in :mod:`dotattn.paths.theory`)."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+
+    def levels(z: Any) -> list[Any]:
+        factors, _ = _factors(z, layout, sigma2)
+        return [F @ F.T for F in reversed(factors)]
+    return levels
+
+
+def _log_density(C: Any, y: Any, layout: Layout, model: PathsModel) -> Callable[[Any], Any]:
+    import jax
+    import jax.numpy as jnp
+
+    P, c, temp, s2 = y.shape[0], model.kernel_scale, model.temperature, model.sigma2
+
+    def logdensity(z: Any) -> Any:
+        factors, logp = _factors(z, layout, s2)
+        U = factors[-1] @ factors[-1].T
+        K = c * jnp.tensordot(U, C, axes=([0, 1], [0, 1])) + temp * jnp.eye(P)
+        Lc = jnp.linalg.cholesky(K)
+        w = jax.scipy.linalg.solve_triangular(Lc, y, lower=True)
+        return logp - jnp.sum(jnp.log(jnp.diag(Lc))) - 0.5 * w @ w
+
+    return logdensity
+
+
+def log_density_fn(C: np.ndarray, y: np.ndarray, model: PathsModel) -> tuple[Layout, Callable[[Any], Any]]:
+    """(layout, z ↦ log density of the collapsed posterior in the Bartlett coordinates, up to a constant).
+
+    ``C``: path kernels on the training set (n, n, P, P); ``y``: labels (P,). The log density is
+    Σ log prior(z) − ½ ln det(K + 𝒯I) − ½ Yᵀ(K + 𝒯I)⁻¹Y with K = c Σ_ππ' U_1^{ππ'} C_ππ', c = σ²/∏H.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    layout = collapsed_layout(model.heads, int(model.N))
+    return layout, _log_density(jnp.asarray(C, dtype=jnp.float64), jnp.asarray(y, dtype=jnp.float64), layout, model)
+
+
+def prior_draw(layout: Layout, rng: np.random.Generator) -> np.ndarray:
+    """Bartlett coordinates drawn from the prior (the chains' starting points)."""
+    parts = []
+    for lv, _, rows, cols, nu in _indices(layout):
+        diag = rows == cols
+        parts.append(np.where(diag, 0.5 * np.log(rng.chisquare(np.maximum(nu, 1))), rng.standard_normal(len(rows))))
+    return np.concatenate(parts)
+
+
+def run_collapsed(C: np.ndarray, y: np.ndarray, model: PathsModel, config: SamplerConfig,
+                  progress: Callable[[str], None] | None = None) -> SampleResult:
+    """NUTS on the collapsed posterior (float64, dense mass matrix, chains vectorised), draws kept in blocks
+    of DRAW_BLOCK so that a SIGINT/SIGTERM (raised by :func:`dotattn.core.runner.stop_on_signals`) stops
+    between blocks, never inside a compiled call. Diagnostics on the entries of U_1 (split R-hat, bulk ESS).
+
+    ``C``: (n, n, P, P) training path kernels of ``model.heads``; ``y``: (P,) labels.
+    """
+    N = check_collapsed(model, config)
+    n = model.n_paths
+    if C.ndim != 4 or C.shape[:2] != (n, n) or C.shape[2] != C.shape[3] or C.shape[2] != len(y):
+        raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, "
+                             f"got {C.shape}")
+    check_memory(collapsed_memory_bytes(n, len(y), config), f"collapsed sampling of {n} paths at P = {len(y)}",
+                 "choose a smaller P or fewer draws")
+    import jax
+    import jax.numpy as jnp
+    from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+    from numpyro.infer.hmc import hmc
+
+    jax.config.update("jax_enable_x64", True)
+    t0 = time.perf_counter()
+    layout = collapsed_layout(model.heads, N)
+    Cj, yj = jnp.asarray(C, dtype=jnp.float64), jnp.asarray(y, dtype=jnp.float64)
+    init_kernel, sample_kernel = hmc(potential_fn_gen=lambda C_, y_: (lambda z: -_log_density(C_, y_, layout, model)(z)),
+                                     algo="NUTS")
+    rng = np.random.default_rng(np.random.SeedSequence([config.seed, 29]))
+    keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
+    states = [init_kernel(jnp.asarray(prior_draw(layout, rng)), config.warmup, dense_mass=True,
+                          target_accept_prob=config.target_accept, max_tree_depth=config.max_tree_depth,
+                          model_args=(Cj, yj), rng_key=keys[c]) for c in range(config.chains)]
+    state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
+    block = min(DRAW_BLOCK, config.warmup + config.draws)
+
+    @jax.jit
+    def run_block(state: Any, C_: Any, y_: Any) -> Any:
+        def body(s: Any, _: Any) -> Any:
+            s = jax.vmap(lambda st: sample_kernel(st, model_args=(C_, y_)))(s)
+            return s, (s.z, s.diverging, s.num_steps)
+        return jax.lax.scan(body, state, None, length=block)
+
+    to_U = jax.jit(jax.vmap(jax.vmap(lambda z: order_parameters_fn(layout, model.sigma2)(z)[0])))
+    total, done = config.warmup + config.draws, 0
+    zs, divs, steps = [], [], []
+    while done < total:
+        state, (z, dv, ns) = run_block(state, Cj, yj)  # (block, chains, ...)
+        keep = slice(max(0, config.warmup - done), min(block, total - done))
+        zs.append(np.asarray(z)[keep])
+        divs.append(np.asarray(dv)[keep])
+        steps.append(np.asarray(ns)[keep])
+        done += block
+        if progress:
+            kept = max(0, min(done, total) - config.warmup)
+            progress(f"collapsed N={N:g}: {min(done, config.warmup)}/{config.warmup} warm-up and {kept}/{config.draws} "
+                     f"draws per chain, {int(sum(d.sum() for d in divs))} divergences, "
+                     f"{time.perf_counter() - t0:.0f} s")
+    z = np.swapaxes(np.concatenate(zs, axis=0), 0, 1)  # (chains, draws, dim)
+    U = np.asarray(to_U(jnp.asarray(z)), dtype=float)
+    rhat = np.asarray(split_gelman_rubin(U), dtype=float)
+    ess = np.asarray(effective_sample_size(U), dtype=float)
+    step_size = np.asarray(state.adapt_state.step_size, dtype=float).reshape(-1)
+    return SampleResult(N=N, U=U, divergences=int(np.sum(np.concatenate(divs))), rhat_max=float(np.nanmax(rhat)),
+                        ess_min=float(np.nanmin(ess)), rhat=rhat, ess=ess,
+                        mean_steps=float(np.mean(np.concatenate(steps))),
+                        step_sizes=tuple(float(s) for s in step_size), seconds=time.perf_counter() - t0,
+                        method="collapsed")
