@@ -111,7 +111,7 @@ def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test:
         say(f"data: {c['characters']} characters, images {c['images']}, episodes {c['episodes']}")
     from dotattn.core.runner import Interrupted
 
-    with output_folder(out) as folder:
+    with output_folder(out, "paths images", "paths-images") as folder:
         try:
             study = run_image_study(config, data, Path(folder), progress=say)
             write_image_study(study, Path(folder), command_line())

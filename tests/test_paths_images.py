@@ -320,3 +320,19 @@ def test_command_refusals(sets, tmp_path, args, words):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and all(w in lines[0] for w in words), r.stderr
     assert not out.exists()
+
+
+def test_command_refuses_another_commands_folder(sets, tmp_path):
+    """An --out that holds another command's output (here a `paths theory` folder, whose points.csv has the
+    same name) is refused in one line, exit 2, before anything is trained, and is left as it was."""
+    omni, fm = sets
+    out = tmp_path / "theory"
+    out.mkdir()
+    (out / "points.csv").write_text("subset,N,accuracy\nall,10,0.9\n")
+    (out / "summary.json").write_text("{}")
+    before = sorted(p.name for p in out.iterdir())
+    r = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *SMALL, "--out", str(out)])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("data:")]
+    assert len(lines) == 1 and "another command's output" in lines[0] and "paths-theory" in lines[0], r.stderr
+    assert sorted(p.name for p in out.iterdir()) == before
