@@ -130,7 +130,8 @@ def test_algorithm_points_reader_and_figure(tmp_path):
     with open(folder / "alphas.csv") as fh:
         rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
     groups = read_algorithm_points(folder)
-    assert [g["name"] for g in groups] == ["gd_x (gd)", "gd_x (gd_averaged)"]
+    assert [g["estimator"] for g in groups] == ["gd", "gd_averaged"]
+    assert all("d = 40" in g["label"] for g in groups)  # the legend names the problem, not the folder
     gd = [r for r in rows if r["estimator"] == "gd"]
     assert list(groups[0]["alpha"]) == pytest.approx([float(r["alpha"]) for r in gd])
     assert list(groups[0]["mmse"]) == pytest.approx([float(r["mse_mean"]) for r in gd])
