@@ -222,13 +222,13 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
             s = study.collapsed[N]
             entry.update({"accuracy_collapsed": s["accuracy_sampled"], "accuracy_collapsed_error": s["accuracy_error"],
                           "loss_collapsed": s["loss_sampled"], "loss_collapsed_error": s["loss_error"],
-                          "U_collapsed": s["U_sampled"], "U_collapsed_mcse": s["U_mcse"],
+                          "U_collapsed": s["U_sampled"], "U_collapsed_mcse": s.get("U_mcse"),
                           "collapsed_status": s["status"], "collapsed_diagnostics": s["diagnostics"]})
         if N in study.samples:
             s = study.samples[N]
             entry.update({"accuracy_sampled": s["accuracy_sampled"], "accuracy_sampled_error": s["accuracy_error"],
                           "loss_sampled": s["loss_sampled"], "loss_sampled_error": s["loss_error"],
-                          "U_sampled": s["U_sampled"], "U_sampled_mcse": s["U_mcse"], "sampled_status": s["status"],
+                          "U_sampled": s["U_sampled"], "U_sampled_mcse": s.get("U_mcse"), "sampled_status": s["status"],
                           "U_zscores": s["U_zscores"], "sampler_diagnostics": s["diagnostics"]})
         per_N[f"{N:g}"] = entry
     summary = {"provenance": prov, "paths": [data.path_names[i] for i in order],
