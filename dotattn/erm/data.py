@@ -27,7 +27,7 @@ import torch
 
 from dotattn.erm.config import TEACHERS
 from dotattn.core.validation import ParameterError
-from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.problem import Problem, require_variant
 
 __all__ = ["BLOCK", "TEACHERS", "STREAM_TEACHER", "STREAM_TRAIN", "STREAM_TEST", "STREAM_INIT", "generator",
            "positional_basis", "positional_embeddings", "teacher_weights", "content_noise",
@@ -176,6 +176,7 @@ class Dataset:
 def make_dataset(problem: Problem, Q_star: torch.Tensor, P: torch.Tensor, n: int, seed: int,
                  stream: int = STREAM_TRAIN, start: int = 0) -> Dataset:
     """Samples ``start .. start+n-1`` of a seeded stream for teacher ``Q*`` (dtype/device of ``Q*``)."""
+    require_variant(problem, "ERM")
     L, d = P.shape
     Z = content_noise(n, L, d, problem.sigma, seed, stream, start, Q_star.dtype, Q_star.device)
     A = torch.tensor(np.array(problem.A), dtype=Q_star.dtype, device=Q_star.device)

@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 from dotattn.positional_semantic.loss import teacher_attention
-from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.problem import STUDENTS, Problem, require_variant
 from dotattn.positional_semantic.quadrature import gauss_hermite
 
 __all__ = ["linear_baseline_test_error", "baseline_order"]
@@ -28,6 +28,7 @@ def baseline_order(dim: int, max_nodes: int = 400_000) -> int:
 @lru_cache(maxsize=64)
 def linear_baseline_test_error(problem: Problem, order: int | None = None) -> float:
     """ε_lin for the problem (per sample, same normalisation as ε_g)."""
+    require_variant(problem, "the linear baseline", students=STUDENTS)
     D = problem.L * problem.teacher_rank
     rule = gauss_hermite(D, order or baseline_order(D))
     h_star = problem.sigma * rule.nodes.reshape(-1, problem.L, problem.teacher_rank)

@@ -42,7 +42,7 @@ import numpy as np
 
 from dotattn.positional_semantic.loss import attention_loss, teacher_attention, teacher_gradient
 from dotattn.positional_semantic.overlaps import FieldFactors, Hats, Overlaps, factor_jvp, field_factors, symmetric_basis
-from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.problem import Problem, require_variant
 from dotattn.positional_semantic.prox import ProxResult, _apply_right, prox
 from dotattn.positional_semantic.quadrature import Fold, GaussianRule
 
@@ -176,6 +176,7 @@ def token_symmetry(overlaps: Overlaps, rule: GaussianRule, problem: Problem,
 
 def local_fields(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> Fields:
     """Student centres ω_l = μ_l + C ξ_l and teacher fields h*_l = Bᵀξ_l + D η_l at every node."""
+    require_variant(problem, "the replica theory")
     L, r, rt = problem.L, problem.rank, problem.teacher_rank
     if rule.dim != L * (r + rt):
         raise ValueError(f"quadrature rule has dimension {rule.dim}, the problem needs L(r + r_t) = {L * (r + rt)}")

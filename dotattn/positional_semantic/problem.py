@@ -17,7 +17,7 @@ from dotattn.core.validation import (ParameterError, check_instance, check_int,
                                      check_number, readonly_array)
 
 __all__ = ["check_problem", "problem_of", "Problem", "TOY_A", "TOY_GRAM", "SIGMA_RANGE", "LAMBDA_RANGE", "SHAPE_MAX", "GRAM_MAX",
-           "PROBLEM_KEYS"]
+           "PROBLEM_KEYS", "OPTIONAL_PROBLEM_KEYS", "STUDENTS", "require_variant"]
 
 TOY_A: tuple[tuple[float, ...], ...] = ((0.6, 0.4), (0.4, 0.6))
 TOY_GRAM: tuple[tuple[float, ...], ...] = ((1.0, -1.0), (-1.0, 1.0))
@@ -47,7 +47,13 @@ saturates), and entries of 1e100 overflow (|μ| ~ 1e162) and from 1e150 LAPACK f
 least-squares step. So larger Gram matrices are refused rather than answered with "no positional
 fixed point". (A is row-stochastic, so its entries are in [0, 1] and need no bound.)"""
 PROBLEM_KEYS: tuple[str, ...] = ("L", "rank", "teacher_rank", "sigma", "lambda", "omega", "A", "positional_gram")
-"""The keys of :meth:`Problem.to_dict` / :meth:`Problem.from_dict`."""
+"""The keys every :meth:`Problem.to_dict` has (and :meth:`Problem.from_dict` needs)."""
+OPTIONAL_PROBLEM_KEYS: tuple[str, ...] = ("student", "token_correlation")
+"""Keys :meth:`Problem.to_dict` writes only when they differ from their default (tied student,
+uncorrelated tokens), so folders written before these variants existed still describe their problem."""
+STUDENTS: tuple[str, ...] = ("tied", "untied")
+"""Student architectures: ``tied`` ŷ = softmax(X Q Qᵀ Xᵀ/d) X, ``untied`` ŷ = softmax(X Q Kᵀ Xᵀ/d) X
+with Q, K ∈ R^{d×r} (both ridge-regularised)."""
 
 
 def _as_matrix(name: str, value: Any, L: int) -> tuple[tuple[float, ...], ...]:
@@ -80,6 +86,9 @@ class Problem:
     sigma : token noise standard deviation σ > 0.
     ridge : ridge strength λ > 0.
     omega : positional fraction ω of the target, in [0, 1].
+    student : the student architecture, one of :data:`STUDENTS` (default ``tied``).
+    token_correlation : correlation c between the token contents of two positions,
+        E[z_l z_l'ᵀ] = σ² C_ll' I_d with C = (1 − c) I_L + c 1 1ᵀ; c in (−1/(L−1), 1), default 0.
     positional_attention : the teacher's positional attention A (L x L, row-stochastic).
     positional_gram : Gram matrix G_ll' = p_l . p_l' of the positional embeddings (L x L, PSD).
     """
@@ -92,6 +101,8 @@ class Problem:
     omega: float = 0.3
     positional_attention: tuple[tuple[float, ...], ...] | None = None
     positional_gram: tuple[tuple[float, ...], ...] | None = None
+    student: str = "tied"
+    token_correlation: float = 0.0
     _arrays: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
@@ -104,6 +115,12 @@ class Problem:
         lo, hi = LAMBDA_RANGE
         object.__setattr__(self, "ridge", check_number("lambda", self.ridge, lo, False, hi, f"in [{lo:g}, {hi:g}]"))
         object.__setattr__(self, "omega", check_number("omega", self.omega, 0.0, False, 1.0, "in [0, 1]"))
+        if not isinstance(self.student, str) or self.student not in STUDENTS:
+            raise ParameterError(f"student must be one of {', '.join(STUDENTS)}, got {self.student!r}")
+        c_lo = -1.0 / (L - 1)
+        object.__setattr__(self, "token_correlation", check_number(
+            "token_correlation", self.token_correlation, c_lo, True, 1.0,
+            f"in ({c_lo:g}, 1) (the token covariance (1 - c) I + c 1 1^T must be positive definite)", high_open=True))
 
         A_in = self.positional_attention
         if A_in is None:
@@ -170,7 +187,7 @@ class Problem:
         """A copy with some fields changed (validated again)."""
         values = {k: getattr(self, k) for k in
                   ("L", "rank", "teacher_rank", "sigma", "ridge", "omega",
-                   "positional_attention", "positional_gram")}
+                   "positional_attention", "positional_gram", "student", "token_correlation")}
         values.update(changes)
         return Problem(**values)
 
@@ -179,7 +196,9 @@ class Problem:
         return {"L": self.L, "rank": self.rank, "teacher_rank": self.teacher_rank,
                 "sigma": self.sigma, "lambda": self.ridge, "omega": self.omega,
                 "A": [list(r) for r in self.positional_attention],
-                "positional_gram": [list(r) for r in self.positional_gram]}
+                "positional_gram": [list(r) for r in self.positional_gram],
+                **({"student": self.student} if self.student != "tied" else {}),
+                **({"token_correlation": self.token_correlation} if self.token_correlation != 0.0 else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Problem":
@@ -191,12 +210,24 @@ class Problem:
         if missing:
             raise ParameterError(f"problem dict is missing the key(s) {', '.join(missing)} "
                                  f"(needs {', '.join(PROBLEM_KEYS)}; as written by Problem.to_dict())")
-        unknown = sorted(str(k) for k in d if k not in PROBLEM_KEYS)
+        allowed = PROBLEM_KEYS + OPTIONAL_PROBLEM_KEYS
+        unknown = sorted(str(k) for k in d if k not in allowed)
         if unknown:
-            raise ParameterError(f"problem dict has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(PROBLEM_KEYS)})")
+            raise ParameterError(f"problem dict has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
         return cls(L=d["L"], rank=d["rank"], teacher_rank=d["teacher_rank"], sigma=d["sigma"],
                    ridge=d["lambda"], omega=d["omega"], positional_attention=d["A"],
-                   positional_gram=d["positional_gram"])
+                   positional_gram=d["positional_gram"], student=d.get("student", "tied"),
+                   token_correlation=d.get("token_correlation", 0.0))
+
+
+def require_variant(problem: "Problem", where: str, students: tuple[str, ...] = ("tied",),
+                    correlated: bool = False) -> None:
+    """ParameterError (one line) if ``where`` (a computation) does not handle ``problem``'s student
+    architecture or its token correlation; called before any computation."""
+    if problem.student not in students:
+        raise ParameterError(f"student must be one of {', '.join(students)} for {where}, got {problem.student!r}")
+    if not correlated and problem.token_correlation != 0.0:
+        raise ParameterError(f"token_correlation must be 0 for {where}, got {problem.token_correlation:g}")
 
 
 def problem_of(path: Path, params: Any) -> "Problem":
