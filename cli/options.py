@@ -15,7 +15,7 @@ import click
 from dotattn.core.validation import ParameterError, parse_matrix
 from dotattn.positional_semantic.problem import Problem
 
-__all__ = ["problem_options", "problem_from_options", "parse_grid", "MAX_GRID", "output_folder", "threads_per_worker",
+__all__ = ["problem_options", "token_correlation_option", "problem_from_options", "parse_grid", "MAX_GRID", "output_folder", "threads_per_worker",
            "command_line"]
 
 
@@ -38,12 +38,21 @@ def problem_options(func: Callable) -> Callable:
     return func
 
 
+def token_correlation_option(func: Callable) -> Callable:
+    """Add --token-correlation (the Problem's token_correlation c)."""
+    return click.option("--token-correlation", type=float, default=0.0, show_default=True,
+                        help="Correlation c of the token contents between positions, E[z_l z_l'^T] = sigma^2 "
+                             "((1-c) delta_ll' + c) I, in (-1/(L-1), 1).")(func)
+
+
 def problem_from_options(omega: float, L: int, rank: int, teacher_rank: int, sigma: float,
-                         ridge: float, A: str | None, positional_gram: str | None) -> Problem:
+                         ridge: float, A: str | None, positional_gram: str | None,
+                         token_correlation: float = 0.0) -> Problem:
     """Build and validate a Problem from the shared CLI options."""
     return Problem(L=L, rank=rank, teacher_rank=teacher_rank, sigma=sigma, ridge=ridge, omega=omega,
                    positional_attention=None if A is None else parse_matrix(A),
-                   positional_gram=None if positional_gram is None else parse_matrix(positional_gram))
+                   positional_gram=None if positional_gram is None else parse_matrix(positional_gram),
+                   token_correlation=token_correlation)
 
 
 MAX_GRID = 10_000

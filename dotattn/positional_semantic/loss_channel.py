@@ -40,10 +40,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dotattn.positional_semantic.loss import attention_loss, teacher_attention, teacher_gradient
 from dotattn.positional_semantic.overlaps import FieldFactors, Hats, Overlaps, factor_jvp, field_factors, symmetric_basis
 from dotattn.positional_semantic.problem import Problem, require_variant
-from dotattn.positional_semantic.prox import ProxResult, _apply_right, prox
+from dotattn.positional_semantic.prox import ProxResult, _apply_right, point_loss, prox
+from dotattn.positional_semantic.tokens import mix_tokens, teacher_target, whitened_teacher_gradient
 from dotattn.positional_semantic.quadrature import Fold, GaussianRule
 
 __all__ = ["Fields", "LossChannelResult", "TokenSymmetry", "token_symmetry", "local_fields", "hat_update", "test_error",
@@ -54,7 +54,10 @@ HAT_FORMS = ("gradient", "stein")
 
 @dataclass(frozen=True)
 class Fields:
-    """Fields at the N nodes: xi (N, L, r), eta (N, L, r_t), centre ω (N, L, r), h_star (N, L, r_t)."""
+    """Fields at the N nodes: xi (N, L, r), eta (N, L, r_t), centre ω (N, L, r), h_star (N, L, r_t).
+
+    For tokens correlated across positions, centre and h_star are the whitened fields C^{-1/2} ω and
+    C^{-1/2} h* (:mod:`dotattn.positional_semantic.tokens`); at c = 0 they are the fields themselves."""
 
     xi: np.ndarray
     eta: np.ndarray
@@ -175,8 +178,9 @@ def token_symmetry(overlaps: Overlaps, rule: GaussianRule, problem: Problem,
 
 
 def local_fields(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> Fields:
-    """Student centres ω_l = μ_l + C ξ_l and teacher fields h*_l = Bᵀξ_l + D η_l at every node."""
-    require_variant(problem, "the replica theory")
+    """Student centres ω_l = μ_l + C ξ_l and teacher fields h*_l = Bᵀξ_l + D η_l at every node
+    (whitened for correlated tokens: ω̃ = C_tok^{-1/2} μ + C ξ, h̃* unchanged)."""
+    require_variant(problem, "the replica theory", correlated=True)
     L, r, rt = problem.L, problem.rank, problem.teacher_rank
     if rule.dim != L * (r + rt):
         raise ValueError(f"quadrature rule has dimension {rule.dim}, the problem needs L(r + r_t) = {L * (r + rt)}")
@@ -184,7 +188,7 @@ def local_fields(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> Fi
     N = rule.size
     xi = rule.nodes[:, : L * r].reshape(N, L, r)
     eta = rule.nodes[:, L * r:].reshape(N, L, rt)
-    centre = overlaps.mu[None] + _apply_right(xi, f.C.T)  # (no BLAS call for r = 1: its threads cost more than they give)
+    centre = mix_tokens(overlaps.mu, problem, -0.5)[None] + _apply_right(xi, f.C.T)  # (no BLAS call for r = 1: its threads cost more than they give)
     h_star = _apply_right(xi, f.B) + _apply_right(eta, f.D.T)
     return Fields(xi=xi, eta=eta, centre=centre, h_star=h_star, factors=f)
 
@@ -232,7 +236,7 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
         if warm is not None:
             warm = np.asarray(warm)[sym.fold.rep]
     fl = local_fields(overlaps, used, problem)
-    target = teacher_attention(fl.h_star, problem)
+    target = teacher_target(fl.h_star, problem)
     if search == "local" and warm is None:
         warm = fl.centre
     # r = 1: the node symmetries h → ±P h are token actions, and where the state has them the fold's
@@ -247,6 +251,7 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
     if sym is not None:
         mu_hat = sym.token_projector() @ mu_hat
         mixed = sym.mixed_character()
+    mu_hat = mix_tokens(mu_hat, problem, -0.5)  # the conjugate of μ (whitened f: μ̂ = α C_tok^{-1/2} E[f])
     q_hat = alpha * _expect(w, f, f)
     q_hat = 0.5 * (q_hat + q_hat.T)
     if form == "stein":
@@ -257,7 +262,7 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
         theta_hat = mixed * alpha * _expect(w, f, eta) / v_star
         V_hat = -alpha * _expect(w, f, xi) / np.sqrt(q) + th * theta_hat / q
     else:
-        g_star = teacher_gradient(h_all, h_star, problem)  # ∂ℓ/∂h* at ĥ
+        g_star = whitened_teacher_gradient(h_all, h_star, problem)  # ∂ℓ/∂h* at ĥ
         G_C = -_expect(w, f, xi)  # ∂E/∂C (r, r)
         G_B = mixed * _expect(w, xi, g_star)  # ∂E/∂B (r, r_t)
         G_D = _expect(w, g_star, eta)  # ∂E/∂D (r_t, r_t)
@@ -293,5 +298,5 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
 def test_error(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> tuple[float, float]:
     """ε_g = E[ℓ(h, h*)] with h_l = μ_l + C ξ_l (no prox), and its quadrature standard error."""
     fl = local_fields(overlaps, rule, problem)
-    values = attention_loss(fl.centre, teacher_attention(fl.h_star, problem), problem)
+    values = point_loss(problem).value(fl.centre, teacher_target(fl.h_star, problem))
     return float(rule.expect(values)), float(rule.standard_error(values))

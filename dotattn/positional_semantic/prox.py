@@ -31,8 +31,10 @@ from scipy.special import expit
 from dotattn.positional_semantic import compiled
 from dotattn.positional_semantic.loss import LossDerivatives, attention_loss, loss_derivatives
 from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.tokens import is_correlated, loss_scale, mix_tokens, token_power
 
-__all__ = ["ProxResult", "PointLoss", "AttentionPointLoss", "prox_objective", "prox", "minimise_envelope",
+__all__ = ["ProxResult", "PointLoss", "AttentionPointLoss", "CorrelatedAttentionLoss", "point_loss", "point_loss_bound",
+           "prox_objective", "prox", "minimise_envelope",
            "multistart_points", "random_ball_points", "quadratic_hessian", "default_random_starts",
            "objective_symmetries", "symmetric_minimisers"]
 
@@ -56,6 +58,36 @@ class AttentionPointLoss:
 
     def derivatives(self, h: np.ndarray, data: np.ndarray) -> LossDerivatives:
         return loss_derivatives(h, data, self.problem, hessian=True)
+
+
+@dataclass(frozen=True)
+class CorrelatedAttentionLoss:
+    """The attention loss of tokens correlated across positions, in whitened fields h̃ = C^{-1/2} h
+    (:mod:`dotattn.positional_semantic.tokens`): ℓ̃(h̃; T) = (1 − c) ℓ(C^{1/2} h̃; T), data = T (M, L, L).
+    Gradient (1 − c) C^{1/2} ∇ℓ, Hessian (1 − c) (C^{1/2} ⊗ I_r) ∇²ℓ (C^{1/2} ⊗ I_r)."""
+
+    problem: Problem
+
+    def value(self, h: np.ndarray, data: np.ndarray) -> np.ndarray:
+        return loss_scale(self.problem) * attention_loss(mix_tokens(h, self.problem, 0.5), data, self.problem)
+
+    def derivatives(self, h: np.ndarray, data: np.ndarray) -> LossDerivatives:
+        p, s = self.problem, loss_scale(self.problem)
+        der = loss_derivatives(mix_tokens(h, p, 0.5), data, p, hessian=True)
+        K = np.kron(token_power(p, 0.5), np.eye(h.shape[-1]))
+        return LossDerivatives(value=s * der.value, grad=s * mix_tokens(der.grad, p, 0.5),
+                               hess=s * (K @ der.hess @ K))
+
+
+def point_loss(problem: Problem) -> PointLoss:
+    """The per-node loss of the replica theory's prox: :class:`AttentionPointLoss`, or
+    :class:`CorrelatedAttentionLoss` (in whitened fields) when the tokens are correlated."""
+    return CorrelatedAttentionLoss(problem) if is_correlated(problem) else AttentionPointLoss(problem)
+
+
+def point_loss_bound(problem: Problem) -> float:
+    """An upper bound of :func:`point_loss`: (1 − c) σ² L (each row of S − T has squared norm ≤ 2)."""
+    return loss_scale(problem) * problem.sigma**2 * problem.L
 
 _EIG_FLOOR = 1e-8
 _ARMIJO = 1e-4
@@ -497,7 +529,8 @@ def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem
          max_iter: int = 100, gtol: float = 1e-11, symmetric_nodes: bool = True) -> ProxResult:
     """Global proximal point for every node.
 
-    centre (N, L, r), target (N, L, L) = T(h*), V (r, r) symmetric positive definite.
+    centre (N, L, r), target (N, L, L) = T(h*), V (r, r) symmetric positive definite; for correlated
+    tokens the centres and ĥ are whitened fields and the loss is :func:`point_loss`'s.
     ``warm`` (N, L, r): start only from these points (a previous iteration's ĥ), no global
     search; otherwise a multi-start search (``random_starts`` extra random starts per node;
     default 0 for L = 2, r = 1 and 4 otherwise). Nodes whose minimum is degenerate by an exact
@@ -513,8 +546,8 @@ def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem
     else:
         if random_starts is None:
             random_starts = default_random_starts(L, r)
-        starts = multistart_points(centre, V, problem.sigma**2 * L, random_starts, seed)
-    res = minimise_envelope(starts, centre, target, V, AttentionPointLoss(problem), max_iter=max_iter, gtol=gtol)
+        starts = multistart_points(centre, V, point_loss_bound(problem), random_starts, seed)
+    res = minimise_envelope(starts, centre, target, V, point_loss(problem), max_iter=max_iter, gtol=gtol)
     alts = symmetric_minimisers(res.h, centre, target, V) if symmetric_nodes else None
     if alts is None:
         return res

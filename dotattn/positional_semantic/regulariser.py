@@ -1,5 +1,7 @@
 """Regulariser channel (ridge penalty, isotropic tokens), SPEC section 3.
 
+Unchanged for tokens correlated across positions, in μ, μ̂ and G (docs/correlated_tokens.md).
+
 With K = λ I + σ² V̂ and M̂ = [μ̂_1 … μ̂_L] (r × L):
 
     Ψ_w = ½ Tr[K⁻¹ (σ² q̂ + σ⁴ θ̂θ̂ᵀ + M̂ G M̂ᵀ)]
@@ -20,7 +22,7 @@ __all__ = ["regulariser_potential", "overlap_update"]
 
 
 def _K_inv(hats: Hats, problem: Problem) -> np.ndarray:
-    require_variant(problem, "the replica theory")
+    require_variant(problem, "the replica theory", correlated=True)
     r = problem.rank
     K = problem.ridge * np.eye(r) + problem.sigma**2 * 0.5 * (hats.V_hat + hats.V_hat.T)
     if np.min(np.linalg.eigvalsh(K)) <= 0:

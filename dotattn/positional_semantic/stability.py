@@ -18,6 +18,10 @@ Derivation: ``docs/rs_stability.md`` (notation of ``docs/theory.md``). Two condi
    origin is the unique global minimiser of the prox objective with centre 0. The *mirror-jump
    weight* is the probability (over the teacher fields h*) that it is not.
 
+For tokens correlated across positions both conditions hold as written in the whitened fields
+(h̃ = C^{-1/2} h, loss ℓ̃: docs/correlated_tokens.md), which is what the loss channel's fields and
+:func:`dotattn.positional_semantic.prox.point_loss` provide.
+
 Functions are pure and vectorised over quadrature nodes.
 """
 
@@ -25,13 +29,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from dotattn.positional_semantic.loss import loss_derivatives, teacher_attention
 from dotattn.positional_semantic.loss_channel import local_fields
 from dotattn.positional_semantic.overlaps import InvalidOverlaps, Overlaps
 from dotattn.positional_semantic.problem import Problem
-from dotattn.positional_semantic.prox import AttentionPointLoss, minimise_envelope, prox, quadratic_hessian, random_ball_points
+from dotattn.positional_semantic.prox import (minimise_envelope, point_loss, point_loss_bound, prox, quadratic_hessian,
+                                              random_ball_points)
 from dotattn.positional_semantic.quadrature import GaussianRule, sobol_qmc
 from dotattn.positional_semantic.records import Stability
+from dotattn.positional_semantic.tokens import teacher_target
 
 __all__ = ["prox_jacobian", "replicon_operator", "spectral_radius", "mirror_jump_weight", "Stability",
            "rs_stability", "replicon", "replicon_rule", "teacher_field_rule", "REPLICON_RULE_SIZES"]
@@ -104,16 +109,16 @@ def mirror_jump_weight(V: np.ndarray, problem: Problem, rule: GaussianRule | Non
     r = V.shape[0]
     N = rule.size
     h_star = (rule.nodes.reshape(N, L, rt) @ np.linalg.cholesky(problem.rho).T)
-    target = teacher_attention(h_star, problem)
+    target = teacher_target(h_star, problem)
     zero = np.zeros((N, L, r))
-    at_zero = loss_derivatives(zero, target, problem, hessian=True)
+    loss = point_loss(problem)
+    at_zero = loss.derivatives(zero, target)
     lam, U = np.linalg.eigh(quadratic_hessian(L, np.linalg.inv(V))[None] + at_zero.hess)
-    loss_bound = problem.sigma**2 * L
+    loss_bound = point_loss_bound(problem)
     radius = np.sqrt(2.0 * np.max(np.linalg.eigvalsh(V)) * loss_bound)
     directed = [s * 0.5 * radius * U[:, :, j].reshape(N, L, r) for j in range(min(2, L * r)) for s in (1, -1)]
     random = random_ball_points(zero, V, loss_bound, random_starts, seed)
-    best = minimise_envelope(np.concatenate([np.stack(directed), random]), zero, target, V,
-                             AttentionPointLoss(problem))
+    best = minimise_envelope(np.concatenate([np.stack(directed), random]), zero, target, V, loss)
     moved = (best.value < at_zero.value - rtol * problem.sigma**2) | (lam[:, 0] < 0)
     return float(np.sum(rule.weights[moved])), moved
 
@@ -145,10 +150,10 @@ def replicon(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Prob
     except InvalidOverlaps as exc:
         return f"fields cannot be formed: {exc}"
     V = np.atleast_2d(overlaps.V)
-    target = teacher_attention(fl.h_star, problem)
+    target = teacher_target(fl.h_star, problem)
     warm = prox_h if prox_h is not None and np.shape(prox_h) == fl.centre.shape else None
     px = prox(fl.centre, target, V, problem, warm=warm, random_starts=random_starts)
-    hess = loss_derivatives(px.h, target, problem, hessian=True).hess
+    hess = point_loss(problem).derivatives(px.h, target).hess
     try:
         A = prox_jacobian(hess, V)
     except np.linalg.LinAlgError:

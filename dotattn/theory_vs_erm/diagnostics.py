@@ -37,7 +37,7 @@ from scipy.optimize import brentq
 from dotattn.erm.restart_records import RestartRecord
 from dotattn.positional_semantic.loss import attention_loss, teacher_attention
 from dotattn.positional_semantic.overlaps import InvalidOverlaps
-from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.problem import Problem, require_variant
 from dotattn.positional_semantic.prox import prox
 from dotattn.positional_semantic.quadrature import GaussianRule
 from dotattn.core.rows import read_float, read_int, read_text
@@ -58,6 +58,7 @@ def exact_fields(q: np.ndarray, theta: np.ndarray, mu: np.ndarray, rho: np.ndarr
                  problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     """Student centres ω = μ + Cξ (N, L, r) and teacher fields h* = Bᵀξ + Dη (N, L, r_t) at the rule's
     nodes, C = chol(q), B = C⁻¹θ, D = chol(ρ − BᵀB) (InvalidOverlaps if they do not exist)."""
+    require_variant(problem, "the restart diagnostics")
     L, r, rt = problem.L, problem.rank, problem.teacher_rank
     if rule.dim != L * (r + rt):
         raise ValueError(f"quadrature rule has dimension {rule.dim}, the problem needs L(r + r_t) = {L * (r + rt)}")
