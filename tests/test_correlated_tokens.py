@@ -1,7 +1,8 @@
 """The replica theory for token contents correlated across positions (docs/correlated_tokens.md):
 the whitened loss and its derivatives, the prox against a brute-force search of the coupled objective,
-the hats against finite differences of the discretised potential, the c -> 0 and c -> 1 limits, and
-a Monte Carlo simulation of correlated tokens at finite d."""
+fixed points as stationary points of the discretised potential, the c -> 0 and c -> 1 limits, a Monte
+Carlo simulation of correlated tokens at finite d, and the command line. (The hats against finite
+differences of the discretised envelope at c != 0: tests/test_state_evolution.py.)"""
 
 import numpy as np
 import pytest
@@ -85,46 +86,6 @@ def test_prox_is_the_global_minimum_of_the_coupled_objective():
             assert grid_min - px.value[n] < 2e-4  # grid spacing 0.01: gap O(0.01² x curvature 1/V + |∇ℓ| 0.01)
             h_fields = mix_tokens(px.h[n:n + 1], p, 0.5)[0, :, 0]
             np.testing.assert_allclose(np.min(np.abs(h_fields - hh[np.argmin(val)])), 0.0, atol=0.05)
-
-
-@pytest.mark.parametrize("p", [Problem(omega=0.3, token_correlation=0.4), Problem(omega=0.2, token_correlation=-0.5),
-                               Problem(L=3, positional_attention=L3_A, positional_gram=np.eye(3), token_correlation=0.3),
-                               Problem(L=2, rank=2, teacher_rank=1, token_correlation=0.25)])
-def test_gradient_hats_are_the_gradient_of_the_discretised_envelope(p):
-    """V̂ = 2α ∂E[M]/∂q, θ̂ = −α ∂E[M]/∂θ, μ̂ = −α ∂E[M]/∂μ (μ the fields' means, not the whitened ones),
-    q̂ = −2α ∂E[M]/∂V by central differences (step 1e-6: rounding of E[M] ~1e-16 / 1e-6 = 1e-10)."""
-    alpha = 1.5
-    r, rt, L = p.rank, p.teacher_rank, p.L
-    mu = np.zeros((L, r))
-    mu[0], mu[1] = 0.15, -0.1
-    o = Overlaps(q=0.2 * np.eye(r) + 0.03 * (r > 1) * (np.ones((r, r)) - np.eye(r)), V=14.0 * np.eye(r),
-                 theta=0.1 * np.ones((r, rt)) / r, mu=mu)
-    rule = gauss_hermite(p.gaussian_dim, 3 if p.gaussian_dim > 4 else 8)
-    ch = hat_update(o, alpha, rule, p)
-
-    def EM(**kw):
-        return hat_update(Overlaps(**{**o.__dict__, **kw}), alpha, rule, p).envelope
-
-    eps = 1e-6
-    for i, j in [(0, 0)] + ([(0, 1)] if r > 1 else []):
-        d = np.zeros((r, r))
-        d[i, j] = d[j, i] = eps
-        k = 1.0 if i == j else 2.0
-        np.testing.assert_allclose(ch.hats.V_hat[i, j] * k, 2 * alpha * (EM(q=o.q + d) - EM(q=o.q - d)) / (2 * eps),
-                                   rtol=1e-5, atol=1e-9)
-        np.testing.assert_allclose(ch.hats.q_hat[i, j] * k, -2 * alpha * (EM(V=o.V + d) - EM(V=o.V - d)) / (2 * eps),
-                                   rtol=1e-5, atol=1e-9)
-    for i, k in np.ndindex(r, rt):
-        d = np.zeros((r, rt))
-        d[i, k] = eps
-        np.testing.assert_allclose(ch.hats.theta_hat[i, k],
-                                   -alpha * (EM(theta=o.theta + d) - EM(theta=o.theta - d)) / (2 * eps),
-                                   rtol=1e-5, atol=1e-9)
-    for l in range(L):
-        d = np.zeros_like(o.mu)
-        d[l, 0] = eps
-        np.testing.assert_allclose(ch.hats.mu_hat[l, 0], -alpha * (EM(mu=o.mu + d) - EM(mu=o.mu - d)) / (2 * eps),
-                                   rtol=1e-5, atol=1e-9)
 
 
 @pytest.mark.parametrize("point", [(2.0, 0.077, 0.0, 20.0, 0.122), (2.0, 0.0285, 0.257, 13.2, 0.0)])
@@ -253,3 +214,29 @@ def test_teacher_target_is_the_teacher_attention_of_the_fields():
     hs = np.random.default_rng(1).normal(size=(4, 2, 1))
     np.testing.assert_allclose(teacher_target(hs, p), teacher_attention(np.einsum("lm,nmk->nlk",
                                                                                   token_power(p, 0.5), hs), p))
+
+
+@pytest.mark.parametrize("args", [["solve", "--alpha", "1", "--token-correlation", "1"],
+                                  ["solve", "--alpha", "1", "--token-correlation", "0.3", "--rsb", "1"],
+                                  ["phase-diagram", "--token-correlation", "2"]])
+def test_cli_refuses_bad_token_correlation_in_one_line(args, tmp_path):
+    from clitools import run
+    r = run(*args, "--out", str(tmp_path / "out")) if args[0] == "phase-diagram" else run(*args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "token_correlation" in lines[0], r.stderr
+    assert r.stdout == "" and not (tmp_path / "out").exists()
+
+
+def test_cli_solve_with_correlated_tokens():
+    import json
+
+    from clitools import run
+    r = run("solve", "--alpha", "2", "--token-correlation", "0.3", "--quad-order", "6", "--coarse-order", "0",
+            "--random-starts", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["params"]["token_correlation"] == 0.3
+    fps = {fp["branch"]: fp for fp in out["fixed_points"] if fp["status"] == "converged"}
+    assert {"positional", "semantic"} <= set(fps)
+    assert out["linear_baseline_test_error"] == pytest.approx(linear_baseline_test_error(Problem(token_correlation=0.3)))

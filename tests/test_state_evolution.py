@@ -75,14 +75,24 @@ def test_stein_and_gradient_hats_agree(toy, point, rule, rtol):
         assert abs(a - b) <= rtol * max(abs(a), 1e-4), (name, a, b)
 
 
+L3_A = [[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]]
+
+
 @pytest.mark.parametrize("p", [Problem(omega=0.3), Problem(L=2, rank=2, teacher_rank=1),
-                               Problem(L=2, rank=1, teacher_rank=2)])
+                               Problem(L=2, rank=1, teacher_rank=2),
+                               # tokens correlated across positions (docs/correlated_tokens.md)
+                               Problem(omega=0.3, token_correlation=0.4), Problem(omega=0.2, token_correlation=-0.5),
+                               Problem(L=3, positional_attention=L3_A, positional_gram=np.eye(3), token_correlation=0.3),
+                               Problem(L=2, rank=2, teacher_rank=1, token_correlation=0.25)])
 def test_gradient_hats_are_the_gradient_of_the_discretised_envelope(p):
-    """V̂ = 2α ∂E[M]/∂q, θ̂ = −α ∂E[M]/∂θ, μ̂ = −α ∂E[M]/∂μ, q̂ = −2α ∂E[M]/∂V by finite differences."""
+    """V̂ = 2α ∂E[M]/∂q, θ̂ = −α ∂E[M]/∂θ, μ̂ = −α ∂E[M]/∂μ (every token), q̂ = −2α ∂E[M]/∂V by
+    finite differences (step 1e-6: rounding of E[M] ~1e-16 / 1e-6 = 1e-10)."""
     alpha = 1.5
     r, rt = p.rank, p.teacher_rank
+    mu = np.zeros((p.L, r))
+    mu[0], mu[1] = 0.15, -0.15 if p.L == 2 else -0.1
     o = Overlaps(q=0.2 * np.eye(r) + 0.03 * (r > 1) * (np.ones((r, r)) - np.eye(r)), V=14.0 * np.eye(r),
-                 theta=0.1 * np.ones((r, rt)) / r, mu=np.array([[0.15] * r, [-0.15] * r]))
+                 theta=0.1 * np.ones((r, rt)) / r, mu=mu)
     rule = gauss_hermite(p.gaussian_dim, 3 if p.gaussian_dim > 4 else 8)
     ch = hat_update(o, alpha, rule, p)
 
@@ -104,10 +114,11 @@ def test_gradient_hats_are_the_gradient_of_the_discretised_envelope(p):
         np.testing.assert_allclose(ch.hats.theta_hat[i, k],
                                    -alpha * (EM(theta=o.theta + d) - EM(theta=o.theta - d)) / (2 * eps),
                                    rtol=1e-5, atol=1e-9)
-    d = np.zeros_like(o.mu)
-    d[0, 0] = eps
-    np.testing.assert_allclose(ch.hats.mu_hat[0, 0], -alpha * (EM(mu=o.mu + d) - EM(mu=o.mu - d)) / (2 * eps),
-                               rtol=1e-5, atol=1e-9)
+    for l in range(p.L):
+        d = np.zeros_like(o.mu)
+        d[l, 0] = eps
+        np.testing.assert_allclose(ch.hats.mu_hat[l, 0], -alpha * (EM(mu=o.mu + d) - EM(mu=o.mu - d)) / (2 * eps),
+                                   rtol=1e-5, atol=1e-9)
 
 
 def test_fixed_point_is_stationary_point_of_discretised_potential(toy):
