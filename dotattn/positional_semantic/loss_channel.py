@@ -188,7 +188,8 @@ def local_fields(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> Fi
     N = rule.size
     xi = rule.nodes[:, : L * r].reshape(N, L, r)
     eta = rule.nodes[:, L * r:].reshape(N, L, rt)
-    centre = mix_tokens(overlaps.mu, problem, -0.5)[None] + _apply_right(xi, f.C.T)  # (no BLAS call for r = 1: its threads cost more than they give)
+    # (_apply_right: no BLAS call for r = 1, its threads cost more than they give)
+    centre = mix_tokens(overlaps.mu, problem, -0.5)[None] + _apply_right(xi, f.C.T)
     h_star = _apply_right(xi, f.B) + _apply_right(eta, f.D.T)
     return Fields(xi=xi, eta=eta, centre=centre, h_star=h_star, factors=f)
 
