@@ -188,10 +188,10 @@ class ErmConfig:
         if value not in VALUES:
             raise ParameterError(f"value must be one of {', '.join(VALUES)}, got {self.value!r}")
         object.__setattr__(self, "value", value)
-        k = _integer("value_rank", self.value_rank, 1)
-        if k > MAX_VALUE_RANK:
-            raise ParameterError(f"value_rank must be an integer in [1, {MAX_VALUE_RANK}], got {k}")
-        object.__setattr__(self, "value_rank", k)
+        k = self.value_rank
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_VALUE_RANK:
+            raise ParameterError(f"value_rank must be an integer in [1, {MAX_VALUE_RANK}], got {k!r}")
+        object.__setattr__(self, "value_rank", int(k))
 
     def layout(self, problem: Problem) -> "WeightLayout":
         """The rows of the trained weight tensor for ``problem``'s student and this value option."""
