@@ -122,6 +122,8 @@ class ErmConfig:
     ``teacher`` is one of :data:`TEACHERS` (i.i.d. N(0, 1) entries, or exactly orthonormal columns
     Q*ᵀQ*/d = I); ``train_offset`` is the index of the first training sample in the seed's training
     stream (0: the nested prefix; another offset gives a disjoint training set for the same teacher).
+    ``value`` is one of :data:`VALUES` (the student's value matrix; ``value_rank`` k is the rank of its
+    correction for ``low-rank``); the student architecture and the token correlation are the problem's.
     """
 
     d: int

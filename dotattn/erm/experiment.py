@@ -2,8 +2,9 @@
 
 :func:`run_erm` draws, per seed, a teacher ``Q*``, ``n_max = round(max α · d)`` training samples
 (a run at ``α`` uses the first ``round(α d)``; the others are masked out) and a fresh test set;
-it trains all runs together (:func:`dotattn.core.training.train`, weights of shape
-``(seeds, alphas, inits, d, r)``), then measures every run (see :data:`RUN_COLUMNS`) and
+it trains all runs together (:func:`dotattn.core.training.train`, weight rows of shape
+``(seeds, alphas, inits, rows, d)``: ``Qᵀ``, and ``Kᵀ`` and the value's rows for the variants,
+:class:`dotattn.erm.config.WeightLayout`, ``docs/variants.md``), then measures every run (see :data:`RUN_COLUMNS`) and
 selects, per ``(α, seed)``, the informed initialisation with the lower training loss.
 
 Initialisations (``Q ∈ R^{d×r}``):
@@ -46,7 +47,7 @@ from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, STALLED, fro
 
 __all__ = ["INIT_KINDS", "INIT_CHOICES", "DTYPES", "DEVICE_CHOICES", "BRANCH_THETA", "BRANCH_M",
            "RUN_COLUMNS", "SUMMARY_COLUMNS", "COLUMN_DOCS", "ErmConfig", "RunRecord", "ErmResult",
-           "resolve_device", "initial_weights", "run_erm", "run_config", "OPTIMIZERS", "DEFAULT_LR"]
+           "resolve_device", "initial_weights", "initial_student", "value_scale", "run_erm", "run_config", "OPTIMIZERS", "DEFAULT_LR"]
 
 DTYPES: dict[str, torch.dtype] = {"float64": torch.float64, "float32": torch.float32}
 
