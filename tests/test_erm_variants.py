@@ -259,3 +259,13 @@ def test_train_erm_value_folder_verifies(tmp_path, capsys):
     from dotattn.theory_vs_erm.output import load_erm
     run = load_erm(out).runs[0]
     assert run.q_qk.shape == (1, 1) and run.value_scale is not None
+
+
+def test_erm_alpha_c_refuses_a_phase_diagram_the_theory_cannot_give(tmp_path, capsys, monkeypatch):
+    import dotattn.theory_vs_erm.alpha_c as alpha_c
+    monkeypatch.setattr(alpha_c, "theory_refusal", lambda problem: "token_correlation must be 0 for the theory")
+    out = tmp_path / "ac"
+    code, cap = _cli(["erm-alpha-c", "--token-correlation", "0.2", "--d", "40", "--phase-diagram", str(tmp_path),
+                      "--out", str(out)], capsys)
+    assert code == 2 and "--phase-diagram" in cap.err and len(cap.err.strip().splitlines()) == 1, cap
+    assert not out.exists()
