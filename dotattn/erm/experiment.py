@@ -383,7 +383,7 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
         W = Wt.reshape(S, A * I, rows, d)
         for Xt, Tt, Cpzt, Czzt, (Cxxt, Cyxt, cyyt) in test_batches(problem, Q_star, P, seeds, config.test_samples,
                                                                   config.test_batch):
-            err = _sample_errors(W, Xt, pf(Cxxt), pf(Cyxt), cyyt, layout, pf(Tt),
+            err = _sample_errors(W, Xt, pf(Cxxt), pf(Cyxt), cyyt, layout, pf(Tt) if layout.value_rank else None,
                                  P).to(torch.float64) / (2 * d)  # (S, A I, nb)
             test_sum += err.sum(-1)
             test_sq += err.square().sum(-1)
