@@ -8,7 +8,7 @@ import time
 import click
 
 from dotattn.cli.main import cli
-from dotattn.cli.options import parse_grid, problem_from_options, problem_options, token_correlation_option
+from dotattn.cli.options import correlation_option, parse_grid, problem_from_options, problem_options
 from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
 from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
 
@@ -22,7 +22,7 @@ DEFAULT_OUT = "dotattn-output/phase_diagram"
 @click.option("--alpha", "alphas", multiple=True,
               help="alpha grid: repeat, comma list or start:stop:count (default 0.1:2.5:25).")
 @problem_options
-@token_correlation_option
+@correlation_option
 @quadrature_options
 @solver_options
 @click.option("--refine/--no-refine", default=True, show_default=True,
@@ -53,7 +53,7 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
     omega_grid, alpha_grid = check_grids(parse_grid("omega", omegas) if omegas else DEFAULT_OMEGAS,
                                          parse_grid("alpha", alphas) if alphas else DEFAULT_ALPHAS)
     problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram,
-                                   token_correlation)
+                                   token_correlation=token_correlation)
     quad = build_quadrature(problem, quad_kind, quad_order, coarse_order)
     options = build_solver_options(tol, damping, max_iter, hat_form, problem)
     workers = check_workers(os.cpu_count() or 1 if workers is None else workers)

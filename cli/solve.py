@@ -10,7 +10,7 @@ import numpy as np
 
 from dotattn.positional_semantic.catalogue import MAX_RANDOM_STARTS, QuadratureSpec, default_quadrature, solve
 from dotattn.cli.main import cli
-from dotattn.cli.options import problem_from_options, problem_options, token_correlation_option
+from dotattn.cli.options import correlation_option, problem_from_options, problem_options
 from dotattn.core.io import to_jsonable
 from dotattn.core.validation import check_alpha, check_int
 from dotattn.positional_semantic.problem import require_variant
@@ -141,7 +141,7 @@ def format_table(cat) -> str:
 @click.option("--alpha", type=float, required=True, help="Sample complexity alpha = n/d, in (0, 1e4].")
 @click.option("--omega", type=float, default=0.3, show_default=True, help="Positional fraction omega of the target, in [0, 1].")
 @problem_options
-@token_correlation_option
+@correlation_option
 @quadrature_options
 @solver_options
 @click.option("--random-starts", type=int, default=8, show_default=True, help="Random initialisations, in [0, 1000].")
@@ -163,7 +163,8 @@ def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, position
                   coarse_order, tol, damping, max_iter, hat_form, random_starts, seed, check_quadrature, as_json,
                   rsb, rsb_branches, rsb_orders, rsb_y, out_dir):
     """All fixed points of the replica equations at one (alpha, omega), and the selected one."""
-    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, token_correlation)
+    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram,
+                                   token_correlation=token_correlation)
     check_alpha(alpha)
     check_int("random-starts", random_starts, 0, MAX_RANDOM_STARTS)
     check_int("seed", seed, 0)
