@@ -98,7 +98,8 @@ def format_table(cat) -> str:
                      _fmt(p.V), _fmt(p.train_loss), _fmt(p.test_error), _fmt(s.replicon if s else None),
                      s.label if s else "-", "*" if p.selected else ""])
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-    lines = [f"alpha = {cat.alpha:g}, omega = {cat.problem.omega:g}  "
+    corr = f", token correlation c = {cat.problem.token_correlation:g}" if cat.problem.token_correlation else ""
+    lines = [f"alpha = {cat.alpha:g}, omega = {cat.problem.omega:g}{corr}  "
              f"(quadrature {cat.quadrature['kind']} order {cat.quadrature['order']}, {cat.quadrature['nodes']} nodes; "
              f"{cat.seconds:.1f} s)",
              "  ".join(c.ljust(w) for c, w in zip(cols, widths)),
