@@ -13,9 +13,9 @@ from typing import Any, Callable, Iterator, Mapping
 import click
 
 from dotattn.core.validation import ParameterError, parse_matrix
-from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.problem import STUDENTS, Problem
 
-__all__ = ["problem_options", "problem_from_options", "parse_grid", "MAX_GRID", "output_folder", "threads_per_worker",
+__all__ = ["problem_options", "student_option", "problem_from_options", "parse_grid", "MAX_GRID", "output_folder", "threads_per_worker",
            "command_line"]
 
 
@@ -38,12 +38,20 @@ def problem_options(func: Callable) -> Callable:
     return func
 
 
+def student_option(func: Callable) -> Callable:
+    """Add --student (tied | untied), for the commands that handle both architectures."""
+    return click.option("--student", type=click.Choice(list(STUDENTS)), default="tied", show_default=True,
+                        help="Student attention: tied softmax(X Q Q^T X^T/d) X or untied softmax(X Q K^T X^T/d) X "
+                             "(Q, K both d x r, both ridge-regularised).")(func)
+
+
 def problem_from_options(omega: float, L: int, rank: int, teacher_rank: int, sigma: float,
-                         ridge: float, A: str | None, positional_gram: str | None) -> Problem:
+                         ridge: float, A: str | None, positional_gram: str | None, student: str = "tied") -> Problem:
     """Build and validate a Problem from the shared CLI options."""
     return Problem(L=L, rank=rank, teacher_rank=teacher_rank, sigma=sigma, ridge=ridge, omega=omega,
                    positional_attention=None if A is None else parse_matrix(A),
-                   positional_gram=None if positional_gram is None else parse_matrix(positional_gram))
+                   positional_gram=None if positional_gram is None else parse_matrix(positional_gram),
+                   student=student)
 
 
 MAX_GRID = 10_000

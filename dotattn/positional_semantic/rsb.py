@@ -35,7 +35,7 @@ from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
 from dotattn.positional_semantic.loss_channel import test_error
 from dotattn.positional_semantic.loss import teacher_attention, teacher_gradient
-from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.problem import Problem, require_variant
 from dotattn.positional_semantic.prox import prox
 from dotattn.positional_semantic.quadrature import GaussianRule, gauss_hermite
 from dotattn.positional_semantic.state_evolution import FixedPoint, _Anderson
@@ -544,6 +544,7 @@ def solve_rsb(problem: Problem, alpha: float, rs: FixedPoint, options: RSBOption
     on the default RS rule.
     """
     t0 = time.perf_counter()
+    require_variant(problem, "the 1RSB theory")
     check_instance("options", options, RSBOptions, "RSBOptions")
     alpha = check_alpha(alpha)
     if not isinstance(rs, FixedPoint) or not rs.converged:
