@@ -400,10 +400,14 @@ def _newton_starts(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, V_i
     S, N, L, r = starts.shape
     flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
     flat_d = np.broadcast_to(data, (S,) + data.shape).reshape((S * N,) + data.shape[1:])
-    if isinstance(loss, AttentionPointLoss) and (L, r) == (2, 1) and data.shape[1:] == (2, 2):
+    if isinstance(loss, AttentionPointLoss) and loss.problem.student == "tied" and (L, r) == (2, 1) and data.shape[1:] == (2, 2):
         kernel = compiled.newton_toy if compiled.AVAILABLE else _newton_toy
         h, value, iters = kernel(starts.reshape(S * N, L, r), flat_c, flat_d, float(V_inv[0, 0]),
                                  loss.problem.sigma**2, max_iter, gtol)
+    elif (compiled.AVAILABLE and isinstance(loss, AttentionPointLoss) and loss.problem.student == "untied"
+          and (L, r) == (2, 2) and data.shape[1:] == (2, 2)):
+        h, value, iters = compiled.newton_untied_pair(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv,
+                                                      loss.problem.sigma**2, max_iter, gtol)
     else:
         h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv, loss, max_iter, gtol)
     return h.reshape(S, N, L, r), value.reshape(S, N), iters
