@@ -1,4 +1,4 @@
-"""Time and memory of one GAMP-RIE run (issue 20) at d = 100 and 200: softmax, ρ = 0.5, T = 2,
+"""Time and memory of one GAMP-RIE run at d = 100 and 200: softmax, ρ = 0.5, T = 2,
 α = 0.15 (below perfect recovery), damping 0.5, a fixed number of iterations (tol = 1e-12 so that
 every d runs the same count), one core.
 

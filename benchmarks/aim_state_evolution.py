@@ -1,4 +1,4 @@
-"""Timing and accuracy of the AIM state evolution (issue 20): one core.
+"""Timing and accuracy of the AIM state evolution: one core.
 
 * CPU time of one fixed point and of a 50-point MMSE(α) curve, softmax and hardmax (ρ = 0.5, T = 2;
   wall time beside it: the machine is shared);

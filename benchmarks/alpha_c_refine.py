@@ -1,4 +1,4 @@
-"""α_c(ω) per quadrature rule with the refined-root method (issue 19).
+"""α_c(ω) per quadrature rule with the refined-root method.
 
 For each ω: both branches followed on a bracketing α grid on the default rule (Gauss–Hermite 12),
 α_c by Brent's method there (the sweep root), then the fixed points at that root solved again on

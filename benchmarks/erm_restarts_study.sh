@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The restarts and larger-d study of issue 14 (items 1-3, ERM side). Sizes and seeds were fixed
+# The ERM restarts and larger-d study. Sizes and seeds were fixed
 # before any outcome was looked at (d = 2000 for alpha = 1.5 and the two ridge controls was
 # first left out for compute time, and run once the other folders had finished). Run from the repository root on a
 # clean committed tree:

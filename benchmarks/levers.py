@@ -1,8 +1,8 @@
-"""Speed levers of the solver, one by one (issue 13): what each costs and what it changes.
+"""Speed levers of the solver, one by one: what each costs and what it changes.
 
 Levers, cumulative, at omega = 0.3 on the default rule (GH k = 12 after coarse k = 6), tol 1e-8:
 
-* ``plain``   : the solver before issue 13 (generic batched Newton prox, every node of the rule);
+* ``plain``   : the solver before these levers (generic batched Newton prox, every node of the rule);
 * ``kernel``  : + the toy-model Newton kernel on coordinate columns (``prox._newton_toy``);
 * ``symmetry``: + the token symmetry folding the rule (``SolverOptions.symmetry``, the default);
 * ``secant``  : + a secant prediction of the next alpha's start along a branch

@@ -1,4 +1,4 @@
-"""Timing and accuracy of the attention-paths theory solve (issue 21): the Markov task, P = 100,
+"""Timing and accuracy of the attention-paths theory solve: the Markov task, P = 100,
 4 paths, one core.
 
 For each width N: CPU and wall time of ``minimise_action`` from the GP start (the kernels are computed
