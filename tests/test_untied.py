@@ -292,3 +292,13 @@ def test_compiled_untied_newton_is_the_vectorised_newton(V):
     h_nb, v_nb, it_nb = compiled.newton_untied_pair(h0, centre, target, V_inv, UNTIED.sigma**2, 100, 1e-11)
     assert np.max(np.abs(h_nb - h_np)) <= 1e-12 and np.max(np.abs(v_nb - v_np)) <= 1e-15
     assert it_nb == it_np
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--student", "shared"], "--student"),
+    (["--student", "untied", "--rsb", "1"], "student"),
+])
+def test_cli_refuses_bad_untied_options_in_one_line(args, word, tmp_path):
+    from tests.clitools import run
+    res = run("solve", "--alpha", "2", *args)
+    assert res.returncode == 2 and word in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
