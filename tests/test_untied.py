@@ -295,7 +295,7 @@ def test_compiled_untied_newton_is_the_vectorised_newton(V):
 
 
 @pytest.mark.parametrize("args, word", [
-    (["--student", "shared"], "--student"),
+    (["--student", "shared"], "student must be one of tied, untied"),
     (["--student", "untied", "--rsb", "1"], "student"),
 ])
 def test_cli_refuses_bad_untied_options_in_one_line(args, word, tmp_path):
