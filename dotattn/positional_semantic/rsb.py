@@ -517,8 +517,9 @@ class SphericalWeights:
     as used by the spherical perceptron (docs/rsb.md section 9).
 
     The constraint is a ridge λ that is a Lagrange multiplier: at every step λ solves q1(λ) = norm in
-    the closed-form overlap update (q1(λ) decreases strictly from +∞ where K or A reaches 0 to 0 as
-    λ → ∞, so the root is unique), and the potential gains λ·norm/(2σ²)."""
+    the closed-form overlap update (for q̂1 ⪰ q̂0, q1(λ) decreases strictly from +∞ where A reaches 0 to 0
+    as λ → ∞, so the root is unique; otherwise a sign change above the edge of K, A ≻ 0 is taken),
+    and the potential gains λ·norm/(2σ²)."""
 
     norm: float = 1.0
     sigma: float = 1.0
