@@ -15,7 +15,8 @@ import click
 
 from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
 from dotattn.cli.main import cli
-from dotattn.cli.options import parse_grid, problem_from_options, problem_options, threads_per_worker
+from dotattn.cli.options import (correlation_option, parse_grid, problem_from_options, problem_options, student_option,
+                                 threads_per_worker, value_options)
 from dotattn.theory_vs_erm.crossing import FIT_MODELS
 from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
 from dotattn.core.validation import ParameterError
@@ -32,6 +33,9 @@ from dotattn.core.runner import (Interrupted, ProgressReporter, ProgressState, R
 @click.option("--alpha", "alphas", multiple=True, default=("0.5:1.9:15",), show_default=True,
               help="alpha grid (>= 2 values): repeat, comma list or start:stop:count.")
 @problem_options
+@student_option
+@correlation_option
+@value_options
 @click.option("--seeds", type=int, default=32, show_default=True, help="Seeds per (omega, d) cell (>= 2).")
 @click.option("--first-seed", type=int, default=0, show_default=True, help="First seed (seeds are consecutive).")
 @click.option("--optimizer", default="batched-lbfgs", show_default=True,
@@ -68,7 +72,8 @@ from dotattn.core.runner import (Interrupted, ProgressReporter, ProgressState, R
                    "computed, and OUT/headline.png is drawn (its alpha_c(omega), alpha_lin(omega) against the ERM "
                    "crossings per d and d -> inf).")
 @click.option("--quiet", is_flag=True, help="No progress bar and no table.")
-def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, seeds, first_seed,
+def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, student, token_correlation,
+                value, value_rank, seeds, first_seed,
                 optimizer, steps, tol, teacher, paired, nested, dtype, device, seed_chunk, model, level, workers, dask_address,
                 threads, out_dir, theory, includes, phase_dir, quiet):
     """Per-seed crossing of e_t(semantic start) - e_t(positional start) on paired data, per (omega, d);
@@ -85,16 +90,25 @@ def erm_alpha_c(omegas, ds, alphas, L, rank, teacher_rank, sigma, ridge, A, posi
     workers = check_workers(workers)
     if threads < 0:
         raise ParameterError(f"threads must be an integer >= 0 (0: cores // workers), got {threads}")
+    problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram, student,
+                                   token_correlation)
+    if theory:  # a student or token correlation the replica theory does not handle: ERM only, said in one line
+        from dotattn.theory_vs_erm.alpha_c import theory_refusal
+        refusal = theory_refusal(problem)
+        if refusal is not None:
+            if phase_dir is not None:
+                raise ParameterError(f"--phase-diagram: the replica theory does not handle this problem ({refusal})")
+            theory = False
+            click.echo(f"erm-alpha-c: no theory alpha_c, as with --no-theory: {refusal}", err=True)
     if dask_address is None:  # never oversubscribe by default: processes x threads <= cores
         tasks = len(omega_grid) * (len(d_grid) + (1 if theory else 0))  # (omega, d) cells and theory columns
         threads = threads_per_worker(threads, min(workers, tasks))
-    problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram)
     if min(d_grid) < problem.L:
         raise ParameterError(f"d must be >= L = {problem.L}, got {int(min(d_grid))}")
     config = AlphaCConfig(omegas=tuple(omega_grid), ds=tuple(int(d) for d in d_grid), alphas=tuple(parse_grid("alpha", alphas)),
                           seeds=seeds, first_seed=first_seed, optimizer=optimizer.strip().lower(), steps=steps, tol=tol,
                           teacher=teacher, paired=paired, nested=nested, dtype=dtype, device=device,
-                          seed_chunk=seed_chunk, level=level, model=model)
+                          seed_chunk=seed_chunk, level=level, model=model, value=value, value_rank=value_rank)
     from dotattn.erm.experiment import resolve_device
     resolve_device(config.device)
     supplied, sources = {}, {}

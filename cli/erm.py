@@ -1,4 +1,4 @@
-"""``dotattn train-erm``: finite-size ERM of tied low-rank attention (a thin shell over :func:`dotattn.erm.run_erm`)."""
+"""``dotattn train-erm``: finite-size ERM of low-rank attention (tied or untied) (a thin shell over :func:`dotattn.erm.run_erm`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import click
 import numpy as np
 
 from dotattn.cli.main import cli
-from dotattn.cli.options import output_folder, parse_grid, problem_from_options, problem_options
+from dotattn.cli.options import (correlation_option, output_folder, parse_grid, problem_from_options, problem_options,
+                                 student_option, value_options)
 from dotattn.erm.config import DEFAULT_LR, DEVICE_CHOICES, INIT_CHOICES, OPTIMIZERS, ErmConfig
 from dotattn.core.validation import check_int
 
@@ -21,6 +22,9 @@ from dotattn.core.validation import check_int
               help="Sample ratios alpha = n/d: values, comma lists or start:stop:count (repeatable).")
 @click.option("--omega", type=float, default=0.3, show_default=True, help="Positional fraction omega in [0, 1].")
 @problem_options
+@student_option
+@correlation_option
+@value_options
 @click.option("--init", "init", type=str, default="both", show_default=True,
               help=f"Initialisations: {', '.join(INIT_CHOICES)} (both = semantic + positional).")
 @click.option("--seeds", type=int, default=4, show_default=True, help="Number of seeds, in [1, 10000].")
@@ -44,20 +48,22 @@ from dotattn.core.validation import check_int
               help="Output folder (runs.csv, summary.csv, summary.json).")
 @click.option("--quiet", is_flag=True, help="No progress bar and no summary table.")
 def train_erm(d: int, alpha: tuple[str, ...], omega: float, L: int, rank: int, teacher_rank: int, sigma: float,
-              ridge: float, A: str | None, positional_gram: str | None, init: str, seeds: int, first_seed: int,
+              ridge: float, A: str | None, positional_gram: str | None, student: str, token_correlation: float,
+              value: str, value_rank: int, init: str, seeds: int, first_seed: int,
               optimizer: str, steps: int, lr: float | None, tol: float | None, test_samples: int, dtype: str,
               device: str, threads: int, out: str, quiet: bool) -> None:
-    """Train tied low-rank attention by ERM on n = alpha*d samples, for all (alpha, init, seed) at once.
+    """Train low-rank attention (tied or untied) by ERM on n = alpha*d samples, for all (alpha, init, seed) at once.
 
     Writes OUT/runs.csv (one row per run), OUT/summary.csv (mean and std over seeds per alpha x init,
     plus 'selected' rows: the informed initialisation of lower training loss) and OUT/summary.json
     (provenance, column descriptions, summary and runs).
     """
-    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram)
+    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, student,
+                                   token_correlation)
     check_int("threads (0: torch's default)", threads, 0, 1024)
     config = ErmConfig(d=d, alphas=tuple(parse_grid("alpha", alpha)), inits=init, seeds=seeds, first_seed=first_seed,
                        optimizer=optimizer, steps=steps, lr=lr, tol=tol, test_samples=test_samples, dtype=dtype,
-                       device=device)
+                       device=device, value=value, value_rank=value_rank)
     config.check(problem)
     import torch  # only now: invalid input above is rejected without importing torch
 

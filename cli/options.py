@@ -15,7 +15,7 @@ import click
 from dotattn.core.validation import ParameterError, parse_matrix
 from dotattn.positional_semantic.problem import Problem
 
-__all__ = ["problem_options", "problem_from_options", "parse_grid", "MAX_GRID", "output_folder", "threads_per_worker",
+__all__ = ["problem_options", "problem_from_options", "student_option", "correlation_option", "value_options", "parse_grid", "MAX_GRID", "output_folder", "threads_per_worker",
            "command_line"]
 
 
@@ -38,12 +38,37 @@ def problem_options(func: Callable) -> Callable:
     return func
 
 
+def student_option(func: Callable) -> Callable:
+    """Add --student (tied | untied)."""
+    return click.option("--student", type=str, default="tied", show_default=True,
+                        help="Student attention: tied softmax(X Q Q^T X^T/d) X or untied softmax(X Q K^T X^T/d) X "
+                             "(Q, K in R^{d x r}, ridge on both).")(func)
+
+
+def correlation_option(func: Callable) -> Callable:
+    """Add --token-correlation c."""
+    return click.option("--token-correlation", type=float, default=0.0, show_default=True,
+                        help="Correlation c of the token contents across positions: E[z_l z_l'^T] = sigma^2 C_ll' I, "
+                             "C = (1-c) I + c 1 1^T; c in (-1/(L-1), 1).")(func)
+
+
+def value_options(func: Callable) -> Callable:
+    """Add --value (none | scalar | low-rank) and --value-rank k (ERM only)."""
+    func = click.option("--value-rank", type=int, default=1, show_default=True,
+                        help="Rank k of the value correction U W^T/d (--value low-rank), in [1, 64].")(func)
+    return click.option("--value", type=str, default="none", show_default=True,
+                        help="Trainable value matrix V of yhat = S X V: none (V = I), scalar (V = v I) or low-rank "
+                             "(V = v I + U W^T/d); the ridge acts on V - I.")(func)
+
+
 def problem_from_options(omega: float, L: int, rank: int, teacher_rank: int, sigma: float,
-                         ridge: float, A: str | None, positional_gram: str | None) -> Problem:
+                         ridge: float, A: str | None, positional_gram: str | None, student: str = "tied",
+                         token_correlation: float = 0.0) -> Problem:
     """Build and validate a Problem from the shared CLI options."""
     return Problem(L=L, rank=rank, teacher_rank=teacher_rank, sigma=sigma, ridge=ridge, omega=omega,
                    positional_attention=None if A is None else parse_matrix(A),
-                   positional_gram=None if positional_gram is None else parse_matrix(positional_gram))
+                   positional_gram=None if positional_gram is None else parse_matrix(positional_gram),
+                   student=str(student).strip().lower(), token_correlation=token_correlation)
 
 
 MAX_GRID = 10_000

@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from dotattn.cli.main import cli
-from dotattn.cli.options import output_folder, problem_from_options, problem_options
+from dotattn.cli.options import correlation_option, output_folder, problem_from_options, problem_options
 from dotattn.erm.config import DEVICE_CHOICES, TEACHERS
 from dotattn.erm.restart_records import (PAIR_COLUMNS, POOLED_SEED, RESTART_COLUMNS, RESTART_SUMMARY_COLUMNS,
                                          RESTART_SUMMARY_DOCS, SAME_MINIMUM, summarise_restarts)
@@ -26,6 +26,7 @@ MAX_QUAD_ORDER = 16
 @click.option("--alpha", type=float, default=2.0, show_default=True, help="Sample ratio alpha = n/d, in (0, 1e4].")
 @click.option("--omega", type=float, default=0.3, show_default=True, help="Positional fraction omega in [0, 1].")
 @problem_options
+@correlation_option
 @click.option("--seeds", type=int, default=2, show_default=True, help="Number of data seeds (teacher + data), in [1, 10000].")
 @click.option("--first-seed", type=int, default=0, show_default=True, help="First seed (seeds are consecutive), >= 0.")
 @click.option("--random", "n_random", type=int, default=8, show_default=True, help="Random restarts per seed, >= 0.")
@@ -56,7 +57,7 @@ MAX_QUAD_ORDER = 16
               help="Output folder (runs.csv, pairs.csv, summary.csv, summary.json[, diagnostics.csv]).")
 @click.option("--quiet", is_flag=True, help="No progress and no table.")
 def erm_restarts(d: int, alpha: float, omega: float, L: int, rank: int, teacher_rank: int, sigma: float, ridge: float,
-                 A: str | None, positional_gram: str | None, seeds: int, first_seed: int, n_random: int,
+                 A: str | None, positional_gram: str | None, token_correlation: float, seeds: int, first_seed: int, n_random: int,
                  n_semantic: int, n_positional: int, sector: str, teacher: str, steps: int, tol: float, lr: float,
                  random_scale: float, informed_noise: float, test_samples: int, dtype: str, device: str,
                  threads: int, diagnose: bool, quad_order: int, out: str, quiet: bool) -> None:
@@ -66,7 +67,8 @@ def erm_restarts(d: int, alpha: float, omega: float, L: int, rank: int, teacher_
     eps_g and overlaps (runs.csv), D_ab and overlaps of pairs on one branch (pairs.csv) and per
     (seed, branch) spreads (summary.csv, summary.json with provenance).
     """
-    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram)
+    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram,
+                                   token_correlation=token_correlation)
     check_int("threads (0: torch's default)", threads, 0, 1024)
     check_int("seeds", seeds, 1, 10_000)
     check_int("first_seed", first_seed, 0)

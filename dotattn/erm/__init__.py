@@ -1,4 +1,5 @@
-"""Finite-size PyTorch experiments: empirical risk minimisation of tied low-rank attention.
+"""Finite-size PyTorch experiments: empirical risk minimisation of low-rank attention (tied or untied
+student, optional trainable value, correlated token contents: ``docs/variants.md``).
 
 Main entry point: :func:`run_erm` (many runs over alpha × initialisation × seed, vectorised in one
 tensor program) returning an :class:`ErmResult`. Building blocks: :mod:`dotattn.erm.config`
@@ -12,11 +13,12 @@ ErmConfig`` does not import torch.
 from importlib import import_module
 from typing import Any
 
-from dotattn.erm.config import DEFAULT_LR, INIT_CHOICES, OPTIMIZERS, ErmConfig
+from dotattn.erm.config import DEFAULT_LR, INIT_CHOICES, OPTIMIZERS, VALUES, ErmConfig, WeightLayout
 from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord
 
 _LAZY = {
     "ErmResult": "dotattn.erm.experiment", "initial_weights": "dotattn.erm.experiment",
+    "initial_student": "dotattn.erm.experiment",
     "resolve_device": "dotattn.erm.experiment", "run_config": "dotattn.erm.experiment",
     "run_erm": "dotattn.erm.experiment",
     "Dataset": "dotattn.erm.data", "make_dataset": "dotattn.erm.data", "positional_embeddings": "dotattn.erm.data",
@@ -26,7 +28,7 @@ _LAZY = {
     "TrainOutcome": "dotattn.core.training", "train": "dotattn.core.training",
 }
 
-__all__ = ["run_erm", "run_config", "ErmConfig", "ErmResult", "RunRecord", "RUN_COLUMNS", "SUMMARY_COLUMNS",
+__all__ = ["run_erm", "run_config", "ErmConfig", "WeightLayout", "VALUES", "initial_student", "ErmResult", "RunRecord", "RUN_COLUMNS", "SUMMARY_COLUMNS",
            "COLUMN_DOCS", "INIT_CHOICES", "OPTIMIZERS", "DEFAULT_LR", "resolve_device", "initial_weights",
            "Dataset", "make_dataset", "positional_embeddings", "teacher_weights", "targets", "attention",
            "fit_linear_baseline", "linear_predict", "residual_sq_norm", "TrainOutcome", "train"]

@@ -21,7 +21,7 @@ from dotattn.core.optimizers import DEFAULT_LR, DEFAULT_TOL, OPTIMIZERS
 from dotattn.core.resources import MEMORY_FRACTION, available_memory
 from dotattn.positional_semantic.problem import Problem, check_problem
 
-__all__ = ["ErmConfig", "INIT_KINDS", "INIT_CHOICES", "INFORMED", "DTYPE_NAMES", "DEVICE_CHOICES", "OPTIMIZERS",
+__all__ = ["ErmConfig", "VALUES", "MAX_VALUE_RANK", "WeightLayout", "INIT_KINDS", "INIT_CHOICES", "INFORMED", "DTYPE_NAMES", "DEVICE_CHOICES", "OPTIMIZERS",
            "DEFAULT_LR", "TEACHERS", "check_device_name", "MAX_STEPS"]
 
 INIT_KINDS: tuple[str, ...] = ("semantic", "positional", "random")
@@ -32,6 +32,12 @@ INFORMED: tuple[str, ...] = ("semantic", "positional")
 DTYPE_NAMES: tuple[str, ...] = ("float64", "float32")
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
 TEACHERS: tuple[str, ...] = ("gaussian", "orthonormal")
+VALUES: tuple[str, ...] = ("none", "scalar", "low-rank")
+"""Value matrix of the student (``docs/variants.md``): ``none`` (V = I, the model of SPEC section 1),
+``scalar`` (V = v I, v trainable) or ``low-rank`` (V = v I + U Wᵀ/d, U, W ∈ R^{d×k}, k = ``value_rank``);
+the ridge acts on V − I (on √d (v − 1), U and W)."""
+MAX_VALUE_RANK = 64
+"""Largest rank k of the value correction (as :data:`dotattn.positional_semantic.problem.SHAPE_MAX`)."""
 _DEVICE = re.compile(r"^(auto|cpu|cuda|cuda:[0-9]+)$")
 MAX_STEPS = 10**8
 """Largest step budget per run."""
@@ -116,6 +122,8 @@ class ErmConfig:
     ``teacher`` is one of :data:`TEACHERS` (i.i.d. N(0, 1) entries, or exactly orthonormal columns
     Q*ᵀQ*/d = I); ``train_offset`` is the index of the first training sample in the seed's training
     stream (0: the nested prefix; another offset gives a disjoint training set for the same teacher).
+    ``value`` is one of :data:`VALUES` (the student's value matrix; ``value_rank`` k is the rank of its
+    correction for ``low-rank``); the student architecture and the token correlation are the problem's.
     """
 
     d: int
@@ -135,6 +143,8 @@ class ErmConfig:
     test_batch: int = 2048
     teacher: str = "gaussian"
     train_offset: int = 0
+    value: str = "none"
+    value_rank: int = 1
     first_seed: InitVar[int] = 0
 
     def __post_init__(self, first_seed: int = 0) -> None:
@@ -176,6 +186,19 @@ class ErmConfig:
         if self.teacher not in TEACHERS:
             raise ParameterError(f"teacher must be one of {', '.join(TEACHERS)}, got {self.teacher!r}")
         object.__setattr__(self, "train_offset", _integer("train_offset", self.train_offset, 0))
+        value = str(self.value).strip().lower()
+        if value not in VALUES:
+            raise ParameterError(f"value must be one of {', '.join(VALUES)}, got {self.value!r}")
+        object.__setattr__(self, "value", value)
+        k = self.value_rank
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= MAX_VALUE_RANK:
+            raise ParameterError(f"value_rank must be an integer in [1, {MAX_VALUE_RANK}], got {k!r}")
+        object.__setattr__(self, "value_rank", int(k))
+
+    def layout(self, problem: Problem) -> "WeightLayout":
+        """The rows of the trained weight tensor for ``problem``'s student and this value option."""
+        return WeightLayout(rank=problem.rank, untied=problem.student == "untied", value=self.value,
+                            value_rank=self.value_rank if self.value == "low-rank" else 0)
 
     @property
     def ns(self) -> tuple[int, ...]:
@@ -189,7 +212,8 @@ class ErmConfig:
         the float64 generation buffers of one seed and one test batch of every seed."""
         item = 8 if self.dtype == "float64" else 4
         S, A, I, N = len(self.seeds), len(self.alphas), len(self.inits), max(self.ns)
-        L, r, d = problem.L, problem.rank, self.d
+        L, d = problem.L, self.d
+        r = self.layout(problem).rows
         nt = min(self.test_batch, self.test_samples)
         return int(item * (S * N * L * d + 8 * S * N * L * L + 4 * S * A * I * N * L * (r + L) + 6 * S * A * I * r * d)
                    + 24 * N * L * d + S * nt * L * d * (24 + item))
@@ -216,6 +240,54 @@ class ErmConfig:
                 "tol": self.tol, "test_samples": self.test_samples, "dtype": self.dtype, "device": self.device,
                 "positional_m0": self.positional_m0, "random_scale": self.random_scale,
                 "baseline_ridge": self.baseline_ridge, "test_batch": self.test_batch, "teacher": self.teacher,
-                "train_offset": self.train_offset}
+                "train_offset": self.train_offset,
+                **({"value": self.value} if self.value != "none" else {}),
+                **({"value_rank": self.value_rank} if self.value == "low-rank" else {})}
+
+
+@dataclass(frozen=True)
+class WeightLayout:
+    """The rows of one run's weight tensor ``W`` (shape ``(rows, d)``; torch-free bookkeeping).
+
+    ``W = [Qᵀ; Kᵀ; Uᵀ; Wᵥᵀ; s]``: ``Qᵀ`` (r rows), ``Kᵀ`` (r rows, untied student only), the value
+    correction ``Uᵀ, Wᵥᵀ`` (k rows each, ``low-rank`` only) and one row ``s`` whose first entry is
+    ``√d (v − 1)`` (``scalar`` and ``low-rank``; its other entries are not used and stay 0). The ridge
+    ``(λ/2)‖W‖²_F`` is then ``(λ/2)(‖Q‖² + ‖K‖² + ‖U‖² + ‖Wᵥ‖² + d (v − 1)²)``: the value's ridge
+    acts on ``V − I`` (``‖(v − 1) I‖²_F = d (v − 1)²``).
+    """
+
+    rank: int
+    untied: bool = False
+    value: str = "none"
+    value_rank: int = 0
+
+    @property
+    def key_rows(self) -> slice:
+        """Rows of ``Kᵀ`` (those of ``Qᵀ`` when tied)."""
+        return slice(self.rank, 2 * self.rank) if self.untied else slice(0, self.rank)
+
+    @property
+    def field_rows(self) -> int:
+        """Rows whose fields ``X w/√d`` the model needs (Q, K, U, Wᵥ)."""
+        return self.rank * (2 if self.untied else 1) + 2 * self.value_rank
+
+    @property
+    def u_rows(self) -> slice:
+        start = self.rank * (2 if self.untied else 1)
+        return slice(start, start + self.value_rank)
+
+    @property
+    def w_rows(self) -> slice:
+        start = self.rank * (2 if self.untied else 1) + self.value_rank
+        return slice(start, start + self.value_rank)
+
+    @property
+    def has_scale(self) -> bool:
+        """Whether the run trains the value's scale v (its row is the last one)."""
+        return self.value != "none"
+
+    @property
+    def rows(self) -> int:
+        return self.field_rows + (1 if self.has_scale else 0)
 
 

@@ -1,7 +1,10 @@
 """Seeded data for the finite-size experiments (SPEC section 1).
 
 A sample is ``X = P + Z`` (shape ``(L, d)``) with fixed positional embeddings ``P`` (rows
-``p_l``, Gram ``P Pᵀ = G``) and content ``Z`` with i.i.d. ``N(0, σ²)`` entries. The teacher
+``p_l``, Gram ``P Pᵀ = G``) and content ``Z`` with ``N(0, σ²)`` entries, independent across the d
+coordinates and, across positions, correlated by the problem's token correlation c:
+``E[z_l z_l'ᵀ] = σ² C_ll' I_d``, ``C = (1 − c) I_L + c 1 1ᵀ`` (``Z = σ L_C E`` with ``L_C`` the Cholesky
+factor of C and E i.i.d. N(0, 1); c = 0 skips the product, so its numbers are those drawn before c existed). The teacher
 ``Q* ∈ R^{d×r_t}`` has i.i.d. ``N(0, 1)`` entries and the target is
 
     y = T Z,    T = (1-ω) softmax(Z Q* Q*ᵀ Zᵀ / d) + ω A        (row-wise softmax).
@@ -27,10 +30,10 @@ import torch
 
 from dotattn.erm.config import TEACHERS
 from dotattn.core.validation import ParameterError
-from dotattn.positional_semantic.problem import Problem, require_variant
+from dotattn.positional_semantic.problem import STUDENTS, Problem, require_variant
 
 __all__ = ["BLOCK", "TEACHERS", "STREAM_TEACHER", "STREAM_TRAIN", "STREAM_TEST", "STREAM_INIT", "generator",
-           "positional_basis", "positional_embeddings", "teacher_weights", "content_noise",
+           "positional_basis", "positional_embeddings", "teacher_weights", "content_noise", "token_cholesky",
            "teacher_attention", "targets", "Dataset", "make_dataset"]
 
 BLOCK = 256
@@ -103,11 +106,21 @@ def teacher_weights(d: int, teacher_rank: int, seed: int, dtype: torch.dtype = t
     return W.to(dtype=dtype, device=device)
 
 
-def content_noise(n: int, L: int, d: int, sigma: float, seed: int, stream: int, start: int = 0,
-                  dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu") -> torch.Tensor:
-    """Content ``Z`` for samples ``start .. start+n-1`` of a stream, shape ``(n, L, d)``, entries N(0, σ²).
+def token_cholesky(L: int, correlation: float) -> torch.Tensor:
+    """Lower Cholesky factor of the token covariance ``C = (1 − c) I_L + c 1 1ᵀ`` (float64, ``(L, L)``);
+    C is positive definite for c in (−1/(L−1), 1) (eigenvalues 1 − c and 1 + (L − 1) c)."""
+    C = (1.0 - correlation) * np.eye(L) + correlation * np.ones((L, L))
+    return torch.as_tensor(np.linalg.cholesky(C), dtype=torch.float64)
 
-    Sample ``k`` is the same whatever ``start`` and ``n`` are (block-wise seeding).
+
+def content_noise(n: int, L: int, d: int, sigma: float, seed: int, stream: int, start: int = 0,
+                  dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu",
+                  correlation: float = 0.0) -> torch.Tensor:
+    """Content ``Z`` for samples ``start .. start+n-1`` of a stream, shape ``(n, L, d)``, entries N(0, σ²),
+    with ``E[z_l z_l'ᵀ] = σ² C_ll' I_d`` (``C`` of :func:`token_cholesky`; ``correlation`` = c).
+
+    Sample ``k`` is the same whatever ``start`` and ``n`` are (block-wise seeding); for c = 0 the
+    numbers are bit for bit those of the i.i.d. draw (no product with the Cholesky factor).
     """
     if n <= 0:
         return torch.zeros(0, L, d, dtype=dtype, device=device)
@@ -115,6 +128,8 @@ def content_noise(n: int, L: int, d: int, sigma: float, seed: int, stream: int, 
     parts = [torch.randn(BLOCK, L, d, generator=generator(seed, stream, b), dtype=torch.float64)
              for b in range(first, last + 1)]
     Z = torch.cat(parts, dim=0)[start - first * BLOCK: start - first * BLOCK + n]
+    if correlation != 0.0:
+        Z = token_cholesky(L, correlation) @ Z  # z_l = Σ_l' (L_C)_ll' e_l'
     return (sigma * Z).to(dtype=dtype, device=device)
 
 
@@ -175,10 +190,14 @@ class Dataset:
 
 def make_dataset(problem: Problem, Q_star: torch.Tensor, P: torch.Tensor, n: int, seed: int,
                  stream: int = STREAM_TRAIN, start: int = 0) -> Dataset:
-    """Samples ``start .. start+n-1`` of a seeded stream for teacher ``Q*`` (dtype/device of ``Q*``)."""
-    require_variant(problem, "ERM")
+    """Samples ``start .. start+n-1`` of a seeded stream for teacher ``Q*`` (dtype/device of ``Q*``).
+
+    The teacher does not depend on the student architecture; the contents ``Z`` carry the problem's
+    token correlation, and the Gram matrices ``Cpz = P Zᵀ``, ``Czz = Z Zᵀ`` are those of these ``Z``."""
+    require_variant(problem, "ERM", students=STUDENTS, correlated=True)
     L, d = P.shape
-    Z = content_noise(n, L, d, problem.sigma, seed, stream, start, Q_star.dtype, Q_star.device)
+    Z = content_noise(n, L, d, problem.sigma, seed, stream, start, Q_star.dtype, Q_star.device,
+                      problem.token_correlation)
     A = torch.tensor(np.array(problem.A), dtype=Q_star.dtype, device=Q_star.device)
     T = teacher_attention(Z, Q_star, A, problem.omega)
     X = Z + P

@@ -2,8 +2,9 @@
 
 :func:`run_erm` draws, per seed, a teacher ``Q*``, ``n_max = round(max α · d)`` training samples
 (a run at ``α`` uses the first ``round(α d)``; the others are masked out) and a fresh test set;
-it trains all runs together (:func:`dotattn.core.training.train`, weights of shape
-``(seeds, alphas, inits, d, r)``), then measures every run (see :data:`RUN_COLUMNS`) and
+it trains all runs together (:func:`dotattn.core.training.train`, weight rows of shape
+``(seeds, alphas, inits, rows, d)``: ``Qᵀ``, and ``Kᵀ`` and the value's rows for the variants,
+:class:`dotattn.erm.config.WeightLayout`, ``docs/variants.md``), then measures every run (see :data:`RUN_COLUMNS`) and
 selects, per ``(α, seed)``, the informed initialisation with the lower training loss.
 
 Initialisations (``Q ∈ R^{d×r}``):
@@ -31,10 +32,10 @@ import numpy as np
 import torch
 
 from dotattn.erm.config import (DEFAULT_LR, DEVICE_CHOICES, INFORMED, INIT_CHOICES, INIT_KINDS, OPTIMIZERS,
-                               ErmConfig, check_device_name)
+                               ErmConfig, WeightLayout, check_device_name)
 from dotattn.erm.data import (STREAM_INIT, STREAM_TEST, STREAM_TRAIN, generator, make_dataset,
                               positional_embeddings, teacher_weights)
-from dotattn.erm.models import (attention_matrix_pf, fit_linear_baseline, quadratic_residual_pf,
+from dotattn.erm.models import (attention_matrix_pf, fit_linear_baseline, quadratic_residual_pf, value_residual_pf,
                                 residual_sq_norm, sample_stats)
 from dotattn.erm.records import (BRANCH_M, BRANCH_THETA, COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, SUMMARY_METRICS,
                                  RunRecord, SummaryRecord, run_branch)
@@ -46,7 +47,7 @@ from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, STALLED, fro
 
 __all__ = ["INIT_KINDS", "INIT_CHOICES", "DTYPES", "DEVICE_CHOICES", "BRANCH_THETA", "BRANCH_M",
            "RUN_COLUMNS", "SUMMARY_COLUMNS", "COLUMN_DOCS", "ErmConfig", "RunRecord", "ErmResult",
-           "resolve_device", "initial_weights", "run_erm", "run_config", "OPTIMIZERS", "DEFAULT_LR"]
+           "resolve_device", "initial_weights", "initial_student", "value_scale", "run_erm", "run_config", "OPTIMIZERS", "DEFAULT_LR"]
 
 DTYPES: dict[str, torch.dtype] = {"float64": torch.float64, "float32": torch.float32}
 
@@ -141,11 +142,14 @@ def _summarise(runs: Sequence[RunRecord], alpha: float, n: int, d: int, init: st
 
 # ----------------------------------------------------------------------------------------------
 def initial_weights(kind: str, Q_star: torch.Tensor, P: torch.Tensor, rank: int, seed: int,
-                    positional_m0: float = 0.3, random_scale: float = 0.1) -> torch.Tensor:
-    """Initial ``Q`` (shape ``(d, r)``) of one kind for teacher ``Q*`` ``(d, r_t)`` and embeddings ``P`` ``(L, d)``."""
+                    positional_m0: float = 0.3, random_scale: float = 0.1, part: int = 0) -> torch.Tensor:
+    """Initial ``Q`` (shape ``(d, r)``) of one kind for teacher ``Q*`` ``(d, r_t)`` and embeddings ``P`` ``(L, d)``.
+
+    ``part`` selects the noise stream: 0 for ``Q`` (the streams of tied runs), 1 for the untied
+    student's ``K`` (the same informed direction, its own noise)."""
     d, rt = Q_star.shape
     dt, dev = Q_star.dtype, Q_star.device
-    stream = 1 + INIT_KINDS.index(kind)
+    stream = 1 + INIT_KINDS.index(kind) + part * len(INIT_KINDS)
     noise = random_scale * torch.randn(d, rank, generator=generator(seed, STREAM_INIT, stream),
                                        dtype=torch.float64).to(dtype=dt, device=dev)
     if kind == "random":
@@ -169,20 +173,63 @@ def initial_weights(kind: str, Q_star: torch.Tensor, P: torch.Tensor, rank: int,
     raise ParameterError(f"init must be one of {', '.join(INIT_KINDS)}, got {kind!r}")
 
 
+def initial_student(kind: str, Q_star: torch.Tensor, P: torch.Tensor, layout: WeightLayout, seed: int,
+                    positional_m0: float = 0.3, random_scale: float = 0.1) -> torch.Tensor:
+    """Initial weight rows ``W`` (shape ``(layout.rows, d)``, :class:`dotattn.erm.config.WeightLayout`) of one kind.
+
+    ``Qᵀ`` from :func:`initial_weights`; the untied student's ``Kᵀ`` likewise (same informed direction:
+    ``K = Q*`` columns on the semantic start, along the positional direction with the same ``μ`` on the
+    positional one; its own noise); the value correction ``U, Wᵥ`` ``random_scale · N(0, 1)`` entries
+    (``U = Wᵥ = 0`` is a stationary point the correction would never leave); ``v = 1``.
+    """
+    r, d = layout.rank, Q_star.shape[0]
+    rows = [initial_weights(kind, Q_star, P, r, seed, positional_m0, random_scale).T]
+    if layout.untied:
+        rows.append(initial_weights(kind, Q_star, P, r, seed, positional_m0, random_scale, part=1).T)
+    if layout.value_rank:
+        g = generator(seed, STREAM_INIT, 1 + INIT_KINDS.index(kind) + 2 * len(INIT_KINDS))
+        rows.append((random_scale * torch.randn(2 * layout.value_rank, d, generator=g, dtype=torch.float64))
+                    .to(dtype=Q_star.dtype, device=Q_star.device))
+    if layout.has_scale:
+        rows.append(Q_star.new_zeros(1, d))
+    return torch.cat(rows, dim=0)
+
+
+def value_scale(W: torch.Tensor, layout: WeightLayout) -> torch.Tensor | float:
+    """The value's scale ``v = 1 + s/√d`` of weight rows ``W (..., rows, d)`` (``1.0`` without a value option)."""
+    if not layout.has_scale:
+        return 1.0
+    return 1.0 + W[..., -1, 0] / math.sqrt(W.shape[-1])
+
+
 def _sample_errors(W: torch.Tensor, X: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor,
-                   cyy: torch.Tensor) -> torch.Tensor:
+                   cyy: torch.Tensor, layout: WeightLayout | None = None, T: torch.Tensor | None = None,
+                   P: torch.Tensor | None = None) -> torch.Tensor:
     """``‖ŷ − y‖²_F`` of every run on every sample of its seed.
 
-    ``W (S, R, r, d)`` holds ``Qᵀ`` of ``R`` runs per seed; ``X (S, n, L, d)``; ``Cxx, Cyx (L, L, S, n)``
-    and ``cyy (S, n)`` (positions-first, :func:`dotattn.erm.models.quadratic_residual_pf`).
-    Returns ``(S, R, n)``. One matmul per seed computes the fields of all its runs.
+    ``W (S, R, rows, d)`` holds the weight rows of ``R`` runs per seed (``layout``; default: tied ``Qᵀ``
+    only); ``X (S, n, L, d)``; ``Cxx, Cyx (L, L, S, n)`` and ``cyy (S, n)`` (positions-first,
+    :func:`dotattn.erm.models.quadratic_residual_pf`); ``T (L, L, S, n)`` and ``P (L, d)`` are needed by
+    the low-rank value only. Returns ``(S, R, n)``. One matmul per seed computes the fields of all its runs.
     """
-    S, R, r, d = W.shape
+    S, R, rows, d = W.shape
+    layout = layout or WeightLayout(rank=rows)
+    f = layout.field_rows
     n, L = X.shape[1], X.shape[2]
-    hT = torch.bmm(W.reshape(S, R * r, d), X.reshape(S, n * L, d).transpose(1, 2)) / math.sqrt(d)
-    h = hT.reshape(S, R, r, n, L).permute(4, 2, 0, 1, 3).contiguous()  # (L, r, S, R, n)
-    att = attention_matrix_pf(h)  # (L, L, S, R, n)
-    return quadratic_residual_pf(att, Cxx[:, :, :, None], Cyx[:, :, :, None], cyy[:, None])
+    hT = torch.bmm(W[:, :, :f].reshape(S, R * f, d), X.reshape(S, n * L, d).transpose(1, 2)) / math.sqrt(d)
+    h = hT.reshape(S, R, f, n, L).permute(4, 2, 0, 1, 3).contiguous()  # (L, f, S, R, n)
+    r = layout.rank
+    att = attention_matrix_pf(h[:, :r], h[:, layout.key_rows] if layout.untied else None)  # (L, L, S, R, n)
+    if not layout.has_scale:
+        return quadratic_residual_pf(att, Cxx[:, :, :, None], Cyx[:, :, :, None], cyy[:, None])
+    v = value_scale(W, layout)[..., None]  # (S, R, 1)
+    err = quadratic_residual_pf(v * att, Cxx[:, :, :, None], Cyx[:, :, :, None], cyy[:, None])
+    if layout.value_rank:
+        Wv = W[:, :, layout.w_rows]  # (S, R, k, d)
+        pi = torch.einsum("ld,srkd->lksr", P, Wv)[..., None] / math.sqrt(d)  # (L, k, S, R, 1)
+        M = torch.einsum("srid,srjd->ijsr", Wv, Wv)[..., None] / d  # (k, k, S, R, 1)
+        err = err + value_residual_pf(att, h[:, layout.u_rows], h[:, layout.w_rows], pi, M, T[:, :, :, None], v)
+    return err
 
 
 def test_batches(problem: Problem, Q_star: torch.Tensor, P: torch.Tensor, seeds: Sequence[int], test_samples: int,
@@ -199,12 +246,14 @@ def test_batches(problem: Problem, Q_star: torch.Tensor, P: torch.Tensor, seeds:
 
 
 def _risk_function(X: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor, cyy: torch.Tensor,
-                   ns: Sequence[int], ridge: float) -> Callable[[torch.Tensor], torch.Tensor]:
-    """``W (S, A, I, r, d) -> R (S, A, I)``: run ``(s, a, i)`` sees the first ``ns[a]`` samples of seed ``s``.
+                   ns: Sequence[int], ridge: float, layout: WeightLayout | None = None, T: torch.Tensor | None = None,
+                   P: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``W (S, A, I, rows, d) -> R (S, A, I)``: run ``(s, a, i)`` sees the first ``ns[a]`` samples of seed ``s``.
 
     ``ns`` is increasing. Samples ``ns[j-1] .. ns[j]-1`` are used by the alphas ``a >= j`` only,
     so the fields are computed block by block for those runs: the work is ``Σ_a n_a``, not
-    ``A · max n`` (a loop over the few alpha blocks, never over runs).
+    ``A · max n`` (a loop over the few alpha blocks, never over runs). ``layout``, ``T`` (positions-first)
+    and ``P``: see :func:`_sample_errors`.
     """
     bounds = [0, *ns]
     blocks = [(j, lo, hi) for j, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])) if hi > lo]
@@ -214,11 +263,25 @@ def _risk_function(X: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor, cyy: t
         data = W.new_zeros(S, A, I)
         for j, lo, hi in blocks:
             err = _sample_errors(W[:, j:].reshape(S, (A - j) * I, r, d), X[:, lo:hi], Cxx[..., lo:hi],
-                                 Cyx[..., lo:hi], cyy[:, lo:hi])  # (S, (A-j) I, n_block)
+                                 Cyx[..., lo:hi], cyy[:, lo:hi], layout, None if T is None else T[..., lo:hi],
+                                 P)  # (S, (A-j) I, n_block)
             data = data + torch.nn.functional.pad(err.sum(-1).reshape(S, A - j, I), (0, 0, j, 0))
         return data / (2 * d) + 0.5 * ridge * W.square().sum((-1, -2))
 
     return risk
+
+
+def _variant_fields(arr: dict[str, np.ndarray], idx: tuple[int, int, int], sig2: float) -> dict[str, Any]:
+    """The :class:`RunRecord` fields of the untied student and the value option present in ``arr`` (SPEC
+    conventions: ``theta_k = σ² KᵀQ*/d``, ``q_kk = σ² KᵀK/d``, ``q_qk = σ² QᵀK/d``, ``mu_k[l] = Kᵀp_l/√d``)."""
+    out: dict[str, Any] = {}
+    for key, scale in (("theta_k", sig2), ("q_kk", sig2), ("q_qk", sig2), ("mu_k", 1.0)):
+        if key in arr:
+            out[key] = readonly_array(scale * arr[key][idx])
+    for key in ("value_scale", "value_correction"):
+        if key in arr:
+            out[key] = float(arr[key][idx])
+    return out
 
 
 def run_erm(problem: Problem, d: int, alphas: float | Sequence[float], inits: str | Sequence[str] = "both",
@@ -265,31 +328,47 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
         del ds
     Cxx, Cyx, cyy = sample_stats(T, G, Cpz, Czz)
     pf = (lambda M: M.permute(2, 3, 0, 1).contiguous())  # (S, N, L, L) -> positions-first (L, L, S, N)
-    risk = _risk_function(X, pf(Cxx), pf(Cyx), cyy, ns, problem.ridge)
+    layout = config.layout(problem)
+    risk = _risk_function(X, pf(Cxx), pf(Cyx), cyy, ns, problem.ridge, layout,
+                          pf(T) if layout.value_rank else None, P)
 
-    W0 = torch.stack([torch.stack([initial_weights(kind, Q_star[k], P, r, s, config.positional_m0,
+    rows = layout.rows
+    W0 = torch.stack([torch.stack([initial_student(kind, Q_star[k], P, layout, s, config.positional_m0,
                                                    config.random_scale) for kind in inits])
-                      for k, s in enumerate(seeds)]).transpose(-1, -2)  # (S, I, r, d) = Qᵀ
-    W0 = W0[:, None].expand(S, A, I, r, d).contiguous()
+                      for k, s in enumerate(seeds)])  # (S, I, rows, d)
+    W0 = W0[:, None].expand(S, A, I, rows, d).contiguous()
     out = train(risk, W0, optimizer=config.optimizer, steps=config.steps, lr=config.lr, tol=config.tol,
                 ridge=problem.ridge, progress=progress,
                 finished=None if finished is None else (lambda mask: finished(mask.cpu().numpy())))
 
     with torch.no_grad():
-        Q = out.Q.transpose(-1, -2)  # (S, A, I, d, r)
+        Wt = out.Q  # (S, A, I, rows, d)
+        Q = Wt[..., :r, :].transpose(-1, -2)  # (S, A, I, d, r)
+        K = Wt[..., layout.key_rows, :].transpose(-1, -2)
         theta_s2 = torch.einsum("saidr,sdt->sairt", Q, Q_star) / d  # (S, A, I, r, r_t)
-        if r == 1:  # fix the Q -> -Q symmetry
+        if r == 1:  # fix the symmetry Q -> -Q (untied: (Q, K) -> (−Q, −K)); the value does not change
             flat = theta_s2.flatten(-2)
             sign = torch.sign(flat.gather(-1, flat.abs().argmax(-1, keepdim=True)))[..., 0]
             sign = torch.where(sign == 0, torch.ones_like(sign), sign)
-            Q = Q * sign[..., None, None]
+            Q, K = Q * sign[..., None, None], K * sign[..., None, None]
             theta_s2 = theta_s2 * sign[..., None, None]
         q_s2 = Q.transpose(-1, -2) @ Q / d  # (S, A, I, r, r)
         mu = torch.einsum("ld,saidr->sailr", P, Q) / math.sqrt(d)  # (S, A, I, L, r)
+        extra = {}
+        if layout.untied:
+            extra.update(theta_k=torch.einsum("saidr,sdt->sairt", K, Q_star) / d, q_kk=K.transpose(-1, -2) @ K / d,
+                         q_qk=Q.transpose(-1, -2) @ K / d, mu_k=torch.einsum("ld,saidr->sailr", P, K) / math.sqrt(d))
+        if layout.has_scale:
+            extra["value_scale"] = value_scale(Wt, layout)
+        if layout.value_rank:
+            U, Wv = Wt[..., layout.u_rows, :], Wt[..., layout.w_rows, :]  # (S, A, I, k, d)
+            # ‖U Wᵥᵀ‖_F² = Tr(UᵀU WᵥᵀWᵥ)
+            extra["value_correction"] = ((U @ U.transpose(-1, -2)) * (Wv @ Wv.transpose(-1, -2))).sum((-1, -2)
+                                                                                                   ).sqrt() / d
         n_t = torch.tensor(ns, device=dev)
         mask = (torch.arange(N, device=dev)[None, :] < n_t[:, None]).to(dt)  # (A, N)
         train_loss = out.loss / d
-        train_error = (out.loss - 0.5 * problem.ridge * Q.square().sum((-1, -2))) / n_t.to(dt)[None, :, None]
+        train_error = (out.loss - 0.5 * problem.ridge * Wt.square().sum((-1, -2))) / n_t.to(dt)[None, :, None]
 
         # linear baseline per (seed, alpha), fitted on the same training prefixes
         B = fit_linear_baseline(torch.einsum("an,snij->saij", mask, Cyx), torch.einsum("an,snij->saij", mask, Cxx),
@@ -301,10 +380,11 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
         test_sum = torch.zeros(S, A * I, dtype=torch.float64, device=dev)
         test_sq = torch.zeros_like(test_sum)
         lin_test = torch.zeros(S, A, dtype=torch.float64, device=dev)
-        W = Q.transpose(-1, -2).reshape(S, A * I, r, d)
+        W = Wt.reshape(S, A * I, rows, d)
         for Xt, Tt, Cpzt, Czzt, (Cxxt, Cyxt, cyyt) in test_batches(problem, Q_star, P, seeds, config.test_samples,
                                                                   config.test_batch):
-            err = _sample_errors(W, Xt, pf(Cxxt), pf(Cyxt), cyyt).to(torch.float64) / (2 * d)  # (S, A I, nb)
+            err = _sample_errors(W, Xt, pf(Cxxt), pf(Cyxt), cyyt, layout, pf(Tt) if layout.value_rank else None,
+                                 P).to(torch.float64) / (2 * d)  # (S, A I, nb)
             test_sum += err.sum(-1)
             test_sq += err.square().sum(-1)
             lin_test += (residual_sq_norm(B[:, :, None], Tt[:, None], G, Cpzt[:, None], Czzt[:, None])
@@ -322,7 +402,8 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
 
     arr = {k: v.detach().cpu().to(torch.float64).numpy() for k, v in dict(
         train_loss=train_loss, train_error=train_error, test_err=test_err, test_se=test_se, lin_train=lin_train,
-        lin_test=lin_test, theta_s2=theta_s2, q_s2=q_s2, mu=mu, rel=out.rel_change, grad=out.grad_norm).items()}
+        lin_test=lin_test, theta_s2=theta_s2, q_s2=q_s2, mu=mu, rel=out.rel_change, grad=out.grad_norm,
+        **extra).items()}
     status = out.status.cpu().numpy()
     steps_done = out.steps.cpu().numpy()
     sel = selected.cpu().numpy()
@@ -341,6 +422,7 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
                     test_error_se=float(arr["test_se"][k, a, i]), linear_train_error=float(arr["lin_train"][k, a]),
                     linear_test_error=float(arr["lin_test"][k, a]), mu=readonly_array(mu_k),
                     theta=readonly_array(sig2 * th), q=readonly_array(sig2 * qq), theta_over_sigma2=readonly_array(th),
-                    q_over_sigma2=readonly_array(qq), branch=run_branch(th, mu_k), selected=bool(sel[k, a, i]), d=d))
+                    q_over_sigma2=readonly_array(qq), branch=run_branch(th, mu_k), selected=bool(sel[k, a, i]), d=d,
+                    **_variant_fields(arr, (k, a, i), sig2)))
     return ErmResult(problem=problem, config=config, runs=tuple(runs), device=str(dev),
                      seconds=time.perf_counter() - t0, threads=torch.get_num_threads())

@@ -48,6 +48,20 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
         seen.add(key)
         for name, val, shape in (("mu", run.mu, (L, r)), ("theta", run.theta, (r, rt)), ("q", run.q, (r, r))):
             check_matrix(path, i, name, val, shape, finite=True)
+        untied = problem.student == "untied"
+        for name, shape in (("mu_k", (L, r)), ("theta_k", (r, rt)), ("q_kk", (r, r)), ("q_qk", (r, r))):
+            if (getattr(run, name) is None) == untied:
+                raise IntegrityError(f"{path}: row {i}: {name} is {'missing' if untied else 'present'} but the "
+                                     f"student is {problem.student}")
+            if untied:
+                check_matrix(path, i, name, getattr(run, name), shape, finite=True)
+        value = str(erm.get("value", "none"))
+        for name, wanted in (("value_scale", value != "none"), ("value_correction", value == "low-rank")):
+            if (getattr(run, name) is None) == wanted:
+                raise IntegrityError(f"{path}: row {i}: {name} is {'missing' if wanted else 'present'} but the "
+                                     f"value option is {value}")
+            if wanted:
+                check_finite(path, i, name, float(getattr(run, name)))
         for name in ("train_loss", "test_error"):
             check_finite(path, i, name, float(getattr(run, name)))
     missing = want - seen

@@ -1,7 +1,9 @@
-"""Student models: tied low-rank dot-product attention and the linear positional baseline.
+"""Student models: low-rank dot-product attention (tied or untied) and the linear positional baseline.
 
-Attention (SPEC section 1): ``ŷ = softmax(X Q Qᵀ Xᵀ / d) X`` with ``Q ∈ R^{d×r}``; it depends on
-``X`` only through the fields ``h = X Q / √d`` (shape ``(L, r)``) and ``X`` itself.
+Attention (SPEC section 1): ``ŷ = softmax(X Q Qᵀ Xᵀ / d) X`` with ``Q ∈ R^{d×r}`` (tied), or
+``ŷ = softmax(X Q Kᵀ Xᵀ / d) X`` with ``Q, K ∈ R^{d×r}`` (untied); it depends on ``X`` only through
+the fields ``h = X Q / √d``, ``k = X K / √d`` (shape ``(L, r)``) and ``X`` itself. A trainable value
+matrix ``V = v I + U Wᵥᵀ/d`` gives ``ŷ = S X V`` (:func:`value_residual_pf`, ``docs/variants.md``).
 
 Linear baseline (SPEC section 5): ``ŷ = B X`` with ``B ∈ R^{L×L}``.
 
@@ -23,7 +25,7 @@ import math
 import torch
 
 __all__ = ["fields", "attention_matrix", "attention", "residual_sq_norm", "sample_stats",
-           "attention_matrix_pf", "quadratic_residual_pf", "linear_normal_equations", "fit_linear_baseline",
+           "attention_matrix_pf", "quadratic_residual_pf", "value_residual_pf", "linear_normal_equations", "fit_linear_baseline",
            "linear_predict"]
 
 
@@ -32,14 +34,16 @@ def fields(X: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
     return X @ Q / math.sqrt(X.shape[-1])
 
 
-def attention_matrix(h: torch.Tensor) -> torch.Tensor:
-    """Row-wise ``softmax(h hᵀ)``: ``h (..., L, r)`` -> ``(..., L, L)``."""
-    return torch.softmax((h.unsqueeze(-2) * h.unsqueeze(-3)).sum(-1), dim=-1)
+def attention_matrix(h: torch.Tensor, k: torch.Tensor | None = None) -> torch.Tensor:
+    """Row-wise ``softmax(h kᵀ)`` (``k = h`` when None): ``h, k (..., L, r)`` -> ``(..., L, L)``."""
+    k = h if k is None else k
+    return torch.softmax((h.unsqueeze(-2) * k.unsqueeze(-3)).sum(-1), dim=-1)
 
 
-def attention(X: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
-    """Tied low-rank attention ``softmax(X Q Qᵀ Xᵀ / d) X``: ``X (..., L, d)``, ``Q (d, r)`` -> ``(..., L, d)``."""
-    return attention_matrix(fields(X, Q)) @ X
+def attention(X: torch.Tensor, Q: torch.Tensor, K: torch.Tensor | None = None) -> torch.Tensor:
+    """Low-rank attention ``softmax(X Q Kᵀ Xᵀ / d) X`` (tied: ``K = Q`` when None):
+    ``X (..., L, d)``, ``Q, K (d, r)`` -> ``(..., L, d)``."""
+    return attention_matrix(fields(X, Q), None if K is None else fields(X, K)) @ X
 
 
 def _bilinear_trace(A: torch.Tensor, C: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
@@ -66,9 +70,32 @@ def sample_stats(T: torch.Tensor, G: torch.Tensor, Cpz: torch.Tensor,
     return Cxx, Cyx, _bilinear_trace(T, Czz, T)
 
 
-def attention_matrix_pf(h: torch.Tensor) -> torch.Tensor:
-    """Row-wise ``softmax(h hᵀ)`` in positions-first layout: ``h (L, r, ...)`` -> ``(L, L, ...)``."""
-    return torch.softmax((h.unsqueeze(1) * h.unsqueeze(0)).sum(2), dim=1)
+def attention_matrix_pf(h: torch.Tensor, k: torch.Tensor | None = None) -> torch.Tensor:
+    """Row-wise ``softmax(h kᵀ)`` (``k = h`` when None) in positions-first layout: ``h, k (L, r, ...)`` -> ``(L, L, ...)``."""
+    k = h if k is None else k
+    return torch.softmax((h.unsqueeze(1) * k.unsqueeze(0)).sum(2), dim=1)
+
+
+def _left_pf(S: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
+    """``S a`` per sample in positions-first layout: ``S (L, L, ...)``, ``a (L, k, ...)`` -> ``(L, k, ...)``."""
+    return (S.unsqueeze(2) * a.unsqueeze(0)).sum(1)
+
+
+def value_residual_pf(S: torch.Tensor, a: torch.Tensor, b: torch.Tensor, pi: torch.Tensor, M: torch.Tensor,
+                      T: torch.Tensor, v: torch.Tensor | float) -> torch.Tensor:
+    """What the low-rank value correction adds to ``‖v S X − T Z‖²_F``, positions-first.
+
+    With ``V = v I + U Wᵥᵀ/d``, ``a = X U/√d``, ``b = X Wᵥ/√d`` (fields, ``(L, k, ...)``), ``π = P Wᵥ/√d``
+    (``(L, k, ...)``, so ``Z Wᵥ/√d = b − π``), ``M = Wᵥᵀ Wᵥ/d`` (``(k, k, ...)``) and ``E = S a``:
+
+        ‖S X V − T Z‖² = ‖v S X − T Z‖² + 2⟨E, v S b − T (b − π)⟩ + Tr(E M Eᵀ).
+
+    ``S, T (L, L, ...)``, ``v`` broadcastable to the batch axes; returns ``(...)``.
+    """
+    E = _left_pf(S, a)
+    cross = (E * (v * _left_pf(S, b) - _left_pf(T, b - pi))).sum((0, 1))
+    EM = (E.unsqueeze(2) * M.unsqueeze(0)).sum(1)  # (E M)_lj = Σ_i E_li M_ij
+    return 2.0 * cross + (EM * E).sum((0, 1))
 
 
 def quadratic_residual_pf(S: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor, cyy: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,7 @@ import numpy as np
 from dotattn.core.rows import matrix_cell, read_bool, read_float, read_int, read_matrix, read_text
 from dotattn.positional_semantic.labels import branch_label
 
-__all__ = ["RunRecord", "SummaryRecord", "RUN_COLUMNS", "SUMMARY_COLUMNS", "SUMMARY_METRICS", "COLUMN_DOCS", "BRANCH_THETA",
+__all__ = ["RunRecord", "SummaryRecord", "RUN_COLUMNS", "VARIANT_COLUMNS", "run_columns", "SUMMARY_COLUMNS", "SUMMARY_METRICS", "COLUMN_DOCS", "BRANCH_THETA",
            "BRANCH_M", "run_branch"]
 
 BRANCH_THETA = 0.1
@@ -43,6 +43,8 @@ def run_branch(theta_over_sigma2: np.ndarray, mu: np.ndarray) -> str:
 
 
 _MATRICES = ("mu", "theta", "q", "theta_over_sigma2", "q_over_sigma2")
+_VARIANT_MATRICES = ("mu_k", "theta_k", "q_kk", "q_qk")
+_VARIANT_FLOATS = ("value_scale", "value_correction")
 _FLOATS = ("alpha", "rel_change", "grad_norm", "train_loss", "train_error", "test_error", "test_error_se",
            "linear_train_error", "linear_test_error")
 
@@ -56,6 +58,9 @@ class RunRecord:
     (derived from ``mu``). ``train_loss = R(Q)/d`` (ridge included), ``train_error`` the mean of
     ``‖ŷ−y‖²/(2d)`` over the training set, ``test_error`` (± standard error ``test_error_se``) the
     same on the fresh test set; ``linear_*`` the baseline's. ``status``: :mod:`dotattn.core.status`.
+    The untied student's key overlaps (``mu_k`` L×r, ``theta_k = σ² KᵀQ*/d`` r×r_t, ``q_kk = σ² KᵀK/d``,
+    ``q_qk = σ² QᵀK/d``, r×r; the query's are ``mu``, ``theta``, ``q``) and the value option's ``value_scale`` v
+    and ``value_correction`` ‖U Wᵥᵀ‖_F/d are None for runs without them (and their columns are absent).
     """
 
     alpha: float
@@ -80,6 +85,12 @@ class RunRecord:
     branch: str
     selected: bool
     d: int | None = None
+    mu_k: np.ndarray | None = None
+    theta_k: np.ndarray | None = None
+    q_kk: np.ndarray | None = None
+    q_qk: np.ndarray | None = None
+    value_scale: float | None = None
+    value_correction: float | None = None
 
     @property
     def m(self) -> float:
@@ -97,6 +108,10 @@ class RunRecord:
         for k in RUN_COLUMNS:
             v = getattr(self, k)
             out[k] = matrix_cell(v) if k in _MATRICES else v
+        for k in VARIANT_COLUMNS:
+            v = getattr(self, k)
+            if v is not None:
+                out[k] = matrix_cell(v) if k in _VARIANT_MATRICES else v
         return out
 
     @classmethod
@@ -108,6 +123,9 @@ class RunRecord:
                   d=read_int(row["d"]) if row.get("d") not in (None, "") else None,
                   init=read_text(row["init"]), status=read_text(row["status"]), branch=read_text(row["branch"]),
                   selected=read_bool(row["selected"]))
+        present = (lambda k: row.get(k) not in (None, ""))  # noqa: E731
+        kw.update({k: read_matrix(row[k], column=(k == "mu_k")) for k in _VARIANT_MATRICES if present(k)})
+        kw.update({k: read_float(row[k]) for k in _VARIANT_FLOATS if present(k)})
         return cls(**kw)
 
     def __eq__(self, other: object) -> bool:
@@ -120,6 +138,17 @@ RUN_COLUMNS: tuple[str, ...] = (
     "alpha", "n", "d", "init", "seed", "status", "steps", "rel_change", "grad_norm", "train_loss",
     "train_error", "test_error", "test_error_se", "linear_train_error", "linear_test_error", "m", "m_norm", "mu",
     "theta_over_sigma2", "q_over_sigma2", "theta", "q", "branch", "selected")
+VARIANT_COLUMNS: tuple[str, ...] = _VARIANT_MATRICES + _VARIANT_FLOATS
+"""Columns written after :data:`RUN_COLUMNS` when the runs have them (untied student, value option);
+folders written without them read back with these fields None."""
+
+
+def run_columns(runs: Any) -> tuple[str, ...]:
+    """:data:`RUN_COLUMNS` and the :data:`VARIANT_COLUMNS` that any of ``runs`` (records) has."""
+    runs = list(runs)
+    return RUN_COLUMNS + tuple(k for k in VARIANT_COLUMNS if any(getattr(r, k) is not None for r in runs))
+
+
 SUMMARY_METRICS: tuple[str, ...] = (
     "m", "m_norm", "theta_over_sigma2", "q_over_sigma2", "theta", "q", "train_loss", "train_error", "test_error",
     "linear_train_error", "linear_test_error", "steps", "grad_norm")
@@ -206,6 +235,11 @@ COLUMN_DOCS: dict[str, str] = {
     "branch": f"semantic if ||theta||_F/sigma^2 >= {BRANCH_THETA}, positional if max_l ||mu_l|| >= {BRANCH_M}, "
               "mixed if both, uninformative if neither",
     "selected": "this run is the informed run of lower train_loss at its (alpha, seed)",
+    "mu_k, theta_k, q_kk, q_qk": "untied student only: mu_k[l] = K^T p_l/sqrt(d) (L x r), theta_k = sigma^2 K^T Q*/d "
+                                 "(r x r_t), q_kk = sigma^2 K^T K/d, q_qk = sigma^2 Q^T K/d (r x r); the query's are "
+                                 "mu, theta, q",
+    "value_scale": "value option scalar or low-rank: v of the value matrix V = v I (+ U W^T/d)",
+    "value_correction": "value option low-rank: ||U W^T||_F/d, the Frobenius norm of the correction of V",
     "runs": "number of seeds aggregated",
     "converged, not_converged, diverged, stalled": "how many of the aggregated runs ended with that status",
     "branches": "count of runs per reached branch",

@@ -45,7 +45,7 @@ from dotattn.erm.records import run_branch
 from dotattn.erm.restart_records import PAIR_COLUMNS, RESTART_COLUMNS, PairRecord, RestartRecord
 from dotattn.core.training import STATUS, train
 from dotattn.core.validation import ParameterError, check_alpha, check_instance, readonly_array
-from dotattn.positional_semantic.problem import Problem, check_problem
+from dotattn.positional_semantic.problem import Problem, check_problem, require_variant
 from dotattn.core.status import CONVERGED, from_training
 
 __all__ = ["START_KINDS", "SECTORS", "RestartConfig", "RestartRecord", "PairRecord", "RestartResult", "run_restarts",
@@ -124,8 +124,10 @@ class RestartConfig:
                          test_batch=self.test_batch, teacher=self.teacher)
 
     def check(self, problem: Problem, memory: int | None = -1) -> None:
-        """Problem-dependent checks and the memory estimate (ParameterError)."""
+        """Problem-dependent checks and the memory estimate (ParameterError); tied students only (the
+        restarts and their pair distances are written for one weight matrix Q), correlated tokens allowed."""
         check_problem(problem)
+        require_variant(problem, "erm-restarts", correlated=True)
         if self.d < problem.L:
             raise ParameterError(f"d must be >= L = {problem.L}, got {self.d}")
         if "positional" in self.starts and float(np.max(np.abs(problem.G))) == 0.0:

@@ -47,7 +47,7 @@ from dotattn.positional_semantic.problem import Problem, check_problem
 from dotattn.core.runner import check_dask_address, check_workers, run_tasks
 
 __all__ = ["AlphaCConfig", "CellRuns", "AlphaCStudy", "StudyPart", "run_cell", "theory_column", "cell_crossings",
-           "run_study", "check_supplied", "merge_parts", "MERGE_KEYS", "SAME_RUN_RTOL", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
+           "run_study", "check_supplied", "merge_parts", "theory_refusal", "MERGE_KEYS", "SAME_RUN_RTOL", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
 
 FLOAT32_REFUSED = ("float32 runs stop at a relative stationarity of 1e-5 to 1e-3 (the Armijo test cannot see "
                    "smaller decreases of R in float32)")
@@ -62,7 +62,7 @@ UNPAIRED_OFFSET = 1_000_003
 SAME_MINIMUM_TOL = 1e-4
 """The two starts ended in the same minimum when their overlaps (‖θ‖/σ², m, Tr q/σ²) differ by less."""
 MERGE_KEYS = ("alphas", "optimizer", "steps", "tol", "teacher", "paired", "nested", "dtype", "level", "n_boot",
-              "model")
+              "model", "value", "value_rank")
 """Config fields that cells merged into one study must share (grid, estimator, optimiser, fit); they
 may differ in ω, d, seeds, seed_chunk and device."""
 SAME_RUN_RTOL = 1e-12
@@ -115,6 +115,8 @@ class AlphaCConfig:
     level: float = 0.95
     n_boot: int = 4000
     model: str = "1/d"
+    value: str = "none"
+    value_rank: int = 1
 
     def __post_init__(self) -> None:
         omegas = _grid("omega", self.omegas, 0.0)
@@ -154,15 +156,24 @@ class AlphaCConfig:
             raise ParameterError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         # memory: one chunk of seeds at the largest d and alpha, one start, on the smallest problem (L = 2,
         # r = r_t = 1) is a lower bound of every chunk's need; run_study checks the problem's own
-        ErmConfig(d=ds[-1], alphas=(alphas[-1],), inits="semantic", seeds=min(self.seed_chunk, self.seeds),
-                  test_samples=1, dtype=self.dtype).check(Problem())
+        erm = ErmConfig(d=ds[-1], alphas=(alphas[-1],), inits="semantic", seeds=min(self.seed_chunk, self.seeds),
+                        test_samples=1, dtype=self.dtype, value=self.value, value_rank=self.value_rank)
+        erm.check(Problem())
+        object.__setattr__(self, "value", erm.value)
 
     @property
     def seed_list(self) -> tuple[int, ...]:
         return tuple(range(self.first_seed, self.first_seed + self.seeds))
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+        """The fields, JSON-ready; ``value`` only when not ``none`` and ``value_rank`` only for ``low-rank``
+        (so the caches and folders of studies made before the value option keep their keys)."""
+        out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+        if out["value"] != "low-rank":
+            del out["value_rank"]
+        if out["value"] == "none":
+            del out["value"]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "AlphaCConfig":
@@ -273,7 +284,7 @@ def _erm(problem: Problem, cfg: AlphaCConfig, d: int, alphas: Sequence[float], i
     from dotattn.erm.experiment import ErmConfig, run_config
     ec = ErmConfig(d=d, alphas=tuple(alphas), inits=init, seeds=tuple(seeds), optimizer=cfg.optimizer,
                    steps=cfg.steps, tol=cfg.tol, test_samples=1, dtype=cfg.dtype, device=cfg.device,
-                   teacher=cfg.teacher, train_offset=offset)
+                   teacher=cfg.teacher, train_offset=offset, value=cfg.value, value_rank=cfg.value_rank)
     finished = None
     if progress is not None:
         per_alpha = cfg.run_cost(d, np.asarray(ec.alphas))
@@ -401,6 +412,27 @@ class TheoryColumn:
                    seconds=float(row["seconds"]), alpha_c_error=opt(row.get("alpha_c_error")))
 
 
+def theory_refusal(problem: Problem) -> str | None:
+    """The one-line reason why the replica theory refuses ``problem`` (a student architecture or token
+    correlation it does not handle: the ParameterError of
+    :func:`dotattn.positional_semantic.problem.require_variant`), or None when it takes it.
+
+    The tied, uncorrelated problem (SPEC section 1) is taken without asking; any other is asked by one
+    iteration of the solver (:func:`dotattn.positional_semantic.catalogue.solve`, α = 1, the coarsest
+    Gauss-Hermite rule, no random starts, no stability), so the answer follows the theory as it is.
+    """
+    if problem.student == "tied" and problem.token_correlation == 0.0:
+        return None
+    from dotattn.positional_semantic.catalogue import QuadratureSpec, solve
+    from dotattn.positional_semantic.state_evolution import SolverOptions
+    try:
+        solve(problem, 1.0, quadrature=QuadratureSpec("gauss-hermite", 2, None), n_random=0,
+              options=SolverOptions(max_iter=1), stability=False)
+    except ParameterError as err:
+        return str(err)
+    return None
+
+
 def theory_column(problem_dict: dict[str, Any], omega: float, alphas: Sequence[float]) -> dict[str, Any]:
     """:class:`TheoryColumn` row at ω on the ERM's α grid, from
     :func:`dotattn.positional_semantic.phase_diagram.omega_column` with the default quadrature and the default refinement
@@ -507,14 +539,14 @@ def merge_parts(problem: Problem, config: AlphaCConfig, parts: Sequence[StudyPar
     sources: dict[tuple[float, int], list[str]] = {}
     for part in parts:
         have = {k: v for k, v in part.problem.to_dict().items() if k != "omega"}
-        diff = next((k for k in base if base[k] != have.get(k)), None)
+        diff = next((k for k in sorted(set(base) | set(have)) if base.get(k) != have.get(k)), None)
         if diff is not None:
             raise ParameterError(f"study {part.source} was made for another problem: {diff} = {have.get(diff)!r} "
-                                 f"there, {base[diff]!r} here")
+                                 f"there, {base.get(diff)!r} here")
         got = part.config.to_dict()
-        diff = next((k for k in MERGE_KEYS if got[k] != want[k]), None)
+        diff = next((k for k in MERGE_KEYS if got.get(k) != want.get(k)), None)
         if diff is not None:
-            raise ParameterError(f"study {part.source} has another {diff}: {got[diff]!r} there, {want[diff]!r} here "
+            raise ParameterError(f"study {part.source} has another {diff}: {got.get(diff)!r} there, {want.get(diff)!r} here "
                                  f"(cells of one study share {', '.join(MERGE_KEYS)})")
         for cell in part.cells:
             key = (cell.omega, cell.d)
@@ -608,7 +640,13 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
         check_dask_address(dask_address)
     ErmConfig(d=config.ds[-1], alphas=config.alphas if config.nested else config.alphas[-1:],
               inits="both" if config.paired else "semantic", seeds=min(config.seed_chunk, config.seeds),
-              test_samples=1, dtype=config.dtype).check(problem)  # the largest chunk must fit in memory
+              test_samples=1, dtype=config.dtype, value=config.value,
+              value_rank=config.value_rank).check(problem)  # the largest chunk must fit in memory
+    if theory:
+        refusal = theory_refusal(problem)
+        if refusal is not None:
+            raise ParameterError(f"the theory's alpha_c is not available for this problem ({refusal}); "
+                                 f"run without it (theory=False)")
     resolve_device(config.device)  # availability (ParameterError) before any computation
     t0 = time.perf_counter()
     supplied = dict(supplied or {})

@@ -31,7 +31,7 @@ from dotattn.core.integrity import first_difference, read_verified_csv, read_ver
 from dotattn.core.io import (IntegrityError, ensure_writable_dir, provenance, read_csv, save_figure, write_csv, write_json, write_manifest)
 from dotattn.core.validation import ParameterError
 from dotattn.erm import integrity as _erm_integrity  # noqa: F401  (registers the erm and restarts kinds)
-from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord, SummaryRecord
+from dotattn.erm.records import COLUMN_DOCS, SUMMARY_COLUMNS, RunRecord, SummaryRecord, run_columns
 from dotattn.positional_semantic.catalogue import default_quadrature
 from dotattn.positional_semantic.output import read_phase_diagram, read_phase_summaries, shape_title
 from dotattn.positional_semantic.phase_diagram import SweepSettings
@@ -100,7 +100,7 @@ def write_erm(folder: str | os.PathLike, result: Any, extra_parameters: dict[str
     prov = provenance(params, seconds=result.seconds)
     comment = "dotattn train-erm; provenance: " + json.dumps(prov, separators=(",", ":"))
     runs = result.run_rows()
-    write_csv(folder / "runs.csv", runs, RUN_COLUMNS, comment=comment)
+    write_csv(folder / "runs.csv", runs, run_columns(result.runs), comment=comment)
     records = result.summary_rows()
     summary = [r.to_row() for r in records]
     write_csv(folder / "summary.csv", summary, SUMMARY_COLUMNS, comment=comment)
