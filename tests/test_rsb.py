@@ -326,3 +326,39 @@ def test_spherical_perceptron_1rsb_saddle():
     slope = (fine[10.1].train_loss - fine[9.9].train_loss) / 0.2
     assert slope == pytest.approx(fine[10.0].complexity / 100.0, rel=0.1)
 
+
+def _perceptron_root(alpha: float, orders: tuple[int, int], bracket: tuple[float, float], start: tuple[float, float]):
+    """The package's 1RSB saddle at the root y* of Σ(y) in ``bracket`` (each y from the same start)."""
+    from scipy.optimize import brentq
+
+    outer, inner = gauss_hermite(1, orders[0]), gauss_hermite(1, orders[1])
+    init = RSBOverlaps(q0=[[start[0]]], q1=[[1.0]], V=[[start[1]]], theta=np.zeros((1, 0)), mu=[[0.0]])
+    pts = {}
+
+    def sigma(y):
+        pts[y] = iterate_rsb(y, alpha, init, outer, inner, HingeChannel(KAPPA), SphericalWeights(),
+                             RSBOptions(max_iter=5000))
+        assert pts[y].status == CONVERGED, (y, pts[y].message)
+        return pts[y].complexity
+
+    y_star = brentq(sigma, *bracket, rtol=1e-7)
+    return y_star, pts[y_star]
+
+
+def test_spherical_perceptron_1rsb_energy_at_gardners_capacity():
+    """At α = α_RS(κ = −0.5) the RS energy is 0 (the RS SAT/UNSAT threshold); the 1RSB saddle has Σ changing
+    sign at y* ≈ 760 and a positive energy: the 1RSB threshold lies below Gardner's. Package (rules
+    400 × 200) against the overlap form: measured 2.4786e-5 against 2.4689e-5 (0.4 %; rules 240 × 160 give
+    2.4692e-5). e is flat in y at y*, so y* itself is poorly fixed (759.7 against 672.8) while e agrees.
+    Asserted: e to 2 % of the overlap form, and V > 10 (the response grows toward the threshold: 3.9 at
+    1.3 α_RS, 49 here)."""
+    from scipy.optimize import brentq
+
+    alpha = _gardner_alpha(KAPPA)
+    _, pt = _perceptron_root(alpha, (400, 200), (400.0, 1000.0), (0.836, 50.6))
+    assert pt.overlaps.V[0, 0] > 10.0
+    start = (pt.overlaps.q0[0, 0], pt.overlaps.V[0, 0])
+    ref_y = brentq(lambda y: _overlap_form_saddle(y, alpha, start)[3], 300.0, 3000.0, rtol=1e-6)
+    ref_e = _overlap_form_saddle(ref_y, alpha, start)[2]
+    assert ref_e > 0
+    assert pt.train_loss == pytest.approx(ref_e, rel=0.02)
