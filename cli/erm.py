@@ -12,7 +12,8 @@ import numpy as np
 from dotattn.cli.main import cli
 from dotattn.cli.options import (correlation_option, output_folder, parse_grid, problem_from_options, problem_options,
                                  student_option, value_options)
-from dotattn.erm.config import DEFAULT_LR, DEVICE_CHOICES, INIT_CHOICES, OPTIMIZERS, ErmConfig
+from dotattn.core.optimizers import DEFAULT_LR, OPTIMIZERS
+from dotattn.erm.config import DEVICE_CHOICES, INIT_CHOICES, ErmConfig
 from dotattn.core.validation import check_int
 
 

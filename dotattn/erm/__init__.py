@@ -13,7 +13,7 @@ ErmConfig`` does not import torch.
 from importlib import import_module
 from typing import Any
 
-from dotattn.erm.config import DEFAULT_LR, INIT_CHOICES, OPTIMIZERS, VALUES, ErmConfig, WeightLayout
+from dotattn.erm.config import INIT_CHOICES, VALUES, ErmConfig, WeightLayout
 from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord
 
 _LAZY = {
@@ -29,7 +29,7 @@ _LAZY = {
 }
 
 __all__ = ["run_erm", "run_config", "ErmConfig", "WeightLayout", "VALUES", "initial_student", "ErmResult", "RunRecord", "RUN_COLUMNS", "SUMMARY_COLUMNS",
-           "COLUMN_DOCS", "INIT_CHOICES", "OPTIMIZERS", "DEFAULT_LR", "resolve_device", "initial_weights",
+           "COLUMN_DOCS", "INIT_CHOICES", "resolve_device", "initial_weights",
            "Dataset", "make_dataset", "positional_embeddings", "teacher_weights", "targets", "attention",
            "fit_linear_baseline", "linear_predict", "residual_sq_norm", "TrainOutcome", "train"]
 

@@ -21,8 +21,8 @@ from dotattn.core.optimizers import DEFAULT_LR, DEFAULT_TOL, OPTIMIZERS
 from dotattn.core.resources import MEMORY_FRACTION, available_memory
 from dotattn.positional_semantic.problem import Problem, check_problem
 
-__all__ = ["ErmConfig", "VALUES", "MAX_VALUE_RANK", "WeightLayout", "INIT_KINDS", "INIT_CHOICES", "INFORMED", "DTYPE_NAMES", "DEVICE_CHOICES", "OPTIMIZERS",
-           "DEFAULT_LR", "TEACHERS", "check_device_name", "MAX_STEPS"]
+__all__ = ["ErmConfig", "VALUES", "MAX_VALUE_RANK", "WeightLayout", "INIT_KINDS", "INIT_CHOICES", "INFORMED", "DTYPE_NAMES", "DEVICE_CHOICES",
+           "TEACHERS", "check_device_name", "MAX_STEPS"]
 
 INIT_KINDS: tuple[str, ...] = ("semantic", "positional", "random")
 INIT_CHOICES: dict[str, tuple[str, ...]] = {

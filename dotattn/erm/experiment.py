@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from dotattn.erm.config import (DEFAULT_LR, DEVICE_CHOICES, INFORMED, INIT_CHOICES, INIT_KINDS, OPTIMIZERS,
+from dotattn.erm.config import (DEVICE_CHOICES, INFORMED, INIT_CHOICES, INIT_KINDS,
                                ErmConfig, WeightLayout, check_device_name)
 from dotattn.erm.data import (STREAM_INIT, STREAM_TEST, STREAM_TRAIN, generator, make_dataset,
                               positional_embeddings, teacher_weights)
@@ -47,7 +47,7 @@ from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, STALLED, fro
 
 __all__ = ["INIT_KINDS", "INIT_CHOICES", "DTYPES", "DEVICE_CHOICES", "BRANCH_THETA", "BRANCH_M",
            "RUN_COLUMNS", "SUMMARY_COLUMNS", "COLUMN_DOCS", "ErmConfig", "RunRecord", "ErmResult",
-           "resolve_device", "initial_weights", "initial_student", "value_scale", "run_erm", "run_config", "OPTIMIZERS", "DEFAULT_LR"]
+           "resolve_device", "initial_weights", "initial_student", "value_scale", "run_erm", "run_config"]
 
 DTYPES: dict[str, torch.dtype] = {"float64": torch.float64, "float32": torch.float32}
 

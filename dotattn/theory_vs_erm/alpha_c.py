@@ -94,7 +94,7 @@ class AlphaCConfig:
     """Everything besides the :class:`Problem` (whose ω is replaced per cell) that defines a study.
 
     Validated on construction without importing torch (the optimiser name against the torch-free
-    :data:`dotattn.erm.config.OPTIMIZERS`). ``alphas`` needs >= 2 values, ``seeds``
+    :data:`dotattn.core.optimizers.OPTIMIZERS`). ``alphas`` needs >= 2 values, ``seeds``
     (a count; seeds ``first_seed ..``) >= 2, every d >= 2, ω in [0, 1].
     """
 
@@ -151,7 +151,8 @@ class AlphaCConfig:
             raise ParameterError(f"model must be one of {', '.join(FIT_MODELS)}, got {self.model!r}")
         if any(a * d < 1 for a in alphas[:1] for d in ds[:1]):
             raise ParameterError(f"alpha must be >= 1/d (one training sample), got {alphas[0]:g} at d = {ds[0]}")
-        from dotattn.erm.config import OPTIMIZERS, ErmConfig
+        from dotattn.core.optimizers import OPTIMIZERS
+        from dotattn.erm.config import ErmConfig
         if self.optimizer not in OPTIMIZERS:
             raise ParameterError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         # memory: one chunk of seeds at the largest d and alpha, one start, on the smallest problem (L = 2,
