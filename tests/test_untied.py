@@ -20,7 +20,7 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import gauss_hermite, sobol_qmc
 from dotattn.positional_semantic.stability import rs_stability
 from dotattn.positional_semantic.state_evolution import SolverOptions, iterate, potential
-from tests.conftest import reduced_and_full
+from conftest import reduced_and_full
 
 UNTIED = Problem(student="untied")
 L3 = dict(L=3, positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]],
@@ -299,6 +299,6 @@ def test_compiled_untied_newton_is_the_vectorised_newton(V):
     (["--student", "untied", "--rsb", "1"], "student"),
 ])
 def test_cli_refuses_bad_untied_options_in_one_line(args, word, tmp_path):
-    from tests.clitools import run
+    from clitools import run
     res = run("solve", "--alpha", "2", *args)
     assert res.returncode == 2 and word in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
