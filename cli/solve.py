@@ -10,7 +10,7 @@ import numpy as np
 
 from dotattn.positional_semantic.catalogue import MAX_RANDOM_STARTS, QuadratureSpec, default_quadrature, solve
 from dotattn.cli.main import cli
-from dotattn.cli.options import correlation_option, problem_from_options, problem_options
+from dotattn.cli.options import correlation_option, problem_from_options, problem_options, student_option
 from dotattn.core.io import to_jsonable
 from dotattn.core.validation import check_alpha, check_int
 from dotattn.positional_semantic.problem import require_variant
@@ -142,6 +142,7 @@ def format_table(cat) -> str:
 @click.option("--alpha", type=float, required=True, help="Sample complexity alpha = n/d, in (0, 1e4].")
 @click.option("--omega", type=float, default=0.3, show_default=True, help="Positional fraction omega of the target, in [0, 1].")
 @problem_options
+@student_option
 @correlation_option
 @quadrature_options
 @solver_options
@@ -160,11 +161,11 @@ def format_table(cat) -> str:
 @click.option("--rsb-y", default=None,
               help="With --rsb 1: the Parisi parameters y scanned, each in (0, 1e6] (default 300,100,30,10,3).")
 @click.option("--out", "out_dir", default=None, help="With --rsb 1: also write rsb.json and a manifest to this folder.")
-def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, token_correlation, quad_kind, quad_order,
+def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, student, token_correlation, quad_kind, quad_order,
                   coarse_order, tol, damping, max_iter, hat_form, random_starts, seed, check_quadrature, as_json,
                   rsb, rsb_branches, rsb_orders, rsb_y, out_dir):
     """All fixed points of the replica equations at one (alpha, omega), and the selected one."""
-    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram,
+    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, student,
                                    token_correlation=token_correlation)
     check_alpha(alpha)
     check_int("random-starts", random_starts, 0, MAX_RANDOM_STARTS)
@@ -173,7 +174,7 @@ def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, position
     options = build_solver_options(tol, damping, max_iter, hat_form, problem)
     rsb_options, branches = build_rsb_options(rsb, rsb_branches, rsb_orders, rsb_y, out_dir)
     if rsb_options is not None:
-        require_variant(problem, "the 1RSB theory (--rsb 1)")
+        require_variant(problem, "--rsb 1")
     cat = solve(problem, alpha, quadrature=quad, n_random=random_starts, options=options, seed=seed,
                 check_quadrature=check_quadrature)
     if as_json:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dotattn.positional_semantic.baseline import linear_baseline_test_error
-from dotattn.positional_semantic.overlaps import Overlaps, overlaps_from_scalars
+from dotattn.positional_semantic.overlaps import Overlaps, overlaps_from_scalars, untied_lift
 from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int
 from dotattn.positional_semantic.problem import Problem, check_problem
 from dotattn.positional_semantic.quadrature import MAX_TENSOR_NODES, GaussianRule, make_rule
@@ -230,7 +230,8 @@ def initialisations(problem: Problem, n_random: int, seed: int = 0) -> list[tupl
 
     The mixed start gives the student one positional direction (q = 0.02, μ = 0.2 along the
     positional direction) and one semantic direction (q = 0.9, θ = 0.35), the two informed
-    starts side by side; with r = 1 a student cannot hold both.
+    starts side by side; with r = 1 a student cannot hold both. For the untied student every start
+    is lifted to W = [Q K] by :func:`~dotattn.positional_semantic.overlaps.untied_lift` (query and key alike).
     """
     inits = [("positional", overlaps_from_scalars(problem, 0.02, 0.2, 15.0, 0.0)),
              ("semantic", overlaps_from_scalars(problem, 0.9, 0.0, 15.0, 0.35))]
@@ -255,6 +256,8 @@ def initialisations(problem: Problem, n_random: int, seed: int = 0) -> list[tupl
         mu = G_half @ rng.uniform(-0.3, 0.3, size=(L, r))
         V = rng.uniform(5.0, 30.0)
         inits.append((f"random-{i + 1}", Overlaps(q=q * np.eye(r), V=V * np.eye(r), theta=th, mu=mu)))
+    if problem.student == "untied":  # query and key both start from the tied start
+        return [(name, untied_lift(o)) for name, o in inits]
     return inits
 
 

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-__all__ = ["AVAILABLE", "newton_toy"]
+__all__ = ["AVAILABLE", "newton_toy", "newton_untied_pair"]
 
 AVAILABLE = False
 if os.environ.get("DOTATTN_COMPILED", "1") != "0":
@@ -106,6 +106,187 @@ if AVAILABLE:
             last = max(last, it)
         return last
 
+    @numba.njit(cache=True, inline="always")
+    def _untied_value(x, c, t1, t2, Vi, s2):
+        """Untied L = 2, r = 1 prox objective at x = (h₁, k₁, h₂, k₂), and s(a), s(b)."""
+        sa = _expit(x[0] * (x[1] - x[3]))
+        sb = _expit(x[2] * (x[3] - x[1]))
+        ra, rb = sa - t1, sb - t2
+        quad = 0.0
+        for l in range(2):
+            d0, d1 = x[2 * l] - c[2 * l], x[2 * l + 1] - c[2 * l + 1]
+            quad += d0 * (Vi[0, 0] * d0 + Vi[0, 1] * d1) + d1 * (Vi[1, 0] * d0 + Vi[1, 1] * d1)
+        return 0.5 * quad + s2 * (ra * ra + rb * rb), sa, sb
+
+    @numba.njit(cache=True)
+    def _jacobi4(A, U):
+        """Cyclic Jacobi rotations: A (n, n) symmetric is overwritten by a diagonal matrix Λ and U (identity
+        on entry) by the orthogonal eigenvectors, A_in = U Λ Uᵀ (to rounding: sweeps stop when the
+        off-diagonal mass is below 1e-32 of the diagonal's)."""
+        n = A.shape[0]
+        for _ in range(50):
+            off, diag = 0.0, 0.0
+            for i in range(n):
+                diag += A[i, i] * A[i, i]
+                for j in range(i + 1, n):
+                    off += A[i, j] * A[i, j]
+            if off <= 1e-32 * diag or off == 0.0:
+                return
+            for p in range(n - 1):
+                for q in range(p + 1, n):
+                    apq = A[p, q]
+                    if apq == 0.0:
+                        continue
+                    theta = (A[q, q] - A[p, p]) / (2.0 * apq)
+                    t = 1.0 / (abs(theta) + np.sqrt(theta * theta + 1.0))
+                    if theta < 0.0:
+                        t = -t
+                    c = 1.0 / np.sqrt(t * t + 1.0)
+                    sn = t * c
+                    for k in range(n):  # A J
+                        akp, akq = A[k, p], A[k, q]
+                        A[k, p], A[k, q] = c * akp - sn * akq, sn * akp + c * akq
+                    for k in range(n):  # Jᵀ (A J)
+                        apk, aqk = A[p, k], A[q, k]
+                        A[p, k], A[q, k] = c * apk - sn * aqk, sn * apk + c * aqk
+                    for k in range(n):
+                        ukp, ukq = U[k, p], U[k, q]
+                        U[k, p], U[k, q] = c * ukp - sn * ukq, sn * ukp + c * ukq
+
+    @numba.njit(cache=True)
+    def _solve4(H, g, step, Lf, y):
+        """step = −H₊⁻¹g (4 x 4): Cholesky where every pivot exceeds 1e-8 of the largest diagonal entry, else
+        the eigendecomposition with eigenvalues reflected and floored at 1e-8 of the largest (as the
+        vectorised :func:`dotattn.positional_semantic.prox._solve_safeguarded`)."""
+        n = 4
+        scale = 0.0
+        for j in range(n):
+            scale = max(scale, abs(H[j, j]))
+        ok = True
+        for j in range(n):
+            piv = H[j, j]
+            for k in range(j):
+                piv -= Lf[j, k] * Lf[j, k]
+            if not piv > _EIG_FLOOR * scale:
+                ok = False
+                break
+            d = np.sqrt(piv)
+            Lf[j, j] = d
+            for i in range(j + 1, n):
+                acc = H[i, j]
+                for k in range(j):
+                    acc -= Lf[i, k] * Lf[j, k]
+                Lf[i, j] = acc / d
+        if ok:
+            for j in range(n):
+                acc = g[j]
+                for k in range(j):
+                    acc -= Lf[j, k] * y[k]
+                y[j] = acc / Lf[j, j]
+            for j in range(n - 1, -1, -1):
+                acc = y[j]
+                for k in range(j + 1, n):
+                    acc += Lf[k, j] * step[k]  # step = −x: Lᵀx = y
+                step[j] = -acc / Lf[j, j]
+            return
+        A = Lf  # the failed factor's storage: H is diagonalised in place of it, U Λ Uᵀ = H
+        U = np.eye(n)
+        for i in range(n):
+            for j in range(n):
+                A[i, j] = H[i, j]
+        _jacobi4(A, U)
+        top = 0.0
+        for j in range(n):
+            top = max(top, abs(A[j, j]))
+        floor = _EIG_FLOOR * top
+        for i in range(n):
+            step[i] = 0.0
+        for j in range(n):
+            coef = 0.0
+            for i in range(n):
+                coef += U[i, j] * g[i]
+            coef /= max(abs(A[j, j]), floor)
+            for i in range(n):
+                step[i] -= U[i, j] * coef
+
+    @numba.njit(cache=True)
+    def _untied_kernel(x0s, cs, t1s, t2s, Vi, s2, max_iter, gtol, out, outv):
+        last = 0
+        x = np.empty(4)
+        y = np.empty(4)
+        g = np.empty(4)
+        H = np.empty((4, 4))
+        p = np.empty(4)
+        Lf = np.zeros((4, 4))
+        work = np.empty(4)
+        for m in range(x0s.shape[0]):
+            c = cs[m]
+            t1, t2 = t1s[m], t2s[m]
+            for i in range(4):
+                x[i] = x0s[m, i]
+            fa, sa, sb = _untied_value(x, c, t1, t2, Vi, s2)
+            it = 0
+            for it in range(1, max_iter + 1):
+                ra, rb = sa - t1, sb - t2
+                da, db = sa * (1 - sa), sb * (1 - sb)
+                ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db
+                na = (x[1] - x[3], x[0], 0.0, -x[0])  # ∇a, a = h₁(k₁ − k₂)
+                nb = (0.0, -x[2], x[3] - x[1], x[2])  # ∇b, b = h₂(k₂ − k₁)
+                gmax = 0.0
+                for l in range(2):
+                    d0, d1 = x[2 * l] - c[2 * l], x[2 * l + 1] - c[2 * l + 1]
+                    g[2 * l] = Vi[0, 0] * d0 + Vi[0, 1] * d1
+                    g[2 * l + 1] = Vi[1, 0] * d0 + Vi[1, 1] * d1
+                for i in range(4):
+                    g[i] += ga * na[i] + gb * nb[i]
+                    gmax = max(gmax, abs(g[i]))
+                if gmax < gtol:
+                    break
+                haa = 2 * s2 * (da * da + ra * da * (1 - 2 * sa))
+                hbb = 2 * s2 * (db * db + rb * db * (1 - 2 * sb))
+                for i in range(4):
+                    for j in range(4):
+                        H[i, j] = haa * na[i] * na[j] + hbb * nb[i] * nb[j]
+                for l in range(2):
+                    for i in range(2):
+                        for j in range(2):
+                            H[2 * l + i, 2 * l + j] += Vi[i, j]
+                H[0, 1] += ga
+                H[1, 0] += ga
+                H[0, 3] -= ga
+                H[3, 0] -= ga
+                H[2, 3] += gb
+                H[3, 2] += gb
+                H[2, 1] -= gb
+                H[1, 2] -= gb
+                _solve4(H, g, p, Lf, work)
+                slope = 0.0
+                for i in range(4):
+                    slope += g[i] * p[i]
+                    y[i] = x[i] + p[i]
+                ft, sat, sbt = _untied_value(y, c, t1, t2, Vi, s2)
+                ok = (ft <= fa + _ARMIJO * slope) or (-slope < 1e-13 * (1.0 + abs(fa)))
+                if not ok:
+                    t = 0.5
+                    for _ in range(60):
+                        for i in range(4):
+                            y[i] = x[i] + t * p[i]
+                        ft, sat, sbt = _untied_value(y, c, t1, t2, Vi, s2)
+                        if ft <= fa + _ARMIJO * t * slope:
+                            ok = True
+                            break
+                        t *= 0.5
+                if not ok:
+                    break
+                for i in range(4):
+                    x[i] = y[i]
+                fa, sa, sb = ft, sat, sbt
+            for i in range(4):
+                out[m, i] = x[i]
+            outv[m] = fa
+            last = max(last, it)
+        return last
+
 
 def newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float, s2: float,
                max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
@@ -118,3 +299,17 @@ def newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float,
                  np.ascontiguousarray(target[:, 0, 0]), np.ascontiguousarray(target[:, 1, 1]),
                  float(v), float(s2), int(max_iter), float(gtol), out1, out2, outv)
     return np.stack([out1, out2], axis=1)[:, :, None], outv, int(it)
+
+
+def newton_untied_pair(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.ndarray, s2: float,
+                       max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
+    """The vectorised :func:`dotattn.positional_semantic.prox._newton` for the untied student with L = 2,
+    r = 1 (fields (h_l, k_l), V⁻¹ 2 x 2), compiled node by node: the same objective, gradient, Hessian,
+    safeguarded solve, Armijo test and stopping rule. h0, centre (M, 2, 2); returns h (M, 2, 2), value (M,),
+    the iterations of the slowest node."""
+    M = h0.shape[0]
+    out, outv = np.empty((M, 4)), np.empty(M)
+    it = _untied_kernel(np.ascontiguousarray(h0.reshape(M, 4)), np.ascontiguousarray(centre.reshape(M, 4)),
+                        np.ascontiguousarray(target[:, 0, 0]), np.ascontiguousarray(target[:, 1, 1]),
+                        np.ascontiguousarray(V_inv, dtype=float), float(s2), int(max_iter), float(gtol), out, outv)
+    return out.reshape(M, 2, 2), outv, int(it)

@@ -28,7 +28,7 @@ def check_branch_rows(path: Path, points: Sequence[Any], problem: Problem, omega
     q, V (r×r), θ (r×r_t), μ (L×r); finite overlaps, e_t and ε_g for converged points; branch
     labels among ``branches``; every (ω, α) of the grid present (if ``grid_complete``); nothing off
     the ω grid."""
-    r, rt, L = problem.rank, problem.teacher_rank, problem.L
+    r, rt, L = problem.field_rank, problem.teacher_rank, problem.L
     if not points:
         raise IntegrityError(f"{path}: no data rows")
     seen: set[tuple[int, int]] = set()

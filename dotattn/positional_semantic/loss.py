@@ -11,6 +11,11 @@ vectorised over the leading node axis N. Two implementations of the same maths:
   ℓ = σ²[(s(a) − T₁₁)² + (s(b) − T₂₂)²] with s the logistic function (scalar code for r = 1,
   vectors h_l ∈ R^r otherwise).
 
+Untied student (``problem.student == "untied"``, docs/untied.md): the fields are g (N, L, 2r) with
+g_l = (h_l, k_l) (query and key), the scores h kᵀ instead of h hᵀ; the same public functions
+dispatch on the problem, with an L = 2 path in the scores a = h₁·(k₁−k₂), b = h₂·(k₂−k₁) and a
+general one.
+
 The student-side functions take the target matrix T(h*) (N, L, L), computed once per node by
 :func:`teacher_attention`, rather than h* itself: the proximal solver never needs more.
 
@@ -29,7 +34,7 @@ from scipy.special import expit
 from dotattn.positional_semantic.problem import Problem
 
 __all__ = ["LossDerivatives", "softmax_rows", "teacher_attention", "attention_loss",
-           "loss_derivatives", "teacher_gradient"]
+           "loss_derivatives", "teacher_gradient", "untied_split"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,9 @@ def attention_loss(h: np.ndarray, target: np.ndarray, problem: Problem,
                    general: bool | None = None) -> np.ndarray:
     """ℓ for N points, shape (N,). h (N, L, r); target T(h*) (N, L, L) from :func:`teacher_attention`.
     ``general=True`` forces the general (N, L, L) path."""
+    if problem.student == "untied":
+        return _untied_loss(h, target, problem) if not general else _untied_general_derivatives(
+            h, target, problem, False).value
     auto = general is None
     if general is None:
         general = not _is_fast(h)
@@ -132,26 +140,33 @@ def _toy_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessia
 def _pair_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool) -> LossDerivatives:
     """L = 2, any r: the toy formulas with ∇a = (2h₁−h₂, −h₁), ∇b = (−h₂, 2h₂−h₁) and the
     constant score Hessians [[2I, −I], [−I, 0]] and [[0, −I], [−I, 2I]]."""
-    N, _, r = h.shape
-    s2 = problem.sigma**2
+    r = h.shape[-1]
     h1, h2 = h[:, 0], h[:, 1]
     a, b = _pair_scores(h)
+    grad_a = np.stack([2 * h1 - h2, -h1], axis=1)  # (N, 2, r)
+    grad_b = np.stack([-h2, 2 * h2 - h1], axis=1)
+    eye = np.eye(r)
+    Ha = np.block([[2 * eye, -eye], [-eye, 0 * eye]])
+    Hb = np.block([[0 * eye, -eye], [-eye, 2 * eye]])
+    return _pair_core(a, b, grad_a, grad_b, Ha, Hb, target, problem.sigma**2, hessian)
+
+
+def _pair_core(a: np.ndarray, b: np.ndarray, grad_a: np.ndarray, grad_b: np.ndarray, Ha: np.ndarray, Hb: np.ndarray,
+               target: np.ndarray, s2: float, hessian: bool) -> LossDerivatives:
+    """ℓ = σ²[(s(a) − T₁₁)² + (s(b) − T₂₂)²] and its derivatives for L = 2 from the two scores a, b (N,),
+    their gradients (N, 2, w) in the fields (N, 2, w) and their constant Hessians (2w, 2w)."""
+    N, _, w = grad_a.shape
     sa, sb = expit(a), expit(b)
     ra, rb = sa - target[:, 0, 0], sb - target[:, 1, 1]
     da, db = sa * (1 - sa), sb * (1 - sb)
     ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db
     value = s2 * (ra * ra + rb * rb)
-    grad_a = np.stack([2 * h1 - h2, -h1], axis=1)  # (N, 2, r)
-    grad_b = np.stack([-h2, 2 * h2 - h1], axis=1)
     grad = ga[:, None, None] * grad_a + gb[:, None, None] * grad_b
     hess = None
     if hessian:
         haa = 2 * s2 * (da * da + ra * da * (1 - 2 * sa))
         hbb = 2 * s2 * (db * db + rb * db * (1 - 2 * sb))
-        va, vb = grad_a.reshape(N, 2 * r), grad_b.reshape(N, 2 * r)
-        eye = np.eye(r)
-        Ha = np.block([[2 * eye, -eye], [-eye, 0 * eye]])
-        Hb = np.block([[0 * eye, -eye], [-eye, 2 * eye]])
+        va, vb = grad_a.reshape(N, 2 * w), grad_b.reshape(N, 2 * w)
         hess = (haa[:, None, None] * va[:, :, None] * va[:, None, :] + hbb[:, None, None] * vb[:, :, None] * vb[:, None, :]
                 + ga[:, None, None] * Ha + gb[:, None, None] * Hb)
     return LossDerivatives(value=value, grad=grad, hess=hess)
@@ -207,16 +222,22 @@ def _general_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, he
         # dZ = E hᵀ + h Eᵀ for every direction: (N, n, L, L)
         EhT = np.einsum("klr,nmr->nklm", E, h)
         dZ = EhT + np.swapaxes(EhT, -1, -2)
-        Sx = S[:, None]
-        Rx = R[:, None]
-        dS = Sx * (dZ - np.sum(Sx * dZ, axis=-1, keepdims=True))
-        c = np.sum(Rx * Sx, axis=-1, keepdims=True)
-        dc = np.sum(dS * (Sx + Rx), axis=-1, keepdims=True)
-        dP = s2 * (dS * (Rx - c) + Sx * (dS - dc))
+        dP = _score_gradient_jvp(S, R, dZ, s2)
         dG = (dP + np.swapaxes(dP, -1, -2)) @ h[:, None] + np.einsum("nlm,kmr->nklr", Psym, E)
         hess = dG.reshape(N, n, n)
         hess = 0.5 * (hess + np.swapaxes(hess, -1, -2))
     return LossDerivatives(value=value, grad=grad, hess=hess)
+
+
+def _score_gradient_jvp(S: np.ndarray, R: np.ndarray, dZ: np.ndarray, s2: float) -> np.ndarray:
+    """Directional derivatives dP (N, n, L, L) of P = ∂ℓ/∂Z (Z the student scores, S = softmax_rows(Z),
+    R = S − T, both (N, L, L)) along the n score directions dZ (N, n, L, L)."""
+    Sx = S[:, None]
+    Rx = R[:, None]
+    dS = Sx * (dZ - np.sum(Sx * dZ, axis=-1, keepdims=True))
+    c = np.sum(Rx * Sx, axis=-1, keepdims=True)
+    dc = np.sum(dS * (Sx + Rx), axis=-1, keepdims=True)
+    return s2 * (dS * (Rx - c) + Sx * (dS - dc))
 
 
 def _rank1_columns(h: np.ndarray, target: np.ndarray) -> tuple[list, list, list]:
@@ -275,8 +296,12 @@ def _rank1_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hess
 
 
 def _general_teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem) -> np.ndarray:
+    return _teacher_gradient_given(softmax_rows(h @ np.swapaxes(h, -1, -2)), h_star, problem)
+
+
+def _teacher_gradient_given(S: np.ndarray, h_star: np.ndarray, problem: Problem) -> np.ndarray:
+    """∂ℓ/∂h* (N, L, r_t) for the student's attention S (N, L, L) held fixed."""
     s2, w = problem.sigma**2, problem.omega
-    S = softmax_rows(h @ np.swapaxes(h, -1, -2))
     S_star = softmax_rows(h_star @ np.swapaxes(h_star, -1, -2))
     R = S - ((1 - w) * S_star + w * problem.A)
     P_star = _softmax_vjp(S_star, -(1 - w) * s2 * R)
@@ -294,6 +319,8 @@ def loss_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessia
     ``general=True`` forces the general path (used by tests to check the L = 2 fast path and the
     closed-form r = 1 Hessian of :func:`_rank1_derivatives`, the default for r = 1, L ≥ 3).
     """
+    if problem.student == "untied":
+        return _untied_derivatives(h, target, problem, hessian, general)
     if general is None:
         general = not _is_fast(h)
         if general and h.shape[-1] == 1:
@@ -307,6 +334,8 @@ def loss_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessia
 
 def teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem, general: bool | None = None) -> np.ndarray:
     """∂ℓ/∂h* at fixed h, shape (N, L, r_t)."""
+    if problem.student == "untied":
+        return _teacher_gradient_given(softmax_rows(_untied_scores(h)), h_star, problem)
     if general is None:
         general = not _is_fast(h)
     if general:
@@ -314,3 +343,87 @@ def teacher_gradient(h: np.ndarray, h_star: np.ndarray, problem: Problem, genera
     if h.shape[-1] == 1 and h_star.shape[-1] == 1:
         return _toy_teacher_gradient(h, h_star, problem)
     return _pair_teacher_gradient(h, h_star, problem)
+
+
+# ----------------------------------------------------------------------------------------------
+# untied student (docs/untied.md): fields g (N, L, 2r), g_l = (h_l, k_l), scores Z = h kᵀ
+# ----------------------------------------------------------------------------------------------
+def untied_split(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(h, k), each (N, L, r), from the untied fields g (N, L, 2r): query and key fields."""
+    r = g.shape[-1] // 2
+    return g[..., :r], g[..., r:]
+
+
+def _untied_scores(g: np.ndarray) -> np.ndarray:
+    """Z = h kᵀ (N, L, L), Z_ll' = h_l·k_l'."""
+    h, k = untied_split(g)
+    return h @ np.swapaxes(k, -1, -2)
+
+
+def _untied_pair_scores(g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """L = 2: a = Z₁₁ − Z₁₂ = h₁·(k₁ − k₂), b = Z₂₂ − Z₂₁ = h₂·(k₂ − k₁) (softmax row l is s of them)."""
+    h, k = untied_split(g)
+    dk = k[:, 0] - k[:, 1]
+    return _dot(h[:, 0], dk), -_dot(h[:, 1], dk)
+
+
+def _untied_loss(g: np.ndarray, target: np.ndarray, problem: Problem) -> np.ndarray:
+    if g.shape[-2] == 2:
+        a, b = _untied_pair_scores(g)
+        ra, rb = expit(a) - target[:, 0, 0], expit(b) - target[:, 1, 1]
+        return problem.sigma**2 * (ra * ra + rb * rb)
+    R = softmax_rows(_untied_scores(g)) - target
+    return 0.5 * problem.sigma**2 * np.sum(R * R, axis=(-2, -1))
+
+
+def _untied_pair_derivatives(g: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool) -> LossDerivatives:
+    """L = 2: ∇a = (k₁ − k₂, h₁, 0, −h₁), ∇b = (0, −h₂, k₂ − k₁, h₂) in (h₁, k₁, h₂, k₂), and the constant
+    score Hessians ∂²a/∂h₁∂k₁ = I, ∂²a/∂h₁∂k₂ = −I, ∂²b/∂h₂∂k₂ = I, ∂²b/∂h₂∂k₁ = −I."""
+    h, k = untied_split(g)
+    r = h.shape[-1]
+    a, b = _untied_pair_scores(g)
+    dk = k[:, 0] - k[:, 1]
+    zero = np.zeros_like(dk)
+    grad_a = np.stack([np.concatenate([dk, h[:, 0]], -1), np.concatenate([zero, -h[:, 0]], -1)], axis=1)
+    grad_b = np.stack([np.concatenate([zero, -h[:, 1]], -1), np.concatenate([-dk, h[:, 1]], -1)], axis=1)
+    Ha, Hb = np.zeros((4 * r, 4 * r)), np.zeros((4 * r, 4 * r))
+    eye = np.eye(r)
+    for H, (hq, kp, kn) in ((Ha, (0, 1, 3)), (Hb, (2, 3, 1))):  # blocks of (h₁, k₁, h₂, k₂)
+        for kk, sign in ((kp, 1.0), (kn, -1.0)):
+            H[hq * r:(hq + 1) * r, kk * r:(kk + 1) * r] = sign * eye
+            H[kk * r:(kk + 1) * r, hq * r:(hq + 1) * r] = sign * eye
+    return _pair_core(a, b, grad_a, grad_b, Ha, Hb, target, problem.sigma**2, hessian)
+
+
+def _untied_general_derivatives(g: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool) -> LossDerivatives:
+    """Any L: P = ∂ℓ/∂Z, ∂ℓ/∂h = P k, ∂ℓ/∂k = Pᵀ h; the Hessian from the directional derivatives
+    dZ = E_h kᵀ + h E_kᵀ of the scores along every basis direction E = (E_h, E_k)."""
+    N, L, w = g.shape
+    r = w // 2
+    s2 = problem.sigma**2
+    h, k = untied_split(g)
+    S = softmax_rows(h @ np.swapaxes(k, -1, -2))
+    R = S - target
+    value = 0.5 * s2 * np.sum(R * R, axis=(-2, -1))
+    P = _softmax_vjp(S, s2 * R)
+    PT = np.swapaxes(P, -1, -2)
+    grad = np.concatenate([P @ k, PT @ h], axis=-1)
+    hess = None
+    if hessian:
+        n = L * w
+        E = np.eye(n).reshape(n, L, w)
+        Eh, Ek = E[..., :r], E[..., r:]
+        dZ = np.einsum("clr,nmr->nclm", Eh, k) + np.einsum("nlr,cmr->nclm", h, Ek)
+        dP = _score_gradient_jvp(S, R, dZ, s2)  # (N, n, L, L)
+        dgh = dP @ k[:, None] + np.einsum("nlm,cmr->nclr", P, Ek)
+        dgk = np.swapaxes(dP, -1, -2) @ h[:, None] + np.einsum("nlm,cmr->nclr", PT, Eh)
+        hess = np.concatenate([dgh, dgk], axis=-1).reshape(N, n, n)
+        hess = 0.5 * (hess + np.swapaxes(hess, -1, -2))
+    return LossDerivatives(value=value, grad=grad, hess=hess)
+
+
+def _untied_derivatives(g: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool,
+                        general: bool | None) -> LossDerivatives:
+    if general or (general is None and g.shape[-2] != 2):
+        return _untied_general_derivatives(g, target, problem, hessian)
+    return _untied_pair_derivatives(g, target, problem, hessian)

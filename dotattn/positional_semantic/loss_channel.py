@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dotattn.positional_semantic.overlaps import FieldFactors, Hats, Overlaps, factor_jvp, field_factors, symmetric_basis
-from dotattn.positional_semantic.problem import Problem, require_variant
+from dotattn.positional_semantic.problem import STUDENTS, Problem, require_variant
 from dotattn.positional_semantic.prox import ProxResult, _apply_right, point_loss, prox
 from dotattn.positional_semantic.tokens import mix_tokens, teacher_target, whitened_teacher_gradient
 from dotattn.positional_semantic.quadrature import Fold, GaussianRule
@@ -145,7 +145,7 @@ def token_symmetry(overlaps: Overlaps, rule: GaussianRule, problem: Problem,
     accepted for compatibility and no longer matters: random starts are drawn at the
     representatives (see the module docstring).
     """
-    L, r, rt = problem.L, problem.rank, problem.teacher_rank
+    L, r, rt = problem.L, problem.field_rank, problem.teacher_rank
     if rule.groups is not None:
         return None
     A, mu = problem.A, overlaps.mu
@@ -179,11 +179,12 @@ def token_symmetry(overlaps: Overlaps, rule: GaussianRule, problem: Problem,
 
 def local_fields(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> Fields:
     """Student centres ω_l = μ_l + C ξ_l and teacher fields h*_l = Bᵀξ_l + D η_l at every node
-    (whitened for correlated tokens: ω̃ = C_tok^{-1/2} μ + C ξ, h̃* unchanged)."""
-    require_variant(problem, "the replica theory", correlated=True)
-    L, r, rt = problem.L, problem.rank, problem.teacher_rank
+    (whitened for correlated tokens: ω̃ = C_tok^{-1/2} μ + C ξ, h̃* unchanged; tied student only)."""
+    require_variant(problem, "the replica theory", students=STUDENTS, correlated=problem.student == "tied")
+    L, r, rt = problem.L, problem.field_rank, problem.teacher_rank
     if rule.dim != L * (r + rt):
-        raise ValueError(f"quadrature rule has dimension {rule.dim}, the problem needs L(r + r_t) = {L * (r + rt)}")
+        raise ValueError(f"quadrature rule has dimension {rule.dim}, the problem needs L(r + r_t) = {L * (r + rt)} "
+                         f"(r: the field rank)")
     f = field_factors(overlaps, problem)
     N = rule.size
     xi = rule.nodes[:, : L * r].reshape(N, L, r)
@@ -256,8 +257,8 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
     q_hat = alpha * _expect(w, f, f)
     q_hat = 0.5 * (q_hat + q_hat.T)
     if form == "stein":
-        if problem.rank != 1 or problem.teacher_rank != 1:
-            raise ValueError("the Stein form of the hats is implemented for r = r_t = 1 only")
+        if problem.field_rank != 1 or problem.teacher_rank != 1:
+            raise ValueError("the Stein form of the hats is implemented for a tied student with r = r_t = 1 only")
         q, th = overlaps.q[0, 0], overlaps.theta[0, 0]
         v_star = fl.factors.D[0, 0]
         theta_hat = mixed * alpha * _expect(w, f, eta) / v_star
@@ -272,7 +273,7 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
             d = factor_jvp(fl.factors, dq, dth)
             return float(np.sum(G_C * d.C) + np.sum(G_B * d.B) + np.sum(G_D * d.D))
 
-        r, rt = problem.rank, problem.teacher_rank
+        r, rt = problem.field_rank, problem.teacher_rank
         grad_q = np.zeros((r, r))
         for i, j, E in symmetric_basis(r):
             val = directional(E, np.zeros((r, rt)))

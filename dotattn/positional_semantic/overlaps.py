@@ -22,7 +22,7 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.core.validation import readonly_array
 
 __all__ = ["Overlaps", "Hats", "FieldFactors", "InvalidOverlaps", "field_factors", "factor_jvp", "positional_direction",
-           "symmetric_basis", "overlaps_from_scalars"]
+           "symmetric_basis", "overlaps_from_scalars", "untied_lift", "UNTIED_START_CROSS"]
 
 
 class InvalidOverlaps(ArithmeticError):
@@ -39,7 +39,8 @@ class _ArrayState:
 
 @dataclass(frozen=True)
 class Overlaps(_ArrayState):
-    """q (r, r) self-overlap, V (r, r) response, θ (r, r_t) semantic overlap, μ (L, r) positional."""
+    """q (r, r) self-overlap, V (r, r) response, θ (r, r_t) semantic overlap, μ (L, r) positional
+    (r is the problem's :attr:`~Problem.field_rank`: 2r for the untied student, query block first)."""
 
     q: np.ndarray
     V: np.ndarray
@@ -53,7 +54,7 @@ class Overlaps(_ArrayState):
     @classmethod
     def from_vector(cls, x: np.ndarray, problem: Problem) -> "Overlaps":
         """Inverse of :meth:`vector` (q and V symmetrised)."""
-        r, rt, L = problem.rank, problem.teacher_rank, problem.L
+        r, rt, L = problem.field_rank, problem.teacher_rank, problem.L
         sizes = np.cumsum([r * r, r * r, r * rt])
         q, V, th, mu = np.split(np.asarray(x, dtype=float), sizes)
         q, V = q.reshape(r, r), V.reshape(r, r)
@@ -65,16 +66,20 @@ class Overlaps(_ArrayState):
         return Overlaps(q=w * self.q + (1 - w) * other.q, V=w * self.V + (1 - w) * other.V,
                         theta=w * self.theta + (1 - w) * other.theta, mu=w * self.mu + (1 - w) * other.mu)
 
-    def canonical(self) -> "Overlaps":
+    def canonical(self, untied: bool = False) -> "Overlaps":
         """The same physical state in a canonical student frame.
 
         Everything is invariant under Q → QU (U orthogonal r x r), which maps
         (q, V, θ, μ) → (Uᵀ q U, Uᵀ V U, Uᵀ θ, μ U). The frame here diagonalises q (eigenvalues in
         decreasing order) and makes the largest entry of each row of [θ, μᵀ] positive (for r = 1
         only that sign). Used for initial states, so that gauge copies start alike.
+        ``untied``: the state is that of W = [Q K] (2r wide), whose gauge group is only
+        (Q, K) → (QU, KU); the frame diagonalises the query block q_QQ and rotates both blocks alike.
         """
         r = self.q.shape[0]
-        if r == 1:  # only the sign: Q → −Q
+        if untied and r > 2:
+            return self._canonical_pairs()
+        if r == 1 or untied:  # only the sign: Q → −Q (untied r = 1: (Q, K) → (−Q, −K))
             M = np.concatenate([self.theta.ravel(), self.mu.ravel()])
             if M.size and M[np.argmax(np.abs(M))] < 0:
                 return Overlaps(q=self.q, V=self.V, theta=-self.theta, mu=-self.mu)
@@ -87,6 +92,19 @@ class Overlaps(_ArrayState):
         signs[signs == 0] = 1.0
         U = U * signs
         return Overlaps(q=U.T @ self.q @ U, V=U.T @ self.V @ U, theta=U.T @ self.theta, mu=self.mu @ U)
+
+    def _canonical_pairs(self) -> "Overlaps":
+        """:meth:`canonical` for an untied state of rank r >= 2 (see there)."""
+        r = self.q.shape[0] // 2
+        w, U = np.linalg.eigh(self.q[:r, :r])
+        U = U[:, ::-1]
+        M = U.T @ np.hstack([self.theta[:r], self.mu[:, :r].T])
+        idx = np.argmax(np.abs(M), axis=1)
+        signs = np.sign(M[np.arange(r), idx])
+        signs[signs == 0] = 1.0
+        U = U * signs
+        W = np.kron(np.eye(2), U)
+        return Overlaps(q=W.T @ self.q @ W, V=W.T @ self.V @ W, theta=W.T @ self.theta, mu=self.mu @ W)
 
     @property
     def m(self) -> float:
@@ -115,6 +133,23 @@ def overlaps_from_scalars(problem: Problem, q: float, m: float, V: float, theta:
     mu = np.zeros((L, r))
     mu[:, 0] = m * positional_direction(problem)
     return Overlaps(q=q * np.eye(r), V=V * np.eye(r), theta=th, mu=mu)
+
+
+UNTIED_START_CROSS = 0.5
+"""Query-key correlation of an untied start lifted from a tied one (:func:`untied_lift`): q_QK = 0.5 q."""
+
+
+def untied_lift(overlaps: Overlaps) -> Overlaps:
+    """The untied state (2r wide, docs/untied.md) with query and key alike, from a tied state:
+    q_W = [[q, c q], [c q, q]] (c = :data:`UNTIED_START_CROSS`), V_W = diag(V, V), μ_W = [μ, μ] and
+    θ_W = s [θ; θ] with s = √((1 + c)/2), which keeps the teacher's residual covariance:
+    θ_Wᵀ q_W⁻¹ θ_W = θᵀ q⁻¹ θ, so every admissible tied start lifts to an admissible untied one.
+    Used for the untied solver's starts."""
+    q, V = overlaps.q, overlaps.V
+    c = UNTIED_START_CROSS
+    s = np.sqrt(0.5 * (1.0 + c))
+    return Overlaps(q=np.block([[q, c * q], [c * q, q]]), V=np.kron(np.eye(2), V),
+                    theta=s * np.vstack([overlaps.theta, overlaps.theta]), mu=np.hstack([overlaps.mu, overlaps.mu]))
 
 
 def positional_direction(problem: Problem) -> np.ndarray:

@@ -173,15 +173,21 @@ class Problem:
 
     @property
     def is_toy_layout(self) -> bool:
-        """L = 2, r = r_t = 1 with the antisymmetric Gram [[g,-g],[-g,g]] (fast paths, scalar m)."""
+        """L = 2, r = r_t = 1, tied student, with the antisymmetric Gram [[g,-g],[-g,g]] (fast paths, scalar m)."""
         G = self.G
-        return (self.L == 2 and self.rank == 1 and self.teacher_rank == 1
+        return (self.L == 2 and self.rank == 1 and self.teacher_rank == 1 and self.student == "tied"
                 and np.isclose(G[0, 0], G[1, 1]) and np.isclose(G[0, 1], -G[0, 0]))
 
     @property
+    def field_rank(self) -> int:
+        """Width of the student's field per token in the replica theory: r (tied: h_l = Qᵀx_l/√d) or
+        2r (untied: (h_l, k_l) = [Q K]ᵀx_l/√d, docs/untied.md). The overlaps q, V are field_rank x field_rank."""
+        return 2 * self.rank if self.student == "untied" else self.rank
+
+    @property
     def gaussian_dim(self) -> int:
-        """Dimension L (r + r_t) of the Gaussian expectations."""
-        return self.L * (self.rank + self.teacher_rank)
+        """Dimension L (field_rank + r_t) of the Gaussian expectations (L (r + r_t) tied, L (2r + r_t) untied)."""
+        return self.L * (self.field_rank + self.teacher_rank)
 
     def replace(self, **changes: Any) -> "Problem":
         """A copy with some fields changed (validated again)."""

@@ -432,10 +432,14 @@ def _newton_starts(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, V_i
     S, N, L, r = starts.shape
     flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
     flat_d = np.broadcast_to(data, (S,) + data.shape).reshape((S * N,) + data.shape[1:])
-    if isinstance(loss, AttentionPointLoss) and (L, r) == (2, 1) and data.shape[1:] == (2, 2):
+    if isinstance(loss, AttentionPointLoss) and loss.problem.student == "tied" and (L, r) == (2, 1) and data.shape[1:] == (2, 2):
         kernel = compiled.newton_toy if compiled.AVAILABLE else _newton_toy
         h, value, iters = kernel(starts.reshape(S * N, L, r), flat_c, flat_d, float(V_inv[0, 0]),
                                  loss.problem.sigma**2, max_iter, gtol)
+    elif (compiled.AVAILABLE and isinstance(loss, AttentionPointLoss) and loss.problem.student == "untied"
+          and (L, r) == (2, 2) and data.shape[1:] == (2, 2)):
+        h, value, iters = compiled.newton_untied_pair(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv,
+                                                      loss.problem.sigma**2, max_iter, gtol)
     else:
         h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv, loss, max_iter, gtol)
     return h.reshape(S, N, L, r), value.reshape(S, N), iters
@@ -459,26 +463,27 @@ def minimise_envelope(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, 
     return ProxResult(h=h_best, value=v_best, f=f, iterations=iters, grad_norm=float(resid), n_starts=S)
 
 
-def objective_symmetries(L: int, V: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+def objective_symmetries(L: int, V: np.ndarray, untied: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
     """The maps h → P h U (P (L, L) a token permutation, U (r, r) orthogonal with U V Uᵀ = V: sign
     flips in V's eigenbasis, −I included) other than the identity. ℓ(P h U, T) = ℓ(h, Pᵀ T P)
     (ℓ depends on h hᵀ only), so the prox objective of a node with P c U = c and P T Pᵀ = T is
-    invariant under the map. Permutations only for L ≤ 4."""
+    invariant under the map. Permutations only for L ≤ 4. ``untied``: the fields are (h, k) and ℓ
+    depends on h kᵀ, which a sign flip of one eigendirection of V does not keep; only U = ±I."""
     r = V.shape[0]
     _, E = np.linalg.eigh(V)
     perms = list(itertools.permutations(range(L))) if L <= 4 else [tuple(range(L))]
     out = []
     for perm in perms:
         P = np.eye(L)[list(perm)]
-        for signs in itertools.product((1.0, -1.0), repeat=r):
+        for signs in ([(1.0,) * r, (-1.0,) * r] if untied else itertools.product((1.0, -1.0), repeat=r)):
             if perm == tuple(range(L)) and all(x == 1.0 for x in signs):
                 continue
             out.append((P, (E * np.array(signs)) @ E.T))
     return out
 
 
-def symmetric_minimisers(h: np.ndarray, centre: np.ndarray, target: np.ndarray, V: np.ndarray
-                         ) -> np.ndarray | None:
+def symmetric_minimisers(h: np.ndarray, centre: np.ndarray, target: np.ndarray, V: np.ndarray,
+                         untied: bool = False) -> np.ndarray | None:
     """The other global minimisers g ĥ of nodes whose prox objective is invariant under a map g of
     :func:`objective_symmetries` (g c = c and P T Pᵀ = T to 1e-12) with g ĥ ≠ ĥ: (K, N, L, r), NaN
     where a node has fewer than K; None if no node has any.
@@ -492,7 +497,7 @@ def symmetric_minimisers(h: np.ndarray, centre: np.ndarray, target: np.ndarray, 
     scale_c = 1e-12 * (1.0 + _row_absmax(centre))
     scale_h = _DISTINCT * (1.0 + _row_absmax(h))
     found: list[np.ndarray] = []  # images, NaN where not a new minimiser
-    for P, U in objective_symmetries(L, V):
+    for P, U in objective_symmetries(L, V, untied):
         perm = np.argmax(P, axis=1)  # (P a)_l = a_perm[l]
 
         def image(x: np.ndarray) -> np.ndarray:
@@ -548,7 +553,7 @@ def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem
             random_starts = default_random_starts(L, r)
         starts = multistart_points(centre, V, point_loss_bound(problem), random_starts, seed)
     res = minimise_envelope(starts, centre, target, V, point_loss(problem), max_iter=max_iter, gtol=gtol)
-    alts = symmetric_minimisers(res.h, centre, target, V) if symmetric_nodes else None
+    alts = symmetric_minimisers(res.h, centre, target, V, problem.student == "untied") if symmetric_nodes else None
     if alts is None:
         return res
     return replace(res, alts=alts, alts_f=_apply_right(alts - centre[None], np.linalg.inv(V)))

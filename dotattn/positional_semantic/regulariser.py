@@ -1,6 +1,8 @@
 """Regulariser channel (ridge penalty, isotropic tokens), SPEC section 3.
 
-Unchanged for tokens correlated across positions, in μ, μ̂ and G (docs/correlated_tokens.md).
+For the untied student the channel is this one at rank 2r (a ridge on W = [Q K], docs/untied.md):
+every matrix below is then :attr:`~dotattn.positional_semantic.problem.Problem.field_rank` wide.
+For tokens correlated across positions it is unchanged, in μ, μ̂ and G (docs/correlated_tokens.md).
 
 With K = λ I + σ² V̂ and M̂ = [μ̂_1 … μ̂_L] (r × L):
 
@@ -16,14 +18,14 @@ from __future__ import annotations
 import numpy as np
 
 from dotattn.positional_semantic.overlaps import Hats, InvalidOverlaps, Overlaps
-from dotattn.positional_semantic.problem import Problem, require_variant
+from dotattn.positional_semantic.problem import STUDENTS, Problem, require_variant
 
 __all__ = ["regulariser_potential", "overlap_update"]
 
 
 def _K_inv(hats: Hats, problem: Problem) -> np.ndarray:
-    require_variant(problem, "the replica theory", correlated=True)
-    r = problem.rank
+    require_variant(problem, "the replica theory", students=STUDENTS, correlated=problem.student == "tied")
+    r = problem.field_rank
     K = problem.ridge * np.eye(r) + problem.sigma**2 * 0.5 * (hats.V_hat + hats.V_hat.T)
     if np.min(np.linalg.eigvalsh(K)) <= 0:
         raise InvalidOverlaps("K = lambda I + sigma^2 V_hat is not positive definite")

@@ -41,7 +41,7 @@ from dotattn.positional_semantic.quadrature import GaussianRule, gauss_hermite
 from dotattn.positional_semantic.state_evolution import FixedPoint, _Anderson
 
 __all__ = ["RSBOverlaps", "RSBHats", "Channel", "NodeAverages", "LossChannel1RSB", "AttentionChannel", "RSBPoint",
-           "RSBOptions", "RSBResult", "rsb_loss_channel", "hats_from_channel", "rsb_regulariser", "rsb_overlap_update",
+           "RSBOptions", "RSBResult", "HingeChannel", "SphericalWeights", "rsb_loss_channel", "hats_from_channel", "rsb_regulariser", "rsb_overlap_update",
            "rsb_potential", "potential_y_derivative", "iterate_rsb", "solve_rsb", "COLLAPSED", "REPLICA_SYMMETRIC",
            "NOT_BRACKETED"]
 
@@ -183,7 +183,11 @@ def rsb_loss_channel(ov: RSBOverlaps, y: float, outer: GaussianRule, inner: Gaus
     wts = inner.weights[None] * (1.0 + tilt)
     Z = wts.sum(axis=1, keepdims=True)
     p = wts / Z  # tilted inner weights (No, Ni)
-    log_z1 = -y * m0[:, 0] + np.log1p(np.maximum((inner.weights[None] * tilt).sum(axis=1), -1.0 + 1e-300))
+    # log Σ_j w_j e^{−y(M_j − min M)}: through log1p where the sum is near 1 (small y), else directly (the
+    # minimising node can carry a tiny weight, and 1 + Σ w (e^{…} − 1) would round to 0)
+    tilt_sum = (inner.weights[None] * tilt).sum(axis=1)
+    log_z1 = -y * m0[:, 0] + np.where(Z[:, 0] < 0.5, np.log(np.maximum(Z[:, 0], 1e-300)),
+                                      np.log1p(np.maximum(tilt_sum, -0.5)))
     W = outer.weights[:, None] * p  # joint weights (No, Ni)
     Wf = W.reshape(-1)
     f = px.f
@@ -443,17 +447,21 @@ def iterate_rsb(y: float, alpha: float, init: RSBOverlaps, outer: GaussianRule, 
     """Fixed point at one y: damped (Anderson-mixed) iteration of hats ← loss channel (global prox at
     every step, so that the map is a function of the overlaps) and overlaps ← regulariser channel.
 
-    ``ridge_channel``: an object with sigma, ridge, G (L, L) and rho (r_t, r_t) (a Problem).
+    ``ridge_channel``: the weight channel, an object with sigma, ridge, G (L, L) and rho (r_t, r_t) (a
+    Problem), or one with a method ``ridge_at(hats, y)`` in place of a fixed ridge (a norm constraint whose
+    Lagrange multiplier is the ridge, e.g. :class:`SphericalWeights`) and ``potential_shift(ridge)``.
     Status: converged, not_converged, invalid (an iterate left the admissible set), or collapsed
     (q1 − q0 fell below ``collapse`` · q1: the RS saddle)."""
     t0 = time.perf_counter()
-    sigma, ridge, G, rho = ridge_channel.sigma, ridge_channel.ridge, ridge_channel.G, ridge_channel.rho
+    sigma, G, rho = ridge_channel.sigma, ridge_channel.G, ridge_channel.rho
+    ridge_at = getattr(ridge_channel, "ridge_at", None)
     ov, residual = init, np.inf
     mixer = _Anderson(options.anderson, 1.0 - options.damping) if options.anderson else None
     for it in range(1, options.max_iter + 1):
         try:
             ch = rsb_loss_channel(ov, y, outer, inner, channel, rho, form=form)
             hats = hats_from_channel(ch, y, alpha)
+            ridge = ridge_channel.ridge if ridge_at is None else ridge_at(hats, y)
             new = _keep_subspace(rsb_overlap_update(hats, y, sigma, ridge, G), init)
         except InvalidOverlaps as err:
             return RSBPoint(INVALID, str(err), y, it, residual, ov, None, np.nan, np.nan, time.perf_counter() - t0)
@@ -466,6 +474,8 @@ def iterate_rsb(y: float, alpha: float, init: RSBOverlaps, outer: GaussianRule, 
                             hats, np.nan, np.nan, time.perf_counter() - t0)
         if residual < options.tol:
             phi = rsb_potential(ov, hats, ch.phi, y, alpha, sigma, ridge, G)
+            if ridge_at is not None:  # Φ of the constrained weights: Φ(λ) + λ·(norm)/(2σ²) at the multiplier λ
+                phi += ridge_channel.potential_shift(ridge)
             dphi = potential_y_derivative(ov, hats, ch, y, alpha, sigma, ridge, G)
             return RSBPoint(CONVERGED, f"converged to {residual:.1e}", y, it, residual, ov, hats, phi, dphi,
                             time.perf_counter() - t0)
@@ -480,6 +490,81 @@ def iterate_rsb(y: float, alpha: float, init: RSBOverlaps, outer: GaussianRule, 
             ov = damped
     return RSBPoint(NOT_CONVERGED, f"residual {residual:.1e} after {options.max_iter} steps", y, options.max_iter,
                     residual, ov, None, np.nan, np.nan, time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class HingeChannel:
+    """The quadratic hinge ℓ(h) = ½ max(0, κ − h)² of the perceptron as a :class:`Channel` (L = r = 1 and no
+    teacher field, r_t = 0: random labels are absorbed into the patterns). Prox in closed form:
+    ĥ = ω + V(κ − ω)₊/(1 + V), M = (κ − ω)₊²/(2(1 + V)) (docs/rsb.md section 9)."""
+
+    kappa: float
+    shape: tuple[int, int, int] = (1, 1, 0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kappa", check_number("kappa", self.kappa, -1e3, False, 1e3, "in [-1e3, 1e3]"))
+
+    def prox(self, centre, h_star, V, warm=None) -> NodeAverages:
+        v = float(np.asarray(V)[0, 0])
+        f = np.maximum(self.kappa - centre, 0.0) / (1 + v)
+        return NodeAverages(value=0.5 * (1 + v) * f[:, 0, 0] ** 2, h=centre + v * f, f=f,
+                            ff=np.einsum("nli,nlj->nij", f, f), g=np.zeros(np.shape(h_star)))
+
+
+@dataclass(frozen=True)
+class SphericalWeights:
+    """The weight channel of a norm constraint σ²|w|²/d = ``norm`` (r = 1; no teacher (r_t = 0), no positional part),
+    as used by the spherical perceptron (docs/rsb.md section 9).
+
+    The constraint is a ridge λ that is a Lagrange multiplier: at every step λ solves q1(λ) = norm in
+    the closed-form overlap update (for q̂1 ⪰ q̂0, q1(λ) decreases strictly from +∞ where A reaches 0 to 0
+    as λ → ∞, so the root is unique; otherwise a sign change above the edge of K, A ≻ 0 is taken),
+    and the potential gains λ·norm/(2σ²)."""
+
+    norm: float = 1.0
+    sigma: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "norm", check_number("norm", self.norm, 0.0, True, 1e6, "in (0, 1e6]"))
+        object.__setattr__(self, "sigma", check_number("sigma", self.sigma, 0.0, True, 1e3, "in (0, 1e3]"))
+
+    @property
+    def G(self) -> np.ndarray:
+        return np.zeros((1, 1))
+
+    @property
+    def rho(self) -> np.ndarray:
+        """No teacher field (r_t = 0)."""
+        return np.zeros((0, 0))
+
+    def ridge_at(self, hats: RSBHats, y: float) -> float:
+        """λ with q1(λ) = norm, q1 = q0 + (σ²/y)(A⁻¹ − K⁻¹), q0 = σ⁴q̂0/A² (θ̂ = μ̂ = 0), K = λ + σ²V̂,
+        A = K − yσ²(q̂1 − q̂0).  Raises InvalidOverlaps if q̂0 < 0 (no root)."""
+        from scipy.optimize import brentq
+
+        s2 = self.sigma**2
+        vh, dh, q0h = (float(np.asarray(x)[0, 0]) for x in (hats.V_hat, hats.q1_hat - hats.q0_hat, hats.q0_hat))
+        if q0h < 0:
+            raise InvalidOverlaps("q0_hat < 0: no multiplier gives q1 = norm")
+        b0 = s2 * q0h + s2**2 * float(np.sum(np.asarray(hats.theta_hat) ** 2))
+
+        shift = y * s2 * dh  # K − A
+
+        def gap(d: float) -> float:  # q1 − norm at λ = edge + d, with K, A > 0 written without cancellation
+            K, A = (d + shift, d) if shift > 0 else (d, d - shift)
+            return s2 * b0 / A**2 + (s2 / y) * (1 / A - 1 / K) - self.norm
+
+        edge = max(-s2 * vh, shift - s2 * vh)  # K > 0 and A > 0 above it
+        scale = max(1.0, abs(edge))
+        lo = next((scale * 2.0**-k for k in range(8, 200) if gap(scale * 2.0**-k) > 0), None)
+        hi = next((scale * 2.0**k for k in range(0, 200) if gap(scale * 2.0**k) < 0), None)
+        if lo is None or hi is None:  # q1 stays below (or above) the norm on the whole admissible range
+            raise InvalidOverlaps("no multiplier gives q1 = norm")
+        return float(edge + brentq(gap, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps))
+
+    def potential_shift(self, ridge: float) -> float:
+        """λ·norm/(2σ²): −e_t of the constraint term λ(σ²|w|²/d − norm)/(2σ²) removed from the ridge potential."""
+        return ridge * self.norm / (2 * self.sigma**2)
 
 
 @dataclass(frozen=True)

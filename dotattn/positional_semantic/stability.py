@@ -160,7 +160,7 @@ def replicon(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Prob
         return "the prox objective's Hessian is singular at some node (degenerate minimiser)"
     if not np.all(np.isfinite(A)):
         return "the prox Jacobian is not finite at some node"
-    r = problem.rank
+    r = problem.field_rank
     rho = spectral_radius(replicon_operator(A, rule.weights, alpha, r))
     if rule.groups is None:
         return rho, float("nan")

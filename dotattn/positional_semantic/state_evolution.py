@@ -77,8 +77,8 @@ class SolverOptions:
 
     def check(self, problem: Problem) -> None:
         """Checks that involve the problem (ParameterError)."""
-        if self.hat_form == "stein" and (problem.rank != 1 or problem.teacher_rank != 1):
-            raise ParameterError("hat_form stein needs rank = teacher_rank = 1")
+        if self.hat_form == "stein" and (problem.field_rank != 1 or problem.teacher_rank != 1):
+            raise ParameterError("hat_form stein needs a tied student with rank = teacher_rank = 1")
 
 
 @dataclass(frozen=True)
@@ -302,7 +302,7 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     and must not pass the convergence test.
     """
     t0 = time.perf_counter()
-    init = init.canonical()
+    init = init.canonical(untied=problem.student == "untied")
     try:
         overlaps, ch, residual, iters, ok = _run(problem, alpha, init, rule, options, _Subspace.of(init), warm)
         if not ok:
