@@ -31,8 +31,8 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
     "phase-diagram": LazyCommand("dotattn.cli.phase", "alpha sweeps of the informed branches (positional, "
                                                       "semantic; mixed for rank >= 2), spinodals, phase boundaries, "
                                                       "alpha_c(omega), alpha_lin(omega) and figures."),
-    "train-erm": LazyCommand("dotattn.cli.erm", "Train tied low-rank attention by ERM on n = alpha*d samples, "
-                                                "for all (alpha, init, seed) at once."),
+    "train-erm": LazyCommand("dotattn.cli.erm", "Train low-rank attention (tied or untied) by ERM on n = alpha*d "
+                                                "samples, for all (alpha, init, seed) at once."),
     "compare": LazyCommand("dotattn.cli.compare", "Theory against ERM: eps_g, overlaps and training loss per "
                                                   "alpha and informed branch."),
     "erm-alpha-c": LazyCommand("dotattn.cli.alpha_c", "Per-seed crossing of e_t(semantic start) - e_t(positional "
