@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dotattn.positional_semantic.overlaps import FieldFactors, Hats, Overlaps, factor_jvp, field_factors, symmetric_basis
-from dotattn.positional_semantic.problem import STUDENTS, Problem, require_variant
+from dotattn.positional_semantic.problem import Problem, require_replica_theory
 from dotattn.positional_semantic.prox import ProxResult, _apply_right, point_loss, prox
 from dotattn.positional_semantic.tokens import mix_tokens, teacher_target, whitened_teacher_gradient
 from dotattn.positional_semantic.quadrature import Fold, GaussianRule
@@ -180,7 +180,7 @@ def token_symmetry(overlaps: Overlaps, rule: GaussianRule, problem: Problem,
 def local_fields(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> Fields:
     """Student centres ω_l = μ_l + C ξ_l and teacher fields h*_l = Bᵀξ_l + D η_l at every node
     (whitened for correlated tokens: ω̃ = C_tok^{-1/2} μ + C ξ, h̃* unchanged; tied student only)."""
-    require_variant(problem, "the replica theory", students=STUDENTS, correlated=problem.student == "tied")
+    require_replica_theory(problem)
     L, r, rt = problem.L, problem.field_rank, problem.teacher_rank
     if rule.dim != L * (r + rt):
         raise ValueError(f"quadrature rule has dimension {rule.dim}, the problem needs L(r + r_t) = {L * (r + rt)} "

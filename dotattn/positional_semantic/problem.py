@@ -17,7 +17,7 @@ from dotattn.core.validation import (ParameterError, check_instance, check_int,
                                      check_number, readonly_array)
 
 __all__ = ["check_problem", "problem_of", "Problem", "TOY_A", "TOY_GRAM", "SIGMA_RANGE", "LAMBDA_RANGE", "SHAPE_MAX", "GRAM_MAX",
-           "PROBLEM_KEYS", "OPTIONAL_PROBLEM_KEYS", "STUDENTS", "require_variant"]
+           "PROBLEM_KEYS", "OPTIONAL_PROBLEM_KEYS", "STUDENTS", "require_variant", "require_replica_theory"]
 
 TOY_A: tuple[tuple[float, ...], ...] = ((0.6, 0.4), (0.4, 0.6))
 TOY_GRAM: tuple[tuple[float, ...], ...] = ((1.0, -1.0), (-1.0, 1.0))
@@ -234,6 +234,12 @@ def require_variant(problem: "Problem", where: str, students: tuple[str, ...] = 
         raise ParameterError(f"student must be one of {', '.join(students)} for {where}, got {problem.student!r}")
     if not correlated and problem.token_correlation != 0.0:
         raise ParameterError(f"token_correlation must be 0 for {where}, got {problem.token_correlation:g}")
+
+
+def require_replica_theory(problem: "Problem") -> None:
+    """ParameterError (one line) unless the replica-symmetric theory handles ``problem``: either student,
+    token correlation for the tied student only (the untied one with correlated tokens is not derived)."""
+    require_variant(problem, "the replica theory", students=STUDENTS, correlated=problem.student == "tied")
 
 
 def problem_of(path: Path, params: Any) -> "Problem":

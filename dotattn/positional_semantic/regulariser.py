@@ -18,13 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from dotattn.positional_semantic.overlaps import Hats, InvalidOverlaps, Overlaps
-from dotattn.positional_semantic.problem import STUDENTS, Problem, require_variant
+from dotattn.positional_semantic.problem import Problem, require_replica_theory
 
 __all__ = ["regulariser_potential", "overlap_update"]
 
 
 def _K_inv(hats: Hats, problem: Problem) -> np.ndarray:
-    require_variant(problem, "the replica theory", students=STUDENTS, correlated=problem.student == "tied")
+    require_replica_theory(problem)
     r = problem.field_rank
     K = problem.ridge * np.eye(r) + problem.sigma**2 * 0.5 * (hats.V_hat + hats.V_hat.T)
     if np.min(np.linalg.eigvalsh(K)) <= 0:

@@ -43,7 +43,7 @@ from dotattn.theory_vs_erm.crossing import (CROSSING, FIT_MODELS, NO_CROSSING, S
                               crossings, fit_finite_size, summarise_cell)
 from dotattn.core.io import read_cache_unit, write_cache_unit
 from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
-from dotattn.positional_semantic.problem import Problem, check_problem
+from dotattn.positional_semantic.problem import Problem, check_problem, require_replica_theory
 from dotattn.core.runner import check_dask_address, check_workers, run_tasks
 
 __all__ = ["AlphaCConfig", "CellRuns", "AlphaCStudy", "StudyPart", "run_cell", "theory_column", "cell_crossings",
@@ -416,19 +416,10 @@ class TheoryColumn:
 def theory_refusal(problem: Problem) -> str | None:
     """The one-line reason why the replica theory refuses ``problem`` (a student architecture or token
     correlation it does not handle: the ParameterError of
-    :func:`dotattn.positional_semantic.problem.require_variant`), or None when it takes it.
-
-    The tied, uncorrelated problem (SPEC section 1) is taken without asking; any other is asked by one
-    iteration of the solver (:func:`dotattn.positional_semantic.catalogue.solve`, α = 1, the coarsest
-    Gauss-Hermite rule, no random starts, no stability), so the answer follows the theory as it is.
-    """
-    if problem.student == "tied" and problem.token_correlation == 0.0:
-        return None
-    from dotattn.positional_semantic.catalogue import QuadratureSpec, solve
-    from dotattn.positional_semantic.state_evolution import SolverOptions
+    :func:`dotattn.positional_semantic.problem.require_replica_theory`, the check the solver itself
+    makes), or None when it takes it."""
     try:
-        solve(problem, 1.0, quadrature=QuadratureSpec("gauss-hermite", 2, None), n_random=0,
-              options=SolverOptions(max_iter=1), stability=False)
+        require_replica_theory(problem)
     except ParameterError as err:
         return str(err)
     return None
