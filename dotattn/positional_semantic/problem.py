@@ -7,7 +7,7 @@ field and its allowed range.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -191,9 +191,7 @@ class Problem:
 
     def replace(self, **changes: Any) -> "Problem":
         """A copy with some fields changed (validated again)."""
-        values = {k: getattr(self, k) for k in
-                  ("L", "rank", "teacher_rank", "sigma", "ridge", "omega",
-                   "positional_attention", "positional_gram", "student", "token_correlation")}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         values.update(changes)
         return Problem(**values)
 
