@@ -8,9 +8,10 @@ import time
 import click
 
 from dotattn.cli.main import cli
-from dotattn.cli.options import correlation_option, parse_grid, problem_from_options, problem_options
+from dotattn.cli.options import correlation_option, parse_grid, problem_from_options, problem_options, student_option
 from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
 from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
+from dotattn.positional_semantic.problem import require_replica_theory
 
 DEFAULT_OUT = "dotattn-output/phase_diagram"
 """Default output folder: relative to the working directory, ignored by git in a clone."""
@@ -22,6 +23,7 @@ DEFAULT_OUT = "dotattn-output/phase_diagram"
 @click.option("--alpha", "alphas", multiple=True,
               help="alpha grid: repeat, comma list or start:stop:count (default 0.1:2.5:25).")
 @problem_options
+@student_option
 @correlation_option
 @quadrature_options
 @solver_options
@@ -39,7 +41,7 @@ DEFAULT_OUT = "dotattn-output/phase_diagram"
 @click.option("--dask", "dask_address", default=None, help="Address [tcp://]host:port of a running Dask scheduler (connect timeout 5 s).")
 @click.option("--figure-omega", type=float, default=None, help="omega of figures (a) and (b): one of the computed omega (default 0.3 or the middle one).")
 @click.option("--quiet", is_flag=True, help="No start line and no progress (bar or lines on stderr).")
-def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, token_correlation, quad_kind,
+def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A, positional_gram, student, token_correlation, quad_kind,
                           quad_order, coarse_order, tol, damping, max_iter, hat_form, refine, refine_rules, refine_order, out_dir, workers,
                           dask_address, figure_omega, quiet):
     """alpha sweeps of the informed branches (positional, semantic; mixed for rank >= 2), spinodals,
@@ -52,8 +54,9 @@ def phase_diagram_command(omegas, alphas, L, rank, teacher_rank, sigma, ridge, A
 
     omega_grid, alpha_grid = check_grids(parse_grid("omega", omegas) if omegas else DEFAULT_OMEGAS,
                                          parse_grid("alpha", alphas) if alphas else DEFAULT_ALPHAS)
-    problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram,
+    problem = problem_from_options(omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram, student,
                                    token_correlation=token_correlation)
+    require_replica_theory(problem)
     quad = build_quadrature(problem, quad_kind, quad_order, coarse_order)
     options = build_solver_options(tol, damping, max_iter, hat_form, problem)
     workers = check_workers(os.cpu_count() or 1 if workers is None else workers)

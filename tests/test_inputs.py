@@ -49,6 +49,8 @@ def _one_line_exit_2(r, *words):
     ([*PD, "--rank", "65"], ["rank", "[1, 64]"]),
     ([*PD, "--teacher-rank", "0"], ["teacher", "[1, 64]"]),
     ([*PD, "--rank", "2", "--quad-order", "100"], ["quadrature order", "6 dimensions"]),
+    ([*PD, "--student", "shared"], ["student", "tied, untied"]),
+    ([*PD, "--student", "untied", "--token-correlation", "0.3"], ["token_correlation", "untied student"]),
 ])
 def test_phase_diagram_refuses(args, words, tmp_path):
     out = tmp_path / "out"

@@ -302,3 +302,18 @@ def test_cli_refuses_bad_untied_options_in_one_line(args, word, tmp_path):
     from clitools import run
     res = run("solve", "--alpha", "2", *args)
     assert res.returncode == 2 and word in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_phase_diagram_of_the_untied_student(tmp_path):
+    """``phase-diagram --student untied``: one ω column on a coarse rule finds the positional -> semantic
+    crossing between its grid points and writes a folder that verifies as an untied study."""
+    from clitools import run
+    from dotattn.core.integrity import read_verified_json
+    from dotattn.positional_semantic.output import read_phase_summaries
+    out = tmp_path / "pd"
+    res = run("phase-diagram", "--student", "untied", "--omega", "0.2", "--alpha", "1.2,1.6,2.0", "--quad-order", "4",
+              "--coarse-order", "0", "--no-refine", "--workers", "1", "--quiet", "--out", str(out), timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert read_verified_json(out / "summary.json")["parameters"]["problem"]["student"] == "untied"
+    (summary,) = read_phase_summaries(out)
+    assert summary.alpha_c is not None and 1.2 < summary.alpha_c < 2.0

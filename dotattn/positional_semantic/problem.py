@@ -237,7 +237,9 @@ def require_variant(problem: "Problem", where: str, students: tuple[str, ...] = 
 def require_replica_theory(problem: "Problem") -> None:
     """ParameterError (one line) unless the replica-symmetric theory handles ``problem``: either student,
     token correlation for the tied student only (the untied one with correlated tokens is not derived)."""
-    require_variant(problem, "the replica theory", students=STUDENTS, correlated=problem.student == "tied")
+    require_variant(problem, "the replica theory" if problem.student == "tied" else
+                    f"the replica theory of the {problem.student} student", students=STUDENTS,
+                    correlated=problem.student == "tied")
 
 
 def problem_of(path: Path, params: Any) -> "Problem":
