@@ -117,22 +117,26 @@ dotattn aim figure --from $R/se_softmax_small_rho0.01 --from $R/se_softmax_small
 
 # algorithm points on the state-evolution curves
 dotattn aim figure --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T2_rho1 --points $R/amp_softmax_d100_rho0.5_T2 \
-  --points $R/amp_softmax_d100_rho1_T2 --points $R/gd_softmax_d100_rho0.5_T2 \
-  --title "softmax, T = 2: state evolution, AMP and GD at d = 100" --out $R/mmse_softmax_algorithms.png
+  --points $R/amp_softmax_d100_rho1_T2 --points $R/gd_softmax_d100_rho0.5_T2 --points $R/gd_softmax_d200_rho0.5_T2 \
+  --title "softmax, T = 2: state evolution, AMP and GD at d = 100 (large markers: d = 200)" --out $R/mmse_softmax_algorithms.png
 dotattn aim figure --from $R/se_hardmax_rho0.5 --from $R/se_hardmax_published_rho0.5 --points $R/amp_hardmax_d100_rho0.5_T2 \
   --title "hardmax, T = 2, ρ = 0.5: AMP (d = 100) against both curves" --out $R/mmse_hardmax_algorithms.png
 # the published softmax panel: MMSE against ᾱ for T = 2…6 (state evolution, AMP, GD, averaged GD), d = 100
 dotattn aim figure --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T3_rho0.5 --from $R/se_softmax_T4_rho0.5 \
   --from $R/se_softmax_T6_rho0.5 --x alpha_bar \
-  --points $R/gd_softmax_d100_rho0.5_T2 --points $R/gd_softmax_d100_rho0.5_T4 --points $R/gd_softmax_d100_rho0.5_T6 \
+  --points $R/gd_softmax_d100_rho0.5_T2 --points $R/gd_softmax_d100_rho0.5_T3 --points $R/gd_softmax_d100_rho0.5_T4 \
+  --points $R/gd_softmax_d100_rho0.5_T6 --points $R/gd_softmax_d200_rho0.5_T2 \
   --points $R/amp_softmax_d100_rho0.5_T2 --points $R/amp_softmax_d100_rho0.5_T3 --points $R/amp_softmax_d100_rho0.5_T4 \
-  --title "softmax, ρ = 0.5, d = 100: one state-evolution curve in ᾱ for every T" --out $R/mmse_softmax_T_algorithms.png
+  --title "softmax, ρ = 0.5, d = 100 (large markers: d = 200): one state-evolution curve in ᾱ for every T" \
+  --out $R/mmse_softmax_T_algorithms.png
 # test error: Bayes-optimal (curves, ±2 Monte-Carlo standard errors) and the estimators' plug-in predictors
 dotattn aim figure --y test_error --from $R/fe_softmax_rho0.5_T2 --from $R/fe_softmax_rho0.5_T3 \
   --from $R/fe_softmax_rho0.5_T4 --from $R/fe_softmax_rho0.5_T6 --x alpha_bar \
-  --points $R/gd_softmax_d100_rho0.5_T2 --points $R/gd_softmax_d100_rho0.5_T4 --points $R/gd_softmax_d100_rho0.5_T6 \
-  --points $R/amp_softmax_d100_rho0.5_T3 --points $R/amp_softmax_d100_rho0.5_T4 \
-  --title "softmax (β = 1), ρ = 0.5: test error, Bayes-optimal and at d = 100" --out $R/test_error_softmax.png
+  --points $R/gd_softmax_d100_rho0.5_T2 --points $R/gd_softmax_d100_rho0.5_T3 --points $R/gd_softmax_d100_rho0.5_T4 \
+  --points $R/gd_softmax_d100_rho0.5_T6 --points $R/gd_softmax_d200_rho0.5_T2 \
+  --points $R/amp_softmax_d100_rho0.5_T2 --points $R/amp_softmax_d100_rho0.5_T3 --points $R/amp_softmax_d100_rho0.5_T4 \
+  --title "softmax (β = 1), ρ = 0.5: test error, Bayes-optimal and at d = 100 (large markers: d = 200)" \
+  --out $R/test_error_softmax.png
 dotattn aim figure --y test_error --from $R/fe_hardmax_rho0.1 --from $R/fe_hardmax_rho0.5 \
   --from $R/fe_hardmax_rho2 --title "hardmax, T = 2: Bayes-optimal test error ½ − asin(q/Q0)/π" \
   --out $R/test_error_hardmax.png
