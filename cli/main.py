@@ -39,6 +39,8 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
                                                       "start) on paired data, per (omega, d); mean, bootstrap "
                                                       "interval, no-crossing seeds; fit alpha_c(d) -> "
                                                       "alpha_c(inf); the theory's alpha_c."),
+    "variants": LazyCommand("dotattn.cli.variants", "alpha_c(omega) of several variants side by side "
+                                                    "(theory, ERM) and each one's shift from a baseline."),
     "erm-restarts": LazyCommand("dotattn.cli.restarts", "Many optimiser restarts on the same data and teacher: "
                                                         "minima, their spread and mutual distances."),
     "verify": LazyCommand("dotattn.cli.verify", "Verify output folders: every file against manifest.json "

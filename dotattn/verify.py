@@ -2,7 +2,7 @@
 package's folder kinds registered (``dotattn verify`` uses it).
 
 Kinds: ``phase-diagram`` and ``rsb`` (:mod:`dotattn.positional_semantic.integrity`), ``erm`` and ``restarts``
-(:mod:`dotattn.erm.integrity`), ``comparison`` and ``alpha-c`` (:mod:`dotattn.theory_vs_erm.integrity`),
+(:mod:`dotattn.erm.integrity`), ``comparison``, ``alpha-c`` and ``variants`` (:mod:`dotattn.theory_vs_erm.integrity`),
 ``aim-state-evolution`` and ``aim-algorithms`` (:mod:`dotattn.aim.integrity`), ``paths-theory`` and
 ``paths-sample`` (:mod:`dotattn.paths.integrity`).
 """

@@ -117,7 +117,7 @@ def test_every_package_registers_its_folder_kinds():
     kinds = verify.registered_kinds()
     owners = {k: v.check.__module__.split(".")[1] for k, v in kinds.items()}
     assert owners == {"phase-diagram": "positional_semantic", "rsb": "positional_semantic", "erm": "erm", "restarts": "erm",
-                      "comparison": "theory_vs_erm", "alpha-c": "theory_vs_erm",
+                      "comparison": "theory_vs_erm", "alpha-c": "theory_vs_erm", "variants": "theory_vs_erm",
                       "aim-state-evolution": "aim", "aim-algorithms": "aim", "aim-free-entropy": "aim",
                       "paths-theory": "paths", "paths-sample": "paths", "paths-images": "paths"}
 

@@ -1,8 +1,8 @@
 """The folder kinds of the theory–ERM studies, registered with :mod:`dotattn.core.integrity`:
-``comparison`` (``dotattn compare``: comparison.csv, comparison.json) and ``alpha-c``
+``comparison`` (``dotattn compare``: comparison.csv, comparison.json), ``alpha-c``
 (``dotattn erm-alpha-c``: crossings.csv, cells.csv, delta.csv, summary.json; its rows are re-derived
 and checked by :func:`dotattn.theory_vs_erm.output.read_alpha_c_part`, which every reader of the
-kind uses)."""
+kind uses) and ``variants`` (``dotattn variants``: variants.csv, summary.json)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dotattn.positional_semantic.integrity import check_branch_rows
 from dotattn.positional_semantic.problem import problem_of
 from dotattn.positional_semantic.records import BranchPoint
 
-__all__ = ["COMPARISON", "ALPHA_C"]
+__all__ = ["COMPARISON", "ALPHA_C", "ALPHA_C_VARIANTS"]
 
 
 def _check_comparison(folder: Path, manifest: Mapping[str, Any] | None) -> None:
@@ -44,3 +44,17 @@ COMPARISON = register_kind(FolderKind("comparison", ("comparison.csv", "comparis
                                       meta_file="comparison.json"))
 ALPHA_C = register_kind(FolderKind("alpha-c", ("crossings.csv", "cells.csv", "delta.csv", "summary.json"),
                                    _check_alpha_c))
+
+
+def _check_alpha_c_variants(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    from dotattn.theory_vs_erm.variants import read_variant_points
+    points = read_variant_points(folder / "variants.csv")
+    if not points:
+        raise IntegrityError(f"{folder / 'variants.csv'}: no data rows")
+    stored = read_verified_json(folder / "summary.json").get("points")
+    if not isinstance(stored, list) or len(stored) != len(points):
+        raise IntegrityError(f"{folder / 'summary.json'}: 'points' is not the rows of variants.csv")
+
+
+ALPHA_C_VARIANTS = register_kind(FolderKind("variants", ("variants.csv", "summary.json"),
+                                            _check_alpha_c_variants))

@@ -47,9 +47,10 @@ from dotattn.theory_vs_erm.crossing import CellSummary, SeedCrossing
 if TYPE_CHECKING:  # pragma: no cover
     from dotattn.positional_semantic.phase_diagram import ColumnSummary
     from dotattn.theory_vs_erm.alpha_c import StudyPart, TheoryColumn
+    from dotattn.theory_vs_erm.variants import VariantPoint
 
 __all__ = ["read_alpha_c_part", "theory_from_phase_diagram", "write_erm", "load_erm", "read_theory",
-           "compare_and_write", "write_alpha_c_study"]
+           "compare_and_write", "write_alpha_c_study", "write_variants"]
 
 
 def theory_from_phase_diagram(folder: str | os.PathLike, problem: Problem, omegas: Sequence[float],
@@ -379,3 +380,25 @@ def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
         raise IntegrityError(f"{folder / 'crossings.csv'}: {len(committed)} rows, delta.csv has "
                              f"{sum(len(c.seeds) for c in cells)} seeds")
     return StudyPart(source=str(folder), problem=problem, config=config, cells=tuple(cells))
+
+
+def write_variants(points: Sequence["VariantPoint"], out_dir: str | os.PathLike, params: Mapping[str, Any],
+                   command: str = "", seconds: float | None = None) -> dict[str, str]:
+    """variants.csv (the points), summary.json (the same rows, parameters, provenance), variants.png
+    (:func:`dotattn.theory_vs_erm.plotting.figure_variants`) and the manifest, written last."""
+    from dotattn.theory_vs_erm import plotting
+    from dotattn.theory_vs_erm.variants import VARIANT_COLUMNS
+
+    out = Path(out_dir)
+    prov = provenance({**params, "command": command}, seconds=seconds)
+    paths = {"variants": str(out / "variants.csv"), "summary": str(out / "summary.json"),
+             "figure": str(out / "variants.png")}
+    write_csv(paths["variants"], [p.to_row() for p in points], VARIANT_COLUMNS,
+              comment=f"dotattn variants {prov['dotattn_version']} commit {prov['git_commit']} "
+                      f"{prov['created_utc']}; parameters in summary.json")
+    write_json(paths["summary"], {"provenance": prov, "points": [p.to_row() for p in points]})
+    save_figure(plotting.figure_variants(points, params["baseline"]), paths["figure"],
+                {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
+                 "created_utc": prov["created_utc"]})
+    write_manifest(out, paths.values(), params, provenance_record=prov, command=command or None)
+    return paths

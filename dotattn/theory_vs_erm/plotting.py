@@ -18,8 +18,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.positional_semantic.phase_diagram import ColumnSummary
     from dotattn.theory_vs_erm.alpha_c import TheoryColumn
     from dotattn.theory_vs_erm.comparison import ComparisonRow
+    from dotattn.theory_vs_erm.variants import VariantPoint
 
-__all__ = ["figure_comparison", "figure_finite_size", "figure_alpha_c_delta", "figure_alpha_c_scaling", "figure_headline"]
+__all__ = ["figure_comparison", "figure_finite_size", "figure_alpha_c_delta", "figure_alpha_c_scaling", "figure_headline",
+           "figure_variants"]
 
 
 def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence["ComparisonRow"],
@@ -259,5 +261,56 @@ def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> F
         sub.set_xlim(left=-0.0003)
         sub.grid(alpha=0.25)
         sub.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def figure_variants(points: Sequence["VariantPoint"], baseline: str) -> Figure:
+    """α_c(ω) of several variants (top) and their shift from ``baseline`` (bottom), one colour per
+    label: the theory as a line with a band (± 2 s.e.), ERM as points with their intervals (small
+    offsets in ω per label so that they do not hide each other; the legend names each study's d).
+    Records only (:class:`dotattn.theory_vs_erm.variants.VariantPoint`): nothing is computed here."""
+    labels = list(dict.fromkeys(p.label for p in points))
+    cycle = ("k", "tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:cyan")
+    colour = {lab: cycle[k % len(cycle)] for k, lab in enumerate([baseline] + [x for x in labels if x != baseline])}
+    fig = new_figure(figsize=(7.6, 7.6))
+    top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": (1.3, 1.0)})
+    span = 0.012
+    erm_labels = [lab for lab in labels if any(p.label == lab and p.source == "erm" for p in points)]
+    for lab in labels:
+        th = sorted((p for p in points if p.label == lab and p.source == "theory"), key=lambda p: p.omega)
+        em = sorted((p for p in points if p.label == lab and p.source == "erm"), key=lambda p: p.omega)
+        for ax, value, lo, hi, show in ((top, "alpha_c", "ci_lo", "ci_hi", True),
+                                        (bottom, "shift", "shift_ci_lo", "shift_ci_hi", lab != baseline)):
+            if not show:
+                continue
+            t = [p for p in th if np.isfinite(getattr(p, value))]
+            if t:
+                w = np.array([p.omega for p in t])
+                ax.plot(w, [getattr(p, value) for p in t], "-", color=colour[lab], lw=1.5,
+                        label=f"{lab}: theory" if ax is top else None)
+                ax.fill_between(w, [getattr(p, lo) for p in t], [getattr(p, hi) for p in t], color=colour[lab],
+                                alpha=0.2, lw=0)
+            e = [p for p in em if np.isfinite(getattr(p, value))]
+            if e:
+                k = erm_labels.index(lab)
+                off = span * (k - (len(erm_labels) - 1) / 2) / max(len(erm_labels) - 1, 1)
+                y = np.array([getattr(p, value) for p in e])
+                yl = np.array([getattr(p, lo) for p in e])
+                yh = np.array([getattr(p, hi) for p in e])
+                ds = sorted({p.d for p in e})
+                ax.errorbar(np.array([p.omega for p in e]) + off, y, yerr=[y - yl, yh - y], fmt="o", ms=4,
+                            capsize=2, lw=1, color=colour[lab],
+                            label=(f"{lab}: ERM, d = {', '.join(map(str, ds))}" if ax is top else None))
+    top.set_ylabel(r"$\alpha_c$")
+    top.set_title(r"Where attention turns semantic: $\alpha_c(\omega)$ per variant", fontsize=10)
+    top.legend(fontsize=7, loc="upper left", framealpha=0.9)
+    bottom.axhline(0.0, color=colour[baseline], lw=1, ls="--")
+    bottom.set_ylabel(rf"$\alpha_c - \alpha_c$({baseline})")
+    bottom.set_xlabel(r"positional fraction of the target $\omega$")
+    bottom.set_title(f"shift from {baseline} (theory: difference at the same ω; ERM: paired per seed at the same d)",
+                     fontsize=8)
+    for ax in (top, bottom):
+        ax.grid(alpha=0.25)
     fig.tight_layout()
     return fig

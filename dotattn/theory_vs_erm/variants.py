@@ -1,0 +1,220 @@
+"""α_c(ω) of several variants of the problem side by side, and each variant's shift from a baseline.
+
+Inputs are committed folders, read through their verifying readers: phase diagrams (``dotattn
+phase-diagram``: the refined α_c(ω) and its standard error) for the theory, ``dotattn erm-alpha-c``
+studies (per-seed crossings recomputed from ``delta.csv``) for ERM. Every input carries a label (e.g.
+``tied``, ``untied``); one label is the baseline.
+
+Per (label, source, ω) one :class:`VariantPoint`:
+
+* theory: α_c ± its standard error (interval ± 2 s.e.); the shift is α_c − α_c(baseline) at the same
+  ω (only where the baseline's phase diagram has that ω), its s.e. the two errors in quadrature;
+* ERM: the study's cell at the largest d not above ``d_max`` that it holds at that ω: mean of the
+  per-seed crossings, s.e., percentile bootstrap interval of the mean (the estimator of
+  :mod:`dotattn.theory_vs_erm.crossing`, same seed and replicas as the study); the shift is the
+  mean of the per-seed differences α_c(variant) − α_c(baseline) on the seeds both have a crossing for
+  in the baseline's cell at the same (ω, d) (a seed is the same teacher, and for a student or value
+  variant the same data, in both studies), with its s.e. and bootstrap interval. The baseline's
+  crossings for the shift are recomputed on the α points its grid shares with the variant's, so that
+  both are interpolated with the same step where one grid is a subset of the other.
+
+Pure reading and statistics; plotting is :func:`dotattn.theory_vs_erm.plotting.figure_variants`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+
+from dotattn.core.io import IntegrityError
+from dotattn.core.status import STATUS_CONVERGED
+from dotattn.core.validation import ParameterError
+from dotattn.theory_vs_erm.crossing import SeedCrossing, _FlatRecord, bootstrap_mean_ci, summarise_cell
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dotattn.theory_vs_erm.alpha_c import StudyPart
+
+__all__ = ["VariantPoint", "VARIANT_COLUMNS", "THEORY", "ERM", "theory_points", "erm_points", "compare_variants",
+           "check_label", "read_variant_points"]
+
+THEORY, ERM = "theory", "erm"
+"""The two sources of a point."""
+N_BOOT = 4000
+"""Bootstrap replicas of the intervals (the ``erm-alpha-c`` default)."""
+
+
+@dataclass(frozen=True)
+class VariantPoint(_FlatRecord):
+    """α_c at one ω of one variant from one source, and its shift from the baseline.
+
+    ``source``: ``theory`` or ``erm``; ``d``: the ERM cell's dimension (0 for theory); ``alpha_c``,
+    ``se``, ``ci_lo``, ``ci_hi``: the estimate, its standard error and interval (theory: ± 2 s.e.;
+    ERM: bootstrap of the mean over seeds at ``level``); ``seeds`` / ``crossings``: seeds run and
+    seeds with a crossing (0 for theory); ``shift``, ``shift_se``, ``shift_ci_lo``, ``shift_ci_hi``:
+    variant − baseline (NaN for the baseline itself or where the baseline lacks the cell);
+    ``paired_seeds``: the seeds the ERM shift is averaged over; ``shift_alphas``: the α points the
+    baseline's crossings were computed on for it (those of its grid that the variant's grid has; 0 for
+    theory); ``folder``: the input folder.
+    """
+
+    label: str
+    source: str
+    omega: float
+    d: int
+    alpha_c: float
+    se: float
+    ci_lo: float
+    ci_hi: float
+    level: float
+    seeds: int
+    crossings: int
+    shift: float
+    shift_se: float
+    shift_ci_lo: float
+    shift_ci_hi: float
+    paired_seeds: int
+    shift_alphas: int
+    folder: str
+
+
+VARIANT_COLUMNS: tuple[str, ...] = tuple(VariantPoint.__dataclass_fields__)
+NAN = float("nan")
+
+
+def check_label(label: str) -> str:
+    """A variant label: 1–40 characters of letters, digits, ``_ . + -`` (ParameterError otherwise)."""
+    ok = isinstance(label, str) and 1 <= len(label) <= 40 and all(c.isalnum() or c in "_.+-" for c in label)
+    if not ok:
+        raise ParameterError(f"label must be 1-40 letters, digits or _ . + -, got {label!r}")
+    return label
+
+
+def _theory_columns(folder: str | os.PathLike) -> dict[float, tuple[float, float]]:
+    """ω -> (α_c, s.e.) of a verified phase-diagram folder (columns without a crossing left out; s.e.
+    NaN where the root was not refined)."""
+    from dotattn.positional_semantic.output import read_phase_summaries
+    return {round(s.omega, 9): (float(s.alpha_c), NAN if s.alpha_c_error is None else float(s.alpha_c_error))
+            for s in read_phase_summaries(folder) if s.alpha_c is not None}
+
+
+def theory_points(label: str, folder: str | os.PathLike,
+                  baseline: Mapping[float, tuple[float, float]] | None = None) -> list[VariantPoint]:
+    """The theory's α_c(ω) of one phase-diagram folder; shifts against ``baseline`` (ω -> (α_c, s.e.),
+    the baseline's :func:`_theory_columns`) where it has the same ω."""
+    out = []
+    for w, (a, se) in sorted(_theory_columns(folder).items()):
+        half = 2 * se if math.isfinite(se) else 0.0
+        shift = shift_se = NAN
+        if baseline is not None and w in baseline:
+            b, b_se = baseline[w]
+            shift = a - b
+            shift_se = math.hypot(se if math.isfinite(se) else 0.0, b_se if math.isfinite(b_se) else 0.0)
+        out.append(VariantPoint(label=label, source=THEORY, omega=w, d=0, alpha_c=a, se=se, ci_lo=a - half,
+                                ci_hi=a + half, level=NAN, seeds=0, crossings=0, shift=shift, shift_se=shift_se,
+                                shift_ci_lo=shift - 2 * shift_se, shift_ci_hi=shift + 2 * shift_se, paired_seeds=0,
+                                shift_alphas=0, folder=str(folder)))
+    return out
+
+
+def _read_study(folder: str | os.PathLike) -> "StudyPart":
+    from dotattn.theory_vs_erm.output import read_alpha_c_part
+    return read_alpha_c_part(folder)
+
+
+def _crossings(part: "StudyPart", alphas: Sequence[float] | None = None) -> dict[tuple[float, int], dict[int, float]]:
+    """{(ω, d): {seed: α_c (NaN without a crossing)}} of a verified study, its crossings recomputed on
+    the points of its grid in ``alphas`` (None: the whole grid)."""
+    from dotattn.theory_vs_erm.alpha_c import cell_crossings
+    return {(round(c.omega, 9), c.d): {x.seed: x.alpha_c for x in
+                                       cell_crossings(c if alphas is None else c.on_alphas(alphas), STATUS_CONVERGED)}
+            for c in part.cells}
+
+
+def erm_points(label: str, folder: str | os.PathLike, baseline_folder: str | os.PathLike | None = None,
+               d_max: int | None = None) -> list[VariantPoint]:
+    """The ERM crossing of one erm-alpha-c folder at every ω, at its largest d ≤ ``d_max``, on its own
+    grid; the paired shift from the study in ``baseline_folder`` (None: no shift) at the same (ω, d),
+    with the baseline's crossings recomputed on the α points both grids share (so that a baseline on a
+    finer grid is interpolated with the variant's step; ``shift_alphas`` counts those points)."""
+    part = _read_study(folder)
+    cells, level, n_boot = _crossings(part), part.config.level, part.config.n_boot
+    base: dict[tuple[float, int], dict[int, float]] = {}
+    n_common = 0
+    if baseline_folder is not None:
+        base_part = _read_study(baseline_folder)
+        common = [a for a in base_part.config.alphas if any(abs(a - b) < 1e-9 for b in part.config.alphas)]
+        n_common = len(common)
+        base = _crossings(base_part, common) if n_common >= 2 else {}
+    out = []
+    for w in sorted({w for w, _ in cells}):
+        ds = [d for (x, d) in cells if x == w and (d_max is None or d <= d_max)]
+        if not ds:
+            continue
+        d = max(ds)
+        seeds = cells[(w, d)]
+        records = [SeedCrossing(omega=w, d=d, seed=s, outcome="", alpha_c=a, lo=NAN, hi=NAN, changes=0, valid=0,
+                                excluded="") for s, a in sorted(seeds.items())]
+        cell = summarise_cell(w, d, records, level=level, n_boot=n_boot)
+        shift = shift_se = lo = hi = NAN
+        n_pair = 0
+        other = base.get((w, d))
+        if other is not None:
+            diff = np.array([seeds[s] - other[s] for s in sorted(seeds) if s in other
+                             and math.isfinite(seeds[s]) and math.isfinite(other[s])])
+            n_pair = int(diff.size)
+            if n_pair >= 2:
+                shift, shift_se = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(n_pair))
+                lo, hi = bootstrap_mean_ci(diff, level, n_boot)
+        out.append(VariantPoint(label=label, source=ERM, omega=w, d=d, alpha_c=cell.alpha_c, se=cell.se,
+                                ci_lo=cell.ci_lo, ci_hi=cell.ci_hi, level=level, seeds=cell.seeds,
+                                crossings=cell.crossings, shift=shift, shift_se=shift_se, shift_ci_lo=lo,
+                                shift_ci_hi=hi, paired_seeds=n_pair, shift_alphas=n_common if other else 0,
+                                folder=str(folder)))
+    return out
+
+
+def compare_variants(theory: Sequence[tuple[str, str]], erm: Sequence[tuple[str, str]], baseline: str,
+                     d_max: int | None = None) -> list[VariantPoint]:
+    """Every point of the (label, folder) inputs; shifts against the inputs labelled ``baseline``
+    (its theory for theory points, its ERM study for ERM points; the baseline's own shifts are NaN).
+
+    ParameterError (one line) for a repeated (label, source), a baseline label absent from both
+    lists, or ``d_max`` < 1; IntegrityError from the readers for a folder that fails verification."""
+    if d_max is not None and (not isinstance(d_max, int) or d_max < 1):
+        raise ParameterError(f"d_max must be an integer >= 1, got {d_max!r}")
+    for source, items in ((THEORY, theory), (ERM, erm)):
+        labels = [check_label(lab) for lab, _ in items]
+        dup = next((lab for lab in labels if labels.count(lab) > 1), None)
+        if dup is not None:
+            raise ParameterError(f"label {dup!r} is given twice for {source}")
+    th = dict(theory)
+    em = dict(erm)
+    if baseline not in th and baseline not in em:
+        raise ParameterError(f"baseline must be one of the labels ({', '.join(sorted({*th, *em}))}), got {baseline!r}")
+    for folder in (*th.values(), *em.values()):
+        if not Path(folder).is_dir():
+            raise ParameterError(f"folder {folder} does not exist")
+    base_theory = _theory_columns(th[baseline]) if baseline in th else None
+    points: list[VariantPoint] = []
+    for label, folder in theory:
+        points += theory_points(label, folder, None if label == baseline else base_theory)
+    for label, folder in erm:
+        points += erm_points(label, folder, None if label == baseline else em.get(baseline), d_max)
+    return points
+
+
+def read_variant_points(path: str | os.PathLike) -> list[VariantPoint]:
+    """The rows of a verified ``variants.csv`` (IntegrityError at the first unreadable row)."""
+    from dotattn.core.integrity import read_records
+    points = read_records(Path(path), VariantPoint)
+    for i, p in enumerate(points, start=1):
+        if p.source not in (THEORY, ERM):
+            raise IntegrityError(f"{path}: row {i}: source {p.source!r} is not theory or erm")
+        if math.isfinite(p.alpha_c) and not (p.ci_lo <= p.alpha_c <= p.ci_hi or not math.isfinite(p.ci_lo)):
+            raise IntegrityError(f"{path}: row {i}: alpha_c outside its interval")
+    return points
