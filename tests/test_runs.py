@@ -116,6 +116,44 @@ def test_run_lock_refuses_a_live_owner_and_takes_over_a_dead_one(tmp_path):
         assert (tmp_path / RunLock.NAME).read_text().split()[0] == str(os.getpid())
 
 
+def test_a_stop_during_lock_acquisition_leaves_no_lock_file(tmp_path, monkeypatch):
+    """SIGTERM raised while the lock file is being created (here: from inside _create, after the link)
+    is held back until the lock is taken, then stops the run through RunLock's own clean-up: the lock
+    file and its temporary are gone, the folder is empty, and the stop arrives as Interrupted."""
+    from dotattn.core.runner import stop_on_signals
+    create = RunLock._create
+
+    def create_then_signal(self, text):
+        create(self, text)
+        os.kill(os.getpid(), signal.SIGTERM)  # blocked: delivered when acquire() has finished
+
+    monkeypatch.setattr(RunLock, "_create", create_then_signal)
+    with pytest.raises(Interrupted), stop_on_signals():
+        with RunLock(tmp_path, "x"):
+            pytest.fail("the stop must arrive before the block runs")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_signals_deferred_delivers_the_signal_when_the_block_ends():
+    """A SIGINT inside signals_deferred (under stop_on_signals) stops the run only when the block ends;
+    outside such a block it stops at once."""
+    from dotattn.core.io import signals_deferred
+    from dotattn.core.runner import stop_on_signals
+    seen = []
+    with pytest.raises(Interrupted), stop_on_signals():
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+            seen.append("block")
+        seen.append("after")
+    assert seen == ["block"]
+    with pytest.raises(Interrupted), stop_on_signals():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        seen.append("never")
+    assert seen == ["block"]
+
+
 def _units(n: int, report=None) -> int:
     for _ in range(n):
         if report is not None:

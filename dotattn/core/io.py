@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as _dt
 import hashlib
@@ -13,13 +14,13 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
 from dotattn.core.validation import ParameterError
 
-__all__ = ["provenance", "git_commit", "atomic_write_text", "atomic_write_bytes", "write_json",
+__all__ = ["signals_deferred", "defer_stop", "provenance", "git_commit", "atomic_write_text", "atomic_write_bytes", "write_json",
            "write_csv", "read_csv", "read_json_if_valid", "remove_stale_tmp", "save_figure", "ensure_writable_dir",
            "to_jsonable", "IntegrityError", "MANIFEST_NAME", "sha256_file", "csv_data_rows", "csv_comment",
            "write_manifest", "verify_manifest", "invocation", "write_checked_json", "read_checked_json", "cache_notice",
@@ -89,13 +90,46 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+class _Deferral:
+    """State of :func:`signals_deferred` (signal handlers run in the main thread only)."""
+    depth = 0
+    pending: list[Callable[[], None]] = []
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Within the block, a stop requested by a signal (a handler that calls :func:`defer_stop`, as
+    :func:`dotattn.core.runner.stop_on_signals` does) is held back and raised when the outermost block
+    ends. For short steps that create a file and must not be cut in the middle (a write test, a lock
+    file), so that a stop never leaves one behind."""
+    _Deferral.depth += 1
+    try:
+        yield
+    finally:
+        _Deferral.depth -= 1
+        if _Deferral.depth == 0 and _Deferral.pending:
+            stop = _Deferral.pending[0]
+            _Deferral.pending.clear()
+            stop()
+
+
+def defer_stop(stop: Callable[[], None]) -> bool:
+    """For a signal handler: inside :func:`signals_deferred`, keep ``stop`` (it raises) for the end of the
+    block and return True; outside, return False (the handler stops at once)."""
+    if _Deferral.depth > 0:
+        _Deferral.pending.append(stop)
+        return True
+    return False
+
+
 def ensure_writable_dir(path: str | os.PathLike) -> Path:
     """Create the folder if needed and check that files can be written there (ParameterError if not)."""
     p = Path(path)
     try:
-        p.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=p, prefix=".write-test-"):
-            pass
+        with signals_deferred():  # a stop between creating and removing the test file would leave it behind
+            p.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=p, prefix=".write-test-"):
+                pass
     except OSError as err:
         raise ParameterError(f"output folder {str(p)!r} cannot be written: {err.strerror or err}") from None
     return p

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
+from dotattn.core.io import defer_stop, signals_deferred
 from dotattn.core.validation import ParameterError, check_dask_scheme, check_int
 
 __all__ = ["run_isolated", "DASK_TIMEOUT", "MAX_WORKERS", "check_dask_address", "connect_dask", "check_workers", "Interrupted", "stop_on_signals", "run_tasks", "RunLock", "RunLockedError", "ProgressState",
@@ -87,7 +88,12 @@ def stop_on_signals(signums: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) ->
         if fired:
             return
         fired.append(signum)
-        raise Interrupted(signum)
+
+        def stop() -> None:
+            raise Interrupted(signum)
+
+        if not defer_stop(stop):  # inside signals_deferred: raised when that block ends
+            stop()
 
     old = {s: signal.signal(s, handler) for s in signums}
     try:
@@ -452,7 +458,12 @@ temporary file). If it exists
             self.held = False
 
     def __enter__(self) -> "RunLock":
-        self.acquire()
+        try:
+            with signals_deferred():  # a stop during acquire is delivered once the lock is held (or refused)
+                self.acquire()
+        except BaseException:
+            self.release()  # only a lock that names this process
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
