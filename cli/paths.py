@@ -215,10 +215,10 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
 @click.option("--qk-dim", type=int, default=16, show_default=True, help="Query/key dimension G, in [1, 256].")
 @click.option("--lr", type=float, default=3e-3, show_default=True, help="Adam learning rate, in (0, 1].")
 @click.option("--batch", type=int, default=64, show_default=True, help="Episodes per Adam step, in [1, 4096].")
-@click.option("--epoch-episodes", type=int, default=1024, show_default=True,
+@click.option("--epoch-episodes", type=int, default=6400, show_default=True,
               help="Fresh training episodes per epoch, in [1, 1e6].")
-@click.option("--max-epochs", type=int, default=40, show_default=True, help="Most epochs, in [1, 1e4].")
-@click.option("--patience", type=int, default=8, show_default=True,
+@click.option("--max-epochs", type=int, default=60, show_default=True, help="Most epochs, in [1, 1e4].")
+@click.option("--patience", type=int, default=10, show_default=True,
               help="Stop after this many epochs without a better validation accuracy, in [1, 1e4].")
 @click.option("--sample-N", "sample_N", type=int, default=10, show_default=True,
               help="Width of the posterior-sampling check (NUTS), in [0, 200]; 0: no check.")

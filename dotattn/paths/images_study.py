@@ -21,8 +21,8 @@ from dotattn.core.status import CONVERGED
 from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.paths.analysis import POINT_COLUMNS, PathsPoint, head_scores, prune_heads
 from dotattn.paths.data import PathData
-from dotattn.paths.images import (N0, ROLES, CharacterSplit, Episodes, ImageSet, episode_tokens, make_episodes,
-                                  read_digits, read_fashion_mnist, read_omniglot, split_characters)
+from dotattn.paths.images import (EMBEDDING_SCALE, N0, ROLES, CharacterSplit, Episodes, ImageSet, episode_tokens,
+                                  make_episodes, read_digits, read_fashion_mnist, read_omniglot, split_characters)
 from dotattn.paths.network import FactoredKernels, attention, path_inputs, path_kernel_diagonal, path_kernels
 from dotattn.paths.theory import N_RANGE, TEMPERATURE_RANGE, PathsModel, TheoryResult, gp_order_parameters, \
     minimise_action, predict
@@ -459,7 +459,7 @@ def _read_gd(path: Path, config: ImageStudyConfig):
 def _gd_key(config: ImageStudyConfig) -> dict[str, Any]:
     return {"gd": config.gd.to_dict(), "split_seed": config.split_seed, "seed": config.seed,
             "train_fraction": config.train_fraction, "validation_fraction": config.validation_fraction,
-            "P_validation": config.P_validation}
+            "P_validation": config.P_validation, "embedding_scale": EMBEDDING_SCALE}
 
 
 def _write_gd(path: Path, gd: Any, config: ImageStudyConfig) -> None:
@@ -497,14 +497,15 @@ def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str
     write_csv(folder / "points.csv", [p.to_row() for p in study.points], POINT_COLUMNS, comment=comment)
     write_csv(folder / "selection.csv", [p.to_row() for p in study.selection], POINT_COLUMNS, comment=comment)
     write_csv(folder / "heads.csv", study.heads, HEAD_COLUMNS, comment=comment)
-    write_csv(folder / "gd_history.csv", list(study.gd.history), ["epoch", "train_loss", "validation_accuracy",
-                                                                   "seconds"], comment=comment)
+    write_csv(folder / "gd_history.csv", list(study.gd.history), ["epoch", "train_loss", "train_accuracy",
+                                                                   "validation_accuracy", "seconds"], comment=comment)
     summary = {
         "provenance": prov, "temperature_selected_on": "validation",
         "selection_rule": "per width, the temperature of the grid with the highest validation accuracy "
                           "(ties: lower validation loss) among converged saddle points",
         "split": {**data.split.to_dict(), "class_names": list(data.omniglot.class_names)},
-        "counts": data.counts(), "tokens": {"N0": N0, "T": 48, "roles": list(ROLES)},
+        "counts": data.counts(), "tokens": {"N0": N0, "T": 48, "roles": list(ROLES),
+                                                "embedding_scale": EMBEDDING_SCALE},
         "paths": list(study.path_names),
         "gd": {"config": cfg.gd.to_dict(), "status": study.gd.status, "best_epoch": study.gd.best_epoch,
                "epochs_run": len(study.gd.history), "seconds": study.gd.seconds, **study.gd_eval},
