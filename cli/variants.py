@@ -42,12 +42,13 @@ def _fmt(x: float, spec: str = ".3f") -> str:
 @click.option("--d-max", type=int, default=None,
               help="Show each ERM study at its largest d not above this (default: its largest d), >= 1.")
 @click.option("--out", required=True, help="Output folder (variants.csv, summary.json, variants.png).")
-def alpha_c_variants_command(theory, erm, baseline, d_max, out):
+def variants_command(theory, erm, baseline, d_max, out):
     """alpha_c(omega) of several variants side by side (theory, ERM) and each one's shift from a baseline.
 
     Theory: phase-diagram folders, the shift is the difference at the same omega. ERM: erm-alpha-c
-    folders at their largest d (not above --d-max), the shift is paired per seed at the same d. Every folder is read through its verifying reader (an erm-alpha-c folder's crossings are
-    recomputed from delta.csv) before the output folder is made.
+    folders at their largest d (not above --d-max), the shift is paired per seed at the same d. Every
+    folder is read through its verifying reader (an erm-alpha-c folder's crossings are recomputed from
+    delta.csv) before the output folder is made.
     """
     from dotattn.theory_vs_erm.output import write_variants
     from dotattn.theory_vs_erm.variants import compare_variants

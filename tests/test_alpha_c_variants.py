@@ -17,23 +17,23 @@ ALPHAS = (0.5, 0.7, 0.9, 1.1, 1.3)
 PHASE_DIAGRAM = "results/phase_diagram"  # a committed theory folder (part of the repository)
 
 
-def _cell(omega: float, d: int, seeds: list[int], shift: float) -> CellRuns:
+def _cell(omega: float, d: int, seeds: list[int], shift: float, alphas=ALPHAS) -> CellRuns:
     """Paired losses whose Δe_t is linear in α and crosses zero at 0.8 + 0.013 s mod 7 − 20/d + shift."""
-    a = np.array(ALPHAS)
+    a = np.array(alphas)
     roots = np.array([0.8 + 0.013 * (s % 7) - 20.0 / d + shift for s in seeds])
     et_pos = np.tile(1e-3 * a, (len(seeds), 1))
     et_sem = et_pos + 1e-4 * (roots[:, None] - a[None, :])
     status = np.full(et_pos.shape, STATUS_CONVERGED, dtype=object)
-    return CellRuns(omega=omega, d=d, alphas=ALPHAS, seeds=tuple(seeds), et_sem=et_sem, et_pos=et_pos,
+    return CellRuns(omega=omega, d=d, alphas=tuple(alphas), seeds=tuple(seeds), et_sem=et_sem, et_pos=et_pos,
                     status_sem=status.copy(), status_pos=status.copy(), same=np.zeros(et_pos.shape, bool),
                     seconds=1.0, device="cpu")
 
 
-def _study(folder, shift: float, seeds: list[int], ds=(250, 500)):
+def _study(folder, shift: float, seeds: list[int], ds=(250, 500), alphas=ALPHAS):
     from dotattn.theory_vs_erm.output import write_alpha_c_study
-    config = AlphaCConfig(omegas=(0.1, 0.3), ds=tuple(ds), alphas=ALPHAS, seeds=len(seeds), first_seed=seeds[0],
-                          n_boot=200)
-    cells = {(w, d): _cell(w, d, seeds, shift) for w in config.omegas for d in ds}
+    config = AlphaCConfig(omegas=(0.1, 0.3), ds=tuple(ds), alphas=tuple(alphas), seeds=len(seeds),
+                          first_seed=seeds[0], n_boot=200)
+    cells = {(w, d): _cell(w, d, seeds, shift, alphas) for w in config.omegas for d in ds}
     folder.mkdir()
     write_alpha_c_study(run_study(Problem(), config, theory=False, supplied=cells), folder, command="test")
     return str(folder)
@@ -60,9 +60,27 @@ def test_erm_points_and_paired_shifts(studies):
         assert v.ci_lo < v.alpha_c < v.ci_hi and (v.seeds, v.crossings) == (8, 8)
         # the shift is paired on the 6 common seeds, whose crossings differ by exactly 0.25
         assert v.paired_seeds == 6 and v.shift == pytest.approx(0.25, abs=1e-9) and v.shift_se < 1e-9
+        assert v.shift_alphas == len(ALPHAS)  # the same grid: the baseline's crossings on all its points
         assert not np.isfinite(b.shift) and b.paired_seeds == 0  # the baseline has no shift
     low = compare_variants([], [("tied", base), ("wide", variant)], "tied", d_max=499)
     assert {p.d for p in low} == {250}
+
+
+def test_a_coarser_variant_grid_recomputes_the_baseline_on_the_shared_points(studies, tmp_path):
+    """A variant on a wider, coarser grid: its own crossings on its grid; the baseline's for the shift on
+    the 3 points both grids have (0.5, 0.9, 1.3), where a linear Δe_t still crosses at the same α."""
+    base, _ = studies
+    coarse = _study(tmp_path / "coarse", 0.25, list(range(8)), alphas=(0.5, 0.9, 1.3, 1.7, 2.1))
+    (v,) = [p for p in compare_variants([], [("tied", base), ("coarse", coarse)], "tied")
+            if p.label == "coarse" and p.omega == 0.1]
+    assert v.shift_alphas == 3 and v.paired_seeds == 8 and v.shift == pytest.approx(0.25, abs=1e-9)
+    from dotattn.theory_vs_erm.alpha_c import cell_crossings
+    from dotattn.theory_vs_erm.output import read_alpha_c_part
+    cell = read_alpha_c_part(base).cells[0]
+    sub = cell.on_alphas([0.5, 0.9, 1.3, 7.0])
+    assert sub.alphas == (0.5, 0.9, 1.3) and sub.et_sem.shape == (8, 3)
+    np.testing.assert_allclose([x.alpha_c for x in cell_crossings(sub, STATUS_CONVERGED)],
+                               [x.alpha_c for x in cell_crossings(cell, STATUS_CONVERGED)], atol=1e-12)
 
 
 def test_theory_points_and_shifts_against_the_baseline():

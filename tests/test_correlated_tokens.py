@@ -251,3 +251,20 @@ def test_untied_student_with_correlated_tokens_is_refused_by_the_theory():
     from dotattn.positional_semantic.catalogue import solve
     with pytest.raises(ParameterError, match="token_correlation"):
         solve(Problem(student="untied", token_correlation=0.2), 1.0, n_random=0, stability=False)
+
+
+def test_a_branch_emerging_from_the_uninformative_point_is_not_ended_by_slow_continuation():
+    """At c = 0.5, ω = 0.1 the positional branch emerges continuously from the uninformative point near
+    α ≈ 0.2: continuation from the nearly uninformative fixed point at α = 0.2 does not converge at
+    α = 0.4 (critical slowing down), but the informed start does. The branch is
+    followed on (the restart recorded) instead of ending in a false spinodal; on Gauss-Hermite 8 the
+    whole column then has its α_c at 2.954, the refined value 2.9524 ± 0.0020 (docs/correlated_tokens.md)."""
+    from dotattn.positional_semantic.branch import Branch
+    from dotattn.positional_semantic.quadrature import gauss_hermite
+    from dotattn.positional_semantic.state_evolution import SolverOptions
+    p = Problem(omega=0.1, token_correlation=0.5)
+    branch = Branch("positional", p, gauss_hermite(p.gaussian_dim, 5), None, SolverOptions())
+    branch.follow([0.2, 0.4, 0.6], [0, 1, 2])
+    assert sorted(branch.points) == [0.2, 0.4, 0.6] and not branch.failed
+    assert branch.restarts == [0.4]
+    assert branch.points[0.4].overlaps.mu[0, 0] > 10 * abs(branch.points[0.2].overlaps.mu[0, 0])

@@ -240,6 +240,11 @@ def test_estimate_seconds_scales_with_columns_workers_and_nodes():
     q3 = estimate_seconds(p, alphas, SweepSettings(QuadratureSpec("qmc", 8, None, scramblings=8)), 1, 1)
     assert q2 > q1 and q3 == pytest.approx(q2, rel=1e-12)  # 2^9 x 4 = 2^8 x 8 nodes
     assert math.isfinite(estimate_seconds(Problem(rank=2), alphas, s, 1, 1))
+    # the untied student costs STUDENT_COST_FACTORS["untied"] times the tied one on a rule of the same size
+    from dotattn.positional_semantic.phase_diagram import STUDENT_COST_FACTORS
+    qmc = SweepSettings(QuadratureSpec("qmc", 10, None, scramblings=4))
+    assert estimate_seconds(Problem(student="untied"), alphas, qmc, 1, 1) == pytest.approx(
+        STUDENT_COST_FACTORS["untied"] * estimate_seconds(p, alphas, qmc, 1, 1), rel=1e-12)
 
 
 def test_fixed_point_estimate_counts_every_refinement_solve():

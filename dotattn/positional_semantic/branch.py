@@ -3,7 +3,9 @@ selected branch at each α (SPEC sections 4 and 5).
 
 A :class:`Branch` is seeded from its informed initialisation (:func:`dotattn.positional_semantic.catalogue.initialisations`)
 and followed along a sorted α grid by continuation (warm start from the neighbouring α) until it
-ceases to exist: no convergence, invalid overlaps, or the solver flows to another branch. Each
+ceases to exist: no convergence, invalid overlaps, or the solver flows to another branch, both from
+the neighbour and from the informed start (a branch that emerges continuously from the uninformative
+point converges slowly next to it, so continuation from there can fail where the branch exists). Each
 end inside the grid is bracketed by bisection (:meth:`Branch.spinodals`).
 """
 
@@ -56,6 +58,8 @@ class Branch:
         self.report = report  # called after every fixed point solved (progress)
         self.points: dict[float, FixedPoint] = {}
         self.failed: dict[float, FixedPoint] = {}
+        self.restarts: list[float] = []
+        """Grid α where continuation left the branch but the informed start found it (:meth:`follow`)."""
         self.ends: dict[str, tuple[float, float, FixedPoint]] = {}
         """Set by :meth:`spinodals`: side ("lower" / "upper") -> (last α on the branch, first α off
         it, the fixed point at the former) of the bisection."""
@@ -127,7 +131,9 @@ class Branch:
         return min(found, key=lambda fp: fp.train_loss) if found else None
 
     def follow(self, alphas: list[float], seed_order: list[int], two_sided: bool = False) -> None:
-        """Seed at the first index of ``seed_order`` that works, then continue both ways; with
+        """Seed at the first index of ``seed_order`` that works, then continue both ways (where
+        continuation leaves the branch, once more from the informed start before the branch ends:
+        :attr:`restarts`); with
         ``two_sided`` (:meth:`lowest_of_both_sides`) every grid point is then also solved from its
         neighbour on the other side and the lower e_t kept."""
         t0 = time.process_time()
@@ -147,11 +153,16 @@ class Branch:
             i = seed + step
             while 0 <= i < len(alphas):
                 fp = self.solve_from(alphas[i], prev, before)
+                restarted = False
                 if not self.on_branch(fp):
-                    self.failed[alphas[i]] = fp
-                    break
+                    retry = self.solve_from(alphas[i], None)  # the informed start, before declaring an end
+                    if not self.on_branch(retry):
+                        self.failed[alphas[i]] = fp
+                        break
+                    fp, restarted = retry, True
+                    self.restarts.append(alphas[i])
                 self.points[alphas[i]] = fp
-                before, prev = prev, fp
+                before, prev = (None if restarted else prev), fp
                 i += step
         t1 = time.process_time()
         self.cpu["follow"] += t1 - t0

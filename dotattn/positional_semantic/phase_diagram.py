@@ -86,6 +86,13 @@ SECONDS_PER_STABILITY = 0.065
 """Rough CPU seconds of the RS stability of one grid record (:func:`dotattn.positional_semantic.stability.rs_stability` on
 its 2^11 x 4 Sobol rule, toy model): the ω = 0.3 column took 13.7 s of user time with it and 9.5 s
 without (50 records, 1 worker, load average ≈ 7, so ≈ 0.085 s each loaded), against ≈ 1.3x less quiet."""
+STUDENT_COST_FACTORS = {"tied": 1.0, "untied": 4.6}
+"""CPU time per node of each student over the tied one (the constants above describe the tied student).
+The untied student (docs/untied.md) solves 2r field variables per token: one fixed point costs 3.8-5.0x a
+tied one per node of a rule of the same size (``benchmarks/untied.py --cost``), and a whole 7-column
+phase diagram (ω = 0.05:0.35:7, α = 0.2:4.0:20, default rules and refinement, 1 worker) took 4.6x the
+tied one's column time per estimated unit (1912 s against 255 s, run one after the other at the same
+load, about 5 on 2 cores)."""
 COMPILED_FACTORS = {"sweep": 0.58, "refine": 0.37, "stability": 0.26}
 """CPU time of each part with the compiled prox kernel (:mod:`dotattn.positional_semantic.compiled`, numba) over
 that of the vectorised kernel before it (which the constants above describe), measured on the default ω = 0.3
@@ -680,13 +687,14 @@ def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepS
     rule), the refinement's (:func:`refine_fixed_points`) at :data:`REFINE_COST_PER_NODE` times that
     per node of their rules, plus the RS stability of every grid record (:data:`SECONDS_PER_STABILITY`),
     each times its :data:`COMPILED_FACTORS` entry where the compiled prox kernel runs (toy model, numba
-    installed), with whole columns spread over the workers."""
+    installed) and the student's :data:`STUDENT_COST_FACTORS`, with whole columns spread over the workers."""
     if columns <= 0:
         return 0.0
     q = settings.quadrature
     nodes = q.order ** problem.gaussian_dim if q.kind == "gauss-hermite" else 2 ** q.order * q.scramblings
     toy = problem.L == 2 and problem.rank == 1 and compiled.AVAILABLE  # the compiled kernel is the toy model's
-    factor = COMPILED_FACTORS if toy else dict.fromkeys(COMPILED_FACTORS, 1.0)
+    factor = {k: v * STUDENT_COST_FACTORS[problem.student]
+              for k, v in (COMPILED_FACTORS if toy else dict.fromkeys(COMPILED_FACTORS, 1.0)).items()}
     per_column = (column_fixed_points_estimate(problem, alphas) * (SECONDS_PER_FIXED_POINT
                                                                     + SECONDS_PER_FIXED_POINT_NODE * nodes)
                   * factor["sweep"]

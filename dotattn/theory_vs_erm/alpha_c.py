@@ -33,7 +33,7 @@ import os
 import re
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -232,6 +232,13 @@ class CellRuns:
     def valid(self, converged: str) -> np.ndarray:
         """Points where both runs have status ``converged`` and ended in different minima, ``(S, A)``."""
         return (self.status_sem == converged) & (self.status_pos == converged) & ~self.same
+
+    def on_alphas(self, keep: Sequence[float]) -> "CellRuns":
+        """The cell on the points of its grid that are in ``keep`` (to 1e-9), in grid order."""
+        cols = [j for j, a in enumerate(self.alphas) if any(abs(a - b) < 1e-9 for b in keep)]
+        return replace(self, alphas=tuple(self.alphas[j] for j in cols), et_sem=self.et_sem[:, cols],
+                       et_pos=self.et_pos[:, cols], status_sem=self.status_sem[:, cols],
+                       status_pos=self.status_pos[:, cols], same=self.same[:, cols])
 
     def to_row(self) -> dict[str, Any]:
         return {"omega": self.omega, "d": self.d, "alphas": list(self.alphas), "seeds": list(self.seeds),

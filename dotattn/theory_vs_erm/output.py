@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.theory_vs_erm.variants import VariantPoint
 
 __all__ = ["read_alpha_c_part", "theory_from_phase_diagram", "write_erm", "load_erm", "read_theory",
-           "compare_and_write", "write_alpha_c_study"]
+           "compare_and_write", "write_alpha_c_study", "write_variants"]
 
 
 def theory_from_phase_diagram(folder: str | os.PathLike, problem: Problem, omegas: Sequence[float],

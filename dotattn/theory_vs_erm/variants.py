@@ -14,7 +14,9 @@ Per (label, source, ω) one :class:`VariantPoint`:
   :mod:`dotattn.theory_vs_erm.crossing`, same seed and replicas as the study); the shift is the
   mean of the per-seed differences α_c(variant) − α_c(baseline) on the seeds both have a crossing for
   in the baseline's cell at the same (ω, d) (a seed is the same teacher, and for a student or value
-  variant the same data, in both studies), with its s.e. and bootstrap interval.
+  variant the same data, in both studies), with its s.e. and bootstrap interval. The baseline's
+  crossings for the shift are recomputed on the α points its grid shares with the variant's, so that
+  both are interpolated with the same step where one grid is a subset of the other.
 
 Pure reading and statistics; plotting is :func:`dotattn.theory_vs_erm.plotting.figure_variants`.
 """
@@ -25,7 +27,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -33,6 +35,9 @@ from dotattn.core.io import IntegrityError
 from dotattn.core.status import STATUS_CONVERGED
 from dotattn.core.validation import ParameterError
 from dotattn.theory_vs_erm.crossing import SeedCrossing, _FlatRecord, bootstrap_mean_ci, summarise_cell
+
+if TYPE_CHECKING:  # pragma: no cover
+    from dotattn.theory_vs_erm.alpha_c import StudyPart
 
 __all__ = ["VariantPoint", "VARIANT_COLUMNS", "THEORY", "ERM", "theory_points", "erm_points", "compare_variants",
            "check_label", "read_variant_points"]
@@ -52,7 +57,9 @@ class VariantPoint(_FlatRecord):
     ERM: bootstrap of the mean over seeds at ``level``); ``seeds`` / ``crossings``: seeds run and
     seeds with a crossing (0 for theory); ``shift``, ``shift_se``, ``shift_ci_lo``, ``shift_ci_hi``:
     variant − baseline (NaN for the baseline itself or where the baseline lacks the cell);
-    ``paired_seeds``: the seeds the ERM shift is averaged over; ``folder``: the input folder.
+    ``paired_seeds``: the seeds the ERM shift is averaged over; ``shift_alphas``: the α points the
+    baseline's crossings were computed on for it (those of its grid that the variant's grid has; 0 for
+    theory); ``folder``: the input folder.
     """
 
     label: str
@@ -71,6 +78,7 @@ class VariantPoint(_FlatRecord):
     shift_ci_lo: float
     shift_ci_hi: float
     paired_seeds: int
+    shift_alphas: int
     folder: str
 
 
@@ -109,37 +117,45 @@ def theory_points(label: str, folder: str | os.PathLike,
         out.append(VariantPoint(label=label, source=THEORY, omega=w, d=0, alpha_c=a, se=se, ci_lo=a - half,
                                 ci_hi=a + half, level=NAN, seeds=0, crossings=0, shift=shift, shift_se=shift_se,
                                 shift_ci_lo=shift - 2 * shift_se, shift_ci_hi=shift + 2 * shift_se, paired_seeds=0,
-                                folder=str(folder)))
+                                shift_alphas=0, folder=str(folder)))
     return out
 
 
-def _erm_seeds(folder: str | os.PathLike) -> tuple[dict[tuple[float, int], dict[int, float]], float, int]:
-    """{(ω, d): {seed: α_c (NaN without a crossing)}} of a verified erm-alpha-c folder, its interval
-    level and bootstrap replicas."""
-    from dotattn.theory_vs_erm.alpha_c import cell_crossings
+def _read_study(folder: str | os.PathLike) -> "StudyPart":
     from dotattn.theory_vs_erm.output import read_alpha_c_part
-    part = read_alpha_c_part(folder)
-    cells = {(round(c.omega, 9), c.d): {x.seed: x.alpha_c for x in cell_crossings(c, STATUS_CONVERGED)}
-             for c in part.cells}
-    return cells, part.config.level, part.config.n_boot
+    return read_alpha_c_part(folder)
 
 
-def _pick_d(cells: Mapping[tuple[float, int], Any], omega: float, d_max: int | None) -> int | None:
-    ds = [d for (w, d) in cells if w == omega and (d_max is None or d <= d_max)]
-    return max(ds) if ds else None
+def _crossings(part: "StudyPart", alphas: Sequence[float] | None = None) -> dict[tuple[float, int], dict[int, float]]:
+    """{(ω, d): {seed: α_c (NaN without a crossing)}} of a verified study, its crossings recomputed on
+    the points of its grid in ``alphas`` (None: the whole grid)."""
+    from dotattn.theory_vs_erm.alpha_c import cell_crossings
+    return {(round(c.omega, 9), c.d): {x.seed: x.alpha_c for x in
+                                       cell_crossings(c if alphas is None else c.on_alphas(alphas), STATUS_CONVERGED)}
+            for c in part.cells}
 
 
 def erm_points(label: str, folder: str | os.PathLike, baseline_folder: str | os.PathLike | None = None,
                d_max: int | None = None) -> list[VariantPoint]:
-    """The ERM crossing of one erm-alpha-c folder at every ω, at its largest d ≤ ``d_max``; the paired
-    shift from the study in ``baseline_folder`` (None: no shift) at the same (ω, d)."""
-    cells, level, n_boot = _erm_seeds(folder)
-    base = _erm_seeds(baseline_folder)[0] if baseline_folder is not None else {}
+    """The ERM crossing of one erm-alpha-c folder at every ω, at its largest d ≤ ``d_max``, on its own
+    grid; the paired shift from the study in ``baseline_folder`` (None: no shift) at the same (ω, d),
+    with the baseline's crossings recomputed on the α points both grids share (so that a baseline on a
+    finer grid is interpolated with the variant's step; ``shift_alphas`` counts those points)."""
+    part = _read_study(folder)
+    cells, level, n_boot = _crossings(part), part.config.level, part.config.n_boot
+    base: dict[tuple[float, int], dict[int, float]] = {}
+    n_common = 0
+    if baseline_folder is not None:
+        base_part = _read_study(baseline_folder)
+        common = [a for a in base_part.config.alphas if any(abs(a - b) < 1e-9 for b in part.config.alphas)]
+        n_common = len(common)
+        base = _crossings(base_part, common) if n_common >= 2 else {}
     out = []
     for w in sorted({w for w, _ in cells}):
-        d = _pick_d(cells, w, d_max)
-        if d is None:
+        ds = [d for (x, d) in cells if x == w and (d_max is None or d <= d_max)]
+        if not ds:
             continue
+        d = max(ds)
         seeds = cells[(w, d)]
         records = [SeedCrossing(omega=w, d=d, seed=s, outcome="", alpha_c=a, lo=NAN, hi=NAN, changes=0, valid=0,
                                 excluded="") for s, a in sorted(seeds.items())]
@@ -157,7 +173,8 @@ def erm_points(label: str, folder: str | os.PathLike, baseline_folder: str | os.
         out.append(VariantPoint(label=label, source=ERM, omega=w, d=d, alpha_c=cell.alpha_c, se=cell.se,
                                 ci_lo=cell.ci_lo, ci_hi=cell.ci_hi, level=level, seeds=cell.seeds,
                                 crossings=cell.crossings, shift=shift, shift_se=shift_se, shift_ci_lo=lo,
-                                shift_ci_hi=hi, paired_seeds=n_pair, folder=str(folder)))
+                                shift_ci_hi=hi, paired_seeds=n_pair, shift_alphas=n_common if other else 0,
+                                folder=str(folder)))
     return out
 
 
