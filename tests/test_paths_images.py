@@ -348,12 +348,37 @@ def test_command_end_to_end_and_reuse(sets, tmp_path, rerun):
     assert again.returncode == 0 and "reusing the trained network" in again.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("collapsed", [True, False])
+def test_command_sampling_check(sets, tmp_path, collapsed):
+    """The sampling check inside the command: on the collapsed posterior of the order parameters (126
+    coordinates at N = 10, one short chain) or over the weights; the record names the sampler and holds
+    finite accuracies of the sampled and the saddle-point predictors. Slow (JAX compiles the sampler, about
+    a minute on a loaded 2-core machine); what runs by default instead: the samplers' own tests
+    (test_paths_sampler.py, test_paths_collapsed.py) and the refusal of a collapsed chain too large for
+    the sampler before any computation (test_config_refusals)."""
+    omni, fm = sets
+    out = tmp_path / "out"
+    i = SMALL.index("--sample-N")
+    small = SMALL[:i] + SMALL[i + 2:]
+    args = ["--sample-N", "10", "--sample-P", "10", "--sample-chains", "1", "--sample-warmup", "20",
+            "--sample-draws", "10", "--sample-tree-depth", "4"] + (["--sample-collapsed"] if collapsed else [])
+    r = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *small, *args, "--out", str(out)])
+    assert r.returncode == 0, r.stderr
+    s = json.loads((out / "summary.json").read_text())["sampling_check"]
+    assert ("collapsed" in s["sampler"]) == collapsed and s["N"] == 10 and s["P"] == 10
+    assert 0 <= s["accuracy_sampled"] <= 1 and 0 <= s["accuracy_theory"] <= 1 and math.isfinite(s["loss_sampled"])
+
+
 def test_config_refusals():
     from dotattn.paths.images_study import ImageStudyConfig
     for kw, words in (({"P": 5}, "[10, 5000]"), ({"widths": (0,)}, "N (width)"), ({"temperatures": (0,)}, "temperature"),
                       ({"widths": ()}, "N grid is empty"), ({"sample_N": 500}, "sample-N")):
         with pytest.raises(ParameterError, match=re.escape(words)):
             ImageStudyConfig(omniglot="o", fashion_mnist="f", **kw)
+    with pytest.raises(ParameterError, match="collapsed coordinates"):  # 8^4 paths at N = 200: far too many
+        ImageStudyConfig(omniglot="o", fashion_mnist="f", gd=GDConfig(layers=4, heads=8), sample_N=200,
+                         sample_collapsed=True)
     with pytest.raises(ParameterError, match="gd-width"):
         GDConfig(N=1)
 
