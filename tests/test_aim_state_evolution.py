@@ -138,3 +138,23 @@ def test_algorithm_points_reader_and_figure(tmp_path):
     fig = mmse_figure([[solve_point("softmax", 0.05, 0.5, 2)]], thresholds=[thresholds("softmax", 0.5, 2)],
                       algorithm_points=groups)
     assert len(fig.axes[0].get_legend().get_texts()) == 3
+
+
+def test_points_of_a_second_d_are_drawn_apart():
+    """Two folders of the same problem at d = 100 and d = 200 share a colour; the second d's markers are
+    larger with a black edge, so the two sizes are not drawn on top of each other as one set."""
+    import numpy as np
+    from matplotlib.colors import to_rgba
+
+    from dotattn.aim.plotting import D_MARKER_SIZES, mmse_figure
+
+    def pts(d):
+        return {"estimator": "gd_averaged", "channel": "softmax", "d": d, "rho": 0.5, "T": 2,
+                "alpha": np.array([0.05]), "mmse": np.array([0.8]), "mmse_se": np.array([0.01]),
+                "test": np.array([np.nan]), "test_se": np.array([np.nan]), "label": f"averaged GD, d = {d}"}
+
+    fig = mmse_figure([[solve_point("softmax", 0.05, 0.5, 2)]], algorithm_points=[pts(100), pts(200), pts(100)])
+    lines = [ln for ln in fig.axes[0].lines if ln.get_marker() == "D"]
+    assert [ln.get_markersize() for ln in lines] == [D_MARKER_SIZES[0], D_MARKER_SIZES[1], D_MARKER_SIZES[0]]
+    assert lines[0].get_color() == lines[1].get_color()  # one problem, one colour
+    assert to_rgba(lines[1].get_markeredgecolor()) == to_rgba("k") != to_rgba(lines[0].get_markeredgecolor())

@@ -3,7 +3,8 @@ objects (no pyplot, no physics).
 
 Colours: one per (channel, ρ, T), shared by a state-evolution curve and every algorithm point of the same
 problem (a curve with the public script's hardmax derivative shares it, dashed). Markers: one per
-estimator (:data:`ESTIMATOR_STYLE`). Curves of 12 points or fewer carry markers; a grid of α that is
+estimator (:data:`ESTIMATOR_STYLE`); points of a second, third … dimension d in the same figure are drawn
+larger with a black edge (:data:`D_MARKER_SIZES`), so d = 100 and d = 200 of one problem stay apart. Curves of 12 points or fewer carry markers; a grid of α that is
 geometric over more than a decade is drawn on a logarithmic axis.
 """
 
@@ -21,11 +22,13 @@ from dotattn.aim.state_evolution import SEPoint
 from dotattn.core.validation import check_instance
 
 __all__ = ["mmse_figure", "test_error_figure", "read_state_evolution", "read_algorithm_points", "read_free_entropy",
-           "ESTIMATOR_STYLE", "X_LABELS"]
+           "ESTIMATOR_STYLE", "D_MARKER_SIZES", "X_LABELS"]
 
 ESTIMATOR_STYLE: dict[str, tuple[str, str, bool]] = {
     "amp": ("AMP", "s", True), "gd": ("GD", "o", False), "gd_averaged": ("averaged GD", "D", True)}
 """estimator -> (legend name, marker, filled)."""
+D_MARKER_SIZES: tuple[float, ...] = (4.5, 8.0, 11.0)
+"""Marker size of the points of the first, second, third … d of a figure (in order of first appearance)."""
 X_LABELS = {"alpha": "α = n/d²", "alpha_bar": "ᾱ = α (T² + T − 2)", "alpha_over_rho": "α/ρ"}
 _FEW = 12
 
@@ -123,12 +126,16 @@ def _problem_label(channel: str, rho: float, T: int) -> str:
 
 
 def _draw_points(ax, colours, algorithm_points, xaxis, y: str, yse: str) -> None:
+    dims: list = []
     for extra in algorithm_points:
         label_name, marker, filled = ESTIMATOR_STYLE.get(extra["estimator"], (extra["estimator"], "^", True))
         c = colours((extra["channel"], extra["rho"], extra["T"]))
+        if extra.get("d") not in dims:
+            dims.append(extra.get("d"))
+        i = dims.index(extra.get("d"))
         x = _xvalues(extra["alpha"], extra["rho"], extra["T"], xaxis)
-        ax.errorbar(x, extra[y], yerr=extra.get(yse), fmt=marker, ms=4.5, capsize=2, color=c,
-                    mfc=c if filled else "white", mec=c, lw=1,
+        ax.errorbar(x, extra[y], yerr=extra.get(yse), fmt=marker, ms=D_MARKER_SIZES[min(i, len(D_MARKER_SIZES) - 1)],
+                    capsize=2, color=c, mfc=c if filled else "white", mec=c if i == 0 else "k", lw=1,
                     label=f"{extra['label']}, {_problem_label(extra['channel'], extra['rho'], extra['T'])}")
 
 
