@@ -215,10 +215,10 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
 @click.option("--qk-dim", type=int, default=16, show_default=True, help="Query/key dimension G, in [1, 256].")
 @click.option("--lr", type=float, default=3e-3, show_default=True, help="Adam learning rate, in (0, 1].")
 @click.option("--batch", type=int, default=64, show_default=True, help="Episodes per Adam step, in [1, 4096].")
-@click.option("--epoch-episodes", type=int, default=1024, show_default=True,
+@click.option("--epoch-episodes", type=int, default=6400, show_default=True,
               help="Fresh training episodes per epoch, in [1, 1e6].")
-@click.option("--max-epochs", type=int, default=40, show_default=True, help="Most epochs, in [1, 1e4].")
-@click.option("--patience", type=int, default=8, show_default=True,
+@click.option("--max-epochs", type=int, default=60, show_default=True, help="Most epochs, in [1, 1e4].")
+@click.option("--patience", type=int, default=10, show_default=True,
               help="Stop after this many epochs without a better validation accuracy, in [1, 1e4].")
 @click.option("--sample-N", "sample_N", type=int, default=10, show_default=True,
               help="Width of the posterior-sampling check (NUTS), in [0, 200]; 0: no check.")
@@ -228,6 +228,9 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
 @click.option("--sample-warmup", type=int, default=200, show_default=True, help="NUTS warm-up steps per chain.")
 @click.option("--sample-draws", type=int, default=200, show_default=True, help="NUTS kept draws per chain, >= 4.")
 @click.option("--sample-tree-depth", type=int, default=10, show_default=True, help="NUTS maximum tree depth, in [1, 15].")
+@click.option("--sample-collapsed", is_flag=True,
+              help="Sampling check on the exact collapsed posterior of the order parameters (U_1, U_2, U_a) "
+                   "instead of the weights: same posterior of U, a chain of fixed dimension.")
 @click.option("--bootstrap", type=int, default=1000, show_default=True,
               help="Bootstrap resamples of the test episodes for the rank-correlation interval, in [10, 1e5].")
 @click.option("--split-seed", type=int, default=0, show_default=True, help="Seed of the character split, >= 0.")
@@ -240,7 +243,7 @@ def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test:
            N: tuple[str, ...], temperatures: tuple[str, ...], theory_tol: float, gd_width: int, qk_dim: int,
            lr: float, batch: int, epoch_episodes: int, max_epochs: int, patience: int, sample_N: int, sample_P: int,
            sample_chains: int, sample_warmup: int, sample_draws: int, sample_tree_depth: int, bootstrap: int, split_seed: int, seed: int,
-           out: str, quiet: bool) -> None:
+           out: str, quiet: bool, sample_collapsed: bool = False) -> None:
     """One-shot image classification: trained queries and keys, theory against its GP limit, head pruning.
 
     Splits Omniglot by character (train / validation / test), trains the attention-paths network with
@@ -263,7 +266,8 @@ def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test:
                               temperatures=tuple(parse_grid("temperatures", temperatures)), theory_tol=theory_tol,
                               seed=seed, split_seed=split_seed, bootstrap=bootstrap, sample_N=sample_N,
                               sample_P=sample_P, sample_chains=sample_chains, sample_warmup=sample_warmup,
-                              sample_draws=sample_draws, sample_tree_depth=sample_tree_depth)
+                              sample_draws=sample_draws, sample_tree_depth=sample_tree_depth,
+                              sample_collapsed=sample_collapsed)
     _require("paths images", "torch")
     if sample_N:
         _require("paths images (sampling check; --sample-N 0 skips it)", "jax", "numpyro")

@@ -154,7 +154,10 @@ def test_episodes_labels_drawers_and_tokens(tmp_path):
     # token 16 + 5 is support 2's patch 5 (row 1, column 1): pixels, position one-hot, role one-hot
     blk = s.images[ep.index[0, 1]][8:16, 8:16].ravel()
     assert np.allclose(x[0, :64, 21], blk)
-    assert np.array_equal(x[0, 64:80, 21], np.eye(16)[5]) and np.array_equal(x[0, 80:, 21], [0, 1, 0])
+    assert np.array_equal(x[0, 64:80, 21], 8 * np.eye(16)[5]) and np.array_equal(x[0, 80:, 21], [0, 8, 0])
+    # the three parts have equal mean squared norms (64 each): a standardised image's patches average 64
+    assert math.isclose(np.mean(np.sum(x[:, :64] ** 2, axis=1)), 64.0, rel_tol=1e-9)
+    assert np.allclose(np.sum(x[:, 64:80] ** 2, axis=1), 64.0) and np.allclose(np.sum(x[:, 80:] ** 2, axis=1), 64.0)
 
 
 # -- factored kernels, pruning, network --------------------------------------------------------------
@@ -242,6 +245,60 @@ def test_training_checkpoint_resumes(tmp_path):
     assert later.history[1]["train_loss"] == first.history[1]["train_loss"]
 
 
+def _noisy_glyphs(n_classes=40, drawers=3, seed=0) -> im.ImageSet:
+    """Random stroke glyphs, one per class; each drawer's image is the glyph plus its own uniform noise."""
+    rng = np.random.default_rng(seed)
+    images, classes, who = [], [], []
+    for c in range(n_classes):
+        glyph = np.zeros((32, 32))
+        for _ in range(3):
+            r, k = rng.integers(4, 28, 2)
+            glyph[r - 1:r + 1, max(k - 7, 0):k + 7] = 1
+            glyph[max(r - 7, 0):r + 7, k - 1:k + 1] = 1
+        for d in range(drawers):
+            images.append(im.standardise_image(glyph + 0.5 * rng.random((32, 32))))
+            classes.append(c)
+            who.append(d)
+    return im.ImageSet("glyphs", np.array(images), np.array(classes), np.array(who),
+                       tuple(str(c) for c in range(n_classes)))
+
+
+def test_training_learns_one_shot_matching_on_held_out_classes():
+    """The trained network learns a one-shot task that is learnable (query = its support's glyph under new
+    noise) on classes it never saw: 80 Adam steps (batch 32) at the default learning rate reach a validation
+    accuracy ≥ 0.75 (chance 0.5; 100 episodes, standard error ≤ 0.05, so 0.75 is 5 errors above chance).
+    With the one-hots at unit height (1/8 of the tokens' embedding scale) the same 80 steps stay on the
+    initial plateau, at least 0.15 lower: the token normalisation is what lets training leave it."""
+    s = _noisy_glyphs()
+    ev = im.make_episodes(s, np.arange(30, 40), 100, np.random.default_rng(1))
+    cfg = GDConfig(N=8, qk_dim=8, batch=32, epoch_episodes=256, max_epochs=10, patience=10)
+    accs, threads = [], torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: more threads only spin (10x slower on a loaded machine)
+    try:
+        for scale in (1.0, 1.0 / im.EMBEDDING_SCALE):
+            part = np.where(np.arange(im.N0) < im.PATCH ** 2, 1.0, scale)[:, None]
+
+            def sample(epoch, part=part):
+                ep = im.make_episodes(s, np.arange(30), cfg.epoch_episodes, np.random.default_rng([2, epoch]))
+                return im.episode_tokens(s, ep) * part, ep.y
+
+            res = train_network(cfg, sample, im.episode_tokens(s, ev) * part, ev.y)
+            accs.append(res.best_validation_accuracy)
+    finally:
+        torch.set_num_threads(threads)
+    assert accs[0] >= 0.75 and accs[1] <= accs[0] - 0.15, accs
+
+
+def test_gd_defaults_of_the_command_are_the_configs():
+    """The command's training options default to GDConfig's defaults (one place decides them)."""
+    from dotattn.cli.paths import images as command
+    d = GDConfig()
+    defaults = {p.name: p.default for p in command.params}
+    assert {k: defaults[k] for k in ("lr", "batch", "epoch_episodes", "max_epochs", "patience", "qk_dim")} == \
+        {k: getattr(d, k) for k in ("lr", "batch", "epoch_episodes", "max_epochs", "patience", "qk_dim")}
+    assert defaults["gd_width"] == d.N
+
+
 def test_gibbs_and_spearman():
     rng = np.random.default_rng(1)
     mean, var, y = rng.standard_normal(200), rng.random(200), np.sign(rng.standard_normal(200))
@@ -291,12 +348,37 @@ def test_command_end_to_end_and_reuse(sets, tmp_path, rerun):
     assert again.returncode == 0 and "reusing the trained network" in again.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("collapsed", [True, False])
+def test_command_sampling_check(sets, tmp_path, collapsed):
+    """The sampling check inside the command: on the collapsed posterior of the order parameters (126
+    coordinates at N = 10, one short chain) or over the weights; the record names the sampler and holds
+    finite accuracies of the sampled and the saddle-point predictors. Slow (JAX compiles the sampler, about
+    a minute on a loaded 2-core machine); what runs by default instead: the samplers' own tests
+    (test_paths_sampler.py, test_paths_collapsed.py) and the refusal of a collapsed chain too large for
+    the sampler before any computation (test_config_refusals)."""
+    omni, fm = sets
+    out = tmp_path / "out"
+    i = SMALL.index("--sample-N")
+    small = SMALL[:i] + SMALL[i + 2:]
+    args = ["--sample-N", "10", "--sample-P", "10", "--sample-chains", "1", "--sample-warmup", "20",
+            "--sample-draws", "10", "--sample-tree-depth", "4"] + (["--sample-collapsed"] if collapsed else [])
+    r = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *small, *args, "--out", str(out)])
+    assert r.returncode == 0, r.stderr
+    s = json.loads((out / "summary.json").read_text())["sampling_check"]
+    assert ("collapsed" in s["sampler"]) == collapsed and s["N"] == 10 and s["P"] == 10
+    assert 0 <= s["accuracy_sampled"] <= 1 and 0 <= s["accuracy_theory"] <= 1 and math.isfinite(s["loss_sampled"])
+
+
 def test_config_refusals():
     from dotattn.paths.images_study import ImageStudyConfig
     for kw, words in (({"P": 5}, "[10, 5000]"), ({"widths": (0,)}, "N (width)"), ({"temperatures": (0,)}, "temperature"),
                       ({"widths": ()}, "N grid is empty"), ({"sample_N": 500}, "sample-N")):
         with pytest.raises(ParameterError, match=re.escape(words)):
             ImageStudyConfig(omniglot="o", fashion_mnist="f", **kw)
+    with pytest.raises(ParameterError, match="collapsed coordinates"):  # 8^4 paths at N = 200: far too many
+        ImageStudyConfig(omniglot="o", fashion_mnist="f", gd=GDConfig(layers=4, heads=8), sample_N=200,
+                         sample_collapsed=True)
     with pytest.raises(ParameterError, match="gd-width"):
         GDConfig(N=1)
 

@@ -13,9 +13,14 @@ query is of the class of support 1, −1 when of support 2. Labels are balanced 
 **Tokens** (:func:`episode_tokens`): each image is cut into 16 patches of 8 × 8 (row-major), so an
 episode has T = 48 tokens (support 1, support 2, query); token t is the column
 
-    x_t = (patch (64 pixels), one-hot position of the patch (16), one-hot role (3)) ∈ ℝ^{N0},  N0 = 83,
+    x_t = (patch (64 pixels), 8 · one-hot position of the patch (16), 8 · one-hot role (3)) ∈ ℝ^{N0},  N0 = 83,
 
-the position and role parts frozen (never learned). Nothing here needs torch.
+the position and role parts frozen (never learned) and scaled by :data:`EMBEDDING_SCALE` = 8, the root
+mean square norm of a standardised patch (√64), so that the three parts of a token have the same mean
+squared norm (64 each). With unit one-hots the role and position parts carried 1/64 of a token's squared
+norm and a network trained by gradient descent sat on its initial plateau (output ≈ 0, loss ≈ 1) for
+about 1000 Adam steps; with equal parts it leaves it within about 200 (docs/attention_paths.md, "One-shot
+images"). Nothing here needs torch.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from dotattn.core.validation import ParameterError, check_int, check_number
 __all__ = ["IMAGE_SIZE", "PATCH", "N_PATCHES", "ROLES", "TOKENS", "N0", "ImageSet", "standardise_image",
            "read_omniglot", "read_idx_set", "read_fashion_mnist", "read_digits", "CharacterSplit",
            "split_characters", "Episodes", "make_episodes", "episode_tokens", "FASHION_CLASSES", "DIGIT_CLASSES",
-           "DEFAULT_FASHION_MNIST"]
+           "DEFAULT_FASHION_MNIST", "EMBEDDING_SCALE"]
 
 IMAGE_SIZE = 32
 PATCH = 8
@@ -44,6 +49,9 @@ ROLES: tuple[str, ...] = ("support 1", "support 2", "query")
 TOKENS = len(ROLES) * N_PATCHES
 N0 = PATCH * PATCH + N_PATCHES + len(ROLES)
 """Token dimension: 64 pixels, 16 positions, 3 roles."""
+EMBEDDING_SCALE = float(PATCH)
+"""Height of the position and role one-hots: √(PATCH²) = 8, the root mean square norm of a patch of an image
+standardised to mean 0 and variance 1, so that pixels, position and role have equal mean squared norms."""
 FASHION_CLASSES: tuple[int, int] = (0, 1)
 """FashionMNIST labels used out of distribution: 0 = T-shirt/top, 1 = trouser."""
 DIGIT_CLASSES: tuple[int, int] = (0, 1)
@@ -324,7 +332,8 @@ def make_episodes(images: ImageSet, classes: tuple[int, ...] | np.ndarray, n: in
 
 def episode_tokens(images: ImageSet, episodes: Episodes) -> np.ndarray:
     """The token matrices x (n, N0, T) of the episodes (columns: support 1's 16 patches, support 2's,
-    the query's; rows: 64 pixels, 16 position one-hots, 3 role one-hots)."""
+    the query's; rows: 64 pixels, 16 position one-hots, 3 role one-hots, the one-hots of height
+    :data:`EMBEDDING_SCALE`)."""
     n = len(episodes)
     x = np.zeros((n, N0, TOKENS))
     g = IMAGE_SIZE // PATCH
@@ -334,6 +343,6 @@ def episode_tokens(images: ImageSet, episodes: Episodes) -> np.ndarray:
         patches = im.reshape(n, g, PATCH, g, PATCH).transpose(0, 1, 3, 2, 4).reshape(n, N_PATCHES, pix)
         cols = slice(r * N_PATCHES, (r + 1) * N_PATCHES)
         x[:, :pix, cols] = patches.transpose(0, 2, 1)
-        x[:, pix:pix + N_PATCHES, cols] = np.eye(N_PATCHES)[None]
-        x[:, pix + N_PATCHES + r, cols] = 1.0
+        x[:, pix:pix + N_PATCHES, cols] = EMBEDDING_SCALE * np.eye(N_PATCHES)[None]
+        x[:, pix + N_PATCHES + r, cols] = EMBEDDING_SCALE
     return x

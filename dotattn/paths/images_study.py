@@ -21,8 +21,8 @@ from dotattn.core.status import CONVERGED
 from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.paths.analysis import POINT_COLUMNS, PathsPoint, head_scores, prune_heads
 from dotattn.paths.data import PathData
-from dotattn.paths.images import (N0, ROLES, CharacterSplit, Episodes, ImageSet, episode_tokens, make_episodes,
-                                  read_digits, read_fashion_mnist, read_omniglot, split_characters)
+from dotattn.paths.images import (EMBEDDING_SCALE, N0, ROLES, CharacterSplit, Episodes, ImageSet, episode_tokens,
+                                  make_episodes, read_digits, read_fashion_mnist, read_omniglot, split_characters)
 from dotattn.paths.network import FactoredKernels, attention, path_inputs, path_kernel_diagonal, path_kernels
 from dotattn.paths.theory import N_RANGE, TEMPERATURE_RANGE, PathsModel, TheoryResult, gp_order_parameters, \
     minimise_action, predict
@@ -69,6 +69,7 @@ class ImageStudyConfig:
     sample_warmup: int = 200
     sample_draws: int = 200
     sample_tree_depth: int = 10
+    sample_collapsed: bool = False
     theory_tol: float = 1e-8
 
     def __post_init__(self) -> None:
@@ -101,11 +102,19 @@ class ImageStudyConfig:
         object.__setattr__(self, "sample_warmup", check_int("sample-warmup", self.sample_warmup, 1, 100_000))
         object.__setattr__(self, "sample_draws", check_int("sample-draws", self.sample_draws, 4, 100_000))
         object.__setattr__(self, "sample_tree_depth", check_int("sample-tree-depth", self.sample_tree_depth, 1, 15))
+        if not isinstance(self.sample_collapsed, bool):
+            raise ParameterError(f"sample-collapsed must be true or false, got {self.sample_collapsed!r}")
         object.__setattr__(self, "theory_tol", check_number("theory-tol", self.theory_tol, 1e-14, False, 1e-2,
                                                             "in [1e-14, 1e-2]"))
         if self.gd is None:
             from dotattn.paths.images_gd import GDConfig
             object.__setattr__(self, "gd", GDConfig())
+        if self.sample_collapsed and self.sample_N:
+            from dotattn.paths.collapsed import MAX_COLLAPSED_PARAMETERS, collapsed_layout
+            dim = collapsed_layout((self.gd.heads,) * self.gd.layers, self.sample_N).n_params
+            if dim > MAX_COLLAPSED_PARAMETERS:
+                raise ParameterError(f"sample-N: {self.gd.layers} layers x {self.gd.heads} heads at N = {self.sample_N} "
+                                     f"give {dim} collapsed coordinates; at most {MAX_COLLAPSED_PARAMETERS}")
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if k != "gd"}
@@ -360,7 +369,10 @@ def _pruning(study: ImageStudy, sets: dict[str, PathData], scores: np.ndarray, m
 def _sampling_check(study: ImageStudy, sets: dict[str, PathData], heads: tuple[int, ...],
                     progress: Callable[[str], None] | None) -> None:
     """NUTS at N = sample_N on the first sample_P training episodes, temperature as chosen at the
-    smallest width, against the theory's saddle point on the same episodes (test accuracy)."""
+    smallest width, against the theory's saddle point on the same episodes (test accuracy): over the
+    weights (a, V) with V⁰ integrated out, or, with ``sample_collapsed``, over the order parameters of the
+    exact collapsed posterior (:mod:`dotattn.paths.collapsed`; same posterior of U, a chain whose dimension
+    does not grow with N0 or P)."""
     from dotattn.paths.sampler import SamplerConfig, run_nuts, sampled_evaluation
 
     cfg = study.config
@@ -372,14 +384,21 @@ def _sampling_check(study: ImageStudy, sets: dict[str, PathData], heads: tuple[i
     th_ev = _evaluate(th.U, d, model)
     sc = SamplerConfig(chains=cfg.sample_chains, warmup=cfg.sample_warmup, draws=cfg.sample_draws,
                        max_tree_depth=cfg.sample_tree_depth, seed=cfg.seed)
+    what = "collapsed posterior of U" if cfg.sample_collapsed else "weights"
     if progress:
-        progress(f"sampling: NUTS N={cfg.sample_N} P={cfg.sample_P} T={T:g}, {cfg.sample_chains} chains of "
-                 f"{cfg.sample_warmup} + {cfg.sample_draws}")
-    res = run_nuts(d, model, sc)
+        progress(f"sampling: NUTS ({what}) N={cfg.sample_N} P={cfg.sample_P} T={T:g}, {cfg.sample_chains} chains "
+                 f"of {cfg.sample_warmup} + {cfg.sample_draws}")
+    if cfg.sample_collapsed:
+        from dotattn.paths.collapsed import run_collapsed
+        res = run_collapsed(d.C_train, d.y_train, model, sc)
+    else:
+        res = run_nuts(d, model, sc)
     ev, acc_err, loss_err = sampled_evaluation(res, d, model)
     converged = res.rhat_max < 1.01 and res.divergences == 0 and res.ess_min >= 100
     z = (res.U_mean - th.U) / res.U_mcse
-    study.sample = {"sampler": "NUTS over (a, V) with V0 integrated out", "N": cfg.sample_N, "P": cfg.sample_P,
+    sampler = ("NUTS over the order parameters of the collapsed posterior" if cfg.sample_collapsed
+               else "NUTS over (a, V) with V0 integrated out")
+    study.sample = {"sampler": sampler, "N": cfg.sample_N, "P": cfg.sample_P,
                     "temperature": T, "config": sc.to_dict(),
                     "status": CONVERGED if converged else "not_converged",
                     "accuracy_sampled": ev.accuracy, "accuracy_sampled_error": acc_err, "loss_sampled": ev.loss,
@@ -459,7 +478,7 @@ def _read_gd(path: Path, config: ImageStudyConfig):
 def _gd_key(config: ImageStudyConfig) -> dict[str, Any]:
     return {"gd": config.gd.to_dict(), "split_seed": config.split_seed, "seed": config.seed,
             "train_fraction": config.train_fraction, "validation_fraction": config.validation_fraction,
-            "P_validation": config.P_validation}
+            "P_validation": config.P_validation, "embedding_scale": EMBEDDING_SCALE}
 
 
 def _write_gd(path: Path, gd: Any, config: ImageStudyConfig) -> None:
@@ -497,14 +516,15 @@ def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str
     write_csv(folder / "points.csv", [p.to_row() for p in study.points], POINT_COLUMNS, comment=comment)
     write_csv(folder / "selection.csv", [p.to_row() for p in study.selection], POINT_COLUMNS, comment=comment)
     write_csv(folder / "heads.csv", study.heads, HEAD_COLUMNS, comment=comment)
-    write_csv(folder / "gd_history.csv", list(study.gd.history), ["epoch", "train_loss", "validation_accuracy",
-                                                                   "seconds"], comment=comment)
+    write_csv(folder / "gd_history.csv", list(study.gd.history), ["epoch", "train_loss", "train_accuracy",
+                                                                   "validation_accuracy", "seconds"], comment=comment)
     summary = {
         "provenance": prov, "temperature_selected_on": "validation",
         "selection_rule": "per width, the temperature of the grid with the highest validation accuracy "
                           "(ties: lower validation loss) among converged saddle points",
         "split": {**data.split.to_dict(), "class_names": list(data.omniglot.class_names)},
-        "counts": data.counts(), "tokens": {"N0": N0, "T": 48, "roles": list(ROLES)},
+        "counts": data.counts(), "tokens": {"N0": N0, "T": 48, "roles": list(ROLES),
+                                                "embedding_scale": EMBEDDING_SCALE},
         "paths": list(study.path_names),
         "gd": {"config": cfg.gd.to_dict(), "status": study.gd.status, "best_epoch": study.gd.best_epoch,
                "epochs_run": len(study.gd.history), "seconds": study.gd.seconds, **study.gd_eval},
