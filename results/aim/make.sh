@@ -95,28 +95,32 @@ if [[ $PART == free-entropy || $PART == all ]]; then
 fi
 
 if [[ $PART == figures || $PART == all ]]; then
+# every figure is drawn into a scratch folder and moved into place at the end: drawn in place, the first
+# rewritten figure would make the tree dirty for all later ones (their provenance would say -dirty)
+F=$(mktemp -d)
+trap 'rm -rf "$F"' EXIT
 dotattn aim figure --from $R/se_softmax_T2_rho0.1 --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T2_rho1 \
-  --from $R/se_softmax_T2_rho2 --title "softmax, T = 2 (dotted: perfect recovery)" --out $R/mmse_softmax.png
+  --from $R/se_softmax_T2_rho2 --title "softmax, T = 2 (dotted: perfect recovery)" --out $F/mmse_softmax.png
 dotattn aim figure --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T3_rho0.5 --from $R/se_softmax_T4_rho0.5 \
   --from $R/se_softmax_T6_rho0.5 --x alpha_bar --title "softmax, ρ = 0.5: the four curves coincide in ᾱ" \
-  --out $R/collapse_softmax.png
+  --out $F/collapse_softmax.png
 dotattn aim figure --from $R/se_hardmax_rho0.1 --from $R/se_hardmax_rho0.5 --from $R/se_hardmax_rho1 \
   --from $R/se_hardmax_rho2 --from $R/se_hardmax_published_rho0.1 --from $R/se_hardmax_published_rho0.5 \
   --from $R/se_hardmax_published_rho1 --from $R/se_hardmax_published_rho2 \
-  --title "hardmax, T = 2: gradient of log Z_out (solid) vs the published φ₂/Φ₂ (dashed)" --out $R/mmse_hardmax.png
+  --title "hardmax, T = 2: gradient of log Z_out (solid) vs the published φ₂/Φ₂ (dashed)" --out $F/mmse_hardmax.png
 dotattn aim figure --from $R/se_hardmax_small_rho0.01 --from $R/se_hardmax_small_rho0.001 \
   --from $R/se_hardmax_small_rho0.0001 --x alpha_over_rho --title "hardmax, small ρ: weak recovery" \
-  --out $R/weak_recovery_hardmax.png
+  --out $F/weak_recovery_hardmax.png
 dotattn aim figure --from $R/se_softmax_small_rho0.01 --from $R/se_softmax_small_rho0.001 \
   --from $R/se_softmax_small_rho0.0001 --x alpha_over_rho --title "softmax, T = 2, small ρ: weak recovery" \
-  --out $R/weak_recovery_softmax.png
+  --out $F/weak_recovery_softmax.png
 
 # algorithm points on the state-evolution curves
 dotattn aim figure --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T2_rho1 --points $R/amp_softmax_d100_rho0.5_T2 \
   --points $R/amp_softmax_d100_rho1_T2 --points $R/gd_softmax_d100_rho0.5_T2 --points $R/gd_softmax_d200_rho0.5_T2 \
-  --title "softmax, T = 2: state evolution, AMP and GD at d = 100 (large markers: d = 200)" --out $R/mmse_softmax_algorithms.png
+  --title "softmax, T = 2: state evolution, AMP and GD at d = 100 (large markers: d = 200)" --out $F/mmse_softmax_algorithms.png
 dotattn aim figure --from $R/se_hardmax_rho0.5 --from $R/se_hardmax_published_rho0.5 --points $R/amp_hardmax_d100_rho0.5_T2 \
-  --title "hardmax, T = 2, ρ = 0.5: AMP (d = 100) against both curves" --out $R/mmse_hardmax_algorithms.png
+  --title "hardmax, T = 2, ρ = 0.5: AMP (d = 100) against both curves" --out $F/mmse_hardmax_algorithms.png
 # the published softmax panel: MMSE against ᾱ for T = 2…6 (state evolution, AMP, GD, averaged GD), d = 100
 dotattn aim figure --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T3_rho0.5 --from $R/se_softmax_T4_rho0.5 \
   --from $R/se_softmax_T6_rho0.5 --x alpha_bar \
@@ -124,7 +128,7 @@ dotattn aim figure --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T3_rho0.5
   --points $R/gd_softmax_d100_rho0.5_T6 --points $R/gd_softmax_d200_rho0.5_T2 \
   --points $R/amp_softmax_d100_rho0.5_T2 --points $R/amp_softmax_d100_rho0.5_T3 --points $R/amp_softmax_d100_rho0.5_T4 \
   --title "softmax, ρ = 0.5, d = 100 (large markers: d = 200): one state-evolution curve in ᾱ for every T" \
-  --out $R/mmse_softmax_T_algorithms.png
+  --out $F/mmse_softmax_T_algorithms.png
 # test error: Bayes-optimal (curves, ±2 Monte-Carlo standard errors) and the estimators' plug-in predictors
 dotattn aim figure --y test_error --from $R/fe_softmax_rho0.5_T2 --from $R/fe_softmax_rho0.5_T3 \
   --from $R/fe_softmax_rho0.5_T4 --from $R/fe_softmax_rho0.5_T6 --x alpha_bar \
@@ -132,8 +136,9 @@ dotattn aim figure --y test_error --from $R/fe_softmax_rho0.5_T2 --from $R/fe_so
   --points $R/gd_softmax_d100_rho0.5_T6 --points $R/gd_softmax_d200_rho0.5_T2 \
   --points $R/amp_softmax_d100_rho0.5_T2 --points $R/amp_softmax_d100_rho0.5_T3 --points $R/amp_softmax_d100_rho0.5_T4 \
   --title "softmax (β = 1), ρ = 0.5: test error, Bayes-optimal and at d = 100 (large markers: d = 200)" \
-  --out $R/test_error_softmax.png
+  --out $F/test_error_softmax.png
 dotattn aim figure --y test_error --from $R/fe_hardmax_rho0.1 --from $R/fe_hardmax_rho0.5 \
   --from $R/fe_hardmax_rho2 --title "hardmax, T = 2: Bayes-optimal test error ½ − asin(q/Q0)/π" \
-  --out $R/test_error_hardmax.png
+  --out $F/test_error_hardmax.pngmv "$F"/*.png $R/
+
 fi
