@@ -139,6 +139,7 @@ dotattn aim figure --y test_error --from $R/fe_softmax_rho0.5_T2 --from $R/fe_so
   --out $F/test_error_softmax.png
 dotattn aim figure --y test_error --from $R/fe_hardmax_rho0.1 --from $R/fe_hardmax_rho0.5 \
   --from $R/fe_hardmax_rho2 --title "hardmax, T = 2: Bayes-optimal test error ½ − asin(q/Q0)/π" \
-  --out $F/test_error_hardmax.pngmv "$F"/*.png $R/
+  --out $F/test_error_hardmax.png
+mv "$F"/*.png $R/
 
 fi
