@@ -15,7 +15,7 @@ from dotattn.positional_semantic.integrity import check_branch_rows
 from dotattn.positional_semantic.problem import problem_of
 from dotattn.positional_semantic.records import BranchPoint
 
-__all__ = ["COMPARISON", "ALPHA_C", "ALPHA_C_VARIANTS"]
+__all__ = ["COMPARISON", "ALPHA_C", "VARIANTS"]
 
 
 def _check_comparison(folder: Path, manifest: Mapping[str, Any] | None) -> None:
@@ -46,7 +46,7 @@ ALPHA_C = register_kind(FolderKind("alpha-c", ("crossings.csv", "cells.csv", "de
                                    _check_alpha_c))
 
 
-def _check_alpha_c_variants(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+def _check_variants(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     from dotattn.theory_vs_erm.variants import read_variant_points
     points = read_variant_points(folder / "variants.csv")
     if not points:
@@ -56,5 +56,5 @@ def _check_alpha_c_variants(folder: Path, manifest: Mapping[str, Any] | None) ->
         raise IntegrityError(f"{folder / 'summary.json'}: 'points' is not the rows of variants.csv")
 
 
-ALPHA_C_VARIANTS = register_kind(FolderKind("variants", ("variants.csv", "summary.json"),
-                                            _check_alpha_c_variants))
+VARIANTS = register_kind(FolderKind("variants", ("variants.csv", "summary.json"),
+                                            _check_variants))

@@ -27,25 +27,23 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from dotattn.core.io import IntegrityError
 from dotattn.core.status import STATUS_CONVERGED
-from dotattn.core.validation import ParameterError
+from dotattn.core.validation import ParameterError, check_int
 from dotattn.theory_vs_erm.crossing import SeedCrossing, _FlatRecord, bootstrap_mean_ci, summarise_cell
 
 if TYPE_CHECKING:  # pragma: no cover
-    from dotattn.theory_vs_erm.alpha_c import StudyPart
+    from dotattn.theory_vs_erm.alpha_c import CellRuns, StudyPart
 
-__all__ = ["VariantPoint", "VARIANT_COLUMNS", "THEORY", "ERM", "theory_points", "erm_points", "compare_variants",
+__all__ = ["VariantPoint", "VARIANT_COLUMNS", "THEORY", "ERM", "theory_variant_points", "erm_variant_points", "compare_variants",
            "check_label", "read_variant_points"]
 
 THEORY, ERM = "theory", "erm"
 """The two sources of a point."""
-N_BOOT = 4000
-"""Bootstrap replicas of the intervals (the ``erm-alpha-c`` default)."""
 
 
 @dataclass(frozen=True)
@@ -102,12 +100,12 @@ def _theory_columns(folder: str | os.PathLike) -> dict[float, tuple[float, float
             for s in read_phase_summaries(folder) if s.alpha_c is not None}
 
 
-def theory_points(label: str, folder: str | os.PathLike,
+def theory_variant_points(label: str, folder: str | os.PathLike, columns: Mapping[float, tuple[float, float]],
                   baseline: Mapping[float, tuple[float, float]] | None = None) -> list[VariantPoint]:
-    """The theory's α_c(ω) of one phase-diagram folder; shifts against ``baseline`` (ω -> (α_c, s.e.),
-    the baseline's :func:`_theory_columns`) where it has the same ω."""
+    """The theory's α_c(ω) of one phase-diagram folder (``columns``: its :func:`_theory_columns`); shifts
+    against ``baseline`` (the baseline's columns) where it has the same ω."""
     out = []
-    for w, (a, se) in sorted(_theory_columns(folder).items()):
+    for w, (a, se) in sorted(columns.items()):
         half = 2 * se if math.isfinite(se) else 0.0
         shift = shift_se = NAN
         if baseline is not None and w in baseline:
@@ -121,51 +119,41 @@ def theory_points(label: str, folder: str | os.PathLike,
     return out
 
 
-def _read_study(folder: str | os.PathLike) -> "StudyPart":
-    from dotattn.theory_vs_erm.output import read_alpha_c_part
-    return read_alpha_c_part(folder)
-
-
-def _crossings(part: "StudyPart", alphas: Sequence[float] | None = None) -> dict[tuple[float, int], dict[int, float]]:
-    """{(ω, d): {seed: α_c (NaN without a crossing)}} of a verified study, its crossings recomputed on
-    the points of its grid in ``alphas`` (None: the whole grid)."""
+def _crossings(cells: Iterable["CellRuns"]) -> dict[tuple[float, int], list[SeedCrossing]]:
+    """(ω, d) -> the per-seed crossings of each cell."""
     from dotattn.theory_vs_erm.alpha_c import cell_crossings
-    return {(round(c.omega, 9), c.d): {x.seed: x.alpha_c for x in
-                                       cell_crossings(c if alphas is None else c.on_alphas(alphas), STATUS_CONVERGED)}
-            for c in part.cells}
+    return {(round(c.omega, 9), c.d): cell_crossings(c, STATUS_CONVERGED) for c in cells}
 
 
-def erm_points(label: str, folder: str | os.PathLike, baseline_folder: str | os.PathLike | None = None,
+def erm_variant_points(label: str, part: "StudyPart", baseline: "StudyPart | None" = None,
                d_max: int | None = None) -> list[VariantPoint]:
-    """The ERM crossing of one erm-alpha-c folder at every ω, at its largest d ≤ ``d_max``, on its own
-    grid; the paired shift from the study in ``baseline_folder`` (None: no shift) at the same (ω, d),
-    with the baseline's crossings recomputed on the α points both grids share (so that a baseline on a
-    finer grid is interpolated with the variant's step; ``shift_alphas`` counts those points)."""
-    part = _read_study(folder)
-    cells, level, n_boot = _crossings(part), part.config.level, part.config.n_boot
-    base: dict[tuple[float, int], dict[int, float]] = {}
+    """The ERM crossing of one verified erm-alpha-c study (:func:`dotattn.theory_vs_erm.output.read_alpha_c_part`)
+    at every ω, at its largest d ≤ ``d_max``, on its own grid; the paired shift from the ``baseline``
+    study (None: no shift) at the same (ω, d), with the baseline's crossings recomputed on the α points
+    both grids share (so that a baseline on a finer grid is interpolated with the variant's step;
+    ``shift_alphas`` counts those points)."""
+    cells, level, n_boot = _crossings(part.cells), part.config.level, part.config.n_boot
+    base: dict[tuple[float, int], list[SeedCrossing]] = {}
     n_common = 0
-    if baseline_folder is not None:
-        base_part = _read_study(baseline_folder)
-        common = [a for a in base_part.config.alphas if any(abs(a - b) < 1e-9 for b in part.config.alphas)]
-        n_common = len(common)
-        base = _crossings(base_part, common) if n_common >= 2 else {}
+    if baseline is not None:
+        shared = [c.on_alphas(part.config.alphas) for c in baseline.cells]
+        n_common = len(shared[0].alphas) if shared else 0
+        base = _crossings(shared) if n_common >= 2 else {}
     out = []
     for w in sorted({w for w, _ in cells}):
         ds = [d for (x, d) in cells if x == w and (d_max is None or d <= d_max)]
         if not ds:
             continue
         d = max(ds)
-        seeds = cells[(w, d)]
-        records = [SeedCrossing(omega=w, d=d, seed=s, outcome="", alpha_c=a, lo=NAN, hi=NAN, changes=0, valid=0,
-                                excluded="") for s, a in sorted(seeds.items())]
+        records = cells[(w, d)]
         cell = summarise_cell(w, d, records, level=level, n_boot=n_boot)
         shift = shift_se = lo = hi = NAN
         n_pair = 0
         other = base.get((w, d))
         if other is not None:
-            diff = np.array([seeds[s] - other[s] for s in sorted(seeds) if s in other
-                             and math.isfinite(seeds[s]) and math.isfinite(other[s])])
+            theirs = {x.seed: x.alpha_c for x in other}
+            diff = np.array([x.alpha_c - theirs[x.seed] for x in records if x.seed in theirs
+                             and math.isfinite(x.alpha_c) and math.isfinite(theirs[x.seed])])
             n_pair = int(diff.size)
             if n_pair >= 2:
                 shift, shift_se = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(n_pair))
@@ -174,7 +162,7 @@ def erm_points(label: str, folder: str | os.PathLike, baseline_folder: str | os.
                                 ci_lo=cell.ci_lo, ci_hi=cell.ci_hi, level=level, seeds=cell.seeds,
                                 crossings=cell.crossings, shift=shift, shift_se=shift_se, shift_ci_lo=lo,
                                 shift_ci_hi=hi, paired_seeds=n_pair, shift_alphas=n_common if other else 0,
-                                folder=str(folder)))
+                                folder=part.source))
     return out
 
 
@@ -185,8 +173,8 @@ def compare_variants(theory: Sequence[tuple[str, str]], erm: Sequence[tuple[str,
 
     ParameterError (one line) for a repeated (label, source), a baseline label absent from both
     lists, or ``d_max`` < 1; IntegrityError from the readers for a folder that fails verification."""
-    if d_max is not None and (not isinstance(d_max, int) or d_max < 1):
-        raise ParameterError(f"d_max must be an integer >= 1, got {d_max!r}")
+    if d_max is not None:
+        check_int("d_max", d_max, 1)
     for source, items in ((THEORY, theory), (ERM, erm)):
         labels = [check_label(lab) for lab, _ in items]
         dup = next((lab for lab in labels if labels.count(lab) > 1), None)
@@ -199,12 +187,14 @@ def compare_variants(theory: Sequence[tuple[str, str]], erm: Sequence[tuple[str,
     for folder in (*th.values(), *em.values()):
         if not Path(folder).is_dir():
             raise ParameterError(f"folder {folder} does not exist")
-    base_theory = _theory_columns(th[baseline]) if baseline in th else None
+    from dotattn.theory_vs_erm.output import read_alpha_c_part
+    columns = {label: _theory_columns(folder) for label, folder in theory}  # each folder read once
+    studies = {label: read_alpha_c_part(folder) for label, folder in erm}
     points: list[VariantPoint] = []
     for label, folder in theory:
-        points += theory_points(label, folder, None if label == baseline else base_theory)
-    for label, folder in erm:
-        points += erm_points(label, folder, None if label == baseline else em.get(baseline), d_max)
+        points += theory_variant_points(label, folder, columns[label], None if label == baseline else columns.get(baseline))
+    for label, _ in erm:
+        points += erm_variant_points(label, studies[label], None if label == baseline else studies.get(baseline), d_max)
     return points
 
 
