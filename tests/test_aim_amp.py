@@ -120,3 +120,22 @@ def test_lower_bound_check():
     # a diverged run is counted, not averaged; one remaining run has no standard error and no verdict
     mixed = alpha_summary("amp", 0.1, [0.5, 1e6], ["not_converged", "diverged"], mmse=0.9)
     assert mixed.diverged == 1 and mixed.mse_mean == 0.5 and math.isnan(mixed.gap_in_se) and not mixed.beats_bound
+
+
+def test_test_error_bound_combines_the_reference_monte_carlo_error():
+    """The Bayes-optimal test error is a Monte-Carlo number: its standard error enters the gap in quadrature,
+    so a point 3 estimator-se below it is flagged only when the reference's own error is small beside that."""
+    from dotattn.aim.algo_study import BOUND_Z, alpha_summary
+
+    errs, test = [0.50, 0.52, 0.48, 0.51, 0.49], [0.20, 0.21, 0.19, 0.205, 0.195]
+    t_se = np.std(test, ddof=1) / math.sqrt(len(test))
+    ok = ["converged"] * 5
+    bo = 0.20 + 3 * t_se
+    exact = alpha_summary("amp", 0.1, errs, ok, 0.3, test, bo)  # reference error 0 by default
+    assert exact.test_gap_in_se == pytest.approx(-3.0) and exact.test_beats_bound
+    noisy = alpha_summary("amp", 0.1, errs, ok, 0.3, test, bo, test_bo_se=2 * t_se)
+    assert noisy.test_gap_in_se == pytest.approx(-3.0 / math.sqrt(5.0)) and not noisy.test_beats_bound
+    assert noisy.test_error_bo_se == 2 * t_se and noisy.test_se == pytest.approx(t_se)
+    assert -BOUND_Z < noisy.test_gap_in_se < 0
+    with pytest.raises(ValueError, match="test_bo_se"):
+        alpha_summary("amp", 0.1, errs, ok, 0.3, test, bo, test_bo_se=-1.0)

@@ -198,6 +198,8 @@ def test_deeply_nested_manifest_refused_in_one_line(tmp_path):
     (SE, "points.csv", "alpha_bar", "0.5", "alpha_bar"),
     (AMP, "alphas.csv", "mse_mean", "0.3", "not the mean of its runs"),
     (AMP, "alphas.csv", "converged", "7", "converged"),
+    (AMP, "alphas.csv", "gap_in_se", "-5", "its columns give"),
+    (AMP, "alphas.csv", "beats_bound", "True", "beats_bound = True"),
 ])
 def test_seal_refuses_rows_that_contradict_each_other(src, file, column, value, why, tmp_path):
     folder = _copy(src, tmp_path, src.name)

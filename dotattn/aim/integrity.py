@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from dotattn.aim.algo_study import AlphaRow, RunRow
+from dotattn.aim.algo_study import BOUND_Z, AlphaRow, RunRow
 from dotattn.aim.channels import alpha_bar
 from dotattn.aim.prior import prior_second_moment
 from dotattn.aim.free_entropy import STARTS, FreeEntropyPoint
@@ -145,12 +145,35 @@ def _check_aim_algorithms(folder: Path, manifest: Mapping[str, Any] | None) -> N
                                  f"{a.alpha:g} is not the mean of its runs in runs.csv ({mean!r})")
         if math.isfinite(a.mse_mean) and not _close(a.gap, a.mse_mean - a.mmse_se_theory):
             raise IntegrityError(f"{alphas_path}: row {i}: gap = {a.gap!r} is not mse_mean - mmse_se_theory")
+        _check_flags(alphas_path, i, a)
     missing = [key for key in by if key[0] != "gd_averaged" or ("gd", key[1]) not in by]
     summarised = {(a.estimator, a.alpha) for a in alphas}
     for key in missing:
         if key not in summarised:
             raise IntegrityError(f"{alphas_path}: no row for {key[0]} at alpha = {key[1]:g} (runs.csv has its runs)")
     _check_algorithm_settings(folder, runs, _made_for(manifest))
+
+
+def _check_flags(path: Path, i: int, a: AlphaRow) -> None:
+    """The gaps in standard errors and the lower-bound flags of one alphas.csv row, recomputed from its own
+    columns (the test gap combines the Bayes-optimal value's Monte-Carlo error where the row records it)."""
+    def z(gap: float, se: float) -> float:
+        return gap / se if se > 0 else (0.0 if gap == 0 else math.copysign(math.inf, gap))
+
+    checks = [("gap_in_se", a.gap_in_se, a.mse_mean - a.mmse_se_theory, a.mse_se, "beats_bound", a.beats_bound)]
+    if not math.isnan(a.test_error_bo):
+        bo_se = 0.0 if math.isnan(a.test_error_bo_se) else a.test_error_bo_se
+        checks.append(("test_gap_in_se", a.test_gap_in_se, a.test_mean - a.test_error_bo, math.hypot(a.test_se, bo_se),
+                       "test_beats_bound", a.test_beats_bound))
+    for name, stored, gap, se, flag_name, flag in checks:
+        want = z(gap, se) if math.isfinite(se) and math.isfinite(gap) else math.nan
+        same = (math.isnan(stored) and math.isnan(want)) or stored == want or _close(stored, want)
+        if not same:
+            raise IntegrityError(f"{path}: row {i}: {name} = {stored!r} of {a.estimator} at alpha = {a.alpha:g}, "
+                                 f"its columns give {want!r}")
+        if flag != bool(want < -BOUND_Z):
+            raise IntegrityError(f"{path}: row {i}: {flag_name} = {flag} of {a.estimator} at alpha = {a.alpha:g}, "
+                                 f"but its gap is {want:.3g} standard errors (the rule: below -{BOUND_Z:g})")
 
 
 def _check_algorithm_settings(folder: Path, runs: list[RunRow], made_for: Mapping[str, Any]) -> None:

@@ -68,14 +68,14 @@ fi
 if [[ $PART == amp || $PART == all ]]; then
   # AMP (damping 0.5, at most 300 iterations), softmax, d = 100, test error of the plug-in predictor on 2000
   # fresh samples. t2: T = 2, rho = 0.5 over alpha, 8 data sets; 3, 4: T = 3 and 4 on the alpha_bar points of
-  # gd, 2 data sets. (amp_softmax_d100_rho1_T2 and amp_hardmax_d100_rho0.5_T2 were made by the commands in
+  # gd, 4 data sets. (amp_softmax_d100_rho1_T2 and amp_hardmax_d100_rho0.5_T2 were made by the commands in
   # their manifests, before the test error was recorded.)
   for which in ${@:-t2 3 4}; do
     if [[ $which == t2 ]]; then
       dotattn aim amp --d 100 --rho 0.5 --tokens 2 --channel softmax --alpha 0.05,0.075,0.1,0.125,0.15,0.175,0.2,0.25,0.3 \
         --seeds 8 --out $R/amp_softmax_d100_rho0.5_T2
     else
-      dotattn aim amp --d 100 --rho 0.5 --tokens $which --alpha "$(alphas_for $which)" --seeds 2 \
+      dotattn aim amp --d 100 --rho 0.5 --tokens $which --alpha "$(alphas_for $which)" --seeds 4 \
         --out $R/amp_softmax_d100_rho0.5_T$which
     fi
   done
