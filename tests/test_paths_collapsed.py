@@ -124,3 +124,33 @@ def test_cli_collapsed_refuses_bad_input(tmp_path, capsys, args, name):
     msg = capsys.readouterr().err.strip()
     assert err.value.code == 2 and name in msg and len(msg.splitlines()) == 1, msg
     assert not out.exists()
+
+
+def test_saddle_gap_fits_recover_a_known_series():
+    """Gaps built as a/N + b/N² with a = 1, b = −3 (noise-free up to rounding; the stated errors only weight
+    the fit): the series fit returns a and b to rounding (rel 1e-6, 1e-5: the design's condition number) and
+    χ² ≈ 0; the power law is pulled below p = 1 by the negative b; a width without a collapsed run is
+    skipped."""
+    from dotattn.paths.study import GAP_ENTRIES, saddle_gap_fit, series_fit
+
+    Ns = [10, 30, 100, 300, 1000]
+    a, b = 1.0, -3.0
+    per_N = {}
+    for N in Ns:
+        g = a / N + b / N ** 2
+        U = np.diag([2.0, 3.0]) + 0.5
+        per_N[str(N)] = {"U": U.tolist(), "U_collapsed": (U * (1 + g)).tolist(),
+                         "U_collapsed_mcse": (np.abs(U) * 1e-4 / N).tolist(), "collapsed_status": "converged"}
+    per_N["3000"] = {"U": np.eye(2).tolist()}  # no collapsed run at this width: skipped
+    out = saddle_gap_fit(per_N)
+    assert {tuple(r["entry"]) for r in out["rows"]} == set(GAP_ENTRIES) and len(out["rows"]) == 3 * len(Ns)
+    for key in ("0,0", "1,1", "0,1"):
+        fit = out["fits"][key]
+        assert fit["a_1overN"] == pytest.approx(a, rel=1e-6) and fit["b_1overN2"] == pytest.approx(b, rel=1e-5)
+        assert fit["chi2_series"] < 1e-6 and fit["dof_series"] == len(Ns) - 2
+        assert fit["p"] < 1.0  # b < 0 lowers the small-N gaps below a/N: the single power law is flatter
+    # the error of a: independent of the data, from the design alone (one point per width, unit weights)
+    N = np.array(Ns, dtype=float)
+    X = np.stack([1 / N, 1 / N ** 2], axis=1)
+    want = np.sqrt(np.linalg.inv(X.T @ X)[0, 0])
+    assert series_fit(N, np.zeros(N.size), np.ones(N.size))["a_error"] == pytest.approx(want, rel=1e-12)

@@ -186,7 +186,7 @@ def figure_U_vs_N(per_N: dict[str, dict[str, Any]], names: Sequence[str]) -> Fig
 
 def figure_gap_vs_N(gap: dict[str, Any]) -> Figure:
     """N × relative gap (collapsed mean − saddle point)/saddle point against N, ± 2 Monte-Carlo errors:
-    flat means a gap falling like 1/N."""
+    flat means a gap falling like 1/N; dashed, the fitted series a + b/N where ``gap["fits"]`` has it."""
     fig = Figure(figsize=(6, 4))
     ax = fig.subplots()
     labels = {(0, 0): "good", (1, 1): "denoising", (0, 1): "good, denoising"}
@@ -195,8 +195,13 @@ def figure_gap_vs_N(gap: dict[str, Any]) -> Figure:
         if not pts:
             continue
         N = np.array([r["N"] for r in pts])
-        ax.errorbar(N, N * np.array([r["gap"] for r in pts]), yerr=2 * N * np.array([r["gap_error"] for r in pts]),
-                    fmt="o-", capsize=3, label=lab)
+        bars = ax.errorbar(N, N * np.array([r["gap"] for r in pts]),
+                           yerr=2 * N * np.array([r["gap_error"] for r in pts]), fmt="o", capsize=3, label=lab)
+        fit = gap.get("fits", {}).get(f"{i},{j}", {})
+        if "a_1overN" in fit:
+            n = np.geomspace(N.min(), N.max(), 100)
+            ax.plot(n, fit["a_1overN"] + fit["b_1overN2"] / n, "--", color=bars[0].get_color(), lw=1,
+                    label=f"{lab}: a + b/N, a = {fit['a_1overN']:.2f} ± {fit['a_error']:.2f}")
     ax.axhline(0, color="k", lw=0.5)
     ax.set_xscale("log")
     ax.set_xlabel("width N")

@@ -270,8 +270,9 @@ GAP_ENTRIES: tuple[tuple[int, int], ...] = ((0, 0), (1, 1), (0, 1))
 
 def saddle_gap_fit(per_N: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Relative gap g(N) = (E[U] − U*)/U* of the large entries (collapsed mean E[U] against the saddle point
-    U*), with its Monte-Carlo error, and a weighted least-squares fit of g = A N^{−p} on all widths
-    (weights 1/se², every width with a converged collapsed run, no other selection): O(1/N) means p ≈ 1."""
+    U*), with its Monte-Carlo error, and two weighted least-squares fits on all widths (weights 1/se², every
+    width with a converged collapsed run, no other selection): the power law g = A N^{−p} (O(1/N) means
+    p ≈ 1) and the series g = a/N + b/N² (:func:`series_fit`: a is the 1/N coefficient, b the next order)."""
     from scipy import optimize
 
     rows = []
@@ -298,9 +299,22 @@ def saddle_gap_fit(per_N: dict[str, dict[str, Any]]) -> dict[str, Any]:
                                 "chi2": float(np.sum(((g - popt[0] * Ns ** (-popt[1])) / w) ** 2)), "points": len(pts)}
         except (RuntimeError, ValueError) as err:
             fits[f"{i},{j}"] = {"error": str(err)}
+        fits.setdefault(f"{i},{j}", {}).update(series_fit(Ns, g, w))
     return {"rows": rows, "fits": fits,
-            "definition": "gap = (collapsed posterior mean - saddle point) / saddle point; fit gap = A N^-p, "
-                          "weights 1/se^2 over all widths with a converged collapsed run"}
+            "definition": "gap = (collapsed posterior mean - saddle point) / saddle point; fits gap = A N^-p and "
+                          "gap = a/N + b/N^2, weights 1/se^2 over all widths with a converged collapsed run"}
+
+
+def series_fit(N: np.ndarray, g: np.ndarray, se: np.ndarray) -> dict[str, float]:
+    """Weighted linear least squares of g = a/N + b/N² (N, g, se: (m,), m ≥ 3): a, b, their standard errors
+    (from the covariance (XᵀWX)⁻¹, W = diag(1/se²)) and χ² on m − 2 degrees of freedom."""
+    N, g, se = (np.asarray(v, dtype=float) for v in (N, g, se))
+    X = np.stack([1.0 / N, 1.0 / N ** 2], axis=1) / se[:, None]
+    coef, *_ = np.linalg.lstsq(X, g / se, rcond=None)
+    cov = np.linalg.inv(X.T @ X)
+    chi2 = float(np.sum((X @ coef - g / se) ** 2))
+    return {"a_1overN": float(coef[0]), "a_error": float(np.sqrt(cov[0, 0])), "b_1overN2": float(coef[1]),
+            "b_error": float(np.sqrt(cov[1, 1])), "chi2_series": chi2, "dof_series": int(N.size - 2)}
 
 
 def write_sample_run(folder: str | Path, result: Any, data: PathData, model: PathsModel, task: MarkovTask,
