@@ -185,26 +185,29 @@ def figure_U_vs_N(per_N: dict[str, dict[str, Any]], names: Sequence[str]) -> Fig
 
 
 def figure_gap_vs_N(gap: dict[str, Any]) -> Figure:
-    """N × relative gap (collapsed mean − saddle point)/saddle point against N, ± 2 Monte-Carlo errors:
-    flat means a gap falling like 1/N; dashed, the fitted series a + b/N where ``gap["fits"]`` has it."""
-    fig = Figure(figsize=(6, 4))
-    ax = fig.subplots()
+    """N × relative gap (collapsed mean − saddle point)/saddle point against N, ± 2 Monte-Carlo errors, one
+    panel per entry (each on its own scale: a small entry's relative error grows with N): flat means a gap
+    falling like 1/N; dashed, the fitted series a + b/N where ``gap["fits"]`` has it."""
     labels = {(0, 0): "good", (1, 1): "denoising", (0, 1): "good, denoising"}
-    for (i, j), lab in labels.items():
+    present = [(ij, lab) for ij, lab in labels.items() if any(r["entry"] == list(ij) for r in gap["rows"])]
+    fig = Figure(figsize=(4.2 * max(len(present), 1), 4))
+    axes = np.atleast_1d(fig.subplots(1, max(len(present), 1), sharex=True))
+    for ax, ((i, j), lab) in zip(axes, present):
         pts = [r for r in gap["rows"] if r["entry"] == [i, j]]
-        if not pts:
-            continue
         N = np.array([r["N"] for r in pts])
-        bars = ax.errorbar(N, N * np.array([r["gap"] for r in pts]),
-                           yerr=2 * N * np.array([r["gap_error"] for r in pts]), fmt="o", capsize=3, label=lab)
+        ax.errorbar(N, N * np.array([r["gap"] for r in pts]), yerr=2 * N * np.array([r["gap_error"] for r in pts]),
+                    fmt="o", capsize=3, label="collapsed mean vs saddle point")
         fit = gap.get("fits", {}).get(f"{i},{j}", {})
         if "a_1overN" in fit:
             n = np.geomspace(N.min(), N.max(), 100)
-            ax.plot(n, fit["a_1overN"] + fit["b_1overN2"] / n, "--", color=bars[0].get_color(), lw=1,
-                    label=f"{lab}: a + b/N, a = {fit['a_1overN']:.2f} ± {fit['a_error']:.2f}")
-    ax.axhline(0, color="k", lw=0.5)
-    ax.set_xscale("log")
-    ax.set_xlabel("width N")
-    ax.set_ylabel("N × relative gap of the saddle point")
-    ax.legend(fontsize=8)
+            ax.plot(n, fit["a_1overN"] + fit["b_1overN2"] / n, "--", color="k", lw=1,
+                    label=f"a + b/N: a = {fit['a_1overN']:.2f} ± {fit['a_error']:.2f}, "
+                          f"b = {fit['b_1overN2']:.1f} ± {fit['b_error']:.1f}")
+        ax.axhline(0, color="k", lw=0.5)
+        ax.set_xscale("log")
+        ax.set_xlabel("width N")
+        ax.set_title(f"U[{lab}]")
+        ax.legend(fontsize=7)
+    axes[0].set_ylabel("N × relative gap of the saddle point")
+    fig.tight_layout()
     return fig
