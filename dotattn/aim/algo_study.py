@@ -27,7 +27,8 @@ from dotattn.core.validation import ParameterError, check_instance, check_int, c
 from dotattn.core.rows import read_bool, read_float, read_int, read_text
 from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
-__all__ = ["StudySpec", "BOUND_Z", "BO_TEST_SAMPLES", "alpha_summary", "check_memory", "write_study", "RunRow", "AlphaRow", "cached_runs"]
+__all__ = ["StudySpec", "BOUND_Z", "BO_TEST_SAMPLES", "alpha_summary", "gap_in_se", "check_memory", "write_study",
+           "RunRow", "AlphaRow", "cached_runs"]
 
 BOUND_Z = 2.0
 """An estimator "beats" the Bayes-optimal MMSE at an α when its mean error is below the MMSE by more
@@ -185,8 +186,14 @@ def _mean_se_gap(values: Sequence[float], statuses: Sequence[str], bound: float,
     gap = mean - bound
     if not math.isfinite(se):  # fewer than two runs to average: no standard error, no verdict
         return mean, se, float("nan")
-    combined = math.hypot(se, bound_se)
-    return mean, se, gap / combined if combined > 0 else (0.0 if gap == 0 else math.copysign(math.inf, gap))
+    return mean, se, gap_in_se(gap, math.hypot(se, bound_se))
+
+
+def gap_in_se(gap: float, se: float) -> float:
+    """gap/se, with a zero standard error giving 0 (no gap) or ±inf; NaN when either is not finite."""
+    if not (math.isfinite(gap) and math.isfinite(se)):
+        return float("nan")
+    return gap / se if se > 0 else (0.0 if gap == 0 else math.copysign(math.inf, gap))
 
 
 def alpha_summary(estimator: str, alpha: float, mse: Sequence[float], statuses: Sequence[str],

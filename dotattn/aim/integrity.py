@@ -11,7 +11,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from dotattn.aim.algo_study import BOUND_Z, AlphaRow, RunRow
+from dotattn.aim.algo_study import BOUND_Z, AlphaRow, RunRow, gap_in_se
 from dotattn.aim.channels import alpha_bar
 from dotattn.aim.prior import prior_second_moment
 from dotattn.aim.free_entropy import STARTS, FreeEntropyPoint
@@ -157,16 +157,13 @@ def _check_aim_algorithms(folder: Path, manifest: Mapping[str, Any] | None) -> N
 def _check_flags(path: Path, i: int, a: AlphaRow) -> None:
     """The gaps in standard errors and the lower-bound flags of one alphas.csv row, recomputed from its own
     columns (the test gap combines the Bayes-optimal value's Monte-Carlo error where the row records it)."""
-    def z(gap: float, se: float) -> float:
-        return gap / se if se > 0 else (0.0 if gap == 0 else math.copysign(math.inf, gap))
-
     checks = [("gap_in_se", a.gap_in_se, a.mse_mean - a.mmse_se_theory, a.mse_se, "beats_bound", a.beats_bound)]
     if not math.isnan(a.test_error_bo):
         bo_se = 0.0 if math.isnan(a.test_error_bo_se) else a.test_error_bo_se
         checks.append(("test_gap_in_se", a.test_gap_in_se, a.test_mean - a.test_error_bo, math.hypot(a.test_se, bo_se),
                        "test_beats_bound", a.test_beats_bound))
     for name, stored, gap, se, flag_name, flag in checks:
-        want = z(gap, se) if math.isfinite(se) and math.isfinite(gap) else math.nan
+        want = gap_in_se(gap, se)
         same = (math.isnan(stored) and math.isnan(want)) or stored == want or _close(stored, want)
         if not same:
             raise IntegrityError(f"{path}: row {i}: {name} = {stored!r} of {a.estimator} at alpha = {a.alpha:g}, "

@@ -13,8 +13,8 @@ entries of B_k are independent: B_ii² ~ χ²_{ν}, ν = N−i+1 (i = 1..r_k, st
 s_ii = √(2ν) (log B_ii − ½ log ν), an affine map of log B_ii whose prior spread is ≈ 1 at every ν, so the
 chain's coordinates all have prior scale ≈ 1 and NUTS starts adapting from a well-scaled identity mass
 matrix: with log B_ii itself the diagonals' spread (2N)^{-1/2} is 140 times narrower than the off-diagonals'
-at N = 10⁴, and the first warm-up windows ran at the maximum tree depth) and the others N(0, 1) (the Bartlett decomposition of an n_k-dimensional Wishart(N, I), including its rank-N form
-when n_k > N). The chain's dimension, Σ_k Σ_{i ≤ n_k} min(i, N), does not depend on N0 or P and, for
+at N = 10⁴, and the first warm-up windows ran at the maximum tree depth) and the others N(0, 1) (the
+Bartlett decomposition of an n_k-dimensional Wishart(N, I), including its rank-N form when n_k > N). The chain's dimension, Σ_k Σ_{i ≤ n_k} min(i, N), does not depend on N0 or P and, for
 N ≥ d_k on every level, not on N: 14 for the Markov network (H = (2, 2)).
 
 The functions here build a JAX log density from any path kernels C (n, n, P, P) and labels y, so a task
@@ -43,13 +43,6 @@ MAX_COLLAPSED_N = 10**6
 """Largest width: the Bartlett diagonal log B_ii has prior spread ≈ (2N)^{-1/2}; at N = 1e6 that is 7e-4,
 still well above the float64 resolution of the log density (which is O(N))."""
 
-
-def _diagonal_map(nu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(centre, scale) of the standardised Bartlett diagonal: log B_ii = centre + scale · s_ii with
-    centre = ½ log ν, the mode of the prior density ∝ exp(ν t − e^{2t}/2) of t = log B_ii, and scale =
-    1/√(2ν), its curvature there (−2ν); an affine map, so the density of s_ii is that of t times a constant."""
-    nu = np.maximum(np.asarray(nu, dtype=float), 1.0)
-    return 0.5 * np.log(nu), 1.0 / np.sqrt(2.0 * nu)
 MAX_COLLAPSED_PARAMETERS = 4000
 """Largest chain dimension (dense mass matrix: its Cholesky is O(dim³) per adaptation window)."""
 DRAW_BLOCK = 50
@@ -112,6 +105,14 @@ def collapsed_memory_bytes(n_paths: int, P: int, config: SamplerConfig) -> int:
     gradient's contraction, a few P × P work arrays, and the kept draws of U (chains × draws × n²)."""
     C = 8 * n_paths**2 * P**2
     return 3 * C + 8 * 16 * P**2 + 8 * config.chains * config.draws * n_paths**2 * 3 + 200 * 2**20
+
+
+def _diagonal_map(nu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(centre, scale) of the standardised Bartlett diagonal: log B_ii = centre + scale · s_ii with
+    centre = ½ log ν, the mode of the prior density ∝ exp(ν t − e^{2t}/2) of t = log B_ii, and scale =
+    1/√(2ν), its curvature there (−2ν); an affine map, so the density of s_ii is that of t times a constant."""
+    nu = np.maximum(np.asarray(nu, dtype=float), 1.0)
+    return 0.5 * np.log(nu), 1.0 / np.sqrt(2.0 * nu)
 
 
 def _indices(layout: Layout) -> list[tuple[Level, int, np.ndarray, np.ndarray, np.ndarray]]:
