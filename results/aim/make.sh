@@ -96,7 +96,7 @@ fi
 
 if [[ $PART == figures || $PART == all ]]; then
 # every figure is drawn into a scratch folder and moved into place at the end: drawn in place, the first
-# rewritten figure would make the tree dirty for all later ones (their provenance would say -dirty)
+# rewritten figure would make the tree dirty for all later ones (their provenance would record a modified tree)
 F=$(mktemp -d)
 trap 'rm -rf "$F"' EXIT
 dotattn aim figure --from $R/se_softmax_T2_rho0.1 --from $R/se_softmax_T2_rho0.5 --from $R/se_softmax_T2_rho1 \
