@@ -234,8 +234,8 @@ def write_study(folder: str | Path, spec: StudySpec, settings: dict[str, Any], r
     flagged = [a.to_row() for a in alphas if a.beats_bound or a.test_beats_bound]
     summary = {"made_for": made_for, "alphas": [a.to_row() for a in alphas],
                "bound_check": {"rule": f"beats_bound when (mse_mean - mmse_se_theory)/mse_se < -{BOUND_Z:g}; "
-                                       f"test_beats_bound when (test_mean - test_error_bo)/sqrt(test_se^2 + test_error_bo_se^2) "
-                                       f"< -{BOUND_Z:g}",
+                                       f"test_beats_bound when (test_mean - test_error_bo)"
+                                       f"/sqrt(test_se^2 + test_error_bo_se^2) < -{BOUND_Z:g}",
                                "flagged": flagged},
                "statuses": {s: sum(r.status == s for r in runs) for s in sorted({r.status for r in runs})},
                "command": command, "provenance": prov, **(extra or {})}

@@ -14,8 +14,9 @@ s_ii = √(2ν) (log B_ii − ½ log ν), an affine map of log B_ii whose prior 
 chain's coordinates all have prior scale ≈ 1 and NUTS starts adapting from a well-scaled identity mass
 matrix: with log B_ii itself the diagonals' spread (2N)^{-1/2} is 140 times narrower than the off-diagonals'
 at N = 10⁴, and the first warm-up windows ran at the maximum tree depth) and the others N(0, 1) (the
-Bartlett decomposition of an n_k-dimensional Wishart(N, I), including its rank-N form when n_k > N). The chain's dimension, Σ_k Σ_{i ≤ n_k} min(i, N), does not depend on N0 or P and, for
-N ≥ d_k on every level, not on N: 14 for the Markov network (H = (2, 2)).
+Bartlett decomposition of an n_k-dimensional Wishart(N, I), including its rank-N form when n_k > N).
+The chain's dimension, Σ_k Σ_{i ≤ n_k} min(i, N), does not depend on N0 or P and, for N ≥ d_k on every
+level, not on N: 14 for the Markov network (H = (2, 2)).
 
 The functions here build a JAX log density from any path kernels C (n, n, P, P) and labels y, so a task
 with its own kernels uses :func:`run_collapsed` directly. NumPyro and JAX are imported on first use.

@@ -39,7 +39,8 @@ from dotattn.theory_vs_erm.crossing import SeedCrossing, _FlatRecord, bootstrap_
 if TYPE_CHECKING:  # pragma: no cover
     from dotattn.theory_vs_erm.alpha_c import CellRuns, StudyPart
 
-__all__ = ["VariantPoint", "VARIANT_COLUMNS", "THEORY", "ERM", "theory_variant_points", "erm_variant_points", "compare_variants",
+__all__ = ["VariantPoint", "VARIANT_COLUMNS", "THEORY", "ERM", "theory_variant_points", "erm_variant_points",
+           "compare_variants",
            "check_label", "read_variant_points"]
 
 THEORY, ERM = "theory", "erm"
@@ -101,7 +102,7 @@ def _theory_columns(folder: str | os.PathLike) -> dict[float, tuple[float, float
 
 
 def theory_variant_points(label: str, folder: str | os.PathLike, columns: Mapping[float, tuple[float, float]],
-                  baseline: Mapping[float, tuple[float, float]] | None = None) -> list[VariantPoint]:
+                          baseline: Mapping[float, tuple[float, float]] | None = None) -> list[VariantPoint]:
     """The theory's α_c(ω) of one phase-diagram folder (``columns``: its :func:`_theory_columns`); shifts
     against ``baseline`` (the baseline's columns) where it has the same ω."""
     out = []
@@ -126,7 +127,7 @@ def _crossings(cells: Iterable["CellRuns"]) -> dict[tuple[float, int], list[Seed
 
 
 def erm_variant_points(label: str, part: "StudyPart", baseline: "StudyPart | None" = None,
-               d_max: int | None = None) -> list[VariantPoint]:
+                       d_max: int | None = None) -> list[VariantPoint]:
     """The ERM crossing of one verified erm-alpha-c study (:func:`dotattn.theory_vs_erm.output.read_alpha_c_part`)
     at every ω, at its largest d ≤ ``d_max``, on its own grid; the paired shift from the ``baseline``
     study (None: no shift) at the same (ω, d), with the baseline's crossings recomputed on the α points
@@ -192,7 +193,8 @@ def compare_variants(theory: Sequence[tuple[str, str]], erm: Sequence[tuple[str,
     studies = {label: read_alpha_c_part(folder) for label, folder in erm}
     points: list[VariantPoint] = []
     for label, folder in theory:
-        points += theory_variant_points(label, folder, columns[label], None if label == baseline else columns.get(baseline))
+        base = None if label == baseline else columns.get(baseline)
+        points += theory_variant_points(label, folder, columns[label], base)
     for label, _ in erm:
         points += erm_variant_points(label, studies[label], None if label == baseline else studies.get(baseline), d_max)
     return points
