@@ -9,10 +9,10 @@ import pytest
 from dotattn.paths.analysis import PathsPoint, evaluate, head_scores, prune_head
 from dotattn.paths.data import PathData, markov_path_data, subset_heads
 from dotattn.paths.network import (attention, effective_weights, network_output, order_parameter, path_inputs,
-                                   path_kernels, path_labels)
+                                   FactoredKernels, path_kernels, path_labels)
 from dotattn.paths.task import MarkovTask, markov_heads, markov_sequences
-from dotattn.paths.theory import (PathsModel, TheoryResult, action, action_gradient, gp_order_parameters,
-                                  level_dims, minimise_action, saddle_point_residual, scalar_renormalisation,
+from dotattn.paths.theory import (PathsModel, TheoryResult, action, action_gradient, energy_hessian,
+                                  gp_order_parameters, level_dims, theta_hessian, _theta_objective, minimise_action, saddle_point_residual, scalar_renormalisation,
                                   theta_from_levels)
 from dotattn.core.validation import ParameterError
 from dotattn.core.rows import read_matrix
@@ -175,6 +175,49 @@ def test_action_gradient_matches_finite_differences(heads):
         fd = (action(up, C, y, model) - action(dn, C, y, model)) / (2 * h)
         an = float(np.sum(grads[k] * D))
         assert abs(fd - an) <= 1e-6 * max(1.0, abs(an)), (k, fd, an)
+
+
+def test_energy_hessian_factored_dense_and_finite_differences():
+    """The analytic ∂²E/∂U² (docs §8): the factored path (n N0)² route equals the dense one (round-off,
+    1e-10 relative), and both equal central differences of the analytic gradient (step 1e-6: 1e-6 relative)."""
+    rng = np.random.default_rng(8)
+    heads = (2, 2)
+    n, P, N0 = 4, 12, 9
+    xi = rng.standard_normal((n, P, N0)) + 0.5 * rng.standard_normal((1, P, N0))
+    y = np.sign(xi[0, :, 0])
+    model = PathsModel(N=7.0, temperature=0.05, heads=heads)
+    U = _random_levels(rng, heads)[0]
+    Hd = energy_hessian(U, path_kernels(xi, xi), y, model)
+    Hf = energy_hessian(U, FactoredKernels(xi, xi), y, model)
+    scale = np.max(np.abs(Hd))
+    assert np.max(np.abs(Hd - Hf)) <= 1e-10 * scale
+    from dotattn.paths.theory import _energy
+    C, h = path_kernels(xi, xi), 1e-6
+    for a, b in ((0, 0), (1, 3), (2, 1)):
+        E = np.zeros((n, n))
+        E[a, b] = E[b, a] = 1.0  # K is symmetric only for symmetric U
+        fd = (_energy(U + h * E, C, y, model)[1] - _energy(U - h * E, C, y, model)[1]) / (2 * h)
+        col = np.einsum("abcd,cd->ab", Hd, E)  # _energy returns the symmetrised gradient
+        an = 0.5 * (col + col.T)
+        assert np.max(np.abs(fd - an)) <= 1e-6 * scale, (a, b)
+
+
+@pytest.mark.parametrize("heads", [(2, 2), (2, 1, 2)])
+def test_theta_hessian_matches_finite_differences_of_the_gradient(heads):
+    """∇²S in θ (analytic energy part, differenced entropy part) against central differences of the
+    analytic θ-gradient (step 1e-5: truncation ~1e-10, round-off ~1e-11; tolerance 1e-6 relative)."""
+    rng = np.random.default_rng(9)
+    C, y = _random_problem(heads=heads)
+    model = PathsModel(N=5.0, temperature=0.05, heads=heads)
+    theta = theta_from_levels(_random_levels(rng, heads))
+    H = theta_hessian(theta, C, y, model)
+    h, fd = 1e-5, np.empty_like(H)
+    for i in range(len(theta)):
+        tp, tm = theta.copy(), theta.copy()
+        tp[i] += h
+        tm[i] -= h
+        fd[:, i] = (_theta_objective(tp, C, y, model)[1] - _theta_objective(tm, C, y, model)[1]) / (2 * h)
+    assert np.max(np.abs(H - 0.5 * (fd + fd.T))) <= 1e-6 * np.max(np.abs(H))
 
 
 def test_minimiser_converges_and_satisfies_the_saddle_point_equation():

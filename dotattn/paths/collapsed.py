@@ -45,7 +45,13 @@ MAX_COLLAPSED_N = 10**6
 still well above the float64 resolution of the log density (which is O(N))."""
 
 MAX_COLLAPSED_PARAMETERS = 4000
-"""Largest chain dimension (dense mass matrix: its Cholesky is O(dim³) per adaptation window)."""
+"""Largest chain dimension (each leapfrog step and each mass-matrix adaptation window grows with it)."""
+DENSE_MASS_MAX_DIM = 40
+"""Largest chain dimension adapted with a dense mass matrix. NumPyro estimates it from the warm-up windows
+(25, 50, 100, … draws), shrunk toward 10⁻³ I: with fewer draws than dimensions the estimate is singular in
+most directions and, after shrinkage, 10⁻³–10⁻⁴ times too narrow there, so the trees run to the maximum
+depth (16 paths at N = 10, 126 coordinates: one 50-iteration block took 590 s at P = 100). Above this
+dimension the mass matrix is diagonal (the Bartlett coordinates already have prior scale ≈ 1)."""
 DRAW_BLOCK = 50
 """Draws per chain between two checks for SIGINT/SIGTERM (each block is one compiled JAX call)."""
 
@@ -231,7 +237,8 @@ def run_collapsed(C: np.ndarray, y: np.ndarray, model: PathsModel, config: Sampl
                                      algo="NUTS")
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, 29]))
     keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
-    states = [init_kernel(jnp.asarray(prior_draw(layout, rng)), config.warmup, dense_mass=True,
+    states = [init_kernel(jnp.asarray(prior_draw(layout, rng)), config.warmup,
+                          dense_mass=layout.n_params <= DENSE_MASS_MAX_DIM,
                           target_accept_prob=config.target_accept, max_tree_depth=config.max_tree_depth,
                           model_args=(Cj, yj), rng_key=keys[c]) for c in range(config.chains)]
     state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)

@@ -12,7 +12,8 @@ Derivation: docs/attention_paths.md §10. In the coordinates θ of :func:`dotatt
     E[θ] − θ̂ = Σ ∇ψ − ½ Σ (N ∇³φ : Σ) + O(N⁻²),
     E[U_1] = U_1(θ̂) + ∇U_1 · (E[θ] − θ̂) + ½ tr(∇²U_1 Σ) + O(N⁻²).
 
-Every derivative is a central difference of the analytic gradient of :mod:`dotattn.paths.theory` (no JAX).
+The Hessian is :func:`dotattn.paths.theory.theta_hessian`; the third derivatives are central differences of the
+analytic gradient (no JAX).
 It holds where every U_k is full rank (N ≥ d_k) and the posterior is concentrated about one minimum
 (N ≫ d_k; the O(N⁻²) rest is not estimated here: compare with :mod:`dotattn.paths.collapsed`).
 """
@@ -24,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dotattn.core.status import CONVERGED, INVALID
-from dotattn.paths.theory import (PathsModel, TheoryResult, _fd_hessian, _theta_objective, level_dims,
-                                  levels_from_theta, theta_from_levels)
+from dotattn.paths.theory import (PathsModel, TheoryResult, _theta_objective, level_dims,
+                                  levels_from_theta, theta_from_levels, theta_hessian)
 
 __all__ = ["MeanEstimate", "laplace_mean", "psi_gradient", "COORDINATES"]
 
@@ -67,7 +68,7 @@ def laplace_mean(result: TheoryResult, C: np.ndarray, y: np.ndarray, model: Path
     theta = theta_from_levels(result.levels)
     grad = lambda th: 0.5 * _theta_objective(th, C, y, model)[1]  # ∇φ  # noqa: E731
     U1 = lambda th: levels_from_theta(th, model.heads)[0]  # noqa: E731
-    hess = 0.5 * N * _fd_hessian(theta, C, y, model)  # N ∇²φ
+    hess = 0.5 * N * theta_hessian(theta, C, y, model)  # N ∇²φ
     lam, vec = np.linalg.eigh(hess)
     if not np.all(np.isfinite(lam)) or lam[0] <= 0:
         return MeanEstimate(INVALID, np.full_like(U0, np.nan), U0, "Hessian of S not positive definite")

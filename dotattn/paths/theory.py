@@ -9,8 +9,8 @@ M_k = σ² I_{H_k} ⊗ U_{k+1} (M_{L+1} = σ²) and D(U‖M) = tr(M⁻¹U) − l
     K_μν = c Σ_ππ' U^{ππ'} C_ππ'(x^μ, x^ν),  c = σ² / ∏_ℓ H_ℓ,
 
 (N⁻¹ [...] = α 𝓔 with α = P/N). S is minimised over all levels jointly on Cholesky factors
-(log diagonals), by L-BFGS with the analytic gradient, then polished by Newton steps on a
-finite-difference Hessian of that gradient.
+(log diagonals), by Newton steps on the Hessian (the energy's part analytic, the entropy's a
+central difference of its analytic gradient), with L-BFGS where they stall.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from dotattn.paths.network import FactoredKernels
 __all__ = ["PathsModel", "TheoryResult", "level_dims", "gp_order_parameters", "action", "action_gradient",
            "minimise_action", "saddle_point_residual", "predict", "scalar_renormalisation", "kernel",
            "N_RANGE", "TEMPERATURE_RANGE", "SIGMA2_RANGE", "MAX_PATHS", "GRAD_TOL", "theta_from_levels",
-           "levels_from_theta"]
+           "levels_from_theta", "energy_hessian", "theta_hessian"]
 
 N_RANGE: tuple[float, float] = (1.0, 1e12)
 """Width N: the theory is the large-N saddle point (its error is O(1/N)); N = 1e12 is already the GP
@@ -158,6 +158,13 @@ def _kernel_adjoint(C: np.ndarray | FactoredKernels, B: np.ndarray) -> np.ndarra
 
 def _energy(U: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> tuple[float, np.ndarray]:
     """ln det(K + 𝒯I) + Yᵀ(K + 𝒯I)⁻¹Y and its gradient in U: c Σ_μν (A − A Y Yᵀ A)_μν C_ππ'[μ, ν]."""
+    value, grad, _ = _energy_parts(U, C, y, model)
+    return value, grad
+
+
+def _energy_parts(U: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
+                  ) -> tuple[float, np.ndarray, tuple[Any, np.ndarray]]:
+    """(energy, its gradient, (the Cholesky factor of K + 𝒯I, A Y)) at U."""
     K = kernel(U, C, model.kernel_scale)
     K[np.diag_indices_from(K)] += model.temperature
     cf = linalg.cho_factor(K, lower=True, check_finite=False)
@@ -166,12 +173,46 @@ def _energy(U: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> t
     value = 2.0 * np.sum(np.log(np.diag(cf[0]))) + float(y @ Ay)
     B = A - np.outer(Ay, Ay)
     grad = model.kernel_scale * _kernel_adjoint(C, B)
-    return value, 0.5 * (grad + grad.T)
+    return value, 0.5 * (grad + grad.T), (A, Ay)
 
 
-def _terms(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel
-           ) -> tuple[float, float, list[np.ndarray], list[float]]:
-    """(entropy 𝓛, energy N α 𝓔, ∂S/∂U_k per level, the scale of each level's gradient terms)."""
+def energy_hessian(U: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel) -> np.ndarray:
+    """∂²E/∂U_ab ∂U_cd, shape (n, n, n, n), of E = ln det(K + 𝒯I) + Yᵀ(K + 𝒯I)⁻¹Y over the n² entries of U
+    (K = c Σ_ab U_ab C_ab; A = (K + 𝒯I)⁻¹, w = A Y):
+
+        c² [−tr(A C_ab A C_cd) + wᵀ C_ab A C_cd w + wᵀ C_cd A C_ab w]        (docs/attention_paths.md §8).
+
+    Factored kernels (C_ab = X_a X_bᵀ/N0) go through M[a, i, b, j] = (X_aᵀ A X_b)_ij, (n N0)² numbers:
+    tr(A C_ab A C_cd) = Σ_ij M[d, i, a, j] M[b, j, c, i]/N0², never the n² P² kernel entries."""
+    _, _, (A, w) = _energy_parts(U, C, y, model)
+    return _energy_hessian_at(A, w, C, U.shape[0], model.kernel_scale)
+
+
+def _energy_hessian_at(A: np.ndarray, w: np.ndarray, C: np.ndarray | FactoredKernels, n: int, scale: float
+                       ) -> np.ndarray:
+    """:func:`energy_hessian` from A = (K + 𝒯I)⁻¹ and w = A Y."""
+    if isinstance(C, FactoredKernels):
+        if C.xi_a is not C.xi_b and not np.array_equal(C.xi_a, C.xi_b):
+            raise ParameterError("energy_hessian needs the training kernels (the same path inputs on both sides)")
+        X = C.xi_a  # (n, P, N0)
+        N0 = X.shape[2]
+        flat = X.transpose(1, 0, 2).reshape(X.shape[1], n * N0)  # (P, n N0)
+        M = (flat.T @ (A @ flat)).reshape(n, N0, n, N0) / N0  # (X_a^T A X_b)_ij / N0
+        left = M.transpose(0, 2, 1, 3).reshape(n * n, N0 * N0)  # [d a, i j] = M[d, i, a, j]
+        right = M.transpose(0, 2, 3, 1).reshape(n * n, N0 * N0)  # [b c, i j] = M[b, j, c, i]
+        trace = (left @ right.T).reshape(n, n, n, n).transpose(1, 2, 3, 0)  # [d, a, b, c] -> [a, b, c, d]
+        v = np.einsum("api,p->ai", X, w) / math.sqrt(N0)  # X_a^T w / √N0
+        cross = np.einsum("ai,bicj,dj->abcd", v, M, v, optimize=True)  # w^T C_ab A C_cd w
+    else:
+        AC = np.einsum("mk,abkn->abmn", A, C, optimize=True)  # A C_ab
+        trace = np.einsum("abmn,cdnm->abcd", AC, AC, optimize=True)
+        q = np.einsum("m,abmk->abk", w, C)  # w^T C_ab
+        cross = np.einsum("abk,cdk->abcd", q, np.einsum("cdkn,n->cdk", AC, w))  # w^T C_ab (A C_cd w)
+    return scale**2 * (-trace + cross + cross.transpose(2, 3, 0, 1))
+
+
+def _entropy_terms(levels: Sequence[np.ndarray], model: PathsModel) -> tuple[float, list[np.ndarray], list[float]]:
+    """(entropy 𝓛, ∂𝓛/∂U_k per level, the scale of each level's gradient terms)."""
     heads, s2 = model.heads, model.sigma2
     nlev = len(levels)
     inv = [np.linalg.inv(U) for U in levels]
@@ -194,6 +235,13 @@ def _terms(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: Pa
         entropy += float(np.sum(Minv * U)) - np.linalg.slogdet(U)[1] + logdetM - d
         grads[k] += Minv - inv[k]
         scales[k] += np.linalg.norm(Minv) + np.linalg.norm(inv[k])
+    return entropy, grads, scales
+
+
+def _terms(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel
+           ) -> tuple[float, float, list[np.ndarray], list[float]]:
+    """(entropy 𝓛, energy N α 𝓔, ∂S/∂U_k per level, the scale of each level's gradient terms)."""
+    entropy, grads, scales = _entropy_terms(levels, model)
     energy, g_e = _energy(levels[0], C, y, model)
     grads[0] += g_e / model.N
     scales[0] += np.linalg.norm(g_e) / model.N
@@ -219,20 +267,67 @@ def stationarity(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, mod
     return max(float(np.linalg.norm(g)) / s for g, s in zip(grads, scales))
 
 
-def _theta_objective(theta: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel
-                     ) -> tuple[float, np.ndarray]:
-    dims = level_dims(model.heads)
-    facs = _factors(theta, dims)
-    levels = [Lc @ Lc.T for Lc in facs]
-    entropy, energy, grads, _ = _terms(levels, C, y, model)
+def _theta_gradient(factors: Sequence[np.ndarray], grads: Sequence[np.ndarray]) -> np.ndarray:
+    """The gradient in θ from the symmetric ∂S/∂U_k: dS/dL_k = 2 G_k L_k, times L_ii on the log-diagonals."""
     out = []
-    for Lc, G in zip(facs, grads):
+    for Lc, G in zip(factors, grads):
         dL = 2.0 * G @ Lc
         i, j = np.tril_indices(Lc.shape[0])
-        v = dL[i, j]
-        v = np.where(i == j, v * Lc[i, j], v)  # log-diagonal
-        out.append(v)
-    return entropy + energy / model.N, np.concatenate(out)
+        out.append(np.where(i == j, dL[i, j] * Lc[i, j], dL[i, j]))
+    return np.concatenate(out)
+
+
+def _theta_objective(theta: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel
+                     ) -> tuple[float, np.ndarray]:
+    facs = _factors(theta, level_dims(model.heads))
+    levels = [Lc @ Lc.T for Lc in facs]
+    entropy, energy, grads, _ = _terms(levels, C, y, model)
+    return entropy + energy / model.N, _theta_gradient(facs, grads)
+
+
+def _factor_jacobian(Lc: np.ndarray) -> np.ndarray:
+    """∂U_ab/∂θ_j for U = L Lᵀ (L lower triangular, diagonal stored as logarithms): shape (d², d(d+1)/2)."""
+    d = Lc.shape[0]
+    i, j = np.tril_indices(d)
+    dL = np.zeros((len(i), d, d))
+    dL[np.arange(len(i)), i, j] = np.where(i == j, Lc[i, j], 1.0)
+    dU = dL @ Lc.T
+    return (dU + dU.transpose(0, 2, 1)).reshape(len(i), d * d).T
+
+
+HESSIAN_STEP = 1e-6
+"""Central-difference step (relative to max(1, |θ_i|)) for the entropy part of :func:`theta_hessian`:
+truncation ~1e-12, round-off ~1e-16/1e-6 = 1e-10 relative."""
+
+
+def theta_hessian(theta: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel) -> np.ndarray:
+    """∇²S in θ. The energy enters through U_1 alone: ∇²(E/N) = J₁ᵀ (∂²E/∂U²) J₁/N + Σ_ab (∂E/∂U_ab) ∇²U_ab/N
+    with J₁ = ∂U_1/∂θ₁ (:func:`energy_hessian`, one P × P inverse and (n N0)² numbers); the rest (the
+    entropy and the curvature of U_k(θ), which cost no kernel evaluation) is a central difference of the
+    θ-gradient with ∂E/∂U_1 frozen at θ."""
+    dims = level_dims(model.heads)
+    facs = _factors(theta, dims)
+    U = facs[0] @ facs[0].T
+    _, g_e, (A, w) = _energy_parts(U, C, y, model)
+
+    def frozen(th: np.ndarray) -> np.ndarray:
+        f = _factors(th, dims)
+        _, grads, _ = _entropy_terms([Lc @ Lc.T for Lc in f], model)
+        grads[0] = grads[0] + g_e / model.N
+        return _theta_gradient(f, grads)
+
+    m = len(theta)
+    Hm = np.empty((m, m))
+    for i in range(m):
+        h = HESSIAN_STEP * max(1.0, abs(theta[i]))
+        tp, tm = theta.copy(), theta.copy()
+        tp[i] += h
+        tm[i] -= h
+        Hm[:, i] = (frozen(tp) - frozen(tm)) / (2 * h)
+    J = _factor_jacobian(facs[0])
+    n, m1 = U.shape[0], J.shape[1]
+    Hm[:m1, :m1] += J.T @ _energy_hessian_at(A, w, C, n, model.kernel_scale).reshape(n * n, n * n) @ J / model.N
+    return 0.5 * (Hm + Hm.T)
 
 
 @dataclass(frozen=True)
@@ -278,21 +373,55 @@ class TheoryResult:
                    message=read_text(row.get("message")), seconds=read_float(row.get("seconds")))
 
 
-def _fd_hessian(theta: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> np.ndarray:
-    n = len(theta)
-    Hm = np.empty((n, n))
-    for i in range(n):
-        h = 1e-5 * max(1.0, abs(theta[i]))
-        tp, tm = theta.copy(), theta.copy()
-        tp[i] += h
-        tm[i] -= h
-        Hm[:, i] = (_theta_objective(tp, C, y, model)[1] - _theta_objective(tm, C, y, model)[1]) / (2 * h)
-    return 0.5 * (Hm + Hm.T)
+HESSIAN_MAX_NUMBERS = 5 * 10**7
+"""Largest work array of :func:`energy_hessian` (dense: n² P² for A C_ab; factored: (n N0)² for M, and n⁴):
+400 MB in float64. Beyond it :func:`minimise_action` runs L-BFGS alone."""
+
+
+def _hessian_numbers(C: np.ndarray | FactoredKernels, n: int) -> int:
+    if isinstance(C, FactoredKernels):
+        return max((n * C.xi_a.shape[2]) ** 2, n**4)
+    return max(n * n * C.shape[2] * C.shape[3], n**4)
+
+
+NEWTON_MAX_STEP = 3.0
+"""Largest change of one coordinate θ_i per Newton step (on a log-diagonal: a factor e³ on that Cholesky entry);
+far from the minimum the full step overshoots by many orders of magnitude."""
+
+
+def _newton(fun: Any, hess: Any, theta: np.ndarray, done: Any, steps: int) -> tuple[np.ndarray, int, bool]:
+    """Newton steps with the Hessian's eigenvalues replaced by their absolute values (floored at 1e-12 of the
+    largest), so every step is a descent direction, at most NEWTON_MAX_STEP in every coordinate, and backtracking until S does not rise (a trial point where
+    K + 𝒯I is not positive definite to float64 counts as a rise); stops when
+    ``done(theta)``, after ``steps`` steps, or when no step length down to 1e-6 lowers S.
+    Returns (θ, steps taken, done)."""
+    for k in range(steps):
+        if done(theta):
+            return theta, k, True
+        f0, g = fun(theta)
+        w, Q = np.linalg.eigh(hess(theta))
+        step = -Q @ ((Q.T @ g) / np.maximum(np.abs(w), 1e-12 * max(1.0, np.max(np.abs(w)))))
+        step *= min(1.0, NEWTON_MAX_STEP / max(float(np.max(np.abs(step))), 1e-300))
+        t = 1.0
+        while t >= 1e-6:
+            try:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    ft = fun(theta + t * step)[0]
+            except np.linalg.LinAlgError:  # K + 𝒯I not positive definite to float64 at the trial point
+                ft = math.inf
+            if np.isfinite(ft) and ft <= f0 + 1e-12 * max(1.0, abs(f0)):
+                break
+            t *= 0.5
+        if t < 1e-6:
+            return theta, k, done(theta)
+        theta = theta + t * step
+    return theta, steps, done(theta)
 
 
 def minimise_action(C: np.ndarray, y: np.ndarray, model: PathsModel, start: Sequence[np.ndarray] | None = None,
-                    tol: float = GRAD_TOL, max_iter: int = 5000, newton_steps: int = 30) -> TheoryResult:
-    """The global-minimum search of S from ``start`` (default: the GP value), L-BFGS then Newton polish.
+                    tol: float = GRAD_TOL, max_iter: int = 5000, newton_steps: int = 40) -> TheoryResult:
+    """The minimum of S from ``start`` (default: the GP value): Newton steps on the analytic Hessian
+    (:func:`theta_hessian`); where they stall short of ``tol``, L-BFGS from there, then Newton again.
 
     ``C``: path kernels on the training set, (n_paths, n_paths, P, P); ``y``: labels (P,). Status
     ``converged`` when :func:`stationarity` ≤ ``tol``; ``invalid`` when the action is not finite.
@@ -305,32 +434,29 @@ def minimise_action(C: np.ndarray, y: np.ndarray, model: PathsModel, start: Sequ
     levels0 = list(start) if start is not None else gp_order_parameters(model)
     theta = theta_from_levels(levels0)
     fun = lambda th: _theta_objective(th, C, y, model)  # noqa: E731
+    hess = lambda th: theta_hessian(th, C, y, model)  # noqa: E731
+    stat_of = lambda th: stationarity(levels_from_theta(th, model.heads), C, y, model)  # noqa: E731
+    done = lambda th: stat_of(th) <= tol  # noqa: E731
+    use_newton = _hessian_numbers(C, n) <= HESSIAN_MAX_NUMBERS
     try:
-        res = optimize.minimize(fun, theta, jac=True, method="L-BFGS-B",
-                                options={"maxiter": max_iter, "maxcor": 30, "gtol": 1e-13, "ftol": 1e-16})
-        theta, iters, message = res.x, int(res.nit), str(res.message)
+        iters, parts = 0, []
+        if use_newton:
+            theta, k, ok = _newton(fun, hess, theta, done, newton_steps)
+            iters += k
+            parts.append(f"{k} Newton steps")
+        if not use_newton or not ok:
+            res = optimize.minimize(fun, theta, jac=True, method="L-BFGS-B",
+                                    options={"maxiter": max_iter, "maxcor": 30, "gtol": 1e-13, "ftol": 1e-16})
+            theta = res.x
+            iters += int(res.nit)
+            parts.append(f"L-BFGS {int(res.nit)} iterations: {res.message}")
+            if use_newton:
+                theta, k, ok = _newton(fun, hess, theta, done, newton_steps)
+                iters += k
+                parts.append(f"{k} Newton steps")
         levels = levels_from_theta(theta, model.heads)
-        stat = stationarity(levels, C, y, model)
-        steps = 0
-        while stat > tol and steps < newton_steps and len(theta) <= 600:
-            f0, g = fun(theta)
-            Hm = _fd_hessian(theta, C, y, model)
-            w, Q = np.linalg.eigh(Hm)
-            step = -Q @ ((Q.T @ g) / np.maximum(np.abs(w), 1e-12 * max(1.0, np.max(np.abs(w)))))
-            t = 1.0
-            while t > 1e-6:
-                trial = theta + t * step
-                ft = fun(trial)[0]
-                if np.isfinite(ft) and ft <= f0 + 1e-12 * max(1.0, abs(f0)):
-                    break
-                t *= 0.5
-            theta = theta + t * step
-            steps += 1
-            levels = levels_from_theta(theta, model.heads)
-            stat = stationarity(levels, C, y, model)
-        iters += steps
-        if steps:
-            message += f"; {steps} Newton steps"
+        stat = stat_of(theta)
+        message = "; ".join(parts)
     except (np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
         return TheoryResult(status=INVALID, N=model.N, levels=tuple(levels0), action=float("nan"),
                             entropy=float("nan"), energy=float("nan"), iterations=0, stationarity=float("nan"),
