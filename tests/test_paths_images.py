@@ -340,6 +340,11 @@ def test_command_end_to_end_and_reuse(sets, tmp_path, rerun):
     assert s["temperature_selected_on"] == "validation" and set(s["per_N"]) == {"gp", "10", "1000"}
     assert len(s["heads"]) == 8 and len(s["paths"]) == 16 and s["counts"]["characters"]["test"] == 2
     assert not (out / "gd_checkpoint.pt").exists()
+    # one temperature in the grid: the fixed-temperature table is the per-width table
+    fixed = s["fixed_temperature"]["0.1"]
+    for key in ("gp", "10", "1000"):
+        if "test" in s["per_N"][key]:
+            assert fixed[key]["test"] == s["per_N"][key]["test"]["accuracy"], key
     v = run(*["verify", str(out)])
     assert v.returncode == 0 and "paths-images" in v.stdout
     if not rerun:

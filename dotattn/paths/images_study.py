@@ -12,7 +12,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from scipy import special, stats
@@ -36,7 +36,8 @@ GD_FILE = "gd_network.npz"
 HEAD_COLUMNS = ["layer", "head", "score", "rank"] + [f"{w}_{s}" for w in ("gd_accuracy_pruned", "gd_drop",
                                                                           "theory_accuracy_pruned", "theory_drop")
                                                      for s in EVAL_SETS]
-IMAGE_STUDY_FILES = ("summary.json", "points.csv", "selection.csv", "heads.csv", "gd_history.csv", GD_FILE,
+IMAGE_STUDY_FILES = ("summary.json", "points.csv", "selection.csv", "fixed_temperature.csv", "heads.csv",
+                     "gd_history.csv", GD_FILE,
                      "episodes.png", "accuracy_vs_N.png", "U_smallest_N.png", "head_scores_pruning.png")
 P_RANGE = (10, 5000)
 """Training episodes of the theory: below 10 the temperature choice is noise; the factored kernels
@@ -213,6 +214,7 @@ class ImageStudy:
     gd_eval: dict[str, Any] = field(default_factory=dict)
     selection: list[PathsPoint] = field(default_factory=list)
     points: list[PathsPoint] = field(default_factory=list)
+    fixed_temperature: list[PathsPoint] = field(default_factory=list)
     per_N: dict[str, Any] = field(default_factory=dict)
     heads: list[dict[str, Any]] = field(default_factory=list)
     pruning: dict[str, Any] = field(default_factory=dict)
@@ -278,7 +280,8 @@ def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tup
     """For every temperature: the GP limit and the saddle point at each width (largest first, each
     started from the last converged one), scored on the validation episodes; per width (and for the GP)
     the temperature of the best validation accuracy (ties: lower validation loss) is kept and evaluated
-    on the test and OOD parts."""
+    on the test and OOD parts. Every converged (width, temperature) is also evaluated on the test and OOD
+    parts into ``fixed_temperature`` (the width at a fixed 𝒯: read, never used to choose anything)."""
     cfg = study.config
     val = sets["validation"]
     names = val.path_names
@@ -289,6 +292,9 @@ def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tup
         ev = _evaluate(U_gp, val, gp_model)
         study.selection.append(_point("validation", "gp", float("nan"), U_gp, ev, gp_model, names, None))
         cand.setdefault(math.inf, []).append((ev["accuracy"], -ev["loss"], T, U_gp, None))
+        for part in EVAL_SETS:
+            study.fixed_temperature.append(_point(part, "gp", float("nan"), U_gp, _evaluate(U_gp, sets[part], gp_model),
+                                                  gp_model, names, None))
         start = None
         for N in sorted(cfg.widths, reverse=True):
             model = PathsModel(N=N, temperature=T, sigma2=cfg.sigma2, heads=heads)
@@ -298,6 +304,9 @@ def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tup
             study.selection.append(_point("validation", "theory", N, res.U, ev, model, names, res))
             if res.converged:
                 cand.setdefault(N, []).append((ev["accuracy"], -ev["loss"], T, res.U, res))
+                for part in EVAL_SETS:
+                    study.fixed_temperature.append(_point(part, "theory", N, res.U, _evaluate(res.U, sets[part], model),
+                                                          model, names, res))
             if progress:
                 progress(f"theory: T={T:<6g} N={N:<8g} {res.status:>13s} it={res.iterations:<4d} "
                          f"stat={res.stationarity:.1e} validation accuracy {ev['accuracy']:.3f} ({res.seconds:.1f} s)")
@@ -504,6 +513,17 @@ def _episode_rows(data: ImageData, k: int = 2) -> list[tuple[str, np.ndarray, fl
     return rows
 
 
+def _fixed_temperature_table(points: Sequence[PathsPoint]) -> dict[str, Any]:
+    """{𝒯: {"gp" or width: {part: accuracy}}}: every converged saddle point at every temperature of the grid on
+    the test and OOD parts (what the width does at a fixed 𝒯; the reported per-width rows use 𝒯 chosen on
+    validation)."""
+    table: dict[str, Any] = {}
+    for p in points:
+        key = "gp" if p.method == "gp" else f"{p.N:g}"
+        table.setdefault(f"{p.temperature:g}", {}).setdefault(key, {})[p.subset] = p.accuracy
+    return table
+
+
 def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str, Any]:
     """points.csv (test/OOD per width at the chosen temperature), selection.csv (every temperature on the
     validation episodes), heads.csv, gd_history.csv, summary.json, the figures and the manifest."""
@@ -515,6 +535,8 @@ def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str
     comment = "dotattn paths images; provenance: " + json.dumps(prov, separators=(",", ":"))
     write_csv(folder / "points.csv", [p.to_row() for p in study.points], POINT_COLUMNS, comment=comment)
     write_csv(folder / "selection.csv", [p.to_row() for p in study.selection], POINT_COLUMNS, comment=comment)
+    write_csv(folder / "fixed_temperature.csv", [p.to_row() for p in study.fixed_temperature], POINT_COLUMNS,
+              comment=comment)
     write_csv(folder / "heads.csv", study.heads, HEAD_COLUMNS, comment=comment)
     write_csv(folder / "gd_history.csv", list(study.gd.history), ["epoch", "train_loss", "train_accuracy",
                                                                    "validation_accuracy", "seconds"], comment=comment)
@@ -528,7 +550,8 @@ def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str
         "paths": list(study.path_names),
         "gd": {"config": cfg.gd.to_dict(), "status": study.gd.status, "best_epoch": study.gd.best_epoch,
                "epochs_run": len(study.gd.history), "seconds": study.gd.seconds, **study.gd_eval},
-        "per_N": study.per_N, "U_smallest_N": study.U_smallest, "head_scores_N": cfg.widths[0],
+        "per_N": study.per_N, "fixed_temperature": _fixed_temperature_table(study.fixed_temperature),
+        "U_smallest_N": study.U_smallest, "head_scores_N": cfg.widths[0],
         "heads": study.heads, "pruning": study.pruning, "sampling_check": study.sample,
         "timings": study.timings, "files": list(IMAGE_STUDY_FILES)}
     write_json(folder / "summary.json", summary)

@@ -113,17 +113,20 @@ PATHS_SAMPLE = register_kind(FolderKind("paths-sample", ("sample.json", "U_draws
 
 def _check_paths_images(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     """``dotattn paths images``: the temperature was chosen on the validation episodes; every point of
-    points.csv (test / OOD, theory or GP) and selection.csv (validation) readable, accuracy in [0, 1],
+    points.csv and fixed_temperature.csv (test / OOD, theory or GP) and selection.csv (validation) readable, accuracy in [0, 1],
     finite loss, U symmetric with one row per path; heads.csv: one row per head, scores in [0, 1]
     summing to 1 per layer, pruned accuracies in [0, 1]."""
     from dotattn.paths.images_study import EVAL_SETS, HEAD_COLUMNS
 
-    meta, _ = _paths_parameters(folder / "summary.json", ("points.csv", "selection.csv", "heads.csv",
-                                                           "gd_history.csv"))
+    meta, _ = _paths_parameters(folder / "summary.json", ("points.csv", "selection.csv", "fixed_temperature.csv",
+                                                           "heads.csv", "gd_history.csv"))
     if meta.get("temperature_selected_on") != "validation":
         raise IntegrityError(f"{folder / 'summary.json'}: temperature_selected_on is not 'validation'")
     n = len(meta.get("paths") or [])
-    for name, parts in (("points.csv", EVAL_SETS), ("selection.csv", ("validation",))):
+    checks = [("points.csv", EVAL_SETS), ("selection.csv", ("validation",))]
+    if (folder / "fixed_temperature.csv").exists() or "fixed_temperature.csv" in (meta.get("files") or []):
+        checks.append(("fixed_temperature.csv", EVAL_SETS))  # absent from studies made before it existed
+    for name, parts in checks:
         path = folder / name
         points = read_records(path, PathsPoint)
         if not points:
