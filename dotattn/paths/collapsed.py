@@ -18,8 +18,14 @@ Bartlett decomposition of an n_k-dimensional Wishart(N, I), including its rank-N
 The chain's dimension, Σ_k Σ_{i ≤ n_k} min(i, N), does not depend on N0 or P and, for N ≥ d_k on every
 level, not on N: 14 for the Markov network (H = (2, 2)).
 
-The functions here build a JAX log density from any path kernels C (n, n, P, P) and labels y, so a task
-with its own kernels uses :func:`run_collapsed` directly. NumPyro and JAX are imported on first use.
+The functions here build a JAX log density from any path kernels C (n, n, P, P) (dense, or factored as
+:class:`~dotattn.paths.network.FactoredKernels`) and labels y, so a task with its own kernels uses
+:func:`run_collapsed` directly. The kernels are held packed (:class:`PackedKernels`: the pairs π ≤ π' and
+the upper triangle in P, a quarter of n²P²), and the Gaussian evidence with its gradient is computed on
+the host by LAPACK (one Cholesky factorisation and one inverse per chain and leapfrog step, all chains'
+kernels in one product) behind a custom JAX derivative: the same float64 density as XLA's Cholesky and
+its derivative, 3–7 times faster at 16 paths and P = 600 (docs/attention_paths.md §9).
+NumPyro and JAX are imported on first use.
 """
 
 from __future__ import annotations
@@ -31,14 +37,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from scipy.linalg import lapack
+
 from dotattn.core.resources import check_memory
 from dotattn.core.validation import ParameterError
+from dotattn.paths.network import FactoredKernels
 from dotattn.paths.sampler import SampleResult, SamplerConfig
 from dotattn.paths.theory import PathsModel
 
 __all__ = ["Layout", "collapsed_layout", "MAX_COLLAPSED_N", "MAX_COLLAPSED_PARAMETERS", "check_collapsed",
            "collapsed_memory_bytes", "log_density_fn", "order_parameters_fn", "prior_draw", "run_collapsed",
-           "DRAW_BLOCK"]
+           "DRAW_BLOCK", "PackedKernels", "pack_kernels", "gaussian_evidence"]
 
 MAX_COLLAPSED_N = 10**6
 """Largest width: the Bartlett diagonal log B_ii has prior spread ≈ (2N)^{-1/2}; at N = 1e6 that is 7e-4,
@@ -108,10 +117,132 @@ def check_collapsed(model: PathsModel, config: SamplerConfig) -> int:
 
 
 def collapsed_memory_bytes(n_paths: int, P: int, config: SamplerConfig) -> int:
-    """Estimated peak memory: the kernels C (n², P²) held twice (NumPy and JAX) and once more for the
-    gradient's contraction, a few P × P work arrays, and the kept draws of U (chains × draws × n²)."""
-    C = 8 * n_paths**2 * P**2
-    return 3 * C + 8 * 16 * P**2 + 8 * config.chains * config.draws * n_paths**2 * 3 + 200 * 2**20
+    """Estimated peak memory: the packed kernels (n(n+1)/2 · P(P+1)/2 numbers), one dense pair block and a
+    few P × P work arrays per chain while packing and evaluating, and the kept draws of U
+    (chains × draws × n²). Dense kernels the caller passes in are already in memory and not counted."""
+    packed = 8 * (n_paths * (n_paths + 1) // 2) * (P * (P + 1) // 2)
+    return packed + 8 * (6 + 2 * config.chains) * P**2 + 8 * config.chains * config.draws * n_paths**2 * 3 \
+        + 200 * 2**20
+
+
+@dataclass(frozen=True, eq=False)
+class PackedKernels:
+    """Training path kernels packed for a symmetric U: row k of ``S`` (m, P(P+1)/2) is the upper triangle
+    (i ≤ j, row-major) of S_k = ½[(C_ab + C_ba) + (C_ab + C_ba)ᵀ] for the k-th pair a < b (in
+    ``numpy.triu_indices(n)`` order) and of ½(C_aa + C_aaᵀ) for a = b, m = n(n+1)/2. For symmetric U,
+    Σ_ab U_ab C_ab symmetrised is the matrix whose upper triangle is u @ S, u_k = U_ab (:meth:`kernel`):
+    m·P(P+1)/2 ≈ n²P²/4 numbers instead of n²P² (16 paths, P = 600: 196 MB instead of 737 MB)."""
+
+    S: np.ndarray
+    n: int
+    P: int
+
+    def __post_init__(self) -> None:
+        m, t = self.n * (self.n + 1) // 2, self.P * (self.P + 1) // 2
+        if self.S.shape != (m, t):
+            raise ParameterError(f"packed kernels of {self.n} paths at P = {self.P} must have shape ({m}, {t}), "
+                                 f"got {self.S.shape}")
+
+    @property
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Row and column of U for each row of S."""
+        return np.triu_indices(self.n)
+
+    def kernel(self, U: np.ndarray) -> np.ndarray:
+        """½ Σ_ab U_ab (C_ab + C_abᵀ), shape (P, P), for symmetric U (n, n)."""
+        a, b = self.pairs
+        return _unpack(U[a, b] @ self.S, self.P)
+
+
+def _unpack(k: np.ndarray, P: int) -> np.ndarray:
+    """The symmetric (P, P) matrix with upper triangle ``k`` (P(P+1)/2,)."""
+    i, j = np.triu_indices(P)
+    K = np.empty((P, P))
+    K[i, j] = k
+    K[j, i] = k
+    return K
+
+
+def pack_kernels(C: np.ndarray | FactoredKernels | PackedKernels) -> PackedKernels:
+    """:class:`PackedKernels` from square path kernels (n, n, P, P), dense or factored (one pair block at a
+    time: the dense n²P² array is never formed from factored kernels)."""
+    if isinstance(C, PackedKernels):
+        return C
+    n, n2, P, P2 = C.shape
+    if n != n2 or P != P2:
+        raise ParameterError(f"path kernels must have shape (n, n, P, P), got {tuple(C.shape)}")
+    i, j = np.triu_indices(P)
+    a_idx, b_idx = np.triu_indices(n)
+    S = np.empty((len(a_idx), len(i)))
+    for k, (a, b) in enumerate(zip(a_idx, b_idx)):
+        M = np.array(C[a, b], dtype=float)
+        if a != b:
+            M += C[b, a]
+        S[k] = 0.5 * (M[i, j] + M[j, i])
+    return PackedKernels(S=S, n=n, P=P)
+
+
+def gaussian_evidence(packed: PackedKernels, y: np.ndarray, scale: float, temperature: float,
+                      u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ln N(y; 0, K + 𝒯I) + (P/2) ln 2π = −½ ln det(K + 𝒯I) − ½ yᵀ(K + 𝒯I)⁻¹y and its gradient in u, for
+    K = scale · (u @ S unpacked), each row of ``u`` (B, m) one chain; all rows' kernels in one product,
+    then per row a LAPACK Cholesky factorisation, solve and inverse A = (K + 𝒯I)⁻¹. With α = Ay and
+    G = −½(A − ααᵀ), d/dK_ij of the symmetric matrix is 2G_ij (i < j) and G_ii, so the gradient is
+    scale · S (G_ij weighted 2 off the diagonal). A kernel that is not positive definite gives −inf and
+    a zero gradient (a divergence for NUTS). Returns ((B,), (B, m))."""
+    u = np.atleast_2d(np.asarray(u, dtype=float))
+    P = packed.P
+    i, j = np.triu_indices(P)
+    weight = np.where(i == j, 1.0, 2.0)
+    ks = scale * (u @ packed.S)
+    values = np.full(len(u), -np.inf)
+    grads = np.zeros_like(u)
+    for r, k in enumerate(ks):
+        K = _unpack(k, P)
+        K[np.diag_indices(P)] += temperature
+        L, info = lapack.dpotrf(K, lower=1, clean=1)
+        if info != 0:
+            continue
+        alpha, _ = lapack.dpotrs(L, y, lower=1)
+        A, info = lapack.dpotri(L, lower=1)  # lower triangle of (K + 𝒯I)⁻¹
+        if info != 0:
+            continue
+        G = -0.5 * (A[j, i] - alpha[i] * alpha[j])  # upper entries of G, read from the lower triangle of A
+        values[r] = -np.sum(np.log(np.diag(L))) - 0.5 * float(y @ alpha)
+        grads[r] = scale * (packed.S @ (weight * G))
+    return values, grads
+
+
+def _evidence_op(packed: PackedKernels, y: np.ndarray, scale: float, temperature: float) -> Callable[[Any], Any]:
+    """u ↦ :func:`gaussian_evidence` as a JAX function of u (m,) with its reverse derivative: a host
+    callback (batched over vmapped chains: one call for all of them) returning value and gradient."""
+    import jax
+    import jax.numpy as jnp
+
+    y = np.asarray(y, dtype=float)
+
+    def host(u: Any) -> tuple[np.ndarray, np.ndarray]:
+        u = np.asarray(u, dtype=float)
+        v, g = gaussian_evidence(packed, y, scale, temperature, u.reshape(-1, u.shape[-1]))
+        return v.reshape(u.shape[:-1]), g.reshape(u.shape)
+
+    def call(u: Any) -> Any:
+        shapes = (jax.ShapeDtypeStruct(u.shape[:-1], jnp.float64), jax.ShapeDtypeStruct(u.shape, jnp.float64))
+        return jax.pure_callback(host, shapes, u, vmap_method="expand_dims")
+
+    @jax.custom_vjp
+    def evidence(u: Any) -> Any:
+        return call(u)[0]
+
+    def forward(u: Any) -> Any:
+        value, grad = call(u)
+        return value, grad
+
+    def backward(grad: Any, cotangent: Any) -> Any:
+        return (cotangent[..., None] * grad,)
+
+    evidence.defvjp(forward, backward)
+    return evidence
 
 
 def _diagonal_map(nu: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,38 +295,31 @@ def order_parameters_fn(layout: Layout, sigma2: float) -> Callable[[Any], list[A
     return levels
 
 
-def _log_density(C: Any, y: Any, layout: Layout, model: PathsModel) -> Callable[[Any], Any]:
-    import jax
-    import jax.numpy as jnp
-
-    P, c, temp, s2 = y.shape[0], model.kernel_scale, model.temperature, model.sigma2
+def _log_density(packed: PackedKernels, y: np.ndarray, layout: Layout, model: PathsModel) -> Callable[[Any], Any]:
+    evidence = _evidence_op(packed, y, model.kernel_scale, model.temperature)
+    a, b = packed.pairs
 
     def logdensity(z: Any) -> Any:
-        factors, logp = _factors(z, layout, s2)
+        factors, logp = _factors(z, layout, model.sigma2)
         U = factors[-1] @ factors[-1].T
-        # Σ_ππ' U_ππ' C_ππ' as one (n²,) @ (n², P²) product: its gradient is the product with C in the same
-        # layout; tensordot's gradient transposed C (n² P² floats) on every call, 20× slower at P = 600
-        n = U.shape[0]
-        K = c * (U.reshape(n * n) @ C.reshape(n * n, P * P)).reshape(P, P) + temp * jnp.eye(P)
-        Lc = jnp.linalg.cholesky(K)
-        w = jax.scipy.linalg.solve_triangular(Lc, y, lower=True)
-        return logp - jnp.sum(jnp.log(jnp.diag(Lc))) - 0.5 * w @ w
+        return logp + evidence(U[a, b])
 
     return logdensity
 
 
-def log_density_fn(C: np.ndarray, y: np.ndarray, model: PathsModel) -> tuple[Layout, Callable[[Any], Any]]:
+def log_density_fn(C: np.ndarray | FactoredKernels | PackedKernels, y: np.ndarray, model: PathsModel
+                   ) -> tuple[Layout, Callable[[Any], Any]]:
     """(layout, z ↦ log density of the collapsed posterior in the Bartlett coordinates, up to a constant).
 
-    ``C``: path kernels on the training set (n, n, P, P); ``y``: labels (P,). The log density is
-    Σ log prior(z) − ½ ln det(K + 𝒯I) − ½ Yᵀ(K + 𝒯I)⁻¹Y with K = c Σ_ππ' U_1^{ππ'} C_ππ', c = σ²/∏H.
+    ``C``: path kernels on the training set (n, n, P, P), dense, factored or packed; ``y``: labels (P,).
+    The log density is Σ log prior(z) − ½ ln det(K + 𝒯I) − ½ Yᵀ(K + 𝒯I)⁻¹Y with K = c Σ_ππ' U_1^{ππ'} C_ππ'
+    (symmetrised), c = σ²/∏H.
     """
     import jax
-    import jax.numpy as jnp
 
     jax.config.update("jax_enable_x64", True)
     layout = collapsed_layout(model.heads, int(model.N))
-    return layout, _log_density(jnp.asarray(C, dtype=jnp.float64), jnp.asarray(y, dtype=jnp.float64), layout, model)
+    return layout, _log_density(pack_kernels(C), np.asarray(y, dtype=float), layout, model)
 
 
 def prior_draw(layout: Layout, rng: np.random.Generator) -> np.ndarray:
@@ -209,19 +333,21 @@ def prior_draw(layout: Layout, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def run_collapsed(C: np.ndarray, y: np.ndarray, model: PathsModel, config: SamplerConfig,
-                  progress: Callable[[str], None] | None = None) -> SampleResult:
-    """NUTS on the collapsed posterior (float64, dense mass matrix, chains vectorised), draws kept in blocks
-    of DRAW_BLOCK so that a SIGINT/SIGTERM (raised by :func:`dotattn.core.runner.stop_on_signals`) stops
-    between blocks, never inside a compiled call. Diagnostics on the entries of U_1 (split R-hat, bulk ESS).
+def run_collapsed(C: np.ndarray | FactoredKernels | PackedKernels, y: np.ndarray, model: PathsModel,
+                  config: SamplerConfig, progress: Callable[[str], None] | None = None) -> SampleResult:
+    """NUTS on the collapsed posterior (float64; dense mass matrix up to DENSE_MASS_MAX_DIM coordinates,
+    diagonal above; chains vectorised), draws kept in blocks of DRAW_BLOCK so that a SIGINT/SIGTERM (raised
+    by :func:`dotattn.core.runner.stop_on_signals`) stops between blocks, never inside a compiled call.
+    Diagnostics on the entries of U_1 (split R-hat, bulk ESS).
 
-    ``C``: (n, n, P, P) training path kernels of ``model.heads``; ``y``: (P,) labels.
+    ``C``: (n, n, P, P) training path kernels of ``model.heads`` (dense, factored or packed); ``y``: (P,) labels.
     """
     N = check_collapsed(model, config)
     n = model.n_paths
-    if C.ndim != 4 or C.shape[:2] != (n, n) or C.shape[2] != C.shape[3] or C.shape[2] != len(y):
+    shape = (C.n, C.n, C.P, C.P) if isinstance(C, PackedKernels) else tuple(C.shape)
+    if len(shape) != 4 or shape[:2] != (n, n) or shape[2] != shape[3] or shape[2] != len(y):
         raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, "
-                             f"got {C.shape}")
+                             f"got {shape}")
     check_memory(collapsed_memory_bytes(n, len(y), config), f"collapsed sampling of {n} paths at P = {len(y)}",
                  "choose a smaller P or fewer draws")
     import jax
@@ -232,22 +358,21 @@ def run_collapsed(C: np.ndarray, y: np.ndarray, model: PathsModel, config: Sampl
     jax.config.update("jax_enable_x64", True)
     t0 = time.perf_counter()
     layout = collapsed_layout(model.heads, N)
-    Cj, yj = jnp.asarray(C, dtype=jnp.float64), jnp.asarray(y, dtype=jnp.float64)
-    init_kernel, sample_kernel = hmc(potential_fn_gen=lambda C_, y_: (lambda z: -_log_density(C_, y_, layout, model)(z)),
-                                     algo="NUTS")
+    logdensity = _log_density(pack_kernels(C), np.asarray(y, dtype=float), layout, model)
+    init_kernel, sample_kernel = hmc(potential_fn=lambda z: -logdensity(z), algo="NUTS")
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, 29]))
     keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
     states = [init_kernel(jnp.asarray(prior_draw(layout, rng)), config.warmup,
                           dense_mass=layout.n_params <= DENSE_MASS_MAX_DIM,
                           target_accept_prob=config.target_accept, max_tree_depth=config.max_tree_depth,
-                          model_args=(Cj, yj), rng_key=keys[c]) for c in range(config.chains)]
+                          rng_key=keys[c]) for c in range(config.chains)]
     state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
     block = min(DRAW_BLOCK, config.warmup + config.draws)
 
     @jax.jit
-    def run_block(state: Any, C_: Any, y_: Any) -> Any:
+    def run_block(state: Any) -> Any:
         def body(s: Any, _: Any) -> Any:
-            s = jax.vmap(lambda st: sample_kernel(st, model_args=(C_, y_)))(s)
+            s = jax.vmap(sample_kernel)(s)
             return s, (s.z, s.diverging, s.num_steps)
         return jax.lax.scan(body, state, None, length=block)
 
@@ -255,7 +380,7 @@ def run_collapsed(C: np.ndarray, y: np.ndarray, model: PathsModel, config: Sampl
     total, done = config.warmup + config.draws, 0
     zs, divs, steps = [], [], []
     while done < total:
-        state, (z, dv, ns) = run_block(state, Cj, yj)  # (block, chains, ...)
+        state, (z, dv, ns) = run_block(state)  # (block, chains, ...)
         keep = slice(max(0, config.warmup - done), min(block, total - done))
         zs.append(np.asarray(z)[keep])
         divs.append(np.asarray(dv)[keep])

@@ -232,12 +232,13 @@ def _path_meta(L: int, H: int) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple
     return head_names, keys, names
 
 
-def path_data_sets(data: ImageData, weights: dict[str, np.ndarray], L: int, H: int, P_dense: int = 0
-                   ) -> dict[str, PathData]:
+def path_data_sets(data: ImageData, weights: dict[str, np.ndarray], L: int, H: int, P_sample: int = 0,
+                   sample_factored: bool = False) -> dict[str, PathData]:
     """One :class:`PathData` per evaluation part (validation, test, OOD), training kernels on the
     theory's training episodes, all factored (:class:`FactoredKernels`), attention from the trained
-    queries and keys. ``P_dense`` > 0: also a part ``sample`` whose training kernels are dense on the
-    first ``P_dense`` training episodes (for the sampler) with the test part as test."""
+    queries and keys. ``P_sample`` > 0: also a part ``sample`` whose training kernels are those of the
+    first ``P_sample`` training episodes, with the test part as test: dense for the sampler over the
+    weights, factored with ``sample_factored`` (the collapsed sampler packs them pair by pair)."""
     from dotattn.paths.images_gd import key_query_matrices
 
     Ws = key_query_matrices(weights)
@@ -253,10 +254,11 @@ def path_data_sets(data: ImageData, weights: dict[str, np.ndarray], L: int, H: i
         out[name] = PathData(head_names=head_names, path_keys=keys, path_names=names,
                              C_train=FactoredKernels(tr, tr), y_train=y, C_cross=FactoredKernels(xi[name], tr),
                              C_diag=path_kernel_diagonal(xi[name]), y_test=data.episodes[name][1].y)
-    if P_dense:
-        sub = tr[:, :P_dense]
+    if P_sample:
+        sub = tr[:, :P_sample]
         out["sample"] = PathData(head_names=head_names, path_keys=keys, path_names=names,
-                                 C_train=path_kernels(sub, sub), y_train=y[:P_dense],
+                                 C_train=FactoredKernels(sub, sub) if sample_factored else path_kernels(sub, sub),
+                                 y_train=y[:P_sample],
                                  C_cross=FactoredKernels(xi["test"], sub), C_diag=path_kernel_diagonal(xi["test"]),
                                  y_test=data.episodes["test"][1].y)
     return out
@@ -444,7 +446,8 @@ def run_image_study(config: ImageStudyConfig, data: ImageData, out: Path,
     heads = (config.gd.heads,) * config.gd.layers
     t1 = time.perf_counter()
     sets = path_data_sets(data, gd.weights, config.gd.layers, config.gd.heads,
-                          P_dense=min(config.sample_P, config.P) if config.sample_N else 0)
+                          P_sample=min(config.sample_P, config.P) if config.sample_N else 0,
+                          sample_factored=config.sample_collapsed)
     study.path_names = sets["validation"].path_names
     select_and_evaluate(study, sets, heads, progress)
     study.timings["theory_seconds"] = time.perf_counter() - t1
