@@ -25,7 +25,7 @@ from dotattn.paths.analysis import prune_head, prune_heads  # noqa: E402
 from dotattn.paths.data import PathData  # noqa: E402
 from dotattn.paths.images_gd import (GDConfig, key_query_matrices, predict_network, prune_mask,  # noqa: E402
                                      train_network)
-from dotattn.paths.images_study import gibbs, spearman_bootstrap  # noqa: E402
+from dotattn.paths.images_study import gibbs, paired_difference, spearman_bootstrap  # noqa: E402
 from dotattn.paths.network import (FactoredKernels, attention, network_output, path_inputs,  # noqa: E402
                                    path_kernel_diagonal, path_kernels)
 from dotattn.paths.theory import PathsModel, kernel, minimise_action, predict  # noqa: E402
@@ -314,6 +314,18 @@ def test_gibbs_and_spearman():
     assert r["spearman"] == 1.0 and r["low"] > 0.5
 
 
+def test_paired_difference():
+    """a right on 6 of 8 episodes, b on 4, b's a subset of a's: differences (1, 1, 0 × 6), mean 1/4, sample
+    sd from Σ(d − 1/4)² = 2 · (3/4)² + 6 · (1/4)² = 1.5: √(1.5/7)."""
+    a = np.array([1, 1, 1, 1, 1, 1, 0, 0], dtype=bool)
+    b = np.array([0, 0, 1, 1, 1, 1, 0, 0], dtype=bool)
+    r = paired_difference(a, b)
+    assert math.isclose(r["difference"], 0.25) and math.isclose(r["error"], math.sqrt(1.5 / 7) / math.sqrt(8))
+    assert paired_difference(b, a)["difference"] == -r["difference"]
+    with pytest.raises(ValueError):
+        paired_difference(a[:1], b[:1])
+
+
 # -- the command ----------------------------------------------------------------------------------
 
 SMALL = ["--P", "16", "--P-validation", "12", "--P-test", "12", "--P-ood", "12", "--N", "10,1000",
@@ -345,6 +357,13 @@ def test_command_end_to_end_and_reuse(sets, tmp_path, rerun):
     for key in ("gp", "10", "1000"):
         if "test" in s["per_N"][key]:
             assert fixed[key]["test"] == s["per_N"][key]["test"]["accuracy"], key
+    if "test" in s["per_N"]["gp"] and "test" in s["per_N"]["10"]:
+        d = s["per_N"]["10"]["test"]["minus_gp"]
+        assert math.isclose(d["difference"], s["per_N"]["10"]["test"]["accuracy"] - s["per_N"]["gp"]["test"]["accuracy"],
+                            abs_tol=1e-12) and d["error"] >= 0
+    change = s["pruning"]["test"]["gd_change"]["difference"]
+    assert math.isclose(change, s["pruning"]["test"]["gd_accuracy_pruned"] - s["pruning"]["test"]["gd_accuracy"],
+                        abs_tol=1e-12)
     v = run(*["verify", str(out)])
     assert v.returncode == 0 and "paths-images" in v.stdout
     if not rerun:

@@ -28,7 +28,7 @@ from dotattn.paths.theory import N_RANGE, TEMPERATURE_RANGE, PathsModel, TheoryR
     minimise_action, predict
 
 __all__ = ["ImageStudyConfig", "ImageData", "load_image_data", "run_image_study", "EVAL_SETS", "GD_FILE",
-           "HEAD_COLUMNS", "gibbs", "spearman_bootstrap", "IMAGE_STUDY_FILES"]
+           "HEAD_COLUMNS", "gibbs", "paired_difference", "spearman_bootstrap", "IMAGE_STUDY_FILES"]
 
 EVAL_SETS: tuple[str, ...] = ("test", "fashion_mnist", "digits")
 """Where accuracies are reported: Omniglot test characters (in distribution) and the two OOD sets."""
@@ -188,6 +188,16 @@ def accuracy_error(acc: float, n: int) -> float:
     return math.sqrt(max(acc * (1 - acc), 0.0) / n)
 
 
+def paired_difference(correct_a: np.ndarray, correct_b: np.ndarray) -> dict[str, float]:
+    """Accuracy of a minus accuracy of b on the same n episodes (``correct_*``: booleans (n,)), with
+    the paired standard error sd(a_i − b_i)/√n (episodes independent; much smaller than the unpaired
+    √(se_a² + se_b²) when a and b get mostly the same episodes right)."""
+    d = np.asarray(correct_a, dtype=float) - np.asarray(correct_b, dtype=float)
+    if d.ndim != 1 or len(d) < 2:
+        raise ValueError("paired_difference needs two boolean vectors of the same length >= 2")
+    return {"difference": float(d.mean()), "error": float(d.std(ddof=1) / math.sqrt(len(d)))}
+
+
 def spearman_bootstrap(scores: np.ndarray, correct_base: np.ndarray, correct_pruned: np.ndarray, n_boot: int,
                        rng: np.random.Generator) -> dict[str, float]:
     """Spearman correlation between head scores (k,) and the accuracy drops of pruning each head,
@@ -264,9 +274,15 @@ def path_data_sets(data: ImageData, weights: dict[str, np.ndarray], L: int, H: i
     return out
 
 
-def _evaluate(U: np.ndarray, d: PathData, model: PathsModel) -> dict[str, float]:
+def _scored(U: np.ndarray, d: PathData, model: PathsModel) -> tuple[dict[str, float], np.ndarray]:
+    """The scores of :func:`gibbs` on the test episodes of ``d`` and which episodes the mean predictor
+    gets right (booleans, (P_test,))."""
     mean, var = predict(U, d.C_train, d.y_train, d.C_cross, d.C_diag, model)
-    return gibbs(mean, var, d.y_test)
+    return gibbs(mean, var, d.y_test), np.sign(mean) == d.y_test
+
+
+def _evaluate(U: np.ndarray, d: PathData, model: PathsModel) -> dict[str, float]:
+    return _scored(U, d, model)[0]
 
 
 def _point(part: str, method: str, N: float, U: np.ndarray, ev: dict[str, float], model: PathsModel,
@@ -312,6 +328,7 @@ def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tup
             if progress:
                 progress(f"theory: T={T:<6g} N={N:<8g} {res.status:>13s} it={res.iterations:<4d} "
                          f"stat={res.stationarity:.1e} validation accuracy {ev['accuracy']:.3f} ({res.seconds:.1f} s)")
+    gp_correct: dict[str, np.ndarray] = {}
     for N in [math.inf] + list(cfg.widths):
         if not cand.get(N):
             study.per_N["gp" if N == math.inf else f"{N:g}"] = {"status": "no converged temperature"}
@@ -322,9 +339,13 @@ def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tup
         entry: dict[str, Any] = {"temperature": T, "validation_accuracy": acc, "validation_loss": -negloss,
                                  "status": res.status if res else CONVERGED}
         for part in EVAL_SETS:
-            ev = _evaluate(U, sets[part], model)
+            ev, correct = _scored(U, sets[part], model)
             n = len(sets[part].y_test)
             ev["accuracy_error"] = accuracy_error(ev["accuracy"], n)
+            if N == math.inf:
+                gp_correct[part] = correct
+            elif part in gp_correct:
+                ev["minus_gp"] = paired_difference(correct, gp_correct[part])
             entry[part] = ev
             study.points.append(_point(part, method, float("nan") if N == math.inf else N, U, ev, model, names, res))
         study.per_N["gp" if N == math.inf else f"{N:g}"] = entry
@@ -362,11 +383,13 @@ def _pruning(study: ImageStudy, sets: dict[str, PathData], scores: np.ndarray, m
     two = {"heads": [f"L{l + 1}H{h + 1}" for l, h in lowest]}
     for part in EVAL_SETS:
         x, y = study.data.tokens[part], sets[part].y_test
-        acc = float(np.mean(np.sign(predict_network(study.gd.weights, cfg.gd, x, prune_mask(L, H, lowest))) == y))
+        correct = np.sign(predict_network(study.gd.weights, cfg.gd, x, prune_mask(L, H, lowest))) == y
+        acc = float(np.mean(correct))
         n = len(y)
         base = float(base_correct[part].mean())
         two[part] = {"gd_accuracy": base, "gd_accuracy_error": accuracy_error(base, n),
                      "gd_accuracy_pruned": acc, "gd_accuracy_pruned_error": accuracy_error(acc, n),
+                     "gd_change": paired_difference(correct, base_correct[part]),
                      "theory_accuracy": theory_base[part],
                      "theory_accuracy_pruned": prune_heads(U, sets[part], model, lowest).accuracy}
         two[part]["spearman_score_vs_gd_drop"] = spearman_bootstrap(scores, base_correct[part],
@@ -547,6 +570,9 @@ def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str
         "provenance": prov, "temperature_selected_on": "validation",
         "selection_rule": "per width, the temperature of the grid with the highest validation accuracy "
                           "(ties: lower validation loss) among converged saddle points",
+        "paired_differences": "per_N[width][part].minus_gp: the theory's accuracy minus the GP limit's on the same "
+                              "episodes (each at its own chosen temperature), with the paired standard error; "
+                              "pruning[part].gd_change: the two lowest-scoring heads pruned minus unpruned",
         "split": {**data.split.to_dict(), "class_names": list(data.omniglot.class_names)},
         "counts": data.counts(), "tokens": {"N0": N0, "T": 48, "roles": list(ROLES),
                                                 "embedding_scale": EMBEDDING_SCALE},
