@@ -41,7 +41,7 @@ from dotattn.positional_semantic.quadrature import GaussianRule, gauss_hermite
 from dotattn.positional_semantic.state_evolution import FixedPoint, _Anderson
 
 __all__ = ["RSBOverlaps", "RSBHats", "Channel", "NodeAverages", "LossChannel1RSB", "AttentionChannel", "RSBPoint",
-           "RSBOptions", "RSBResult", "HingeChannel", "SphericalWeights", "rsb_loss_channel", "hats_from_channel", "rsb_regulariser", "rsb_overlap_update",
+           "RSBOptions", "RSBResult", "HingeChannel", "StepChannel", "SphericalWeights", "rsb_loss_channel", "hats_from_channel", "rsb_regulariser", "rsb_overlap_update",
            "rsb_potential", "potential_y_derivative", "iterate_rsb", "solve_rsb", "COLLAPSED", "REPLICA_SYMMETRIC",
            "NOT_BRACKETED"]
 
@@ -196,6 +196,10 @@ def rsb_loss_channel(ov: RSBOverlaps, y: float, outer: GaussianRule, inner: Gaus
     xi0_all = np.broadcast_to(xi0[:, None], (No, Ni, L, r)).reshape(No * Ni, L, r)
     eta_all = np.broadcast_to(eta[:, None], (No, Ni, L, rt)).reshape(No * Ni, L, rt)
     grad_V = 0.5 * np.einsum("n,nij->ij", Wf, px.ff)
+    centre_k = getattr(channel, "dilation_centre", None)
+    if form == "stein" and centre_k is not None:
+        grad_V = _dilation_grad_V(float(ov.V[0, 0]) if r == 1 else None, y, outer.weights, p, c_out, xi1,
+                                  float(C1[0, 0]), centre_k)
     if form == "stein":
         # value-only forms: ⟨f_l⟩ = C1⁻ᵀ⟨ξ1_l⟩ / y and ∂F/∂Δ = C1⁻ᵀ⟨Σ_l(ξ1_l ξ1_lᵀ − I)⟩C1⁻¹ / (2y)
         # (Gaussian integration by parts in ξ1): continuous in the overlaps even where ĥ jumps
@@ -231,6 +235,22 @@ def rsb_loss_channel(ov: RSBOverlaps, y: float, outer: GaussianRule, inner: Gaus
                            mean_m=float(np.sum(W * M)), grad_V=grad_V, grad_q1=_sym_grad(d_q1, r),
                            grad_q0=_sym_grad(d_q0, r), grad_theta=grad_theta, grad_mu=grad_mu, h=px.h,
                            inner_weight_max=float(np.max(p)))
+
+
+def _dilation_grad_V(v: float | None, y: float, w_out: np.ndarray, p: np.ndarray, c_out: np.ndarray,
+                     xi1: np.ndarray, s: float, kappa: float) -> np.ndarray:
+    """∂Φ_ℓ/∂V (1, 1) in values only, for a loss whose envelope is M(ω; V) = m((ω − κ)/√V) (r = 1): the
+    inner variable rescaled to u = (ω − κ)/√V leaves V in the Gaussian weight alone, so
+    ∂Φ_ℓ/∂V = (1/2Vy) E_0⟨Σ_l (1 − ξ1_l² − ξ1_l a_l/s)⟩, a = μ + C0ξ0 − κ, s = C1 (docs/rsb.md section 10).
+
+    v = V (None unless r = 1); w_out (No,) outer weights; p (No, Ni) tilted inner weights; c_out (No, L, 1);
+    xi1 (Ni, L, 1)."""
+    if v is None:
+        raise ValueError("the dilation form of dPhi/dV needs r = 1")
+    a = (c_out[..., 0] - kappa) / s  # (No, L)
+    x = xi1[..., 0]  # (Ni, L)
+    term = x.shape[1] - np.sum(x**2, axis=1)[None] - np.einsum("jl,ol->oj", x, a)  # (No, Ni)
+    return np.array([[float(np.sum(w_out[:, None] * p * term)) / (2 * v * y)]])
 
 
 @dataclass(frozen=True)
@@ -509,6 +529,33 @@ class HingeChannel:
         f = np.maximum(self.kappa - centre, 0.0) / (1 + v)
         return NodeAverages(value=0.5 * (1 + v) * f[:, 0, 0] ** 2, h=centre + v * f, f=f,
                             ff=np.einsum("nli,nlj->nij", f, f), g=np.zeros(np.shape(h_star)))
+
+
+@dataclass(frozen=True)
+class StepChannel:
+    """The error-counting loss ℓ(h) = θ(κ − h) of the perceptron (L = r = 1, r_t = 0) as a :class:`Channel`:
+    the energy is the number of violated constraints (docs/rsb.md section 10). Prox in closed form: ĥ = ω
+    for ω ≥ κ or ω ≤ κ − √(2V), ĥ = κ between, and M = min(1, (κ − ω)²/(2V)) for ω < κ, 0 above.
+    M(ω; V) depends on (ω − κ)/√V only, so ``dilation_centre`` = κ: ∂Φ_ℓ/∂V has a value-only form."""
+
+    kappa: float
+    shape: tuple[int, int, int] = (1, 1, 0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kappa", check_number("kappa", self.kappa, -1e3, False, 1e3, "in [-1e3, 1e3]"))
+
+    @property
+    def dilation_centre(self) -> float:
+        return self.kappa
+
+    def prox(self, centre, h_star, V, warm=None) -> NodeAverages:
+        v = float(np.asarray(V)[0, 0])
+        gap = self.kappa - centre  # (N, 1, 1)
+        moved = (gap > 0) & (gap < np.sqrt(2 * v))  # pushed onto the margin
+        f = np.where(moved, gap / v, 0.0)
+        value = np.where(gap <= 0, 0.0, np.minimum(1.0, gap**2 / (2 * v)))[:, 0, 0]
+        return NodeAverages(value=value, h=centre + v * f, f=f, ff=np.einsum("nli,nlj->nij", f, f),
+                            g=np.zeros(np.shape(h_star)))
 
 
 @dataclass(frozen=True)
