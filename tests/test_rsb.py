@@ -387,25 +387,33 @@ INJ_1RSB_POINTS = ((4.472372372372373, 4.1571581757607365, 0.7745344873689511, 0
                    (8.426326326326327, 2.92855685783888, 0.7807833223141105, 0.035107416631328145, 1.5064234077181746))
 
 
+def _gaussian_mean(fun, cuts: tuple[float, ...]) -> float:
+    """E_t fun(t), t ~ N(0, 1), by Gauss–Legendre (200 points) on each piece of [c_0 − 12, c_1, ..., c_k + 12]
+    (``cuts`` increasing): exact to rounding for a ``fun`` (vectorised over t) smooth on each piece."""
+    from scipy.stats import norm
+
+    x, w = np.polynomial.legendre.leggauss(200)
+    ends = (cuts[0] - 12.0, *cuts, cuts[-1] + 12.0)
+    total = 0.0
+    for a, b in zip(ends, ends[1:]):
+        t = 0.5 * (b - a) * x + 0.5 * (a + b)
+        total += 0.5 * (b - a) * float(np.sum(w * norm.pdf(t) * fun(t)))
+    return total
+
+
 def _step_rs_energy(alpha: float, kappa: float = 0.0) -> tuple[float, float]:
     """(e_RS, V_RS) of the spherical perceptron with the step loss: the y → 0 limit of the 1RSB potential,
     e(V) = α E_t M(t; V) − 1/(2V) (docs/rsb.md section 9) extremal in V, with M = StepChannel's envelope and
-    ∂_V E_t M = E_t[M (1 − t² + κt)]/(2V), the RS form of the dilation derivative (section 10). E_t by
-    Gauss–Legendre (200 points) on [κ − 12, κ − √(2V)] and [κ − √(2V), κ], where M is smooth (M = 0 above κ)."""
+    ∂_V E_t M = E_t[M (1 − t² + κt)]/(2V), the RS form of the dilation derivative (section 10); E_t split at the
+    kinks κ − √(2V) and κ of M."""
     from scipy.optimize import brentq
-    from scipy.stats import norm
 
     ch = StepChannel(kappa)
-    x, w = np.polynomial.legendre.leggauss(200)
 
     def mean(V: float, weight) -> float:
-        cut = kappa - np.sqrt(2 * V)
-        total = 0.0
-        for a, b in ((kappa - 12.0, cut), (cut, kappa)):
-            t = 0.5 * (b - a) * x + 0.5 * (a + b)
-            m = ch.prox(t[:, None, None], np.zeros((t.size, 1, 0)), [[V]]).value
-            total += 0.5 * (b - a) * float(np.sum(w * norm.pdf(t) * weight(t) * m))
-        return total
+        def fun(t):
+            return weight(t) * ch.prox(t[:, None, None], np.zeros((t.size, 1, 0)), [[V]]).value
+        return _gaussian_mean(fun, (kappa - np.sqrt(2 * V), kappa))
 
     def stationarity(V: float) -> float:  # ∂e/∂V
         return alpha * mean(V, lambda t: 1 - t * t + kappa * t) / (2 * V) + 1 / (2 * V * V)
@@ -486,3 +494,47 @@ def test_injectivity_1rsb_energies(orders, rel):
         assert pt.train_loss == pytest.approx(e_ref, rel=rel), alpha
         assert y_star == pytest.approx(y_ref, rel=2000 * rel), alpha
         assert pt.train_loss > _step_rs_energy(alpha)[0]
+
+
+@reduced_and_full("orders, rel", ((100, 50), 1.5e-4), ((1600, 800), 2e-5))
+def test_injectivity_1rsb_threshold(orders, rel):
+    """α_inj^1RSB: e_1RSB(α) = 1 (Brent in α ∈ [6, 7], each e_1RSB at the root y* of Σ(y) in [1.5, 10]) against the
+    companion value 6.7156974914340415 (INJ_1RSB_ALPHA). Measured: 6.715450 (−3.7e-5 relative) at rules 100 × 50,
+    6.715352 (−5.2e-5) at 400 × 200, 6.715570 (−1.9e-5) at 800 × 400, 6.715741 (+6.4e-6) at 1600 × 800: not
+    monotone in the rule. Asserted: 1.5e-4 at 100 × 50 (the rule's energy error near the threshold is 1.2–3.5e-4
+    relative and e rises by 0.29 per unit of α, so the root can move by up to 1e-3, 1.5e-4 relative); 2e-5 at
+    1600 × 800 (three times the measured error)."""
+    from scipy.optimize import brentq
+
+    def excess(alpha: float) -> float:
+        return _perceptron_root(alpha, orders, (1.5, 10.0), (0.78, 0.05), channel=StepChannel(0.0))[1].train_loss - 1.0
+
+    assert brentq(excess, 6.0, 7.0, xtol=1e-9) == pytest.approx(INJ_1RSB_ALPHA, rel=rel)
+
+
+def test_perceptron_rs_is_stable_for_nonnegative_margin():
+    """The quadratic hinge above Gardner's capacity, at α = 1.5 α_RS(κ) and V = V_RS (section 9): the replicon
+    ρ = α E_t (∂ĥ/∂ω − 1)² (docs/rs_stability.md section 2, L = r = 1), with ∂ĥ/∂ω a central difference of
+    HingeChannel's prox (Gauss–Legendre split at the kink κ), is below 1 at κ = 0.5 and above 1 at κ = −0.5
+    (it equals the closed form ρ = P(t < κ)/E(κ − t)₊² to 1e-6: 0.66 and 1.47, independent of α), and at κ = 0.5 the 1RSB iteration
+    collapses to the RS saddle (y = 1 and 10), while at κ = −0.5 the tests above find a 1RSB saddle."""
+    from scipy.stats import norm
+
+    for kappa, stable in ((0.5, True), (-0.5, False)):
+        alpha = 1.5 * _gardner_alpha(kappa)
+        V = 1.0 / (np.sqrt(1.5) - 1.0)
+        ch = HingeChannel(kappa)
+        h = 1e-6
+
+        def prox_h(x):
+            return ch.prox(x[:, None, None], np.zeros((x.size, 1, 0)), [[V]]).h[:, 0, 0]
+
+        rho = alpha * _gaussian_mean(lambda t: ((prox_h(t + h) - prox_h(t - h)) / (2 * h) - 1.0) ** 2, (kappa,))
+        assert rho == pytest.approx(norm.cdf(kappa) * _gardner_alpha(kappa), rel=1e-6)
+        assert (rho < 1.0) == stable, (kappa, rho)
+    outer, inner = gauss_hermite(1, 200), gauss_hermite(1, 100)
+    alpha = 1.5 * _gardner_alpha(0.5)
+    init = RSBOverlaps(q0=[[0.5]], q1=[[1.0]], V=[[V]], theta=np.zeros((1, 0)), mu=[[0.0]])
+    for y in (1.0, 10.0):
+        pt = iterate_rsb(y, alpha, init, outer, inner, HingeChannel(0.5), SphericalWeights(), RSBOptions(max_iter=3000))
+        assert pt.status == COLLAPSED, (y, pt.message)
