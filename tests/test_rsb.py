@@ -369,10 +369,10 @@ def test_spherical_perceptron_1rsb_energy_at_gardners_capacity():
     assert pt.train_loss == pytest.approx(ref_e, rel=0.02)
 
 
-# The injectivity of a ReLU layer x ↦ ReLU(Wx) (Maillard, Bandeira, Belius, Dokmanić, Nakajima, arXiv:2302.14112) is a
-# property of the ground state of the spherical perceptron with the error-counting loss θ(κ − h) at κ = 0: the layer
-# is injective iff e = min_{|w| = 1} (1/d) #{μ: h_μ < 0} ≥ 1, so the threshold α_inj solves e(α) = 1 (docs/rsb.md
-# section 10). Reference values: the companion repository github.com/AnMaillard/Injectivity_ReLu_layer, commit
+# The injectivity of a ReLU layer x ↦ ReLU(Wx) (Maillard, Bandeira, Belius, Dokmanić, Nakajima,
+# arXiv:2302.14112) is a property of the ground state of the spherical perceptron with the error-counting loss
+# θ(κ − h) at κ = 0: the threshold α_inj solves e(α) = 1, e = min_w (1/d) #{μ: h_μ < 0} (docs/rsb.md section 10).
+# Reference values: the companion repository github.com/AnMaillard/Injectivity_ReLu_layer, commit
 # a6cba687cb5836c10ff7b39a907aff60d372a076 (unchanged at 1b3d8d4a80541625041375071a7eddb27ad12658), read with
 # pickle.load. Their (chi, chim) are our (V, y).
 # Python/Data/RS_results.pkl, key 'alphainj_RS' (brentq with xtol 1e-7 in Python/run_RS.py):
@@ -438,7 +438,8 @@ def test_injectivity_rs_threshold():
 
 def _step_log_inner(c: float, s: float, V: float, y: float) -> float:
     """log E_ξ e^{−yM(κ − c + sξ; V)} for the step loss in closed form (c = κ − centre): the region above κ
-    (M = 0), below κ − √(2V) (M = 1), and between, a Gaussian integral with b = y/(2V), B = 1 + 2bs², m = 2bcs/B."""
+    (M = 0), below κ − √(2V) (M = 1), and between, a Gaussian integral with b = y/(2V), B = 1 + 2bs²,
+    m = 2bcs/B."""
     from scipy.special import log_ndtr, ndtr
 
     r = np.sqrt(2 * V)
@@ -498,8 +499,8 @@ def test_injectivity_1rsb_energies(orders, rel):
 
 @reduced_and_full("orders, rel", ((100, 50), 1.5e-4), ((1600, 800), 2e-5))
 def test_injectivity_1rsb_threshold(orders, rel):
-    """α_inj^1RSB: e_1RSB(α) = 1 (Brent in α ∈ [6, 7], each e_1RSB at the root y* of Σ(y) in [1.5, 10]) against the
-    companion value 6.7156974914340415 (INJ_1RSB_ALPHA). Measured: 6.715450 (−3.7e-5 relative) at rules 100 × 50,
+    """α_inj^1RSB: e_1RSB(α) = 1 (Brent in α ∈ [6, 7], each e_1RSB at the root y* of Σ(y) in [1.5, 10]) against
+    the companion value 6.7156974914340415 (INJ_1RSB_ALPHA). Measured: 6.715450 (−3.7e-5 relative) at rules 100 × 50,
     6.715352 (−5.2e-5) at 400 × 200, 6.715570 (−1.9e-5) at 800 × 400, 6.715741 (+6.4e-6) at 1600 × 800: not
     monotone in the rule. Asserted: 1.5e-4 at 100 × 50 (the rule's energy error near the threshold is 1.2–3.5e-4
     relative and e rises by 0.29 per unit of α, so the root can move by up to 1e-3, 1.5e-4 relative); 2e-5 at
@@ -515,9 +516,10 @@ def test_injectivity_1rsb_threshold(orders, rel):
 def test_perceptron_rs_is_stable_for_nonnegative_margin():
     """The quadratic hinge above Gardner's capacity, at α = 1.5 α_RS(κ) and V = V_RS (section 9): the replicon
     ρ = α E_t (∂ĥ/∂ω − 1)² (docs/rs_stability.md section 2, L = r = 1), with ∂ĥ/∂ω a central difference of
-    HingeChannel's prox (Gauss–Legendre split at the kink κ), is below 1 at κ = 0.5 and above 1 at κ = −0.5
-    (it equals the closed form ρ = P(t < κ)/E(κ − t)₊² to 1e-6: 0.66 and 1.47, independent of α), and at κ = 0.5 the 1RSB iteration
-    collapses to the RS saddle (y = 1 and 10), while at κ = −0.5 the tests above find a 1RSB saddle."""
+    HingeChannel's prox (Gauss–Legendre split at the kink κ), is below 1 at κ = 0.5 and above 1 at κ = −0.5 (it
+    equals the closed form ρ = P(t < κ)/E(κ − t)₊² to 1e-6: 0.66 and 1.47, independent of α), and at κ = 0.5 the
+    1RSB iteration collapses to the RS saddle (y = 1 and 10), while at κ = −0.5 the tests above find a 1RSB
+    saddle."""
     from scipy.stats import norm
 
     for kappa, stable in ((0.5, True), (-0.5, False)):

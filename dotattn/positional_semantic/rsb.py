@@ -41,9 +41,9 @@ from dotattn.positional_semantic.quadrature import GaussianRule, gauss_hermite
 from dotattn.positional_semantic.state_evolution import FixedPoint, _Anderson
 
 __all__ = ["RSBOverlaps", "RSBHats", "Channel", "NodeAverages", "LossChannel1RSB", "AttentionChannel", "RSBPoint",
-           "RSBOptions", "RSBResult", "HingeChannel", "StepChannel", "SphericalWeights", "rsb_loss_channel", "hats_from_channel", "rsb_regulariser", "rsb_overlap_update",
-           "rsb_potential", "potential_y_derivative", "iterate_rsb", "solve_rsb", "COLLAPSED", "REPLICA_SYMMETRIC",
-           "NOT_BRACKETED"]
+           "RSBOptions", "RSBResult", "HingeChannel", "StepChannel", "SphericalWeights", "rsb_loss_channel",
+           "hats_from_channel", "rsb_regulariser", "rsb_overlap_update", "rsb_potential", "potential_y_derivative",
+           "iterate_rsb", "solve_rsb", "COLLAPSED", "REPLICA_SYMMETRIC", "NOT_BRACKETED"]
 
 
 @dataclass(frozen=True)
@@ -241,7 +241,8 @@ def _dilation_grad_V(v: float | None, y: float, w_out: np.ndarray, p: np.ndarray
                      xi1: np.ndarray, s: float, kappa: float) -> np.ndarray:
     """∂Φ_ℓ/∂V (1, 1) in values only, for a loss whose envelope is M(ω; V) = m((ω − κ)/√V) (r = 1): the
     inner variable rescaled to u = (ω − κ)/√V leaves V in the Gaussian weight alone, so
-    ∂Φ_ℓ/∂V = (1/2Vy) E_0⟨Σ_l (1 − ξ1_l² − ξ1_l a_l/s)⟩, a = μ + C0ξ0 − κ, s = C1 (docs/rsb.md section 10).
+    ∂Φ_ℓ/∂V = (1/2Vy) E_0⟨Σ_l (1 − ξ1_l² − ξ1_l a_l/s)⟩, a = μ + C0ξ0 − κ, s = C1
+    (docs/rsb.md section 10).
 
     v = V (None unless r = 1); w_out (No,) outer weights; p (No, Ni) tilted inner weights; c_out (No, L, 1);
     xi1 (Ni, L, 1)."""
