@@ -17,7 +17,7 @@ from dotattn.positional_semantic.regulariser import regulariser_potential
 from dotattn.positional_semantic.overlaps import Hats
 from dotattn.positional_semantic.rsb import (COLLAPSED, AttentionChannel, HingeChannel, NodeAverages, RSBHats,
                                              RSBOptions, RSBOverlaps, SphericalWeights, StepChannel, hats_from_channel,
-                                             iterate_rsb,
+                                             iterate_rsb, spherical_1rsb_root,
                                              potential_y_derivative, rsb_loss_channel, rsb_overlap_update, rsb_potential,
                                              rsb_regulariser)
 from dotattn.core.status import CONVERGED
@@ -332,19 +332,7 @@ def test_spherical_perceptron_1rsb_saddle():
 def _perceptron_root(alpha: float, orders: tuple[int, int], bracket: tuple[float, float], start: tuple[float, float],
                      channel=HingeChannel(KAPPA)):
     """The package's 1RSB saddle at the root y* of Σ(y) in ``bracket`` (each y from the same start)."""
-    from scipy.optimize import brentq
-
-    outer, inner = gauss_hermite(1, orders[0]), gauss_hermite(1, orders[1])
-    init = RSBOverlaps(q0=[[start[0]]], q1=[[1.0]], V=[[start[1]]], theta=np.zeros((1, 0)), mu=[[0.0]])
-    pts = {}
-
-    def sigma(y):
-        pts[y] = iterate_rsb(y, alpha, init, outer, inner, channel, SphericalWeights(), RSBOptions(max_iter=5000))
-        assert pts[y].status == CONVERGED, (y, pts[y].message)
-        return pts[y].complexity
-
-    y_star = brentq(sigma, *bracket, rtol=1e-7)
-    return y_star, pts[y_star]
+    return spherical_1rsb_root(alpha, channel, orders, bracket, start)
 
 
 def test_spherical_perceptron_1rsb_energy_at_gardners_capacity():

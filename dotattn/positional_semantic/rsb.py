@@ -41,9 +41,9 @@ from dotattn.positional_semantic.quadrature import GaussianRule, gauss_hermite
 from dotattn.positional_semantic.state_evolution import FixedPoint, _Anderson
 
 __all__ = ["RSBOverlaps", "RSBHats", "Channel", "NodeAverages", "LossChannel1RSB", "AttentionChannel", "RSBPoint",
-           "RSBOptions", "RSBResult", "HingeChannel", "StepChannel", "SphericalWeights", "rsb_loss_channel",
-           "hats_from_channel", "rsb_regulariser", "rsb_overlap_update", "rsb_potential", "potential_y_derivative",
-           "iterate_rsb", "solve_rsb", "COLLAPSED", "REPLICA_SYMMETRIC", "NOT_BRACKETED"]
+           "RSBOptions", "RSBResult", "HingeChannel", "StepChannel", "SphericalWeights", "spherical_1rsb_root",
+           "rsb_loss_channel", "hats_from_channel", "rsb_regulariser", "rsb_overlap_update", "rsb_potential",
+           "potential_y_derivative", "iterate_rsb", "solve_rsb", "COLLAPSED", "REPLICA_SYMMETRIC", "NOT_BRACKETED"]
 
 
 @dataclass(frozen=True)
@@ -613,6 +613,29 @@ class SphericalWeights:
     def potential_shift(self, ridge: float) -> float:
         """λ·norm/(2σ²): −e_t of the constraint term λ(σ²|w|²/d − norm)/(2σ²) removed from the ridge potential."""
         return ridge * self.norm / (2 * self.sigma**2)
+
+
+def spherical_1rsb_root(alpha: float, channel: Channel, orders: tuple[int, int], bracket: tuple[float, float],
+                        start: tuple[float, float], options: RSBOptions = RSBOptions(max_iter=5000),
+                        y_rtol: float = 1e-7) -> tuple[float, RSBPoint]:
+    """The spherical perceptron's 1RSB saddle (L = r = 1, r_t = 0, σ²|w|²/d = 1; docs/rsb.md sections 9, 10) at
+    the root y* of Σ(y) in ``bracket`` (Brent to ``y_rtol``), each fixed-y solve from q1 = 1, (q0, V) = ``start``,
+    on Gauss–Hermite rules of ``orders`` = (outer, inner) points. Returns (y*, the saddle at y*); raises
+    InvalidOverlaps if a fixed-y solve does not converge."""
+    from scipy.optimize import brentq
+
+    outer, inner = gauss_hermite(1, orders[0]), gauss_hermite(1, orders[1])
+    init = RSBOverlaps(q0=[[start[0]]], q1=[[1.0]], V=[[start[1]]], theta=np.zeros((1, 0)), mu=[[0.0]])
+    points: dict[float, RSBPoint] = {}
+
+    def sigma(y: float) -> float:
+        points[y] = iterate_rsb(y, alpha, init, outer, inner, channel, SphericalWeights(), options)
+        if not points[y].converged:
+            raise InvalidOverlaps(f"y = {y:g}: {points[y].message}")
+        return points[y].complexity
+
+    y_star = brentq(sigma, *bracket, rtol=y_rtol)
+    return y_star, points[y_star]
 
 
 @dataclass(frozen=True)
