@@ -549,7 +549,8 @@ class StepChannel:
     def dilation_centre(self) -> float:
         return self.kappa
 
-    def prox(self, centre, h_star, V, warm=None) -> NodeAverages:
+    def prox(self, centre: np.ndarray, h_star: np.ndarray, V, warm: np.ndarray | None = None) -> NodeAverages:
+        """centre (N, 1, 1), h_star (N, 1, 0), V (1, 1); ``warm`` is not needed (closed form)."""
         v = float(np.asarray(V)[0, 0])
         gap = self.kappa - centre  # (N, 1, 1)
         moved = (gap > 0) & (gap < np.sqrt(2 * v))  # pushed onto the margin
