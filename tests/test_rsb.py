@@ -16,10 +16,12 @@ from dotattn.positional_semantic.quadrature import gauss_hermite
 from dotattn.positional_semantic.regulariser import regulariser_potential
 from dotattn.positional_semantic.overlaps import Hats
 from dotattn.positional_semantic.rsb import (COLLAPSED, AttentionChannel, HingeChannel, NodeAverages, RSBHats,
-                                             RSBOptions, RSBOverlaps, SphericalWeights, hats_from_channel, iterate_rsb,
+                                             RSBOptions, RSBOverlaps, SphericalWeights, StepChannel, hats_from_channel,
+                                             iterate_rsb, spherical_1rsb_root,
                                              potential_y_derivative, rsb_loss_channel, rsb_overlap_update, rsb_potential,
                                              rsb_regulariser)
 from dotattn.core.status import CONVERGED
+from conftest import reduced_and_full
 
 PROBLEM = Problem(omega=0.3)
 # a state near the toy model's positional fixed point at alpha = 1.25, with a semantic overlap so that
@@ -327,22 +329,10 @@ def test_spherical_perceptron_1rsb_saddle():
     assert slope == pytest.approx(fine[10.0].complexity / 100.0, rel=0.1)
 
 
-def _perceptron_root(alpha: float, orders: tuple[int, int], bracket: tuple[float, float], start: tuple[float, float]):
+def _perceptron_root(alpha: float, orders: tuple[int, int], bracket: tuple[float, float], start: tuple[float, float],
+                     channel=HingeChannel(KAPPA)):
     """The package's 1RSB saddle at the root y* of Σ(y) in ``bracket`` (each y from the same start)."""
-    from scipy.optimize import brentq
-
-    outer, inner = gauss_hermite(1, orders[0]), gauss_hermite(1, orders[1])
-    init = RSBOverlaps(q0=[[start[0]]], q1=[[1.0]], V=[[start[1]]], theta=np.zeros((1, 0)), mu=[[0.0]])
-    pts = {}
-
-    def sigma(y):
-        pts[y] = iterate_rsb(y, alpha, init, outer, inner, HingeChannel(KAPPA), SphericalWeights(),
-                             RSBOptions(max_iter=5000))
-        assert pts[y].status == CONVERGED, (y, pts[y].message)
-        return pts[y].complexity
-
-    y_star = brentq(sigma, *bracket, rtol=1e-7)
-    return y_star, pts[y_star]
+    return spherical_1rsb_root(alpha, channel, orders, bracket, start)
 
 
 def test_spherical_perceptron_1rsb_energy_at_gardners_capacity():
@@ -365,3 +355,176 @@ def test_spherical_perceptron_1rsb_energy_at_gardners_capacity():
     ref_e = _overlap_form_saddle(ref_y, alpha, start)[2]
     assert ref_e > 0
     assert pt.train_loss == pytest.approx(ref_e, rel=0.02)
+
+
+# The injectivity of a ReLU layer x ↦ ReLU(Wx) (Maillard, Bandeira, Belius, Dokmanić, Nakajima,
+# arXiv:2302.14112) is a property of the ground state of the spherical perceptron with the error-counting loss
+# θ(κ − h) at κ = 0: the threshold α_inj solves e(α) = 1, e = min_w (1/d) #{μ: h_μ < 0} (docs/rsb.md section 10).
+# Reference values: the companion repository github.com/AnMaillard/Injectivity_ReLu_layer, commit
+# a6cba687cb5836c10ff7b39a907aff60d372a076 (unchanged at 1b3d8d4a80541625041375071a7eddb27ad12658), read with
+# pickle.load. Their (chi, chim) are our (V, y).
+# Python/Data/RS_results.pkl, key 'alphainj_RS' (brentq with xtol 1e-7 in Python/run_RS.py):
+INJ_RS_ALPHA = 7.647694914882121
+# Python/Data/1RSB_threshold.pkl, key 'alphainj_1RSB', entry 'estar' (brentq with xtol 1e-6 in Python/run_1RSB.py;
+# its 'fstar' entry, the same threshold through the other energy formula, is 6.715696838016862):
+INJ_1RSB_ALPHA = 6.7156974914340415
+# Python/Data/1RSB_scan_alpha.pkl: 'alphas' = linspace(2.1, 10, 1000) and 'solutions'[i] (keys chim, q0, chi, fstar);
+# entries i = 300, 600, 800 as (alpha, y* = chim, q0, V = chi, e_1RSB = fstar):
+INJ_1RSB_POINTS = ((4.472372372372373, 4.1571581757607365, 0.7745344873689511, 0.12431104910215275, 0.4152782677429936),
+                   (6.844744744744746, 3.2539644254844218, 0.7774930232351415, 0.05140560474371621, 1.0367242061998647),
+                   (8.426326326326327, 2.92855685783888, 0.7807833223141105, 0.035107416631328145, 1.5064234077181746))
+
+
+def _gaussian_mean(fun, cuts: tuple[float, ...]) -> float:
+    """E_t fun(t), t ~ N(0, 1), by Gauss–Legendre (200 points) on each piece of [c_0 − 12, c_1, ..., c_k + 12]
+    (``cuts`` increasing): exact to rounding for a ``fun`` (vectorised over t) smooth on each piece."""
+    from scipy.stats import norm
+
+    x, w = np.polynomial.legendre.leggauss(200)
+    ends = (cuts[0] - 12.0, *cuts, cuts[-1] + 12.0)
+    total = 0.0
+    for a, b in zip(ends, ends[1:]):
+        t = 0.5 * (b - a) * x + 0.5 * (a + b)
+        total += 0.5 * (b - a) * float(np.sum(w * norm.pdf(t) * fun(t)))
+    return total
+
+
+def _step_rs_energy(alpha: float, kappa: float = 0.0) -> tuple[float, float]:
+    """(e_RS, V_RS) of the spherical perceptron with the step loss: the y → 0 limit of the 1RSB potential,
+    e(V) = α E_t M(t; V) − 1/(2V) (docs/rsb.md section 9) extremal in V, with M = StepChannel's envelope and
+    ∂_V E_t M = E_t[M (1 − t² + κt)]/(2V), the RS form of the dilation derivative (section 10); E_t split at the
+    kinks κ − √(2V) and κ of M."""
+    from scipy.optimize import brentq
+
+    ch = StepChannel(kappa)
+
+    def mean(V: float, weight) -> float:
+        def fun(t):
+            return weight(t) * ch.prox(t[:, None, None], np.zeros((t.size, 1, 0)), [[V]]).value
+        return _gaussian_mean(fun, (kappa - np.sqrt(2 * V), kappa))
+
+    def stationarity(V: float) -> float:  # ∂e/∂V
+        return alpha * mean(V, lambda t: 1 - t * t + kappa * t) / (2 * V) + 1 / (2 * V * V)
+
+    V = brentq(stationarity, 1e-4, 10.0, xtol=1e-15, rtol=1e-14)
+    return alpha * mean(V, lambda t: 1.0) - 1 / (2 * V), V
+
+
+def test_injectivity_rs_threshold():
+    """RS: e_RS(α) = 1 at α_inj^RS = 7.647694914882121 (companion data, above). The RS energy here is the package's
+    StepChannel envelope under Gauss–Legendre quadrature, extremised with the dilation derivative; asserted to 1e-7
+    relative (the reference's own root tolerance is xtol 1e-7). And the closed form of the companion code,
+    e_RS = α H(√(2V)) at α ∫_0^{√(2V)} Dt t² = 1, at the same α."""
+    from scipy.optimize import brentq
+    from scipy.stats import norm
+
+    alpha = brentq(lambda a: _step_rs_energy(a)[0] - 1.0, 6.0, 9.0, xtol=1e-12)
+    assert alpha == pytest.approx(INJ_RS_ALPHA, rel=1e-7)
+    e, V = _step_rs_energy(alpha)
+    assert e == pytest.approx(alpha * norm.sf(np.sqrt(2 * V)), rel=1e-9)
+
+
+def _step_log_inner(c: float, s: float, V: float, y: float) -> float:
+    """log E_ξ e^{−yM(κ − c + sξ; V)} for the step loss in closed form (c = κ − centre): the region above κ
+    (M = 0), below κ − √(2V) (M = 1), and between, a Gaussian integral with b = y/(2V), B = 1 + 2bs²,
+    m = 2bcs/B."""
+    from scipy.special import log_ndtr, ndtr
+
+    r = np.sqrt(2 * V)
+    b = y / (2 * V)
+    B = 1 + 2 * b * s * s
+    m = 2 * b * c * s / B
+    hi, lo = np.sqrt(B) * (c / s - m), np.sqrt(B) * ((c - r) / s - m)
+    middle = -0.5 * np.log(B) - b * c * c / B + np.log(max(ndtr(hi) - ndtr(lo), 1e-300))
+    return np.logaddexp.reduce([log_ndtr(-c / s), -y + log_ndtr((c - r) / s), middle])
+
+
+def _step_loss_channel(q0: float, V: float, y: float, kappa: float = 0.0) -> float:
+    """Φ_ℓ = (1/y) E_ξ0 log E_ξ1 e^{−yM} of the step loss at q1 = 1: closed-form inner integral, adaptive outer
+    quadrature (no rule, no prox)."""
+    from scipy.integrate import quad
+
+    s = np.sqrt(1 - q0)
+    out = quad(lambda t: np.exp(-t * t / 2) / np.sqrt(2 * np.pi) * _step_log_inner(kappa - np.sqrt(q0) * t, s, V, y),
+               -12, 12, epsabs=1e-14, epsrel=1e-12, limit=400)[0]
+    return out / y
+
+
+def test_step_channel_dilation_derivative():
+    """∂Φ_ℓ/∂V of the step loss, value-only dilation form (Stein), against a central difference (step 1e-5) of
+    Φ_ℓ evaluated independently (closed-form inner integral, adaptive outer), at q0 = 0.78, V = 0.05, y = 3.25
+    (near the 1RSB saddle at α = 6.84). Measured relative errors of the dilation form: 3.0e-4, 1.1e-5, 3.1e-5
+    at rules 400 × 200, 1600 × 800, 3200 × 1600; of the direct form (½ E⟨f²⟩, whose integrand jumps where the
+    prox jumps back to ω): −8.6e-3, −9.4e-3, +4.7e-3, not shrinking with the rule; of Φ_ℓ: 5.2e-5, 3.7e-6,
+    4.3e-6. Asserted at 1600 × 800: the dilation form to 5e-5, Φ_ℓ to 2e-5, and the direct form at least ten
+    times further off than the dilation form."""
+    q0, V, y = 0.78, 0.05, 3.25
+    h = 1e-5
+    fd = (_step_loss_channel(q0, V + h, y) - _step_loss_channel(q0, V - h, y)) / (2 * h)
+    ov = RSBOverlaps(q0=[[q0]], q1=[[1.0]], V=[[V]], theta=np.zeros((1, 0)), mu=[[0.0]])
+    outer, inner = gauss_hermite(1, 1600), gauss_hermite(1, 800)
+    stein = rsb_loss_channel(ov, y, outer, inner, StepChannel(0.0), np.zeros((0, 0)))
+    direct = rsb_loss_channel(ov, y, outer, inner, StepChannel(0.0), np.zeros((0, 0)), form="gradient")
+    assert stein.phi == pytest.approx(_step_loss_channel(q0, V, y), rel=2e-5)
+    assert stein.grad_V[0, 0] == pytest.approx(fd, rel=5e-5)
+    assert abs(direct.grad_V[0, 0] / fd - 1) > 10 * abs(stein.grad_V[0, 0] / fd - 1)
+
+
+@reduced_and_full("orders, rel", ((400, 200), 2e-4), ((1600, 800), 2e-5))
+def test_injectivity_1rsb_energies(orders, rel):
+    """The 1RSB ground-state energy of the step-loss spherical perceptron at κ = 0 against the companion data
+    (INJ_1RSB_POINTS: α = 4.47, 6.84, 8.43), each at the root y* of Σ(y) in [1.5, 10] from q0 = 0.78, V = 0.05.
+    Measured relative errors of e_1RSB: 1.7e-5, 2.9e-5, 8.3e-5 at rules 400 × 200; 6e-7, 4.6e-6, 8.2e-6 at
+    1600 × 800 (1.2e-4 to 3.5e-4 at 100 × 50): the Gauss–Hermite error on the kinked envelope. Asserted:
+    e_1RSB to ``rel`` (2.4 times the largest measured error of the rule), y* to 2000 rel, and e_1RSB above the
+    RS energy at the same α (the sign of docs/rsb.md section 4)."""
+    for alpha, y_ref, q0_ref, V_ref, e_ref in INJ_1RSB_POINTS:
+        y_star, pt = _perceptron_root(alpha, orders, (1.5, 10.0), (0.78, 0.05), channel=StepChannel(0.0))
+        assert pt.train_loss == pytest.approx(e_ref, rel=rel), alpha
+        assert y_star == pytest.approx(y_ref, rel=2000 * rel), alpha
+        assert pt.train_loss > _step_rs_energy(alpha)[0]
+
+
+@reduced_and_full("orders, rel", ((100, 50), 1.5e-4), ((1600, 800), 2e-5))
+def test_injectivity_1rsb_threshold(orders, rel):
+    """α_inj^1RSB: e_1RSB(α) = 1 (Brent in α ∈ [6, 7], each e_1RSB at the root y* of Σ(y) in [1.5, 10]) against
+    the companion value 6.7156974914340415 (INJ_1RSB_ALPHA). Measured: 6.715450 (−3.7e-5 relative) at rules 100 × 50,
+    6.715352 (−5.2e-5) at 400 × 200, 6.715570 (−1.9e-5) at 800 × 400, 6.715741 (+6.4e-6) at 1600 × 800: not
+    monotone in the rule. Asserted: 1.5e-4 at 100 × 50 (the rule's energy error near the threshold is 1.2–3.5e-4
+    relative and e rises by 0.29 per unit of α, so the root can move by up to 1e-3, 1.5e-4 relative); 2e-5 at
+    1600 × 800 (three times the measured error)."""
+    from scipy.optimize import brentq
+
+    def excess(alpha: float) -> float:
+        return _perceptron_root(alpha, orders, (1.5, 10.0), (0.78, 0.05), channel=StepChannel(0.0))[1].train_loss - 1.0
+
+    assert brentq(excess, 6.0, 7.0, xtol=1e-9) == pytest.approx(INJ_1RSB_ALPHA, rel=rel)
+
+
+def test_perceptron_rs_is_stable_for_nonnegative_margin():
+    """The quadratic hinge above Gardner's capacity, at α = 1.5 α_RS(κ) and V = V_RS (section 9): the replicon
+    ρ = α E_t (∂ĥ/∂ω − 1)² (docs/rs_stability.md section 2, L = r = 1), with ∂ĥ/∂ω a central difference of
+    HingeChannel's prox (Gauss–Legendre split at the kink κ), is below 1 at κ = 0.5 and above 1 at κ = −0.5 (it
+    equals the closed form ρ = P(t < κ)/E(κ − t)₊² to 1e-6: 0.66 and 1.47, independent of α), and at κ = 0.5 the
+    1RSB iteration collapses to the RS saddle (y = 1 and 10), while at κ = −0.5 the tests above find a 1RSB
+    saddle."""
+    from scipy.stats import norm
+
+    for kappa, stable in ((0.5, True), (-0.5, False)):
+        alpha = 1.5 * _gardner_alpha(kappa)
+        V = 1.0 / (np.sqrt(1.5) - 1.0)
+        ch = HingeChannel(kappa)
+        h = 1e-6
+
+        def prox_h(x):
+            return ch.prox(x[:, None, None], np.zeros((x.size, 1, 0)), [[V]]).h[:, 0, 0]
+
+        rho = alpha * _gaussian_mean(lambda t: ((prox_h(t + h) - prox_h(t - h)) / (2 * h) - 1.0) ** 2, (kappa,))
+        assert rho == pytest.approx(norm.cdf(kappa) * _gardner_alpha(kappa), rel=1e-6)
+        assert (rho < 1.0) == stable, (kappa, rho)
+    outer, inner = gauss_hermite(1, 200), gauss_hermite(1, 100)
+    alpha = 1.5 * _gardner_alpha(0.5)
+    init = RSBOverlaps(q0=[[0.5]], q1=[[1.0]], V=[[V]], theta=np.zeros((1, 0)), mu=[[0.0]])
+    for y in (1.0, 10.0):
+        pt = iterate_rsb(y, alpha, init, outer, inner, HingeChannel(0.5), SphericalWeights(), RSBOptions(max_iter=3000))
+        assert pt.status == COLLAPSED, (y, pt.message)

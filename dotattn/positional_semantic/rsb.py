@@ -41,9 +41,9 @@ from dotattn.positional_semantic.quadrature import GaussianRule, gauss_hermite
 from dotattn.positional_semantic.state_evolution import FixedPoint, _Anderson
 
 __all__ = ["RSBOverlaps", "RSBHats", "Channel", "NodeAverages", "LossChannel1RSB", "AttentionChannel", "RSBPoint",
-           "RSBOptions", "RSBResult", "HingeChannel", "SphericalWeights", "rsb_loss_channel", "hats_from_channel", "rsb_regulariser", "rsb_overlap_update",
-           "rsb_potential", "potential_y_derivative", "iterate_rsb", "solve_rsb", "COLLAPSED", "REPLICA_SYMMETRIC",
-           "NOT_BRACKETED"]
+           "RSBOptions", "RSBResult", "HingeChannel", "StepChannel", "SphericalWeights", "spherical_1rsb_root",
+           "rsb_loss_channel", "hats_from_channel", "rsb_regulariser", "rsb_overlap_update", "rsb_potential",
+           "potential_y_derivative", "iterate_rsb", "solve_rsb", "COLLAPSED", "REPLICA_SYMMETRIC", "NOT_BRACKETED"]
 
 
 @dataclass(frozen=True)
@@ -196,6 +196,10 @@ def rsb_loss_channel(ov: RSBOverlaps, y: float, outer: GaussianRule, inner: Gaus
     xi0_all = np.broadcast_to(xi0[:, None], (No, Ni, L, r)).reshape(No * Ni, L, r)
     eta_all = np.broadcast_to(eta[:, None], (No, Ni, L, rt)).reshape(No * Ni, L, rt)
     grad_V = 0.5 * np.einsum("n,nij->ij", Wf, px.ff)
+    centre_k = getattr(channel, "dilation_centre", None)
+    if form == "stein" and centre_k is not None:
+        grad_V = _dilation_grad_V(float(ov.V[0, 0]) if r == 1 else None, y, outer.weights, p, c_out, xi1,
+                                  float(C1[0, 0]), centre_k)
     if form == "stein":
         # value-only forms: ⟨f_l⟩ = C1⁻ᵀ⟨ξ1_l⟩ / y and ∂F/∂Δ = C1⁻ᵀ⟨Σ_l(ξ1_l ξ1_lᵀ − I)⟩C1⁻¹ / (2y)
         # (Gaussian integration by parts in ξ1): continuous in the overlaps even where ĥ jumps
@@ -231,6 +235,23 @@ def rsb_loss_channel(ov: RSBOverlaps, y: float, outer: GaussianRule, inner: Gaus
                            mean_m=float(np.sum(W * M)), grad_V=grad_V, grad_q1=_sym_grad(d_q1, r),
                            grad_q0=_sym_grad(d_q0, r), grad_theta=grad_theta, grad_mu=grad_mu, h=px.h,
                            inner_weight_max=float(np.max(p)))
+
+
+def _dilation_grad_V(v: float | None, y: float, w_out: np.ndarray, p: np.ndarray, c_out: np.ndarray,
+                     xi1: np.ndarray, s: float, kappa: float) -> np.ndarray:
+    """∂Φ_ℓ/∂V (1, 1) in values only, for a loss whose envelope is M(ω; V) = m((ω − κ)/√V) (r = 1): the
+    inner variable rescaled to u = (ω − κ)/√V leaves V in the Gaussian weight alone, so
+    ∂Φ_ℓ/∂V = (1/2Vy) E_0⟨Σ_l (1 − ξ1_l² − ξ1_l a_l/s)⟩, a = μ + C0ξ0 − κ, s = C1
+    (docs/rsb.md section 10).
+
+    v = V (None unless r = 1); w_out (No,) outer weights; p (No, Ni) tilted inner weights; c_out (No, L, 1);
+    xi1 (Ni, L, 1)."""
+    if v is None:
+        raise ValueError("the dilation form of dPhi/dV needs r = 1")
+    a = (c_out[..., 0] - kappa) / s  # (No, L)
+    x = xi1[..., 0]  # (Ni, L)
+    term = x.shape[1] - np.sum(x**2, axis=1)[None] - np.einsum("jl,ol->oj", x, a)  # (No, Ni)
+    return np.array([[float(np.sum(w_out[:, None] * p * term)) / (2 * v * y)]])
 
 
 @dataclass(frozen=True)
@@ -512,6 +533,34 @@ class HingeChannel:
 
 
 @dataclass(frozen=True)
+class StepChannel:
+    """The error-counting loss ℓ(h) = θ(κ − h) of the perceptron (L = r = 1, r_t = 0) as a :class:`Channel`:
+    the energy is the number of violated constraints (docs/rsb.md section 10). Prox in closed form: ĥ = ω
+    for ω ≥ κ or ω ≤ κ − √(2V), ĥ = κ between, and M = min(1, (κ − ω)²/(2V)) for ω < κ, 0 above.
+    M(ω; V) depends on (ω − κ)/√V only, so ``dilation_centre`` = κ: ∂Φ_ℓ/∂V has a value-only form."""
+
+    kappa: float
+    shape: tuple[int, int, int] = (1, 1, 0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kappa", check_number("kappa", self.kappa, -1e3, False, 1e3, "in [-1e3, 1e3]"))
+
+    @property
+    def dilation_centre(self) -> float:
+        return self.kappa
+
+    def prox(self, centre: np.ndarray, h_star: np.ndarray, V, warm: np.ndarray | None = None) -> NodeAverages:
+        """centre (N, 1, 1), h_star (N, 1, 0), V (1, 1); ``warm`` is not needed (closed form)."""
+        v = float(np.asarray(V)[0, 0])
+        gap = self.kappa - centre  # (N, 1, 1)
+        moved = (gap > 0) & (gap < np.sqrt(2 * v))  # pushed onto the margin
+        f = np.where(moved, gap / v, 0.0)
+        value = np.where(gap <= 0, 0.0, np.minimum(1.0, gap**2 / (2 * v)))[:, 0, 0]
+        return NodeAverages(value=value, h=centre + v * f, f=f, ff=np.einsum("nli,nlj->nij", f, f),
+                            g=np.zeros(np.shape(h_star)))
+
+
+@dataclass(frozen=True)
 class SphericalWeights:
     """The weight channel of a norm constraint σ²|w|²/d = ``norm`` (r = 1; no teacher (r_t = 0), no positional part),
     as used by the spherical perceptron (docs/rsb.md section 9).
@@ -565,6 +614,29 @@ class SphericalWeights:
     def potential_shift(self, ridge: float) -> float:
         """λ·norm/(2σ²): −e_t of the constraint term λ(σ²|w|²/d − norm)/(2σ²) removed from the ridge potential."""
         return ridge * self.norm / (2 * self.sigma**2)
+
+
+def spherical_1rsb_root(alpha: float, channel: Channel, orders: tuple[int, int], bracket: tuple[float, float],
+                        start: tuple[float, float], options: RSBOptions = RSBOptions(max_iter=5000),
+                        y_rtol: float = 1e-7) -> tuple[float, RSBPoint]:
+    """The spherical perceptron's 1RSB saddle (L = r = 1, r_t = 0, σ²|w|²/d = 1; docs/rsb.md sections 9, 10) at
+    the root y* of Σ(y) in ``bracket`` (Brent to ``y_rtol``), each fixed-y solve from q1 = 1, (q0, V) = ``start``,
+    on Gauss–Hermite rules of ``orders`` = (outer, inner) points. Returns (y*, the saddle at y*); raises
+    InvalidOverlaps if a fixed-y solve does not converge."""
+    from scipy.optimize import brentq
+
+    outer, inner = gauss_hermite(1, orders[0]), gauss_hermite(1, orders[1])
+    init = RSBOverlaps(q0=[[start[0]]], q1=[[1.0]], V=[[start[1]]], theta=np.zeros((1, 0)), mu=[[0.0]])
+    points: dict[float, RSBPoint] = {}
+
+    def sigma(y: float) -> float:
+        points[y] = iterate_rsb(y, alpha, init, outer, inner, channel, SphericalWeights(), options)
+        if not points[y].converged:
+            raise InvalidOverlaps(f"y = {y:g}: {points[y].message}")
+        return points[y].complexity
+
+    y_star = brentq(sigma, *bracket, rtol=y_rtol)
+    return y_star, points[y_star]
 
 
 @dataclass(frozen=True)
