@@ -89,7 +89,8 @@ def main() -> None:
             xi = path_inputs(x, [np.stack([attention(x, W) for W in layer]) for layer in Ws_trained], "mean")
             sc = SamplerConfig(chains=a.chains, warmup=a.warmup, draws=a.draws)
             r = run_collapsed(FactoredKernels(xi, xi), ep.y, PathsModel(N=a.sample_N, temperature=a.sample_T,
-                                                                         heads=(4, 4)), sc)
+                                                                         heads=(4, 4)), sc,
+                              progress=lambda m: print(f"   {m}", flush=True))
             print(f"   collapsed NUTS N={a.sample_N:g} T={a.sample_T:g}, {a.chains} chains x ({a.warmup} + {a.draws}): "
                   f"{r.seconds:.0f} s, {r.mean_steps:.1f} leapfrog steps per iteration, max R-hat {r.rhat_max:.4f}, "
                   f"min ESS {r.ess_min:.0f}, {r.divergences} divergences", flush=True)
