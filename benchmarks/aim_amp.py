@@ -34,11 +34,23 @@ def one(d: int, iterations: int, alpha: float = 0.15, rho: float = 0.5) -> dict:
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"d": d, "n": data.n, "alpha": alpha, "rho": rho, "T": 2, "iterations": res.iterations,
-            "cpu_s": cpu, "wall_s": wall, "cpu_s_per_iteration": cpu / res.iterations,
-            "peak_heap_MiB": peak / 2**20, "data_MiB": data.X.nbytes / 2**20,
-            "naive_n_d_d_tensor_MiB": 8 * data.n * d * d / 2**20, "mse": res.mse, "mmse_se": mmse_of(alpha),
-            "status": res.status}
+    return {
+        "d": d,
+        "n": data.n,
+        "alpha": alpha,
+        "rho": rho,
+        "T": 2,
+        "iterations": res.iterations,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "cpu_s_per_iteration": cpu / res.iterations,
+        "peak_heap_MiB": peak / 2**20,
+        "data_MiB": data.X.nbytes / 2**20,
+        "naive_n_d_d_tensor_MiB": 8 * data.n * d * d / 2**20,
+        "mse": res.mse,
+        "mmse_se": mmse_of(alpha),
+        "status": res.status,
+    }
 
 
 def main() -> None:
@@ -51,10 +63,13 @@ def main() -> None:
     for d in (int(x) for x in args.d.split(",")):
         r = one(d, args.iterations)
         rows.append(r)
-        print(f"d={d}: n={r['n']}, {r['iterations']} iterations, {r['cpu_s']:.1f} s CPU ({r['wall_s']:.1f} s wall, "
-              f"{r['cpu_s_per_iteration'] * 1e3:.0f} ms/iteration), peak heap {r['peak_heap_MiB']:.0f} MiB "
-              f"(tokens {r['data_MiB']:.0f} MiB; an n x d x d tensor would be {r['naive_n_d_d_tensor_MiB']:.0f} MiB); "
-              f"mse {r['mse']:.4f} vs SE {r['mmse_se']:.4f}", flush=True)
+        print(
+            f"d={d}: n={r['n']}, {r['iterations']} iterations, {r['cpu_s']:.1f} s CPU ({r['wall_s']:.1f} s wall, "
+            f"{r['cpu_s_per_iteration'] * 1e3:.0f} ms/iteration), peak heap {r['peak_heap_MiB']:.0f} MiB "
+            f"(tokens {r['data_MiB']:.0f} MiB; an n x d x d tensor would be {r['naive_n_d_d_tensor_MiB']:.0f} MiB); "
+            f"mse {r['mse']:.4f} vs SE {r['mmse_se']:.4f}",
+            flush=True,
+        )
     if args.out:
         write_json(args.out, {"rows": rows, "provenance": provenance(vars(args))})
 

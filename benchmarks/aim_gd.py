@@ -36,12 +36,25 @@ def one(d: int, steps: int, inits: int, alpha_bar: float = 0.45, rho: float = 0.
     res = run_gd(data, GDConfig(steps=steps, inits=inits, lr=0.1))
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    return {"d": d, "n": data.n, "T": T, "alpha": alpha, "alpha_bar": alpha_bar, "rho": rho, "inits": inits,
-            "steps": steps, "cpu_s": cpu, "wall_s": wall, "cpu_s_per_step": cpu / steps,
-            "cpu_s_for_1000_steps": cpu / steps * PROTOCOL_STEPS, "peak_rss_MiB": peak,
-            "program_MiB_estimate": gd_bytes(data.n, T, d, data.r, inits) / 2**20,
-            "naive_n_d_d_tensor_MiB": 8 * data.n * d * d / 2**20,
-            "mse_mean": sum(r.mse for r in res.runs) / len(res.runs), "mse_averaged": res.mse_averaged}
+    return {
+        "d": d,
+        "n": data.n,
+        "T": T,
+        "alpha": alpha,
+        "alpha_bar": alpha_bar,
+        "rho": rho,
+        "inits": inits,
+        "steps": steps,
+        "cpu_s": cpu,
+        "wall_s": wall,
+        "cpu_s_per_step": cpu / steps,
+        "cpu_s_for_1000_steps": cpu / steps * PROTOCOL_STEPS,
+        "peak_rss_MiB": peak,
+        "program_MiB_estimate": gd_bytes(data.n, T, d, data.r, inits) / 2**20,
+        "naive_n_d_d_tensor_MiB": 8 * data.n * d * d / 2**20,
+        "mse_mean": sum(r.mse for r in res.runs) / len(res.runs),
+        "mse_averaged": res.mse_averaged,
+    }
 
 
 def main() -> None:
@@ -57,11 +70,14 @@ def main() -> None:
     for d, s in zip(ds, steps):
         r = one(d, s, args.inits)
         rows.append(r)
-        print(f"d={d}: n={r['n']}, {s} steps x {args.inits} initialisations: {r['cpu_s']:.1f} s CPU "
-              f"({r['wall_s']:.1f} s wall), {r['cpu_s_per_step'] * 1e3:.0f} ms/step, 1000 steps = "
-              f"{r['cpu_s_for_1000_steps'] / 60:.1f} CPU-min; peak RSS {r['peak_rss_MiB']:.0f} MiB (program "
-              f"~{r['program_MiB_estimate']:.0f} MiB; an n x d x d tensor would be {r['naive_n_d_d_tensor_MiB']:.0f} "
-              f"MiB); mse {r['mse_mean']:.4f}, averaged {r['mse_averaged']:.4f}", flush=True)
+        print(
+            f"d={d}: n={r['n']}, {s} steps x {args.inits} initialisations: {r['cpu_s']:.1f} s CPU "
+            f"({r['wall_s']:.1f} s wall), {r['cpu_s_per_step'] * 1e3:.0f} ms/step, 1000 steps = "
+            f"{r['cpu_s_for_1000_steps'] / 60:.1f} CPU-min; peak RSS {r['peak_rss_MiB']:.0f} MiB (program "
+            f"~{r['program_MiB_estimate']:.0f} MiB; an n x d x d tensor would be {r['naive_n_d_d_tensor_MiB']:.0f} "
+            f"MiB); mse {r['mse_mean']:.4f}, averaged {r['mse_averaged']:.4f}",
+            flush=True,
+        )
     if args.out:
         write_json(args.out, {"rows": rows, "provenance": provenance(vars(args))})
 

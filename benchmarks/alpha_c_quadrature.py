@@ -41,20 +41,35 @@ def main() -> None:
         col = omega_column(problem.to_dict(), args.omega, alphas, SweepSettings(spec).to_dict())
         s = col["summary"]
         nodes = spec.rule(problem.gaussian_dim).size
-        row = {"rule": spec.kind, "order": spec.order, "nodes": nodes, "alpha_c": s["alpha_c"],
-               "alpha_lin": s["alpha_lin"], "seconds": round(time.perf_counter() - t0, 1)}
+        row = {
+            "rule": spec.kind,
+            "order": spec.order,
+            "nodes": nodes,
+            "alpha_c": s["alpha_c"],
+            "alpha_lin": s["alpha_lin"],
+            "seconds": round(time.perf_counter() - t0, 1),
+        }
         rows.append(row)
-        print(f"{spec.kind:>14} order {spec.order:>2} ({nodes:>7} nodes): alpha_c = {s['alpha_c']}, "
-              f"alpha_lin = {s['alpha_lin']}  [{row['seconds']} s]", flush=True)
+        print(
+            f"{spec.kind:>14} order {spec.order:>2} ({nodes:>7} nodes): alpha_c = {s['alpha_c']}, "
+            f"alpha_lin = {s['alpha_lin']}  [{row['seconds']} s]",
+            flush=True,
+        )
     ref = next((r["alpha_c"] for r in reversed(rows) if r["rule"] == "gauss-hermite" and r["alpha_c"]), None)
     for r in rows:
         r["alpha_c_minus_finest_gh"] = None if (r["alpha_c"] is None or ref is None) else r["alpha_c"] - ref
     out = Path(args.out)
     cols = ["rule", "order", "nodes", "alpha_c", "alpha_c_minus_finest_gh", "alpha_lin", "seconds"]
-    prov = provenance({"omega": args.omega, "alphas": alphas, "rules": [r.to_dict() for r in rules]},
-                      seconds=time.perf_counter() - t_all)
-    write_csv(out / "alpha_c_quadrature.csv", rows, cols, comment=f"dotattn {prov['dotattn_version']} "
-              f"commit {prov['git_commit']} {prov['created_utc']}")
+    prov = provenance(
+        {"omega": args.omega, "alphas": alphas, "rules": [r.to_dict() for r in rules]},
+        seconds=time.perf_counter() - t_all,
+    )
+    write_csv(
+        out / "alpha_c_quadrature.csv",
+        rows,
+        cols,
+        comment=f"dotattn {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}",
+    )
     write_json(out / "alpha_c_quadrature.json", {"rows": rows, **prov})
     print(f"wrote {out / 'alpha_c_quadrature.csv'}")
 

@@ -42,11 +42,24 @@ def main() -> None:
     args = ap.parse_args()
     omegas = [0.3] if args.quick else [float(w) for w in args.omegas.split(",")]
     orders = [12, 16] if args.quick else [int(k) for k in args.gh.split(",")]
-    specs = ([("refined 2^11 x 2 x 8, seeds 1000-1007", RefineSpec(11, 8, 2, 1000))] if args.quick else
-             [("refined 2^13 x 2 x 8, seeds 1000-1007 (phase-diagram default)", RefineSpec(13, 8, 2, 1000)),
-              ("refined 2^13 x 2 x 8, seeds 2000-2007", RefineSpec(13, 8, 2, 2000))]
-             + ([(f"refined 2^{args.reference} x 2 x 8, seeds 3000-3007 (reference)",
-                  RefineSpec(args.reference, 8, 2, 3000))] if args.reference else []))
+    specs = (
+        [("refined 2^11 x 2 x 8, seeds 1000-1007", RefineSpec(11, 8, 2, 1000))]
+        if args.quick
+        else [
+            ("refined 2^13 x 2 x 8, seeds 1000-1007 (phase-diagram default)", RefineSpec(13, 8, 2, 1000)),
+            ("refined 2^13 x 2 x 8, seeds 2000-2007", RefineSpec(13, 8, 2, 2000)),
+        ]
+        + (
+            [
+                (
+                    f"refined 2^{args.reference} x 2 x 8, seeds 3000-3007 (reference)",
+                    RefineSpec(args.reference, 8, 2, 3000),
+                )
+            ]
+            if args.reference
+            else []
+        )
+    )
     options = SolverOptions()
     rows = []
     t_all = time.perf_counter()
@@ -56,33 +69,77 @@ def main() -> None:
         grid = [float(a) for a in args.alphas.split(",")] if args.alphas else list(BRACKETS[w])
         branches = follow_branches(problem, grid, default_quadrature(problem), options)
         root = _critical_root(branches, grid, 1e-4)
-        on_branch = (lambda name, fp, p=problem: fp.converged and branch_label(fp.overlaps, p) == name)  # noqa: E731
-        gap = (lambda fps: fps["semantic"].train_loss - fps["positional"].train_loss)  # noqa: E731
-        slope_of = (lambda fps, rule, p=problem: envelope_slope(p, fps, "semantic", "positional", rule, options))  # noqa: E731
-        rows.append({"omega": w, "rule": "sweep: Brent on Gauss-Hermite 12", "nodes": 12 ** 4, "alpha_c": root.alpha,
-                     "standard_error": None, "seconds": None})
+        on_branch = lambda name, fp, p=problem: fp.converged and branch_label(fp.overlaps, p) == name  # noqa: E731
+        gap = lambda fps: fps["semantic"].train_loss - fps["positional"].train_loss  # noqa: E731
+        slope_of = lambda fps, rule, p=problem: envelope_slope(p, fps, "semantic", "positional", rule, options)  # noqa: E731
+        rows.append(
+            {
+                "omega": w,
+                "rule": "sweep: Brent on Gauss-Hermite 12",
+                "nodes": 12**4,
+                "alpha_c": root.alpha,
+                "standard_error": None,
+                "seconds": None,
+            }
+        )
         for k in orders:
             t0 = time.perf_counter()
-            a, _ = root_on_rule(problem, root.alpha, root.nearest, gap, root.slope, gauss_hermite(4, k), options,
-                                on_branch, slope_of=slope_of)
-            rows.append({"omega": w, "rule": f"Gauss-Hermite {k}", "nodes": k ** 4, "alpha_c": a, "standard_error": None,
-                         "seconds": round(time.perf_counter() - t0, 1)})
+            a, _ = root_on_rule(
+                problem,
+                root.alpha,
+                root.nearest,
+                gap,
+                root.slope,
+                gauss_hermite(4, k),
+                options,
+                on_branch,
+                slope_of=slope_of,
+            )
+            rows.append(
+                {
+                    "omega": w,
+                    "rule": f"Gauss-Hermite {k}",
+                    "nodes": k**4,
+                    "alpha_c": a,
+                    "standard_error": None,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
             print(rows[-1], flush=True)
         for label, spec in specs:
             t0 = time.perf_counter()
-            r = refine_root(problem, root.alpha, root.nearest, gap, root.slope, spec, options, on_branch,
-                            slope_of=slope_of)
-            rows.append({"omega": w, "rule": label, "nodes": 2 ** spec.log2_points * spec.scramblings,
-                         "alpha_c": None if r is None else r.alpha,
-                         "standard_error": None if r is None else r.standard_error,
-                         "seconds": round(time.perf_counter() - t0, 1)})
+            r = refine_root(
+                problem, root.alpha, root.nearest, gap, root.slope, spec, options, on_branch, slope_of=slope_of
+            )
+            rows.append(
+                {
+                    "omega": w,
+                    "rule": label,
+                    "nodes": 2**spec.log2_points * spec.scramblings,
+                    "alpha_c": None if r is None else r.alpha,
+                    "standard_error": None if r is None else r.standard_error,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                }
+            )
             print(rows[-1], flush=True)
     out = Path(args.out)
     cols = ["omega", "rule", "nodes", "alpha_c", "standard_error", "seconds"]
-    prov = provenance({"omegas": omegas, "gauss_hermite": orders, "refine": [s.to_dict() for _, s in specs],
-                       "load_average_at_start": load}, seconds=time.perf_counter() - t_all)
-    write_csv(out / "alpha_c_refine.csv", rows, cols, comment=f"dotattn {prov['dotattn_version']} "
-              f"commit {prov['git_commit']} {prov['created_utc']}; nodes: per rule (refined: per each of the 8 rules)")
+    prov = provenance(
+        {
+            "omegas": omegas,
+            "gauss_hermite": orders,
+            "refine": [s.to_dict() for _, s in specs],
+            "load_average_at_start": load,
+        },
+        seconds=time.perf_counter() - t_all,
+    )
+    write_csv(
+        out / "alpha_c_refine.csv",
+        rows,
+        cols,
+        comment=f"dotattn {prov['dotattn_version']} "
+        f"commit {prov['git_commit']} {prov['created_utc']}; nodes: per rule (refined: per each of the 8 rules)",
+    )
     write_json(out / "alpha_c_refine.json", {"rows": rows, **prov})
     print(f"wrote {out / 'alpha_c_refine.csv'}")
 

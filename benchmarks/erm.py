@@ -41,10 +41,19 @@ def main(argv: list[str] | None = None) -> None:
 
     stamps: list[tuple[float, int]] = []
     t0 = time.perf_counter()
-    res = run_erm(Problem(omega=args.omega), d=args.d, alphas=parse_grid("alpha", [args.alpha]), inits="both",
-                  seeds=args.seeds, optimizer=args.optimizer, steps=args.steps, test_samples=args.test_samples,
-                  dtype=args.dtype, device=args.device,
-                  progress=lambda k: stamps.append((time.perf_counter(), k)))
+    res = run_erm(
+        Problem(omega=args.omega),
+        d=args.d,
+        alphas=parse_grid("alpha", [args.alpha]),
+        inits="both",
+        seeds=args.seeds,
+        optimizer=args.optimizer,
+        steps=args.steps,
+        test_samples=args.test_samples,
+        dtype=args.dtype,
+        device=args.device,
+        progress=lambda k: stamps.append((time.perf_counter(), k)),
+    )
     wall = time.perf_counter() - t0
     steps_done = sum(k for _, k in stamps)
     runs = len(res.runs)
@@ -52,17 +61,23 @@ def main(argv: list[str] | None = None) -> None:
         per_step = (stamps[-1][0] - stamps[0][0]) / (steps_done - stamps[0][1])
     else:
         per_step = (stamps[-1][0] - t0) / steps_done
-    print(f"dotattn ERM benchmark: d={args.d}, {len(res.config.alphas)} alphas x 2 inits x {args.seeds} seeds "
-          f"= {runs} runs, {args.optimizer}, {steps_done} steps, {args.dtype}, device {res.device}, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"dotattn ERM benchmark: d={args.d}, {len(res.config.alphas)} alphas x 2 inits x {args.seeds} seeds "
+        f"= {runs} runs, {args.optimizer}, {steps_done} steps, {args.dtype}, device {res.device}, "
+        f"{torch.get_num_threads()} threads"
+    )
     print(f"wall time            {wall:9.1f} s")
     print(f"setup + first chunk  {stamps[0][0] - t0:9.1f} s")
     print(f"per step (all runs)  {1e3 * per_step:9.2f} ms   ({1e3 * per_step / runs:.3f} ms per run-step)")
     print(f"evaluation           {wall - (stamps[-1][0] - t0):9.1f} s   ({args.test_samples} test samples per seed)")
-    print("status               " + ", ".join(f"{s}: {sum(r.status == s for r in res.runs)}"
-                                              for s in ("converged", "not_converged", "diverged")))
+    print(
+        "status               "
+        + ", ".join(f"{s}: {sum(r.status == s for r in res.runs)}" for s in ("converged", "not_converged", "diverged"))
+    )
     top = res.select(alpha=max(res.config.alphas), init="selected")
-    print(f"alpha={max(res.config.alphas):g} selected: " + ", ".join(f"{r.init} (eps_g {r.test_error:.5f})" for r in top))
+    print(
+        f"alpha={max(res.config.alphas):g} selected: " + ", ".join(f"{r.init} (eps_g {r.test_error:.5f})" for r in top)
+    )
 
 
 if __name__ == "__main__":

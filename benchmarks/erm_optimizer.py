@@ -42,10 +42,13 @@ def setup(d: int, alpha: float, seeds: int, omega: float, teacher: str):
     X = torch.stack([p.X for p in parts])
     T, Cpz, Czz = (torch.stack([getattr(p, k) for p in parts]) for k in ("T", "Cpz", "Czz"))
     Cxx, Cyx, cyy = sample_stats(T, G, Cpz, Czz)
-    pf = (lambda M: M.permute(2, 3, 0, 1).contiguous())
+    pf = lambda M: M.permute(2, 3, 0, 1).contiguous()
     risk = _risk_function(X, pf(Cxx), pf(Cyx), cyy, [n], pb.ridge)
-    W0 = torch.stack([torch.stack([initial_weights(k, Qs[s], P, 1, s) for k in INFORMED])
-                      for s in range(seeds)]).transpose(-1, -2)[:, None].contiguous()  # (S, 1, 2, 1, d)
+    W0 = (
+        torch.stack([torch.stack([initial_weights(k, Qs[s], P, 1, s) for k in INFORMED]) for s in range(seeds)])
+        .transpose(-1, -2)[:, None]
+        .contiguous()
+    )  # (S, 1, 2, 1, d)
     return risk, W0, pb.ridge
 
 
@@ -86,15 +89,23 @@ def main(argv: list[str] | None = None) -> None:
             break
     gd_stat = float(relative_stationarity(*_grad(risk, Q), ridge).max())
 
-    print(f"ERM optimiser benchmark: d={args.d}, alpha={args.alpha}, omega={args.omega}, {runs} runs "
-          f"({args.seeds} seeds x 2 informed starts, {args.teacher} teacher), float64, {args.threads} thread(s)")
-    print(f"reference: batched-lbfgs to stationarity 1e-8 in {int(ref.steps.max())} iterations; "
-          f"statuses {sorted(set(ref.status_names()))}")
+    print(
+        f"ERM optimiser benchmark: d={args.d}, alpha={args.alpha}, omega={args.omega}, {runs} runs "
+        f"({args.seeds} seeds x 2 informed starts, {args.teacher} teacher), float64, {args.threads} thread(s)"
+    )
+    print(
+        f"reference: batched-lbfgs to stationarity 1e-8 in {int(ref.steps.max())} iterations; "
+        f"statuses {sorted(set(ref.status_names()))}"
+    )
     print(f"{'method':<28s}{'time [s]':>10s}{'grad evals':>12s}{'max |R-R*|/R*':>16s}{'max stationarity':>18s}")
-    print(f"{'batched-lbfgs tol ' + format(args.tol, 'g'):<28s}{t_lb:10.2f}{lb.evaluations:12d}{gap_lb:16.2e}"
-          f"{float(lb.stationarity.max()):18.2e}")
-    print(f"{'gd lr ' + format(args.lr, 'g'):<28s}{t_gd:10.2f}{steps:12d}{gap_gd:16.2e}{gd_stat:18.2e}"
-          + ("" if gap_gd <= 1e-9 else "  (did not reach 1e-9)"))
+    print(
+        f"{'batched-lbfgs tol ' + format(args.tol, 'g'):<28s}{t_lb:10.2f}{lb.evaluations:12d}{gap_lb:16.2e}"
+        f"{float(lb.stationarity.max()):18.2e}"
+    )
+    print(
+        f"{'gd lr ' + format(args.lr, 'g'):<28s}{t_gd:10.2f}{steps:12d}{gap_gd:16.2e}{gd_stat:18.2e}"
+        + ("" if gap_gd <= 1e-9 else "  (did not reach 1e-9)")
+    )
     print(f"speed-up (time) {t_gd / t_lb:.1f}x, (gradient evaluations) {steps / lb.evaluations:.1f}x")
 
 

@@ -46,13 +46,19 @@ def folder_rows(folder: Path, informed_only: bool = False) -> list[str]:
         pb = [p for p in pairs if p.branch == branch]
         same = [p.distance for p in pb if start[(p.seed, p.a)] == start[(p.seed, p.b)] != "random"]
         seeds = sorted({r.seed for r in conv})
-        per_seed_std = [np.std([r.train_loss for r in conv if r.seed == s], ddof=1) for s in seeds
-                        if sum(r.seed == s for r in conv) > 1]
+        per_seed_std = [
+            np.std([r.train_loss for r in conv if r.seed == s], ddof=1)
+            for s in seeds
+            if sum(r.seed == s for r in conv) > 1
+        ]
         best = [min((r for r in conv if r.seed == s), key=lambda r: r.train_loss) for s in seeds]
         th = [np.linalg.norm(r.theta) / sigma2 for r in conv]
         dg = [x for x in diag if x.branch == branch and x.status == "converged"]
-        dcell = (f"{_ms([x.test_error_rel_diff * 100 for x in dg])} | {_ms([x.train_loss_rel_diff * 100 for x in dg])}"
-                 if dg else "– | –")
+        dcell = (
+            f"{_ms([x.test_error_rel_diff * 100 for x in dg])} | {_ms([x.train_loss_rel_diff * 100 for x in dg])}"
+            if dg
+            else "– | –"
+        )
         pooled = summ[(-1, branch)]
         out.append(
             f"| {folder.name} | {branch} | {len(conv)}/{sum(r.branch == branch for r in runs)} | {pooled.minima} | "
@@ -62,14 +68,19 @@ def folder_rows(folder: Path, informed_only: bool = False) -> list[str]:
             f"{np.mean([p.distance for p in pb]) if pb else float('nan'):.3f} / "
             f"{max([p.distance for p in pb]) if pb else float('nan'):.3f} | "
             f"{np.mean(same) if same else float('nan'):.3f} / {max(same) if same else float('nan'):.3f} | "
-            + ", ".join(f"{b.train_loss:.6f} ({np.linalg.norm(b.theta) / sigma2:.3f}, {b.test_error:.5f})" for b in best)
-            + f" | {dcell} |")
+            + ", ".join(
+                f"{b.train_loss:.6f} ({np.linalg.norm(b.theta) / sigma2:.3f}, {b.test_error:.5f})" for b in best
+            )
+            + f" | {dcell} |"
+        )
     return out
 
 
-HEADER = ("| folder | branch | conv./runs | minima | e_t mean ± std (all restarts) | e_t std within a seed (mean) | "
-          "‖θ‖/σ² range (mean) | Tr q/σ² mean | ε_g mean ± std | D_ab mean / max | D_ab informed-informed mean / max | "
-          "lowest e_t per seed (‖θ‖/σ², ε_g) | diag. Δε_g % | diag. Δe_t % |\n|" + "---|" * 14)
+HEADER = (
+    "| folder | branch | conv./runs | minima | e_t mean ± std (all restarts) | e_t std within a seed (mean) | "
+    "‖θ‖/σ² range (mean) | Tr q/σ² mean | ε_g mean ± std | D_ab mean / max | D_ab informed-informed mean / max | "
+    "lowest e_t per seed (‖θ‖/σ², ε_g) | diag. Δε_g % | diag. Δe_t % |\n|" + "---|" * 14
+)
 
 
 def main(argv: list[str]) -> None:

@@ -45,15 +45,19 @@ L3_A = ((0.55, 0.15, 0.3), (0.15, 0.55, 0.3), (0.3, 0.3, 0.4))
 L3_G = ((1.0, -1.0, 0.0), (-1.0, 1.0, 0.0), (0.0, 0.0, 0.0))
 CASES = {
     "L2_r2_rt1": (Problem(L=2, rank=2, teacher_rank=1, omega=0.3), (2.0, 1.0), ("positional", "semantic", "mixed")),
-    "L3_r1_rt1": (Problem(L=3, omega=0.3, positional_attention=L3_A, positional_gram=L3_G), (2.0, 1.25),
-                  ("positional", "semantic")),
+    "L3_r1_rt1": (
+        Problem(L=3, omega=0.3, positional_attention=L3_A, positional_gram=L3_G),
+        (2.0, 1.25),
+        ("positional", "semantic"),
+    ),
     "L2_r1_rt2": (Problem(L=2, rank=1, teacher_rank=2, omega=0.3), (2.0, 1.5), ("positional", "semantic")),
     "toy": (Problem(omega=0.3), (2.0,), ("positional", "semantic")),
 }
 
 
-def run_case(problem: Problem, alpha: float, branches: tuple[str, ...], quad: QuadratureSpec,
-             options: SolverOptions) -> list[dict]:
+def run_case(
+    problem: Problem, alpha: float, branches: tuple[str, ...], quad: QuadratureSpec, options: SolverOptions
+) -> list[dict]:
     """One fixed point per informed branch: wall and CPU seconds, iterations, e_t, ε_g, overlaps."""
     inits = dict(initialisations(problem, 0))
     out = []
@@ -64,12 +68,25 @@ def run_case(problem: Problem, alpha: float, branches: tuple[str, ...], quad: Qu
         e = cat.fixed_points[0]
         o = e.overlaps
         s2 = problem.sigma**2
-        out.append({"alpha": alpha, "branch": b, "label": e.branch, "status": e.status,
-                    "iterations": e.result.iterations, "seconds": wall, "cpu_seconds": cpu,
-                    "nodes": cat.quadrature["nodes"], "quadrature": quad.to_dict(),
-                    "train_loss": e.train_loss, "test_error": e.test_error, "overlaps": o.vector().tolist(),
-                    "m": float(np.linalg.norm(o.mu[0])), "theta_over_sigma2": float(np.linalg.norm(o.theta)) / s2,
-                    "q_trace_over_sigma2": float(np.trace(o.q)) / s2})
+        out.append(
+            {
+                "alpha": alpha,
+                "branch": b,
+                "label": e.branch,
+                "status": e.status,
+                "iterations": e.result.iterations,
+                "seconds": wall,
+                "cpu_seconds": cpu,
+                "nodes": cat.quadrature["nodes"],
+                "quadrature": quad.to_dict(),
+                "train_loss": e.train_loss,
+                "test_error": e.test_error,
+                "overlaps": o.vector().tolist(),
+                "m": float(np.linalg.norm(o.mu[0])),
+                "theta_over_sigma2": float(np.linalg.norm(o.theta)) / s2,
+                "q_trace_over_sigma2": float(np.trace(o.q)) / s2,
+            }
+        )
     return out
 
 
@@ -78,16 +95,22 @@ def _changes(row: dict, ref: dict) -> str:
     if ref is None:
         return ""
     d_o = float(np.max(np.abs(np.array(row["overlaps"]) - np.array(ref["overlaps"]))))
-    return (f"  vs ref: {ref['cpu_seconds']:.1f} s CPU, {ref['iterations']} it, {ref['status']}; "
-            f"max |Δoverlap| {d_o:.1e}, Δe_t {row['train_loss'] - ref['train_loss']:+.1e}, "
-            f"Δε_g {row['test_error'] - ref['test_error']:+.1e}")
+    return (
+        f"  vs ref: {ref['cpu_seconds']:.1f} s CPU, {ref['iterations']} it, {ref['status']}; "
+        f"max |Δoverlap| {d_o:.1e}, Δe_t {row['train_loss'] - ref['train_loss']:+.1e}, "
+        f"Δε_g {row['test_error'] - ref['test_error']:+.1e}"
+    )
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="Gauss-Hermite 4, no coarse pass, alpha = 2 only")
-    ap.add_argument("--gh-order", type=int, default=None,
-                    help="Gauss-Hermite order for every case, no coarse pass (default: the package default rule)")
+    ap.add_argument(
+        "--gh-order",
+        type=int,
+        default=None,
+        help="Gauss-Hermite order for every case, no coarse pass (default: the package default rule)",
+    )
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
     ap.add_argument("--alphas", default=None, help="comma-separated alphas for every case (default: the case's)")
     ap.add_argument("--branches", default=None, help="comma-separated informed branches (default: the case's)")
@@ -104,8 +127,14 @@ def main(argv: list[str] | None = None) -> dict:
             for r in case["fixed_points"]:
                 ref[(name, r["alpha"], r["branch"])] = r
     t0 = time.perf_counter()
-    params = {"gh_order": gh, "cases": args.cases, "alphas": args.alphas, "branches": args.branches,
-              "symmetry": args.symmetry, "random_starts": args.random_starts}
+    params = {
+        "gh_order": gh,
+        "cases": args.cases,
+        "alphas": args.alphas,
+        "branches": args.branches,
+        "symmetry": args.symmetry,
+        "random_starts": args.random_starts,
+    }
     started = provenance(params)  # the commit the code was imported from, not the one at the end
     results = {}
     for name in args.cases.split(","):
@@ -121,13 +150,20 @@ def main(argv: list[str] | None = None) -> dict:
         for alpha in alphas:
             for r in run_case(problem, alpha, branches, quad, options):
                 rows.append(r)
-                print(f"{name:<10} alpha={alpha:<5g} {r['branch']:<11} -> {r['label']:<11} {r['status']:<13} "
-                      f"{r['iterations']:>4d} it {r['seconds']:>7.1f} s wall {r['cpu_seconds']:>7.1f} s CPU "
-                      f"({r['nodes']:,} nodes)  e_t={r['train_loss']:.8f} eps_g={r['test_error']:.8f}"
-                      + _changes(r, ref.get((name, alpha, r["branch"]))), flush=True)
+                print(
+                    f"{name:<10} alpha={alpha:<5g} {r['branch']:<11} -> {r['label']:<11} {r['status']:<13} "
+                    f"{r['iterations']:>4d} it {r['seconds']:>7.1f} s wall {r['cpu_seconds']:>7.1f} s CPU "
+                    f"({r['nodes']:,} nodes)  e_t={r['train_loss']:.8f} eps_g={r['test_error']:.8f}"
+                    + _changes(r, ref.get((name, alpha, r["branch"]))),
+                    flush=True,
+                )
         results[name] = {"problem": problem.to_dict(), "fixed_points": rows}
-    payload = {"cases": results, **started, "seconds": round(time.perf_counter() - t0, 3),
-               "load_average": list(os.getloadavg())}
+    payload = {
+        "cases": results,
+        **started,
+        "seconds": round(time.perf_counter() - t0, 3),
+        "load_average": list(os.getloadavg()),
+    }
     write_json(args.out, payload)
     print(f"wrote {args.out}")
     return payload

@@ -58,9 +58,11 @@ def generic_newton(on: bool):
     """Route the toy model's prox through the generic Newton (the solver before the kernel)."""
     original = prox_module._newton_toy
     if on:
+
         def generic(h0, centre, target, v, s2, max_iter, gtol):
             loss = prox_module.AttentionPointLoss(generic.problem)
             return prox_module._newton(h0, centre, target, np.array([[v]]), loss, max_iter, gtol)
+
         generic.problem = None
         prox_module._newton_toy = generic
     try:
@@ -82,14 +84,27 @@ def fixed_points(problem, quad, options) -> list[dict]:
     rows = []
     for alpha in (2.0, 1.25):
         for branch in ("positional", "semantic"):
+
             def run():
                 c = iterate(problem, alpha, inits[branch], coarse, options)
                 return c, iterate(problem, alpha, c.overlaps, rule, options)
+
             (c, f), wall, cpu = timed(run)
-            rows.append({"alpha": alpha, "branch": branch, "wall_s": wall, "cpu_s": cpu,
-                         "coarse_iterations": c.iterations, "fine_iterations": f.iterations,
-                         "fine_cpu_per_iteration_s": None, "status": f.status, "train_loss": f.train_loss,
-                         "test_error": f.test_error, "overlaps": f.overlaps.vector().tolist()})
+            rows.append(
+                {
+                    "alpha": alpha,
+                    "branch": branch,
+                    "wall_s": wall,
+                    "cpu_s": cpu,
+                    "coarse_iterations": c.iterations,
+                    "fine_iterations": f.iterations,
+                    "fine_cpu_per_iteration_s": None,
+                    "status": f.status,
+                    "train_loss": f.train_loss,
+                    "test_error": f.test_error,
+                    "overlaps": f.overlaps.vector().tolist(),
+                }
+            )
     return rows
 
 
@@ -107,10 +122,15 @@ def continuation(problem, quad, options, secant: bool) -> dict:
             wall, cpu = wall + w, cpu + c
             its.append(fp.iterations)
             pts.append(fp)
-        out[branch] = {"iterations": its, "total_iterations": int(sum(its)), "wall_s": wall, "cpu_s": cpu,
-                       "statuses": [p.status for p in pts],
-                       "train_loss": [p.train_loss for p in pts],
-                       "overlaps": [p.overlaps.vector().tolist() for p in pts]}
+        out[branch] = {
+            "iterations": its,
+            "total_iterations": int(sum(its)),
+            "wall_s": wall,
+            "cpu_s": cpu,
+            "statuses": [p.status for p in pts],
+            "train_loss": [p.train_loss for p in pts],
+            "overlaps": [p.overlaps.vector().tolist() for p in pts],
+        }
     return out
 
 
@@ -143,18 +163,28 @@ def columns(omegas: list[float]) -> dict:
                 col, wall, cpu = timed(lambda: omega_column(problem.to_dict(), omega, list(DEFAULT_ALPHAS), settings))
                 s = col["summary"]
                 rows = {(r["alpha"], r["branch"]): r for r in col["rows"]}
-                out[f"{omega}/{name}"] = {"omega": omega, "variant": name, "cpu_s": cpu, "wall_s": wall,
-                                          "fixed_points": col["fixed_points"], "iterations": stats["iterations"],
-                                          "alpha_c": s["alpha_c"], "alpha_lin": s["alpha_lin"],
-                                          "train_loss": {f"{a}/{b}": r["train_loss"] for (a, b), r in rows.items()}}
+                out[f"{omega}/{name}"] = {
+                    "omega": omega,
+                    "variant": name,
+                    "cpu_s": cpu,
+                    "wall_s": wall,
+                    "fixed_points": col["fixed_points"],
+                    "iterations": stats["iterations"],
+                    "alpha_c": s["alpha_c"],
+                    "alpha_lin": s["alpha_lin"],
+                    "train_loss": {f"{a}/{b}": r["train_loss"] for (a, b), r in rows.items()},
+                }
                 r = out[f"{omega}/{name}"]
                 base = out[f"{omega}/warm"]
                 de = max(abs((x or 0) - (base["train_loss"].get(k) or 0)) for k, x in r["train_loss"].items())
                 r["max_abs_train_loss_change_vs_warm"] = de
-                print(f"column omega={omega:<5g} {name:<10}: {cpu:6.2f} s cpu {wall:6.2f} s wall, "
-                      f"{r['fixed_points']} fixed points, {r['iterations']} iterations, alpha_c {s['alpha_c']:.6f}, "
-                      f"alpha_lin {s['alpha_lin'] if s['alpha_lin'] is None else round(s['alpha_lin'], 6)}, "
-                      f"max |de_t| vs warm {de:.1e}", flush=True)
+                print(
+                    f"column omega={omega:<5g} {name:<10}: {cpu:6.2f} s cpu {wall:6.2f} s wall, "
+                    f"{r['fixed_points']} fixed points, {r['iterations']} iterations, alpha_c {s['alpha_c']:.6f}, "
+                    f"alpha_lin {s['alpha_lin'] if s['alpha_lin'] is None else round(s['alpha_lin'], 6)}, "
+                    f"max |de_t| vs warm {de:.1e}",
+                    flush=True,
+                )
     finally:
         branch_module.iterate = original
         branch_module.Branch.secant, branch_module.Branch.secant_at = defaults
@@ -164,18 +194,27 @@ def columns(omegas: list[float]) -> dict:
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fixed points only")
-    ap.add_argument("--column", default=None, metavar="OMEGAS",
-                    help="only the whole-column comparison at these omega (comma list, e.g. 0.1,0.3)")
-    ap.add_argument("--out", default=None, help="default results/levers.json (results/levers_column.json with --column)")
+    ap.add_argument(
+        "--column",
+        default=None,
+        metavar="OMEGAS",
+        help="only the whole-column comparison at these omega (comma list, e.g. 0.1,0.3)",
+    )
+    ap.add_argument(
+        "--out", default=None, help="default results/levers.json (results/levers_column.json with --column)"
+    )
     args = ap.parse_args(argv)
     if args.column is not None:
         t0 = time.perf_counter()
         load_before = [round(x, 2) for x in os.getloadavg()]
         omegas = [float(w) for w in args.column.split(",")]
         res = columns(omegas)
-        out = {"provenance": provenance({"omegas": omegas, "variants": COLUMN_VARIANTS}, time.perf_counter() - t0),
-               "load_average": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
-               "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "columns": res}
+        out = {
+            "provenance": provenance({"omegas": omegas, "variants": COLUMN_VARIANTS}, time.perf_counter() - t0),
+            "load_average": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+            "columns": res,
+        }
         path = args.out or str(HERE / "results" / "levers_column.json")
         write_json(path, out)
         print(f"wrote {path}")
@@ -198,10 +237,21 @@ def main(argv: list[str] | None = None) -> dict:
                 res["fixed_points"] = fixed_points(problem, quad, options)
                 if not args.quick:
                     cat, wall, cpu = timed(lambda: solve(problem, 2.0, options=options))
-                    res["catalogue"] = {"alpha": 2.0, "wall_s": wall, "cpu_s": cpu,
-                                        "fixed_points": [{"init": e.init, "branch": e.branch, "selected": e.selected,
-                                                          "iterations": e.result.iterations,
-                                                          "train_loss": e.train_loss} for e in cat.fixed_points]}
+                    res["catalogue"] = {
+                        "alpha": 2.0,
+                        "wall_s": wall,
+                        "cpu_s": cpu,
+                        "fixed_points": [
+                            {
+                                "init": e.init,
+                                "branch": e.branch,
+                                "selected": e.selected,
+                                "iterations": e.result.iterations,
+                                "train_loss": e.train_loss,
+                            }
+                            for e in cat.fixed_points
+                        ],
+                    }
             if not args.quick and lever in ("plain", "symmetry", "secant"):
                 res["continuation"] = continuation(problem, quad, options, secant=lever == "secant")
         results[lever] = res
@@ -210,39 +260,60 @@ def main(argv: list[str] | None = None) -> dict:
     # ------------------------------------------------------------------ table
     ref = results["plain"]
     print()
-    print(f"{'lever':<10}{'alpha':>6} {'branch':<11}{'cpu s':>7}{'wall s':>8}{'coarse it':>10}{'fine it':>8}"
-          f"{'max |dx|':>11}{'|de_t|':>10}")
+    print(
+        f"{'lever':<10}{'alpha':>6} {'branch':<11}{'cpu s':>7}{'wall s':>8}{'coarse it':>10}{'fine it':>8}"
+        f"{'max |dx|':>11}{'|de_t|':>10}"
+    )
     for lever in LEVERS:
         for row, r0 in zip(results[lever].get("fixed_points", []), ref["fixed_points"]):
             dx = float(np.max(np.abs(np.array(row["overlaps"]) - np.array(r0["overlaps"]))))
             de = abs(row["train_loss"] - r0["train_loss"])
             row["change_vs_plain"] = {"overlaps": dx, "train_loss": de}
-            print(f"{lever:<10}{row['alpha']:>6g} {row['branch']:<11}{row['cpu_s']:>7.3f}{row['wall_s']:>8.3f}"
-                  f"{row['coarse_iterations']:>10d}{row['fine_iterations']:>8d}{dx:>11.1e}{de:>10.1e}")
+            print(
+                f"{lever:<10}{row['alpha']:>6g} {row['branch']:<11}{row['cpu_s']:>7.3f}{row['wall_s']:>8.3f}"
+                f"{row['coarse_iterations']:>10d}{row['fine_iterations']:>8d}{dx:>11.1e}{de:>10.1e}"
+            )
     if not args.quick:
         print()
         for lever in LEVERS:
             c = results[lever].get("catalogue")
             if c:
-                print(f"catalogue alpha=2, {lever:<9}: {c['cpu_s']:.2f} s cpu, {c['wall_s']:.2f} s wall, "
-                      + ", ".join(f"{e['init']}:{e['branch']}/{e['iterations']}" for e in c["fixed_points"]))
+                print(
+                    f"catalogue alpha=2, {lever:<9}: {c['cpu_s']:.2f} s cpu, {c['wall_s']:.2f} s wall, "
+                    + ", ".join(f"{e['init']}:{e['branch']}/{e['iterations']}" for e in c["fixed_points"])
+                )
         print()
         for lever in ("plain", "symmetry", "secant"):
             cont = results[lever]["continuation"]
             for b, c in cont.items():
                 r0 = ref["continuation"][b]
-                dx = max(float(np.max(np.abs(np.array(x) - np.array(y)))) for x, y in zip(c["overlaps"], r0["overlaps"]))
+                dx = max(
+                    float(np.max(np.abs(np.array(x) - np.array(y)))) for x, y in zip(c["overlaps"], r0["overlaps"])
+                )
                 de = max(abs(x - y) for x, y in zip(c["train_loss"], r0["train_loss"]))
                 c["change_vs_plain"] = {"overlaps": dx, "train_loss": de}
                 n = len(c["iterations"])
-                print(f"continuation {b:<11}{lever:<9}: {c['total_iterations']:>4d} it ({c['total_iterations'] / n:.1f}/point), "
-                      f"{c['cpu_s']:.2f} s cpu ({c['cpu_s'] / n:.3f}/point), {c['wall_s']:.2f} s wall; "
-                      f"max |dx| {dx:.1e}, |de_t| {de:.1e} vs plain")
+                print(
+                    f"continuation {b:<11}{lever:<9}: {c['total_iterations']:>4d} it ({c['total_iterations'] / n:.1f}/point), "
+                    f"{c['cpu_s']:.2f} s cpu ({c['cpu_s'] / n:.3f}/point), {c['wall_s']:.2f} s wall; "
+                    f"max |dx| {dx:.1e}, |de_t| {de:.1e} vs plain"
+                )
     seconds = time.perf_counter() - t0
-    out = {"provenance": provenance({"problem": problem.to_dict(), "quadrature": quad.to_dict(), "tol": base.tol,
-                                     "continuation_alphas": CONTINUATION, "quick": args.quick}, seconds),
-           "load_average": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
-           "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "levers": results}
+    out = {
+        "provenance": provenance(
+            {
+                "problem": problem.to_dict(),
+                "quadrature": quad.to_dict(),
+                "tol": base.tol,
+                "continuation_alphas": CONTINUATION,
+                "quick": args.quick,
+            },
+            seconds,
+        ),
+        "load_average": {"before": load_before, "after": [round(x, 2) for x in os.getloadavg()]},
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "levers": results,
+    }
     write_json(args.out, out)
     print(f"total {seconds:.0f} s; wrote {args.out}")
     return out

@@ -79,7 +79,9 @@ def _newton(x1, x2, c1, c2, t1, t2, v, s2, max_iter=100, gtol=1e-11):
             break
         active, g = active[keep], g[keep]
         y1, y2, d1, d2, u1, u2 = (z[keep] for z in (y1, y2, d1, d2, u1, u2))
-        sa, sb, ra, rb, da, db, ga, gb, a1, a2, b1, b2 = (z[keep] for z in (sa, sb, ra, rb, da, db, ga, gb, a1, a2, b1, b2))
+        sa, sb, ra, rb, da, db, ga, gb, a1, a2, b1, b2 = (
+            z[keep] for z in (sa, sb, ra, rb, da, db, ga, gb, a1, a2, b1, b2)
+        )
         haa = 2 * s2 * (da * da + ra * da * (1 - 2 * sa))
         hbb = 2 * s2 * (db * db + rb * db * (1 - 2 * sb))
         H = np.empty((len(y1), 2, 2))
@@ -94,14 +96,22 @@ def _newton(x1, x2, c1, c2, t1, t2, v, s2, max_iter=100, gtol=1e-11):
         t = np.ones_like(y1)
         todo = np.arange(len(y1))
         for _ in range(60):
-            f1 = _objective(y1[todo] + t[todo] * p[todo, 0], y2[todo] + t[todo] * p[todo, 1], d1[todo], d2[todo],
-                            u1[todo], u2[todo], v, s2)
+            f1 = _objective(
+                y1[todo] + t[todo] * p[todo, 0],
+                y2[todo] + t[todo] * p[todo, 1],
+                d1[todo],
+                d2[todo],
+                u1[todo],
+                u2[todo],
+                v,
+                s2,
+            )
             bad = f1 > f0[todo] + 1e-4 * t[todo] * slope[todo]
             todo = todo[bad]
             if todo.size == 0:
                 break
             t[todo] *= 0.5
-        stalled = t < 2.0 ** -50
+        stalled = t < 2.0**-50
         x1[active] = y1 + np.where(stalled, 0.0, t * p[:, 0])
         x2[active] = y2 + np.where(stalled, 0.0, t * p[:, 1])
         active = active[~stalled]
@@ -125,13 +135,24 @@ def prox(c1, c2, t1, t2, v, s2):
     return best_h, best_v
 
 
-def reference_fixed_point(alpha=2.0, omega=0.3, sigma=0.5, ridge=0.01, A=((0.6, 0.4), (0.4, 0.6)), G=None,
-                          order=10, tol=1e-8, damping=0.5, max_iter=2000, init=(0.9, 0.0, 15.0, 0.35)):
+def reference_fixed_point(
+    alpha=2.0,
+    omega=0.3,
+    sigma=0.5,
+    ridge=0.01,
+    A=((0.6, 0.4), (0.4, 0.6)),
+    G=None,
+    order=10,
+    tol=1e-8,
+    damping=0.5,
+    max_iter=2000,
+    init=(0.9, 0.0, 15.0, 0.35),
+):
     """Damped state evolution (Stein hats, every prox global) from an informed start, cold."""
     t0 = time.process_time()
     A = np.asarray(A)
     G = np.eye(2) if G is None else np.asarray(G)
-    s2 = sigma ** 2
+    s2 = sigma**2
     nodes, w = gh_rule(order)
     xi, eta = nodes[:, :2], nodes[:, 2:]
     q, m, V, th = init
@@ -151,13 +172,20 @@ def reference_fixed_point(alpha=2.0, omega=0.3, sigma=0.5, ridge=0.01, A=((0.6, 
         th_hat = alpha * w @ np.sum(f * eta, axis=1) / D
         V_hat = -alpha * w @ np.sum(f * xi, axis=1) / np.sqrt(q) + th * th_hat / q
         K = ridge + s2 * V_hat
-        X = s2 * q_hat + s2 ** 2 * th_hat ** 2 + mu_hat @ G @ mu_hat
-        new = np.concatenate([[s2 * X / K ** 2, s2 / K, s2 ** 2 * th_hat / K], (G @ mu_hat) / K])
+        X = s2 * q_hat + s2**2 * th_hat**2 + mu_hat @ G @ mu_hat
+        new = np.concatenate([[s2 * X / K**2, s2 / K, s2**2 * th_hat / K], (G @ mu_hat) / K])
         change = np.max(np.abs(new - x) / np.maximum(1.0, np.abs(new)))
         if change < tol:
-            phi = (0.5 * V_hat * q - 0.5 * q_hat * V - mu @ mu_hat - th * th_hat + 0.5 * X / K - alpha * (w @ M))
-            return {"q": q, "V": V, "theta": th, "mu": mu.tolist(), "train_loss": -phi, "iterations": it,
-                    "cpu_seconds": time.process_time() - t0}
+            phi = 0.5 * V_hat * q - 0.5 * q_hat * V - mu @ mu_hat - th * th_hat + 0.5 * X / K - alpha * (w @ M)
+            return {
+                "q": q,
+                "V": V,
+                "theta": th,
+                "mu": mu.tolist(),
+                "train_loss": -phi,
+                "iterations": it,
+                "cpu_seconds": time.process_time() - t0,
+            }
         x = damping * x + (1 - damping) * new
     raise RuntimeError("reference fixed point: no convergence")
 
@@ -179,6 +207,7 @@ def _timed(fn):
 def _cli(args: list[str]) -> str:
     """Run ``dotattn ARGS`` in this process; its stdout (stderr passes through)."""
     from dotattn.cli.main import cli
+
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         try:
@@ -204,26 +233,42 @@ def main() -> None:
     from dotattn.positional_semantic.output import disagreements
 
     from dotattn.positional_semantic import compiled
+
     kernel = "vectorised numpy"
     if compiled.AVAILABLE:
         import numba
+
         kernel = f"compiled (numba {numba.__version__})"
     print(f"prox Newton kernel of the toy model: {kernel}")
     load_before = load_average()
     ref, ref_wall, ref_cpu, _ = _timed(reference_fixed_point)
-    print(f"reference fixed point: {ref_wall:.2f} s wall, {ref_cpu:.2f} s CPU, {ref['iterations']} iterations, "
-          f"e_t = {ref['train_loss']:.9f}")
+    print(
+        f"reference fixed point: {ref_wall:.2f} s wall, {ref_cpu:.2f} s CPU, {ref['iterations']} iterations, "
+        f"e_t = {ref['train_loss']:.9f}"
+    )
     from dotattn.positional_semantic.overlaps import overlaps_from_scalars
     from dotattn.positional_semantic.problem import Problem
     from dotattn.positional_semantic.quadrature import gauss_hermite
     from dotattn.positional_semantic.state_evolution import SolverOptions, iterate
+
     problem = Problem(omega=0.3)
-    same = iterate(problem, 2.0, overlaps_from_scalars(problem, 0.9, 0.0, 15.0, 0.35), gauss_hermite(4, 10),
-                   SolverOptions(hat_form="stein", symmetry=False))
-    ref_check = {"dotattn_train_loss": same.train_loss, "difference": ref["train_loss"] - same.train_loss,
-                 "dotattn_V": float(same.overlaps.V[0, 0]), "V_difference": ref["V"] - float(same.overlaps.V[0, 0])}
-    print(f"  the same fixed point by dotattn (same rule, Stein hats): e_t differs by {ref_check['difference']:.1e}, "
-          f"V by {ref_check['V_difference']:.1e}")
+    same = iterate(
+        problem,
+        2.0,
+        overlaps_from_scalars(problem, 0.9, 0.0, 15.0, 0.35),
+        gauss_hermite(4, 10),
+        SolverOptions(hat_form="stein", symmetry=False),
+    )
+    ref_check = {
+        "dotattn_train_loss": same.train_loss,
+        "difference": ref["train_loss"] - same.train_loss,
+        "dotattn_V": float(same.overlaps.V[0, 0]),
+        "V_difference": ref["V"] - float(same.overlaps.V[0, 0]),
+    }
+    print(
+        f"  the same fixed point by dotattn (same rule, Stein hats): e_t differs by {ref_check['difference']:.1e}, "
+        f"V by {ref_check['V_difference']:.1e}"
+    )
     text, solve_wall, solve_cpu, _ = _timed(lambda: _cli(["solve", "--alpha", "2", "--omega", "0.3"]))
     print(f"dotattn solve --alpha 2 --omega 0.3: {solve_wall:.2f} s wall, {solve_cpu:.2f} s CPU")
 
@@ -234,6 +279,7 @@ def main() -> None:
         out, wall, cpu, _ = _timed(lambda: write(*a, **k))
         figures.update(cpu=cpu, wall=wall)
         return out
+
     ps_output.write_phase_diagram = timed_write
     with tempfile.TemporaryDirectory() as tmp:
         pd_args = ["phase-diagram", "--out", tmp, "--quiet"]
@@ -244,6 +290,7 @@ def main() -> None:
         _, pd_wall, pd_cpu_self, pd_cpu_children = _timed(lambda: _cli(pd_args))
         units = [read_checked_json(p)[0]["result"] for p in sorted(Path(tmp, "cache").glob("omega_*.json"))]
         from dotattn.positional_semantic.output import read_phase_diagram, read_phase_summaries
+
         found = disagreements(read_phase_summaries(tmp), read_phase_diagram(tmp), ROOT / "results" / "phase_diagram")
     ps_output.write_phase_diagram = write
     stages: dict[str, float] = {}
@@ -260,30 +307,59 @@ def main() -> None:
     fixed_points = sum(int(u.get("fixed_points", 0)) for u in units)
     ratio_pd, ratio_solve = pd_wall / ref_wall, ref_wall / solve_wall
     load_after = load_average()
-    print(f"dotattn {' '.join(pd_args[:1])} ({len(units)} columns, {fixed_points} fixed points): {pd_wall:.1f} s wall, "
-          f"{pd_cpu:.1f} s CPU (workers {pd_cpu_children:.1f}, parent {pd_cpu_self:.1f})")
+    print(
+        f"dotattn {' '.join(pd_args[:1])} ({len(units)} columns, {fixed_points} fixed points): {pd_wall:.1f} s wall, "
+        f"{pd_cpu:.1f} s CPU (workers {pd_cpu_children:.1f}, parent {pd_cpu_self:.1f})"
+    )
     print(f"  CPU by stage: " + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(stages.items(), key=lambda kv: -kv[1])))
-    print(f"phase diagram / reference fixed point: {ratio_pd:.2f} (target <= {TARGET_PHASE_DIAGRAM:g}); "
-          f"reference / solve: {ratio_solve:.2f} (target >= {TARGET_SOLVE:g}); CPU ratios "
-          f"{pd_cpu / ref_cpu:.2f} and {ref_cpu / solve_cpu:.2f}")
+    print(
+        f"phase diagram / reference fixed point: {ratio_pd:.2f} (target <= {TARGET_PHASE_DIAGRAM:g}); "
+        f"reference / solve: {ratio_solve:.2f} (target >= {TARGET_SOLVE:g}); CPU ratios "
+        f"{pd_cpu / ref_cpu:.2f} and {ref_cpu / solve_cpu:.2f}"
+    )
     print(f"load average before {load_before}, after {load_after} on {os.cpu_count()} cores")
-    print("committed results/phase_diagram: " + ("agrees (every checked quantity within its tolerance)" if not found
-                                                 else f"{len(found)} disagreements:\n  " + "\n  ".join(found[:40])))
-    result = {"reference": {**{k: v for k, v in ref.items() if k != "cpu_seconds"}, "wall_seconds": ref_wall,
-                            "cpu_seconds": ref_cpu, "check": ref_check},
-              "solve": {"command": "dotattn solve --alpha 2 --omega 0.3", "wall_seconds": solve_wall,
-                        "cpu_seconds": solve_cpu},
-              "phase_diagram": {"command": "dotattn " + " ".join(pd_args), "columns": len(units),
-                                "fixed_points": fixed_points, "wall_seconds": pd_wall, "cpu_seconds": pd_cpu,
-                                "cpu_seconds_by_stage": stages,
-                                "column_seconds": {str(u["omega"]): u["summary"]["seconds"] for u in units}},
-              "ratios": {"phase_diagram_over_reference": ratio_pd, "reference_over_solve": ratio_solve,
-                         "targets": {"phase_diagram_over_reference": f"<= {TARGET_PHASE_DIAGRAM:g}",
-                                     "reference_over_solve": f">= {TARGET_SOLVE:g}"}},
-              "committed_agreement": {"disagreements": found, "agrees": not found},
-              "kernel": kernel,
-              "load_average": {"before": load_before, "after": load_after, "cores": os.cpu_count()},
-              **provenance({"command": "python benchmarks/main_job.py " + " ".join(sys.argv[1:])})}
+    print(
+        "committed results/phase_diagram: "
+        + (
+            "agrees (every checked quantity within its tolerance)"
+            if not found
+            else f"{len(found)} disagreements:\n  " + "\n  ".join(found[:40])
+        )
+    )
+    result = {
+        "reference": {
+            **{k: v for k, v in ref.items() if k != "cpu_seconds"},
+            "wall_seconds": ref_wall,
+            "cpu_seconds": ref_cpu,
+            "check": ref_check,
+        },
+        "solve": {
+            "command": "dotattn solve --alpha 2 --omega 0.3",
+            "wall_seconds": solve_wall,
+            "cpu_seconds": solve_cpu,
+        },
+        "phase_diagram": {
+            "command": "dotattn " + " ".join(pd_args),
+            "columns": len(units),
+            "fixed_points": fixed_points,
+            "wall_seconds": pd_wall,
+            "cpu_seconds": pd_cpu,
+            "cpu_seconds_by_stage": stages,
+            "column_seconds": {str(u["omega"]): u["summary"]["seconds"] for u in units},
+        },
+        "ratios": {
+            "phase_diagram_over_reference": ratio_pd,
+            "reference_over_solve": ratio_solve,
+            "targets": {
+                "phase_diagram_over_reference": f"<= {TARGET_PHASE_DIAGRAM:g}",
+                "reference_over_solve": f">= {TARGET_SOLVE:g}",
+            },
+        },
+        "committed_agreement": {"disagreements": found, "agrees": not found},
+        "kernel": kernel,
+        "load_average": {"before": load_before, "after": load_after, "cores": os.cpu_count()},
+        **provenance({"command": "python benchmarks/main_job.py " + " ".join(sys.argv[1:])}),
+    }
     write_json(args.out, result)
     print(f"wrote {args.out}")
 

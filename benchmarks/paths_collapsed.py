@@ -26,6 +26,7 @@ from dotattn.paths.theory import PathsModel
 def markov_kernels() -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
     from dotattn.paths.data import markov_path_data
     from dotattn.paths.task import MarkovTask
+
     data = markov_path_data(MarkovTask())
     return data.C_train, data.y_train, data.heads
 
@@ -57,12 +58,22 @@ def main() -> None:
     for N in [int(float(v)) for v in args.N.split(",")]:
         model = PathsModel(N=N, temperature=0.01, heads=heads)
         res = run_collapsed(C, y, model, SamplerConfig(chains=args.chains, warmup=args.warmup, draws=args.draws))
-        row = {"N": N, "dim": collapsed_layout(heads, N).n_params, "seconds": res.seconds, "ess_min": res.ess_min,
-               "rhat_max": res.rhat_max, "divergences": res.divergences, "mean_leapfrog_steps": res.mean_steps,
-               "load_average": os.getloadavg()[0]}
+        row = {
+            "N": N,
+            "dim": collapsed_layout(heads, N).n_params,
+            "seconds": res.seconds,
+            "ess_min": res.ess_min,
+            "rhat_max": res.rhat_max,
+            "divergences": res.divergences,
+            "mean_leapfrog_steps": res.mean_steps,
+            "load_average": os.getloadavg()[0],
+        }
         rows.append(row)
-        print(f"{N:>7} {row['dim']:>4} {res.seconds:>7.1f} {res.ess_min:>8.0f} {res.rhat_max:>7.4f} "
-              f"{res.divergences:>4} {res.mean_steps:>6.1f}", flush=True)
+        print(
+            f"{N:>7} {row['dim']:>4} {res.seconds:>7.1f} {res.ess_min:>8.0f} {res.rhat_max:>7.4f} "
+            f"{res.divergences:>4} {res.mean_steps:>6.1f}",
+            flush=True,
+        )
     if args.out:
         write_json(args.out, {"provenance": provenance(vars(args)), "rows": rows})
 

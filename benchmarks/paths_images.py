@@ -78,30 +78,45 @@ def main() -> None:
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         dense = 16 * 16 * P * P * 8 / 1e6
-        print(f"P={P}: path inputs + factored kernels {t_build:.2f} s; one action+gradient {t_eval:.3f} s; "
-              f"traced peak {peak / 1e6:.0f} MB (dense kernels would be {dense:.0f} MB)", flush=True)
+        print(
+            f"P={P}: path inputs + factored kernels {t_build:.2f} s; one action+gradient {t_eval:.3f} s; "
+            f"traced peak {peak / 1e6:.0f} MB (dense kernels would be {dense:.0f} MB)",
+            flush=True,
+        )
         if a.solve:
             for N in (10.0, 1e4):
                 r = minimise_action(C, ep.y, PathsModel(N=N, temperature=0.01, heads=(4, 4)), tol=a.tol)
-                print(f"   N={N:g}: {r.status}, {r.iterations} iterations, stationarity {r.stationarity:.1e}, "
-                      f"{r.seconds:.1f} s", flush=True)
+                print(
+                    f"   N={N:g}: {r.status}, {r.iterations} iterations, stationarity {r.stationarity:.1e}, "
+                    f"{r.seconds:.1f} s",
+                    flush=True,
+                )
         if a.sample:
             xi = path_inputs(x, [np.stack([attention(x, W) for W in layer]) for layer in Ws_trained], "mean")
             sc = SamplerConfig(chains=a.chains, warmup=a.warmup, draws=a.draws)
-            r = run_collapsed(FactoredKernels(xi, xi), ep.y, PathsModel(N=a.sample_N, temperature=a.sample_T,
-                                                                         heads=(4, 4)), sc,
-                              progress=lambda m: print(f"   {m}", flush=True))
-            print(f"   collapsed NUTS N={a.sample_N:g} T={a.sample_T:g}, {a.chains} chains x ({a.warmup} + {a.draws}): "
-                  f"{r.seconds:.0f} s, {r.mean_steps:.1f} leapfrog steps per iteration, max R-hat {r.rhat_max:.4f}, "
-                  f"min ESS {r.ess_min:.0f}, {r.divergences} divergences", flush=True)
+            r = run_collapsed(
+                FactoredKernels(xi, xi),
+                ep.y,
+                PathsModel(N=a.sample_N, temperature=a.sample_T, heads=(4, 4)),
+                sc,
+                progress=lambda m: print(f"   {m}", flush=True),
+            )
+            print(
+                f"   collapsed NUTS N={a.sample_N:g} T={a.sample_T:g}, {a.chains} chains x ({a.warmup} + {a.draws}): "
+                f"{r.seconds:.0f} s, {r.mean_steps:.1f} leapfrog steps per iteration, max R-hat {r.rhat_max:.4f}, "
+                f"min ESS {r.ess_min:.0f}, {r.divergences} divergences",
+                flush=True,
+            )
     print(f"process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     if a.summary:
         s = json.load(open(a.summary))
         t = s["timings"]
         n = len(s["provenance"]["parameters"]["widths"]) * len(s["provenance"]["parameters"]["temperatures"])
-        print(f"study {a.summary}: total {t['total_seconds']:.0f} s; GD {t['gd_seconds']:.0f} s; theory "
-              f"{t['theory_seconds']:.0f} s for {n} saddle points ({t['theory_seconds'] / n:.1f} s each) plus the "
-              f"GP; sampling check {t.get('sampling_seconds', 0):.0f} s")
+        print(
+            f"study {a.summary}: total {t['total_seconds']:.0f} s; GD {t['gd_seconds']:.0f} s; theory "
+            f"{t['theory_seconds']:.0f} s for {n} saddle points ({t['theory_seconds'] / n:.1f} s each) plus the "
+            f"GP; sampling check {t.get('sampling_seconds', 0):.0f} s"
+        )
 
 
 if __name__ == "__main__":

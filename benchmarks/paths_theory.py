@@ -25,8 +25,15 @@ from scipy import optimize
 from dotattn.core.io import provenance, write_json
 from dotattn.paths.data import markov_path_data
 from dotattn.paths.task import MarkovTask
-from dotattn.paths.theory import (PathsModel, action, action_gradient, levels_from_theta, minimise_action,
-                                  saddle_point_residual, theta_from_levels)
+from dotattn.paths.theory import (
+    PathsModel,
+    action,
+    action_gradient,
+    levels_from_theta,
+    minimise_action,
+    saddle_point_residual,
+    theta_from_levels,
+)
 
 
 def frozen_readout(data, model, start) -> np.ndarray:
@@ -34,8 +41,7 @@ def frozen_readout(data, model, start) -> np.ndarray:
     fixed = np.log(np.sqrt(model.sigma2))
 
     def f(th):
-        return action(levels_from_theta(np.concatenate([th, [fixed]]), model.heads), data.C_train, data.y_train,
-                      model)
+        return action(levels_from_theta(np.concatenate([th, [fixed]]), model.heads), data.C_train, data.y_train, model)
 
     r = optimize.minimize(f, theta_from_levels(start)[:-1], method="BFGS", options={"gtol": 1e-10})
     return levels_from_theta(np.concatenate([r.x, [fixed]]), model.heads)[0]
@@ -66,8 +72,10 @@ def main() -> None:
     data = markov_path_data(MarkovTask())
     rng = np.random.default_rng(0)
     rows = []
-    print(f"{'N':>6s} {'status':>10s} {'iter':>5s} {'cpu s':>7s} {'wall s':>7s} {'stationarity':>12s} "
-          f"{'saddle res':>10s} {'fd err':>8s} {'U_good':>8s} {'U_good frozen':>13s}")
+    print(
+        f"{'N':>6s} {'status':>10s} {'iter':>5s} {'cpu s':>7s} {'wall s':>7s} {'stationarity':>12s} "
+        f"{'saddle res':>10s} {'fd err':>8s} {'U_good':>8s} {'U_good frozen':>13s}"
+    )
     for N in widths:
         model = PathsModel(N=N)
         c0, w0 = time.process_time(), time.perf_counter()
@@ -76,13 +84,28 @@ def main() -> None:
         saddle = saddle_point_residual(res.levels[0], res.levels[1], data.C_train, data.y_train, model)
         fd = fd_gradient_error(res, data, model, rng)
         Uf = frozen_readout(data, model, res.levels)
-        rows.append({"N": N, "status": res.status, "iterations": res.iterations, "cpu_seconds": cpu,
-                     "wall_seconds": wall, "stationarity": res.stationarity, "saddle_residual": saddle,
-                     "fd_gradient_error": fd, "U": res.U, "U_frozen_readout": Uf, "message": res.message})
-        print(f"{N:6g} {res.status:>10s} {res.iterations:5d} {cpu:7.2f} {wall:7.2f} {res.stationarity:12.2e} "
-              f"{saddle:10.2e} {fd:8.1e} {res.U[0, 0]:8.3f} {Uf[0, 0]:13.3f}")
-    write_json(args.out, {"provenance": provenance({"script": "benchmarks/paths_theory.py", "N": widths}),
-                          "rows": rows})
+        rows.append(
+            {
+                "N": N,
+                "status": res.status,
+                "iterations": res.iterations,
+                "cpu_seconds": cpu,
+                "wall_seconds": wall,
+                "stationarity": res.stationarity,
+                "saddle_residual": saddle,
+                "fd_gradient_error": fd,
+                "U": res.U,
+                "U_frozen_readout": Uf,
+                "message": res.message,
+            }
+        )
+        print(
+            f"{N:6g} {res.status:>10s} {res.iterations:5d} {cpu:7.2f} {wall:7.2f} {res.stationarity:12.2e} "
+            f"{saddle:10.2e} {fd:8.1e} {res.U[0, 0]:8.3f} {Uf[0, 0]:13.3f}"
+        )
+    write_json(
+        args.out, {"provenance": provenance({"script": "benchmarks/paths_theory.py", "N": widths}), "rows": rows}
+    )
     print(f"wrote {args.out}")
 
 

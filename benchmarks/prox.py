@@ -100,14 +100,16 @@ def node_objective(c1: float, c2: float, t1: float, t2: float, v_inv: float, s2:
         sa, sb = _logistic(h1 * (h1 - h2)), _logistic(h2 * (h2 - h1))
         ga = 2 * s2 * (sa - t1) * sa * (1 - sa)
         gb = 2 * s2 * (sb - t2) * sb * (1 - sb)
-        return np.array([v_inv * (h1 - c1) + ga * (2 * h1 - h2) - gb * h2,
-                         v_inv * (h2 - c2) - ga * h1 + gb * (2 * h2 - h1)])
+        return np.array(
+            [v_inv * (h1 - c1) + ga * (2 * h1 - h2) - gb * h2, v_inv * (h2 - c2) - ga * h1 + gb * (2 * h2 - h1)]
+        )
 
     return fun, jac
 
 
-def reference_minimise(centre: np.ndarray, target: np.ndarray, V: float, problem: Problem, method: str
-                       ) -> tuple[float, np.ndarray]:
+def reference_minimise(
+    centre: np.ndarray, target: np.ndarray, V: float, problem: Problem, method: str
+) -> tuple[float, np.ndarray]:
     """Minimise node by node with scipy from the single start h = centre; returns (seconds, values)."""
     s2, v_inv = problem.sigma**2, 1.0 / V
     values = np.empty(centre.shape[0])
@@ -128,8 +130,9 @@ def reference_minimise(centre: np.ndarray, target: np.ndarray, V: float, problem
     return time.perf_counter() - t0, values
 
 
-def reference_per_node(problem: Problem, nodes: int = 500, methods=REFERENCE_METHODS, order: int = 12,
-                       seed: int = 0) -> dict:
+def reference_per_node(
+    problem: Problem, nodes: int = 500, methods=REFERENCE_METHODS, order: int = 12, seed: int = 0
+) -> dict:
     """Per-node time of the reference minimiser at both reference states (for reuse by other benchmarks).
 
     Returns {method: {"per_node_s": mean over states, "by_state": {...}}} plus "fastest".
@@ -148,11 +151,14 @@ def reference_per_node(problem: Problem, nodes: int = 500, methods=REFERENCE_MET
             miss = excess > MISS_THRESHOLD  # another basin, not just the minimiser's tolerance
             w = rule.weights[sub]
             out.setdefault(method, {"by_state": {}})["by_state"][name] = {
-                "nodes": int(sub.size), "seconds": secs, "per_node_s": secs / sub.size,
+                "nodes": int(sub.size),
+                "seconds": secs,
+                "per_node_s": secs / sub.size,
                 "missed_global_fraction": float(np.mean(miss)),
                 "missed_global_weight_fraction": float(w[miss].sum() / w.sum()),
                 "max_excess": float(max(excess.max(), 0.0)),
-                "weighted_excess": float(np.sum(w * np.clip(excess, 0, None)) / w.sum())}
+                "weighted_excess": float(np.sum(w * np.clip(excess, 0, None)) / w.sum()),
+            }
     for method in methods:
         per = [d["per_node_s"] for d in out[method]["by_state"].values()]
         out[method]["per_node_s"] = float(np.mean(per))
@@ -186,16 +192,26 @@ def bench_state(problem: Problem, rule, name: str, st: dict, repeats: int) -> di
     return {
         "state": {"branch": name, **st},
         "nodes": rule.size,
-        "cold": {**summary(cold_t), "newton_iterations": cold.iterations, "starts_per_node": cold.n_starts,
-                 "grad_norm": cold.grad_norm},
-        "warm": {**summary(warm_t), "newton_iterations": warm.iterations, "grad_norm": warm.grad_norm,
-                 "nodes_not_at_global_min": int(miss.sum()),
-                 "weight_not_at_global_min": float(rule.weights[miss].sum()),
-                 "max_excess_over_global": float(max(excess.max(), 0.0))},
-        "single_start_from_centre": {"nodes_not_at_global_min": int(s_miss.sum()),
-                                     "weight_not_at_global_min": float(rule.weights[s_miss].sum()),
-                                     "max_excess_over_global": float(max(s_excess.max(), 0.0)),
-                                     "envelope_error": float(rule.weights @ s_excess)},
+        "cold": {
+            **summary(cold_t),
+            "newton_iterations": cold.iterations,
+            "starts_per_node": cold.n_starts,
+            "grad_norm": cold.grad_norm,
+        },
+        "warm": {
+            **summary(warm_t),
+            "newton_iterations": warm.iterations,
+            "grad_norm": warm.grad_norm,
+            "nodes_not_at_global_min": int(miss.sum()),
+            "weight_not_at_global_min": float(rule.weights[miss].sum()),
+            "max_excess_over_global": float(max(excess.max(), 0.0)),
+        },
+        "single_start_from_centre": {
+            "nodes_not_at_global_min": int(s_miss.sum()),
+            "weight_not_at_global_min": float(rule.weights[s_miss].sum()),
+            "max_excess_over_global": float(max(s_excess.max(), 0.0)),
+            "envelope_error": float(rule.weights @ s_excess),
+        },
         "hat_update_global": summary(glob_t),
         "hat_update_local": summary(loc_t),
     }
@@ -229,8 +245,10 @@ def main(argv: list[str] | None = None) -> dict:
     seconds = time.perf_counter() - t_start
 
     # ---------------------------------------------------------------- table
-    print(f"dotattn prox benchmark: GH k={args.order} in 4-D ({rule.size:,} nodes), omega=0.3, "
-          f"{repeats} repeats; load average before/after {load_before} / {load_after} on {os.cpu_count()} cpus")
+    print(
+        f"dotattn prox benchmark: GH k={args.order} in 4-D ({rule.size:,} nodes), omega=0.3, "
+        f"{repeats} repeats; load average before/after {load_before} / {load_after} on {os.cpu_count()} cpus"
+    )
     print()
     hdr = f"{'state':<12}{'what':<13}{'median':>10}{'min':>10}{'Newton it':>11}{'starts':>8}{'target':>9}  ok"
     print(hdr)
@@ -240,28 +258,40 @@ def main(argv: list[str] | None = None) -> dict:
         for kind, target in (("cold", COLD_TARGET_S), ("warm", WARM_TARGET_S)):
             r = s[kind]
             starts = r.get("starts_per_node", 1)
-            print(f"{b:<12}{kind:<13}{1e3 * r['median_s']:>8.1f}ms{1e3 * r['min_s']:>8.1f}ms{r['newton_iterations']:>11d}"
-                  f"{starts:>8d}{1e3 * target:>7.0f}ms  {'yes' if r['median_s'] <= target else 'NO'}")
+            print(
+                f"{b:<12}{kind:<13}{1e3 * r['median_s']:>8.1f}ms{1e3 * r['min_s']:>8.1f}ms{r['newton_iterations']:>11d}"
+                f"{starts:>8d}{1e3 * target:>7.0f}ms  {'yes' if r['median_s'] <= target else 'NO'}"
+            )
         for kind in ("hat_update_global", "hat_update_local"):
             r = s[kind]
-            print(f"{b:<12}{kind.replace('hat_update_', 'step-'):<13}{1e3 * r['median_s']:>8.1f}ms{1e3 * r['min_s']:>8.1f}ms"
-                  f"   (whole hat_update: fields, prox, hats)")
+            print(
+                f"{b:<12}{kind.replace('hat_update_', 'step-'):<13}{1e3 * r['median_s']:>8.1f}ms{1e3 * r['min_s']:>8.1f}ms"
+                f"   (whole hat_update: fields, prox, hats)"
+            )
     print()
     for s in states:
         w = s["warm"]
-        print(f"{s['state']['branch']}: warm start left {w['nodes_not_at_global_min']} of {s['nodes']} nodes at a "
-              f"non-global minimum (weight {w['weight_not_at_global_min']:.2e}, max excess {w['max_excess_over_global']:.2e});"
-              " the periodic global search corrects this")
+        print(
+            f"{s['state']['branch']}: warm start left {w['nodes_not_at_global_min']} of {s['nodes']} nodes at a "
+            f"non-global minimum (weight {w['weight_not_at_global_min']:.2e}, max excess {w['max_excess_over_global']:.2e});"
+            " the periodic global search corrects this"
+        )
         g = s["single_start_from_centre"]
-        print(f"{s['state']['branch']}: a single local start from the centre misses the global minimum at "
-              f"{g['nodes_not_at_global_min']} of {s['nodes']} nodes (weight {g['weight_not_at_global_min']:.2e}, "
-              f"max excess {g['max_excess_over_global']:.2e}, error of E[M] {g['envelope_error']:.2e})")
+        print(
+            f"{s['state']['branch']}: a single local start from the centre misses the global minimum at "
+            f"{g['nodes_not_at_global_min']} of {s['nodes']} nodes (weight {g['weight_not_at_global_min']:.2e}, "
+            f"max excess {g['max_excess_over_global']:.2e}, error of E[M] {g['envelope_error']:.2e})"
+        )
     print()
-    print(f"reference: scipy.optimize.minimize per node, single start at the centre, Python loop "
-          f"({args.ref_nodes} random nodes per state);\n'missed global' = share of nodes whose value exceeds "
-          f"the batched global prox by > {MISS_THRESHOLD:g}; 'mean excess' = weighted mean value excess")
-    hdr = (f"{'method':<13}{'per node':>11}{'x nodes x 4 hats':>18}{'missed global':>15}{'mean excess':>12}"
-           f"{'speed-up vs cold':>18}{'vs warm':>10}")
+    print(
+        f"reference: scipy.optimize.minimize per node, single start at the centre, Python loop "
+        f"({args.ref_nodes} random nodes per state);\n'missed global' = share of nodes whose value exceeds "
+        f"the batched global prox by > {MISS_THRESHOLD:g}; 'mean excess' = weighted mean value excess"
+    )
+    hdr = (
+        f"{'method':<13}{'per node':>11}{'x nodes x 4 hats':>18}{'missed global':>15}{'mean excess':>12}"
+        f"{'speed-up vs cold':>18}{'vs warm':>10}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for m in methods:
@@ -272,25 +302,43 @@ def main(argv: list[str] | None = None) -> dict:
         r["extrapolated_one_prox_all_hats_s"] = tot
         r["speedup_vs_cold"] = tot / cold_med
         r["speedup_vs_warm"] = tot / warm_med
-        print(f"{m:<13}{1e3 * r['per_node_s']:>9.3f}ms{tot:>16.0f} s{100 * miss:>14.1f}%{exc:>12.2e}"
-              f"{tot / cold_med:>17.0f}x{tot / warm_med:>9.0f}x")
+        print(
+            f"{m:<13}{1e3 * r['per_node_s']:>9.3f}ms{tot:>16.0f} s{100 * miss:>14.1f}%{exc:>12.2e}"
+            f"{tot / cold_med:>17.0f}x{tot / warm_med:>9.0f}x"
+        )
     print()
-    print(f"speed-up (fastest reference, {fastest}): {ref_one_prox:.1f} s per step for the reference vs "
-          f"{1e3 * cold_med:.0f} ms cold / {1e3 * warm_med:.1f} ms warm batched prox: "
-          f"{ref_one_prox / cold_med:.0f}x (cold), {ref_one_prox / warm_med:.0f}x (warm)")
+    print(
+        f"speed-up (fastest reference, {fastest}): {ref_one_prox:.1f} s per step for the reference vs "
+        f"{1e3 * cold_med:.0f} ms cold / {1e3 * warm_med:.1f} ms warm batched prox: "
+        f"{ref_one_prox / cold_med:.0f}x (cold), {ref_one_prox / warm_med:.0f}x (warm)"
+    )
     print(f"total {seconds:.1f} s")
 
     result = {
-        "provenance": provenance({"problem": problem.to_dict(), "rule": rule.describe(), "repeats": repeats,
-                                  "reference_nodes_per_state": args.ref_nodes, "perturbation": "q, V x 1.01",
-                                  "hats": N_HATS}, seconds),
+        "provenance": provenance(
+            {
+                "problem": problem.to_dict(),
+                "rule": rule.describe(),
+                "repeats": repeats,
+                "reference_nodes_per_state": args.ref_nodes,
+                "perturbation": "q, V x 1.01",
+                "hats": N_HATS,
+            },
+            seconds,
+        ),
         "load_average": {"before": load_before, "after": load_after},
         "targets": {"cold_s": COLD_TARGET_S, "warm_s": WARM_TARGET_S},
         "states": states,
         "reference": ref,
-        "summary": {"cold_median_s": cold_med, "warm_median_s": warm_med, "reference_method": fastest,
-                    "reference_per_node_s": per_node, "reference_one_step_s": ref_one_prox,
-                    "speedup_vs_cold": ref_one_prox / cold_med, "speedup_vs_warm": ref_one_prox / warm_med},
+        "summary": {
+            "cold_median_s": cold_med,
+            "warm_median_s": warm_med,
+            "reference_method": fastest,
+            "reference_per_node_s": per_node,
+            "reference_one_step_s": ref_one_prox,
+            "speedup_vs_cold": ref_one_prox / cold_med,
+            "speedup_vs_warm": ref_one_prox / warm_med,
+        },
     }
     write_json(args.out, result)
     print(f"wrote {args.out}")

@@ -42,9 +42,31 @@ from dotattn.positional_semantic.state_evolution import SolverOptions, iterate
 RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_ORDER = 12
 BRANCH_GAP = 1e-6  # the e_t differences between branches near alpha_c that must be resolved
-COLUMNS = ["alpha", "branch", "rule", "kind", "order", "nodes", "status", "iterations", "seconds",
-           "q", "m", "theta", "V", "train_loss", "test_error", "se_train_loss", "se_test_error",
-           "d_q", "d_m", "d_theta", "d_V", "d_train_loss", "d_test_error"]
+COLUMNS = [
+    "alpha",
+    "branch",
+    "rule",
+    "kind",
+    "order",
+    "nodes",
+    "status",
+    "iterations",
+    "seconds",
+    "q",
+    "m",
+    "theta",
+    "V",
+    "train_loss",
+    "test_error",
+    "se_train_loss",
+    "se_test_error",
+    "d_q",
+    "d_m",
+    "d_theta",
+    "d_V",
+    "d_train_loss",
+    "d_test_error",
+]
 QUANTITIES = ("q", "m", "theta", "V", "train_loss", "test_error")
 
 
@@ -62,26 +84,54 @@ def rule_name(kind: str, order: int, scramblings: int = 8) -> str:
 def single_scramblings(rule: GaussianRule) -> list[GaussianRule]:
     """The R independent scramblings of a QMC rule as separate rules."""
     R = int(rule.groups.max()) + 1
-    return [GaussianRule(nodes=rule.nodes[rule.groups == g], weights=rule.weights[rule.groups == g] * R,
-                         kind="qmc", order=rule.order) for g in range(R)]
+    return [
+        GaussianRule(
+            nodes=rule.nodes[rule.groups == g], weights=rule.weights[rule.groups == g] * R, kind="qmc", order=rule.order
+        )
+        for g in range(R)
+    ]
 
 
 def row_of(fp, alpha: float, branch: str, name: str, rule: GaussianRule) -> dict:
-    row = {"alpha": alpha, "branch": branch, "rule": name, "kind": rule.kind, "order": rule.order,
-           "nodes": rule.size, "status": fp.status, "iterations": fp.iterations, "seconds": fp.seconds}
+    row = {
+        "alpha": alpha,
+        "branch": branch,
+        "rule": name,
+        "kind": rule.kind,
+        "order": rule.order,
+        "nodes": rule.size,
+        "status": fp.status,
+        "iterations": fp.iterations,
+        "seconds": fp.seconds,
+    }
     if fp.converged:
         o = fp.overlaps
-        row.update(q=float(o.q[0, 0]), m=float(o.m), theta=float(o.theta[0, 0]), V=float(o.V[0, 0]),
-                   train_loss=fp.train_loss, test_error=fp.test_error,
-                   se_train_loss=fp.quadrature_error.get("train_loss") if rule.groups is not None else None,
-                   se_test_error=fp.quadrature_error.get("test_error") if rule.groups is not None else None)
+        row.update(
+            q=float(o.q[0, 0]),
+            m=float(o.m),
+            theta=float(o.theta[0, 0]),
+            V=float(o.V[0, 0]),
+            train_loss=fp.train_loss,
+            test_error=fp.test_error,
+            se_train_loss=fp.quadrature_error.get("train_loss") if rule.groups is not None else None,
+            se_test_error=fp.quadrature_error.get("test_error") if rule.groups is not None else None,
+        )
     else:
         row["message"] = fp.message
     return row
 
 
-def study_case(problem: Problem, alpha: float, branch: str, gh_orders, qmc_orders, per_scrambling,
-               options: SolverOptions, scramblings: int, log) -> tuple[list[dict], dict]:
+def study_case(
+    problem: Problem,
+    alpha: float,
+    branch: str,
+    gh_orders,
+    qmc_orders,
+    per_scrambling,
+    options: SolverOptions,
+    scramblings: int,
+    log,
+) -> tuple[list[dict], dict]:
     init = dict(initialisations(problem, 0))[branch]
     D = problem.gaussian_dim
     rule12 = gauss_hermite(D, DEFAULT_ORDER)
@@ -95,14 +145,16 @@ def study_case(problem: Problem, alpha: float, branch: str, gh_orders, qmc_order
         if k == DEFAULT_ORDER:
             continue
         rule = gauss_hermite(D, k)
-        rows.append(row_of(iterate(problem, alpha, start, rule, options), alpha, branch,
-                           rule_name("gauss-hermite", k), rule))
+        rows.append(
+            row_of(iterate(problem, alpha, start, rule, options), alpha, branch, rule_name("gauss-hermite", k), rule)
+        )
         log(rows[-1])
     spread: dict = {}
     for m in qmc_orders:
         rule = sobol_qmc(D, m, scramblings, seed=0)
-        rows.append(row_of(iterate(problem, alpha, start, rule, options), alpha, branch,
-                           rule_name("qmc", m, scramblings), rule))
+        rows.append(
+            row_of(iterate(problem, alpha, start, rule, options), alpha, branch, rule_name("qmc", m, scramblings), rule)
+        )
         log(rows[-1])
         if m in per_scrambling:
             singles = []
@@ -111,14 +163,25 @@ def study_case(problem: Problem, alpha: float, branch: str, gh_orders, qmc_order
                 singles.append(r)
             ok = [r for r in singles if r["status"] == "converged"]
             spread[rule_name("qmc", m, scramblings)] = {
-                "converged": len(ok), "of": len(singles), "seconds": sum(r["seconds"] for r in singles),
+                "converged": len(ok),
+                "of": len(singles),
+                "seconds": sum(r["seconds"] for r in singles),
                 "mean": {q: float(np.mean([r[q] for r in ok])) for q in QUANTITIES} if ok else {},
-                "standard_error_of_pooled": {q: float(np.std([r[q] for r in ok], ddof=1) / np.sqrt(len(ok)))
-                                             for q in QUANTITIES} if len(ok) > 1 else {},
-                "runs": singles}
-            log({"rule": f"QMC2^{m} x{len(singles)} single scramblings",
-                 "seconds": spread[rule_name("qmc", m, scramblings)]["seconds"],
-                 "status": f"{len(ok)}/{len(singles)} converged", "iterations": sum(r["iterations"] for r in singles)})
+                "standard_error_of_pooled": {
+                    q: float(np.std([r[q] for r in ok], ddof=1) / np.sqrt(len(ok))) for q in QUANTITIES
+                }
+                if len(ok) > 1
+                else {},
+                "runs": singles,
+            }
+            log(
+                {
+                    "rule": f"QMC2^{m} x{len(singles)} single scramblings",
+                    "seconds": spread[rule_name("qmc", m, scramblings)]["seconds"],
+                    "status": f"{len(ok)}/{len(singles)} converged",
+                    "iterations": sum(r["iterations"] for r in singles),
+                }
+            )
     # differences to the finest Gauss-Hermite rule
     finest = rule_name("gauss-hermite", max(gh_orders))
     ref = next((r for r in rows if r["rule"] == finest and r["status"] == "converged"), None)
@@ -137,30 +200,39 @@ def fmt(x, spec: str) -> str:
 def print_case(rows: list[dict], spread: dict, finest: str) -> None:
     a, b = rows[0]["alpha"], rows[0]["branch"]
     print(f"\nalpha = {a:g}, {b} branch (differences d = value - value[{finest}])")
-    hdr = (f"{'rule':<13}{'nodes':>8}{'it':>4}{'sec':>6} {'q':>9} {'m':>9} {'theta':>9} {'V':>8} {'e_t':>12} {'eps_g':>12}"
-           f" {'d q':>9} {'d V':>9} {'d e_t':>9} {'d eps_g':>9} {'SE e_t':>8} {'SE eps_g':>8}")
+    hdr = (
+        f"{'rule':<13}{'nodes':>8}{'it':>4}{'sec':>6} {'q':>9} {'m':>9} {'theta':>9} {'V':>8} {'e_t':>12} {'eps_g':>12}"
+        f" {'d q':>9} {'d V':>9} {'d e_t':>9} {'d eps_g':>9} {'SE e_t':>8} {'SE eps_g':>8}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         if r["status"] != "converged":
-            print(f"{r['rule']:<13}{r['nodes']:>8}{r['iterations']:>4}{r['seconds']:>6.1f} "
-                  f"{r['status']}: {r.get('message', '')}")
+            print(
+                f"{r['rule']:<13}{r['nodes']:>8}{r['iterations']:>4}{r['seconds']:>6.1f} "
+                f"{r['status']}: {r.get('message', '')}"
+            )
             continue
         qmc = r["kind"] == "qmc"
-        print(f"{r['rule']:<13}{r['nodes']:>8}{r['iterations']:>4}{r['seconds']:>6.1f} {r['q']:>9.6f} {r['m']:>9.6f} "
-              f"{r['theta']:>9.6f} {r['V']:>8.4f} {r['train_loss']:>12.9f} {r['test_error']:>12.9f}"
-              f" {fmt(r.get('d_q'), '9.1e')} {fmt(r.get('d_V'), '9.1e')} {fmt(r.get('d_train_loss'), '9.1e')}"
-              f" {fmt(r.get('d_test_error'), '9.1e')} {fmt(r['se_train_loss'], '8.1e') if qmc else '':>8}"
-              f" {fmt(r['se_test_error'], '8.1e') if qmc else '':>8}")
+        print(
+            f"{r['rule']:<13}{r['nodes']:>8}{r['iterations']:>4}{r['seconds']:>6.1f} {r['q']:>9.6f} {r['m']:>9.6f} "
+            f"{r['theta']:>9.6f} {r['V']:>8.4f} {r['train_loss']:>12.9f} {r['test_error']:>12.9f}"
+            f" {fmt(r.get('d_q'), '9.1e')} {fmt(r.get('d_V'), '9.1e')} {fmt(r.get('d_train_loss'), '9.1e')}"
+            f" {fmt(r.get('d_test_error'), '9.1e')} {fmt(r['se_train_loss'], '8.1e') if qmc else '':>8}"
+            f" {fmt(r['se_test_error'], '8.1e') if qmc else '':>8}"
+        )
     for name, s in spread.items():
         se = s.get("standard_error_of_pooled", {})
         if se:
-            print(f"{name}: {s['converged']}/{s['of']} single-scrambling fixed points; SE of the pooled fixed point "
-                  f"from their spread: " + ", ".join(f"{q} {se[q]:.1e}" for q in QUANTITIES))
+            print(
+                f"{name}: {s['converged']}/{s['of']} single-scrambling fixed points; SE of the pooled fixed point "
+                f"from their spread: " + ", ".join(f"{q} {se[q]:.1e}" for q in QUANTITIES)
+            )
 
 
-def conclusion(all_rows: list[dict], spreads: dict, gh_orders, qmc_orders, alphas, scramblings: int
-               ) -> tuple[str, dict]:
+def conclusion(
+    all_rows: list[dict], spreads: dict, gh_orders, qmc_orders, alphas, scramblings: int
+) -> tuple[str, dict]:
     """The closing paragraph, built from the numbers (and the facts behind it, for the JSON)."""
     finest_k = max(gh_orders)
     finest = rule_name("gauss-hermite", finest_k)
@@ -196,11 +268,14 @@ def conclusion(all_rows: list[dict], spreads: dict, gh_orders, qmc_orders, alpha
     for a in alphas:
         g = {}
         for rule in [rule_name("gauss-hermite", k) for k in gh_orders] + (
-                [rule_name("qmc", m, scramblings) for m in qmc_orders]):
+            [rule_name("qmc", m, scramblings) for m in qmc_orders]
+        ):
             s_, p_ = ok.get((a, "semantic", rule)), ok.get((a, "positional", rule))
             if s_ and p_:
-                g[rule] = {"gap": s_["train_loss"] - p_["train_loss"],
-                           "se": float(np.hypot(s_["se_train_loss"] or 0.0, p_["se_train_loss"] or 0.0))}
+                g[rule] = {
+                    "gap": s_["train_loss"] - p_["train_loss"],
+                    "se": float(np.hypot(s_["se_train_loss"] or 0.0, p_["se_train_loss"] or 0.0)),
+                }
         gaps[f"{a:g}"] = g
     facts["train_loss_gaps"] = gaps
     # per-integrand QMC standard error vs the spread of independent single-scrambling fixed points
@@ -211,15 +286,22 @@ def conclusion(all_rows: list[dict], spreads: dict, gh_orders, qmc_orders, alpha
             r = ok.get((float(a), b, name))
             se = d.get("standard_error_of_pooled", {})
             if r and se:
-                ratios[f"{key} {name}"] = {q: (se[q] / r[f"se_{q}"] if r[f"se_{q}"] else None)
-                                           for q in ("train_loss", "test_error")}
+                ratios[f"{key} {name}"] = {
+                    q: (se[q] / r[f"se_{q}"] if r[f"se_{q}"] else None) for q in ("train_loss", "test_error")
+                }
     facts["spread_se_over_reported_se"] = ratios
 
     cf = facts["cases"]
-    d_et = [abs(v["train_loss_default_minus_finest_gh"]) for v in cf.values()
-            if v.get("train_loss_default_minus_finest_gh") is not None]
-    d_eg = [abs(v["test_error_default_minus_finest_gh"]) for v in cf.values()
-            if v.get("test_error_default_minus_finest_gh") is not None]
+    d_et = [
+        abs(v["train_loss_default_minus_finest_gh"])
+        for v in cf.values()
+        if v.get("train_loss_default_minus_finest_gh") is not None
+    ]
+    d_eg = [
+        abs(v["test_error_default_minus_finest_gh"])
+        for v in cf.values()
+        if v.get("test_error_default_minus_finest_gh") is not None
+    ]
     if not d_et:
         return "No conclusion: the default or the finest rule did not converge in every case.", facts
     sc_et = [v["train_loss_gh_scatter_k_ge_10"] for v in cf.values() if v.get("train_loss_gh_scatter_k_ge_10")]
@@ -238,8 +320,9 @@ def conclusion(all_rows: list[dict], spreads: dict, gh_orders, qmc_orders, alpha
         for ref in (finest, qmc_best):
             if ref and ref in g and ref != default:
                 gap_err.append(abs(g[default]["gap"] - g[ref]["gap"]))
-                parts.append(f"{g[ref]['gap']:+.2e}" + (f" +- {g[ref]['se']:.1e}" if g[ref]["se"] > 0 else "")
-                             + f" at {ref}")
+                parts.append(
+                    f"{g[ref]['gap']:+.2e}" + (f" +- {g[ref]['se']:.1e}" if g[ref]["se"] > 0 else "") + f" at {ref}"
+                )
         hi = [g[r]["gap"] for r in gh_hi if r in g]
         if len(hi) > 1:
             gap_err.append(max(hi) - min(hi))
@@ -250,9 +333,11 @@ def conclusion(all_rows: list[dict], spreads: dict, gh_orders, qmc_orders, alpha
     facts["worst_error_of_gap_at_default"] = worst_gap
     facts["gap_of_1e-6_resolved_at_default"] = resolved
 
-    text = (f"Conclusion. At the default rule {default} (20,736 nodes) the training loss e_t differs from {finest} by "
-            f"up to {max(d_et):.1e} and the test error eps_g by up to {max(d_eg):.1e} (both branches, alpha in "
-            f"{{{', '.join(f'{a:g}' for a in alphas)}}})")
+    text = (
+        f"Conclusion. At the default rule {default} (20,736 nodes) the training loss e_t differs from {finest} by "
+        f"up to {max(d_et):.1e} and the test error eps_g by up to {max(d_eg):.1e} (both branches, alpha in "
+        f"{{{', '.join(f'{a:g}' for a in alphas)}}})"
+    )
     if q_et:
         text += f", and from {qmc_best} by up to {max(q_et):.1e} (e_t) and {max(q_eg):.1e} (eps_g)"
     text += "."
@@ -266,43 +351,61 @@ def conclusion(all_rows: list[dict], spreads: dict, gh_orders, qmc_orders, alpha
             wiggles += int(np.sum((d[:-1] * d[1:] < 0) & (np.minimum(np.abs(d[:-1]), np.abs(d[1:])) > 1e-7)))
     facts["gh_sign_changes_k_ge_10"] = wiggles
     if sc_et and wiggles == 0:
-        text += (f" Over k >= 10 the Gauss-Hermite values change by up to {max(sc_et):.1e} (e_t) and {max(sc_eg):.1e} "
-                 f"(eps_g); the integrand contains the global argmin (piecewise smooth), so the change to a finer "
-                 f"rule is only a rough error estimate; the quadrature error of e_t at {default} is of order "
-                 f"{max(max(d_et), max(q_et) if q_et else 0):.0e}.")
+        text += (
+            f" Over k >= 10 the Gauss-Hermite values change by up to {max(sc_et):.1e} (e_t) and {max(sc_eg):.1e} "
+            f"(eps_g); the integrand contains the global argmin (piecewise smooth), so the change to a finer "
+            f"rule is only a rough error estimate; the quadrature error of e_t at {default} is of order "
+            f"{max(max(d_et), max(q_et) if q_et else 0):.0e}."
+        )
     elif sc_et:
-        text += (f" The Gauss-Hermite sequence does not settle monotonically: over k >= 10 the values scatter by up to "
-                 f"{max(sc_et):.1e} (e_t) and {max(sc_eg):.1e} (eps_g), consistent with an integrand that contains the global "
-                 f"argmin (piecewise smooth, with jumps of f = V^-1 (h - omega) where two minima swap), so the change "
-                 f"to a finer GH rule is itself only a rough error estimate; the quadrature error of e_t at {default} "
-                 f"is of order {max(max(d_et), max(q_et) if q_et else 0):.0e}, not 1e-8.")
+        text += (
+            f" The Gauss-Hermite sequence does not settle monotonically: over k >= 10 the values scatter by up to "
+            f"{max(sc_et):.1e} (e_t) and {max(sc_eg):.1e} (eps_g), consistent with an integrand that contains the global "
+            f"argmin (piecewise smooth, with jumps of f = V^-1 (h - omega) where two minima swap), so the change "
+            f"to a finer GH rule is itself only a rough error estimate; the quadrature error of e_t at {default} "
+            f"is of order {max(max(d_et), max(q_et) if q_et else 0):.0e}, not 1e-8."
+        )
     est_eg = [v.get("test_error_catalogue_estimate_|k12-k6|") for v in cf.values()]
     if any(e is not None for e in est) and q_et:
-        cover = all(v["train_loss_catalogue_estimate_|k12-k6|"] >= abs(v["train_loss_default_minus_qmc"])
-                    and v["test_error_catalogue_estimate_|k12-k6|"] >= abs(v["test_error_default_minus_qmc"])
-                    for v in cf.values() if "train_loss_catalogue_estimate_|k12-k6|" in v
-                    and "train_loss_default_minus_qmc" in v)
+        cover = all(
+            v["train_loss_catalogue_estimate_|k12-k6|"] >= abs(v["train_loss_default_minus_qmc"])
+            and v["test_error_catalogue_estimate_|k12-k6|"] >= abs(v["test_error_default_minus_qmc"])
+            for v in cf.values()
+            if "train_loss_catalogue_estimate_|k12-k6|" in v and "train_loss_default_minus_qmc" in v
+        )
         facts["catalogue_estimate_covers_error_vs_qmc"] = cover
-        text += (f" The catalogue's Gauss-Hermite error estimate |k12 - k6| is "
-                 f"{', '.join(f'{e:.1e}' for e in est if e is not None)} (e_t) and "
-                 f"{', '.join(f'{e:.1e}' for e in est_eg if e is not None)} (eps_g) for these cases; it "
-                 + ("covers the difference to " + qmc_best + " in every case here (an order of magnitude, "
-                    "not a guaranteed bound)." if cover else
-                    "does NOT cover the difference to " + qmc_best + " in every case, so it is not a bound."))
-    text += (f" The semantic - positional gap of e_t ({'; '.join(gap_txt)}) is uncertain by up to {worst_gap:.1e}, "
-             f"so e_t differences between the branches of ~1e-6 are "
-             f"{'resolved' if resolved else 'NOT resolved'} at {default}")
-    text += ("." if resolved else
-             "; near alpha_c the crossing needs a more accurate integration of the discontinuous hats (many more "
-             "nodes, e.g. QMC with 2^15+ points x 8 scramblings and its standard error, or a rule adapted to the "
-             "switching surface of the argmin), and any alpha_c from the default rule carries this uncertainty.")
+        text += (
+            f" The catalogue's Gauss-Hermite error estimate |k12 - k6| is "
+            f"{', '.join(f'{e:.1e}' for e in est if e is not None)} (e_t) and "
+            f"{', '.join(f'{e:.1e}' for e in est_eg if e is not None)} (eps_g) for these cases; it "
+            + (
+                "covers the difference to " + qmc_best + " in every case here (an order of magnitude, "
+                "not a guaranteed bound)."
+                if cover
+                else "does NOT cover the difference to " + qmc_best + " in every case, so it is not a bound."
+            )
+        )
+    text += (
+        f" The semantic - positional gap of e_t ({'; '.join(gap_txt)}) is uncertain by up to {worst_gap:.1e}, "
+        f"so e_t differences between the branches of ~1e-6 are "
+        f"{'resolved' if resolved else 'NOT resolved'} at {default}"
+    )
+    text += (
+        "."
+        if resolved
+        else "; near alpha_c the crossing needs a more accurate integration of the discontinuous hats (many more "
+        "nodes, e.g. QMC with 2^15+ points x 8 scramblings and its standard error, or a rule adapted to the "
+        "switching surface of the argmin), and any alpha_c from the default rule carries this uncertainty."
+    )
     if ratios:
         r_eg = [v["test_error"] for v in ratios.values() if v.get("test_error")]
         r_et = [v["train_loss"] for v in ratios.values() if v.get("train_loss")]
-        text += (f" For QMC, the spread of {scramblings} independently solved scramblings gives standard errors "
-                 f"{min(r_et):.1f}-{max(r_et):.1f}x (e_t) and {min(r_eg):.1f}-{max(r_eg):.1f}x (eps_g) the ones "
-                 f"FixedPoint.quadrature_error reports, which hold the overlaps fixed: right for e_t (stationary "
-                 f"in the overlaps) but too small for eps_g, which moves with the overlaps.")
+        text += (
+            f" For QMC, the spread of {scramblings} independently solved scramblings gives standard errors "
+            f"{min(r_et):.1f}-{max(r_et):.1f}x (e_t) and {min(r_eg):.1f}-{max(r_eg):.1f}x (eps_g) the ones "
+            f"FixedPoint.quadrature_error reports, which hold the overlaps fixed: right for e_t (stationary "
+            f"in the overlaps) but too small for eps_g, which moves with the overlaps."
+        )
     return text, facts
 
 
@@ -331,12 +434,18 @@ def main(argv: list[str] | None = None) -> dict:
     problem = Problem(omega=0.3)
     options = SolverOptions(tol=args.tol)
     finest = rule_name("gauss-hermite", max(gh))
-    print(f"dotattn quadrature study: omega=0.3, tol {args.tol:g}, alphas {alphas}, GH k in {gh}, QMC 2^{qmc} x "
-          f"{args.scramblings}; load average {load_before} on {os.cpu_count()} cpus", flush=True)
+    print(
+        f"dotattn quadrature study: omega=0.3, tol {args.tol:g}, alphas {alphas}, GH k in {gh}, QMC 2^{qmc} x "
+        f"{args.scramblings}; load average {load_before} on {os.cpu_count()} cpus",
+        flush=True,
+    )
 
     def log(r):
-        print(f"  .. {r.get('alpha', '')} {r.get('branch', '')} {r['rule']}: {r['status']}, {r['iterations']} it, "
-              f"{r['seconds']:.1f} s", flush=True)
+        print(
+            f"  .. {r.get('alpha', '')} {r.get('branch', '')} {r['rule']}: {r['status']}, {r['iterations']} it, "
+            f"{r['seconds']:.1f} s",
+            flush=True,
+        )
 
     all_rows, spreads = [], {}
     for a in alphas:
@@ -350,8 +459,10 @@ def main(argv: list[str] | None = None) -> dict:
             print_case(rows, spreads[f"{a:g}/{b}"], finest)
 
     print("\nsemantic - positional gaps per rule")
-    hdr = (f"{'alpha':>6} {'rule':<13}{'d e_t (sem-pos)':>17}{'SE':>10}{'d eps_g (sem-pos)':>19}"
-           f"{'gap - gap[' + finest + ']':>18}")
+    hdr = (
+        f"{'alpha':>6} {'rule':<13}{'d e_t (sem-pos)':>17}{'SE':>10}{'d eps_g (sem-pos)':>19}"
+        f"{'gap - gap[' + finest + ']':>18}"
+    )
     print(hdr)
     print("-" * len(hdr))
     ok = {(r["alpha"], r["branch"], r["rule"]): r for r in all_rows if r["status"] == "converged"}
@@ -365,11 +476,20 @@ def main(argv: list[str] | None = None) -> dict:
                 s, p = ok[(a, "semantic", name)], ok[(a, "positional", name)]
                 g = s["train_loss"] - p["train_loss"]
                 se = float(np.hypot(s["se_train_loss"], p["se_train_loss"])) if s["se_train_loss"] is not None else None
-                gap_rows.append({"alpha": a, "rule": name, "gap_train_loss": g, "se_gap_train_loss": se,
-                                 "gap_test_error": s["test_error"] - p["test_error"],
-                                 "gap_minus_finest": None if ref is None else g - ref})
-                print(f"{a:>6g} {name:<13}{g:>17.3e}{fmt(se, '10.1e') if se is not None else '':>10}"
-                      f"{s['test_error'] - p['test_error']:>19.3e}{fmt(None if ref is None else g - ref, '18.1e')}")
+                gap_rows.append(
+                    {
+                        "alpha": a,
+                        "rule": name,
+                        "gap_train_loss": g,
+                        "se_gap_train_loss": se,
+                        "gap_test_error": s["test_error"] - p["test_error"],
+                        "gap_minus_finest": None if ref is None else g - ref,
+                    }
+                )
+                print(
+                    f"{a:>6g} {name:<13}{g:>17.3e}{fmt(se, '10.1e') if se is not None else '':>10}"
+                    f"{s['test_error'] - p['test_error']:>19.3e}{fmt(None if ref is None else g - ref, '18.1e')}"
+                )
 
     text, facts = conclusion(all_rows, spreads, gh, qmc, alphas, args.scramblings)
     load_after = load_average()
@@ -378,13 +498,28 @@ def main(argv: list[str] | None = None) -> dict:
     print(textwrap.fill(text, 110))
     print(f"\ntotal {seconds:.1f} s (load average after: {load_after})")
 
-    prov = provenance({"problem": problem.to_dict(), "alphas": alphas, "gauss_hermite_orders": gh,
-                       "qmc_log2_points": qmc, "scramblings": args.scramblings, "per_scrambling": per,
-                       "tol": args.tol, "start": "GH12 from the informed init; other rules warm from its overlaps"},
-                      seconds)
-    result = {"provenance": prov, "load_average": {"before": load_before, "after": load_after},
-              "rows": all_rows, "single_scramblings": spreads, "branch_gaps": gap_rows,
-              "conclusion": text, "facts": facts}
+    prov = provenance(
+        {
+            "problem": problem.to_dict(),
+            "alphas": alphas,
+            "gauss_hermite_orders": gh,
+            "qmc_log2_points": qmc,
+            "scramblings": args.scramblings,
+            "per_scrambling": per,
+            "tol": args.tol,
+            "start": "GH12 from the informed init; other rules warm from its overlaps",
+        },
+        seconds,
+    )
+    result = {
+        "provenance": prov,
+        "load_average": {"before": load_before, "after": load_after},
+        "rows": all_rows,
+        "single_scramblings": spreads,
+        "branch_gaps": gap_rows,
+        "conclusion": text,
+        "facts": facts,
+    }
     out = Path(args.out)
     write_json(out.with_suffix(".json"), result)
     write_csv(out.with_suffix(".csv"), all_rows, COLUMNS, comment=json.dumps(prov))

@@ -18,8 +18,15 @@ import time
 from dotattn.core.io import provenance, write_json
 from dotattn.positional_semantic.catalogue import QuadratureSpec, solve
 from dotattn.positional_semantic.problem import Problem
-from dotattn.positional_semantic.rsb import (AttentionChannel, RSBOptions, RSBOverlaps, StepChannel, iterate_rsb,
-                                             solve_rsb, spherical_1rsb_root)
+from dotattn.positional_semantic.rsb import (
+    AttentionChannel,
+    RSBOptions,
+    RSBOverlaps,
+    StepChannel,
+    iterate_rsb,
+    solve_rsb,
+    spherical_1rsb_root,
+)
 
 
 def _timed(fn):
@@ -36,11 +43,17 @@ def injectivity(out: str) -> None:
     """Time one 1RSB point of the injectivity problem per rule (every fixed-y solve of the root search)."""
     rows = {}
     for orders in ((100, 50), (400, 200), (1600, 800)):
-        (y, point), wall, cpu = _timed(lambda: spherical_1rsb_root(INJECTIVITY_ALPHA, StepChannel(0.0), orders,
-                                                                   (1.5, 10.0), (0.78, 0.05)))
+        (y, point), wall, cpu = _timed(
+            lambda: spherical_1rsb_root(INJECTIVITY_ALPHA, StepChannel(0.0), orders, (1.5, 10.0), (0.78, 0.05))
+        )
         key = f"{orders[0]}x{orders[1]}"
-        rows[key] = {"y": y, "train_loss": point.train_loss, "iterations_at_root": point.iterations, "wall_s": wall,
-                     "cpu_s": cpu}
+        rows[key] = {
+            "y": y,
+            "train_loss": point.train_loss,
+            "iterations_at_root": point.iterations,
+            "wall_s": wall,
+            "cpu_s": cpu,
+        }
         print(orders, rows[key])
     write_json(out, {**provenance({"alpha": INJECTIVITY_ALPHA, "kappa": 0.0}), "results": rows})
 
@@ -60,15 +73,41 @@ def main() -> None:
     rs = next(e.result for e in cat.fixed_points if e.branch == "positional" and e.converged)
     options = RSBOptions()
     outer, inner = options.rules((problem.L, problem.rank, problem.teacher_rank))
-    point, w1, c1 = _timed(lambda: iterate_rsb(100.0, args.alpha, RSBOverlaps.from_rs(rs.overlaps, options.split),
-                                               outer, inner, AttentionChannel(problem), problem, options))
+    point, w1, c1 = _timed(
+        lambda: iterate_rsb(
+            100.0,
+            args.alpha,
+            RSBOverlaps.from_rs(rs.overlaps, options.split),
+            outer,
+            inner,
+            AttentionChannel(problem),
+            problem,
+            options,
+        )
+    )
     res, w2, c2 = _timed(lambda: solve_rsb(problem, args.alpha, rs, options))
-    rows = {"fixed_point_y100": {"status": point.status, "iterations": point.iterations, "wall_s": w1, "cpu_s": c1,
-                                 "train_loss": point.train_loss, "complexity": point.complexity},
-            "solve_rsb": {"status": res.status, "y": res.y, "fixed_points": len(res.scan),
-                          "iterations": res.iterations, "wall_s": w2, "cpu_s": c2, "train_loss": res.train_loss,
-                          "small_y_train_loss": res.small_y_train_loss, "rs_train_loss": res.rs_train_loss},
-            "nodes_per_step": outer.size * inner.size}
+    rows = {
+        "fixed_point_y100": {
+            "status": point.status,
+            "iterations": point.iterations,
+            "wall_s": w1,
+            "cpu_s": c1,
+            "train_loss": point.train_loss,
+            "complexity": point.complexity,
+        },
+        "solve_rsb": {
+            "status": res.status,
+            "y": res.y,
+            "fixed_points": len(res.scan),
+            "iterations": res.iterations,
+            "wall_s": w2,
+            "cpu_s": c2,
+            "train_loss": res.train_loss,
+            "small_y_train_loss": res.small_y_train_loss,
+            "rs_train_loss": res.rs_train_loss,
+        },
+        "nodes_per_step": outer.size * inner.size,
+    }
     for k, v in rows.items():
         print(k, v)
     write_json(args.out, {**provenance(vars(args)), "results": rows})

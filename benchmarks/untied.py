@@ -41,9 +41,16 @@ def cost() -> list[dict]:
                 iterate(problem, 2.0, init, rule)  # warm-up: compilation, caches
                 t = time.process_time()
                 fp = iterate(problem, 2.0, init, rule)
-                row = {"student": problem.student, "order": order, "nodes": rule.size, "branch": name,
-                       "status": fp.status, "iterations": fp.iterations,
-                       "cpu_seconds": round(time.process_time() - t, 4), "train_loss": fp.train_loss}
+                row = {
+                    "student": problem.student,
+                    "order": order,
+                    "nodes": rule.size,
+                    "branch": name,
+                    "status": fp.status,
+                    "iterations": fp.iterations,
+                    "cpu_seconds": round(time.process_time() - t, 4),
+                    "train_loss": fp.train_loss,
+                }
                 rows.append(row)
                 print(row, flush=True)
     return rows
@@ -57,9 +64,15 @@ def alpha_c(cases: list[tuple[str, int, float]], omegas: list[float]) -> list[di
             problem = Problem(omega=omega, student=student, ridge=ridge)
             t = time.process_time()
             branches = follow_branches(problem, ALPHAS, QuadratureSpec("gauss-hermite", order, None), SolverOptions())
-            row = {"student": student, "ridge": ridge, "order": order, "nodes": order ** problem.gaussian_dim,
-                   "omega": omega, "alpha_c": _critical_alpha(branches, ALPHAS, 1e-4),
-                   "cpu_seconds": round(time.process_time() - t, 1)}
+            row = {
+                "student": student,
+                "ridge": ridge,
+                "order": order,
+                "nodes": order**problem.gaussian_dim,
+                "omega": omega,
+                "alpha_c": _critical_alpha(branches, ALPHAS, 1e-4),
+                "cpu_seconds": round(time.process_time() - t, 1),
+            }
             rows.append(row)
             print(row, flush=True)
     return rows
@@ -74,8 +87,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--tied-orders", default="12", help="Gauss-Hermite orders (4-D) for the tied student")
     ap.add_argument("--out", default=str(RESULTS / "untied.json"))
     args = ap.parse_args(argv)
-    params = {"cost": args.cost, "alpha_c": args.alpha_c, "omegas": args.omegas,
-              "untied_orders": args.untied_orders, "tied_orders": args.tied_orders}
+    params = {
+        "cost": args.cost,
+        "alpha_c": args.alpha_c,
+        "omegas": args.omegas,
+        "untied_orders": args.untied_orders,
+        "tied_orders": args.tied_orders,
+    }
     started = provenance(params)
     t0 = time.perf_counter()
     payload: dict = {**started}
@@ -83,8 +101,11 @@ def main(argv: list[str] | None = None) -> dict:
         payload["cost"] = cost()
     if args.alpha_c:
         lam = Problem().ridge
-        cases = ([("untied", int(o), lam) for o in args.untied_orders.split(",")]
-                 + [("tied", int(o), lam) for o in args.tied_orders.split(",")] + [("tied", 12, 2 * lam)])
+        cases = (
+            [("untied", int(o), lam) for o in args.untied_orders.split(",")]
+            + [("tied", int(o), lam) for o in args.tied_orders.split(",")]
+            + [("tied", 12, 2 * lam)]
+        )
         payload["alpha_c"] = alpha_c(cases, [float(w) for w in args.omegas.split(",")])
     payload.update(seconds=round(time.perf_counter() - t0, 3), load_average=list(os.getloadavg()))
     write_json(args.out, payload)

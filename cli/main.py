@@ -26,30 +26,52 @@ class LazyCommand:
 # never imports them, so neither `dotattn --help` nor `dotattn solve` pays for importing torch).
 # Adding a command is one entry; tests check each help line against the command's docstring.
 LAZY_COMMANDS: dict[str, LazyCommand] = {
-    "solve": LazyCommand("dotattn.cli.solve", "All fixed points of the replica equations at one (alpha, "
-                                              "omega), and the selected one."),
-    "phase-diagram": LazyCommand("dotattn.cli.phase", "alpha sweeps of the informed branches (positional, "
-                                                      "semantic; mixed for rank >= 2), spinodals, phase boundaries, "
-                                                      "alpha_c(omega), alpha_lin(omega) and figures."),
-    "train-erm": LazyCommand("dotattn.cli.erm", "Train low-rank attention (tied or untied) by ERM on n = alpha*d "
-                                                "samples, for all (alpha, init, seed) at once."),
-    "compare": LazyCommand("dotattn.cli.compare", "Theory against ERM: eps_g, overlaps and training loss per "
-                                                  "alpha and informed branch."),
-    "erm-alpha-c": LazyCommand("dotattn.cli.alpha_c", "Per-seed crossing of e_t(semantic start) - e_t(positional "
-                                                      "start) on paired data, per (omega, d); mean, bootstrap "
-                                                      "interval, no-crossing seeds; fit alpha_c(d) -> "
-                                                      "alpha_c(inf); the theory's alpha_c."),
-    "variants": LazyCommand("dotattn.cli.variants", "alpha_c(omega) of several variants side by side "
-                                                    "(theory, ERM) and each one's shift from a baseline."),
-    "erm-restarts": LazyCommand("dotattn.cli.restarts", "Many optimiser restarts on the same data and teacher: "
-                                                        "minima, their spread and mutual distances."),
-    "verify": LazyCommand("dotattn.cli.verify", "Verify output folders: every file against manifest.json "
-                                                "(SHA-256, row count, provenance), and the rows against the "
-                                                "folder's problem and grid."),
-    "paths": LazyCommand("dotattn.cli.paths", "Attention paths: finite-width Bayesian theory of multi-head, "
-                                              "multi-layer attention (theory, sample, images)."),
-    "aim": LazyCommand("dotattn.cli.aim", "Attention-indexed model: Bayes-optimal learning of tied attention from "
-                                          "n = alpha d^2 samples (state evolution, AMP, GD, figures)."),
+    "solve": LazyCommand(
+        "dotattn.cli.solve", "All fixed points of the replica equations at one (alpha, omega), and the selected one."
+    ),
+    "phase-diagram": LazyCommand(
+        "dotattn.cli.phase",
+        "alpha sweeps of the informed branches (positional, "
+        "semantic; mixed for rank >= 2), spinodals, phase boundaries, "
+        "alpha_c(omega), alpha_lin(omega) and figures.",
+    ),
+    "train-erm": LazyCommand(
+        "dotattn.cli.erm",
+        "Train low-rank attention (tied or untied) by ERM on n = alpha*d samples, for all (alpha, init, seed) at once.",
+    ),
+    "compare": LazyCommand(
+        "dotattn.cli.compare", "Theory against ERM: eps_g, overlaps and training loss per alpha and informed branch."
+    ),
+    "erm-alpha-c": LazyCommand(
+        "dotattn.cli.alpha_c",
+        "Per-seed crossing of e_t(semantic start) - e_t(positional "
+        "start) on paired data, per (omega, d); mean, bootstrap "
+        "interval, no-crossing seeds; fit alpha_c(d) -> "
+        "alpha_c(inf); the theory's alpha_c.",
+    ),
+    "variants": LazyCommand(
+        "dotattn.cli.variants",
+        "alpha_c(omega) of several variants side by side (theory, ERM) and each one's shift from a baseline.",
+    ),
+    "erm-restarts": LazyCommand(
+        "dotattn.cli.restarts",
+        "Many optimiser restarts on the same data and teacher: minima, their spread and mutual distances.",
+    ),
+    "verify": LazyCommand(
+        "dotattn.cli.verify",
+        "Verify output folders: every file against manifest.json "
+        "(SHA-256, row count, provenance), and the rows against the "
+        "folder's problem and grid.",
+    ),
+    "paths": LazyCommand(
+        "dotattn.cli.paths",
+        "Attention paths: finite-width Bayesian theory of multi-head, multi-layer attention (theory, sample, images).",
+    ),
+    "aim": LazyCommand(
+        "dotattn.cli.aim",
+        "Attention-indexed model: Bayes-optimal learning of tied attention from "
+        "n = alpha d^2 samples (state evolution, AMP, GD, figures).",
+    ),
 }
 
 # optional top-level package -> (what to call it, the pip extra that installs it)
@@ -64,8 +86,10 @@ OPTIONAL_PACKAGES = {
 # how to install an extra without what it would drag in by default (PyPI's torch wheel pulls the CUDA
 # libraries, several GB; the CPU build is enough for every command here)
 EXTRA_INSTALL = {
-    "erm": ('PyTorch\'s CPU build: from a clone, pip install ".[erm]" -c cpu-torch.txt; elsewhere '
-            'pip install torch --index-url https://download.pytorch.org/whl/cpu, then pip install "dotattn[erm]"'),
+    "erm": (
+        'PyTorch\'s CPU build: from a clone, pip install ".[erm]" -c cpu-torch.txt; elsewhere '
+        'pip install torch --index-url https://download.pytorch.org/whl/cpu, then pip install "dotattn[erm]"'
+    ),
 }
 
 OUT_PARAMS = ("out", "out_dir")
@@ -185,12 +209,14 @@ def os_error_line(err: OSError) -> str:
     """One line for an OSError: what failed, on which file, and what to do for the common causes."""
     what = err.strerror or str(err) or type(err).__name__
     where = f" ({err.filename})" if err.filename else ""
-    hint = {errno.ENOSPC: "free some space or choose another --out; every file is written atomically, so no "
-                          "partial file was left",
-            errno.EDQUOT: "free some space or choose another --out",
-            errno.EACCES: "choose a folder you can write to (--out)",
-            errno.EPERM: "choose a folder you can write to (--out)",
-            errno.EROFS: "choose a folder on a writable file system (--out)"}.get(err.errno)
+    hint = {
+        errno.ENOSPC: "free some space or choose another --out; every file is written atomically, so no "
+        "partial file was left",
+        errno.EDQUOT: "free some space or choose another --out",
+        errno.EACCES: "choose a folder you can write to (--out)",
+        errno.EPERM: "choose a folder you can write to (--out)",
+        errno.EROFS: "choose a folder on a writable file system (--out)",
+    }.get(err.errno)
     return f"{what}{where}" + (f"; {hint}" if hint else "")
 
 

@@ -15,8 +15,18 @@ import click
 from dotattn.core.validation import ParameterError, parse_matrix
 from dotattn.positional_semantic.problem import Problem
 
-__all__ = ["problem_options", "problem_from_options", "student_option", "correlation_option", "value_options", "parse_grid", "MAX_GRID", "output_folder", "threads_per_worker",
-           "command_line"]
+__all__ = [
+    "problem_options",
+    "problem_from_options",
+    "student_option",
+    "correlation_option",
+    "value_options",
+    "parse_grid",
+    "MAX_GRID",
+    "output_folder",
+    "threads_per_worker",
+    "command_line",
+]
 
 
 def problem_options(func: Callable) -> Callable:
@@ -25,13 +35,26 @@ def problem_options(func: Callable) -> Callable:
         click.option("--L", "L", type=int, default=2, show_default=True, help="Sequence length L, in [2, 64]."),
         click.option("--rank", type=int, default=1, show_default=True, help="Student rank r, in [1, 64]."),
         click.option("--teacher-rank", type=int, default=1, show_default=True, help="Teacher rank r_t, in [1, 64]."),
-        click.option("--sigma", type=float, default=0.5, show_default=True, help="Token noise std sigma, in [0.01, 2]."),
-        click.option("--lambda", "ridge", type=float, default=0.01, show_default=True, help="Ridge lambda, in [1e-8, 1e4]."),
-        click.option("--A", "A", type=str, default=None,
-                     help="Positional attention A, rows separated by ';' (default for L=2: '0.6,0.4;0.4,0.6')."),
-        click.option("--positional-gram", type=str, default=None,
-                     help="Gram matrix of the positional embeddings, rows separated by ';' "
-                          "(default for L=2: '1,-1;-1,1'; identity otherwise)."),
+        click.option(
+            "--sigma", type=float, default=0.5, show_default=True, help="Token noise std sigma, in [0.01, 2]."
+        ),
+        click.option(
+            "--lambda", "ridge", type=float, default=0.01, show_default=True, help="Ridge lambda, in [1e-8, 1e4]."
+        ),
+        click.option(
+            "--A",
+            "A",
+            type=str,
+            default=None,
+            help="Positional attention A, rows separated by ';' (default for L=2: '0.6,0.4;0.4,0.6').",
+        ),
+        click.option(
+            "--positional-gram",
+            type=str,
+            default=None,
+            help="Gram matrix of the positional embeddings, rows separated by ';' "
+            "(default for L=2: '1,-1;-1,1'; identity otherwise).",
+        ),
     ]
     for opt in reversed(opts):
         func = opt(func)
@@ -40,35 +63,72 @@ def problem_options(func: Callable) -> Callable:
 
 def student_option(func: Callable) -> Callable:
     """Add --student (tied | untied)."""
-    return click.option("--student", type=str, default="tied", show_default=True,
-                        help="Student attention: tied softmax(X Q Q^T X^T/d) X or untied softmax(X Q K^T X^T/d) X "
-                             "(Q, K in R^{d x r}, ridge on both).")(func)
+    return click.option(
+        "--student",
+        type=str,
+        default="tied",
+        show_default=True,
+        help="Student attention: tied softmax(X Q Q^T X^T/d) X or untied softmax(X Q K^T X^T/d) X "
+        "(Q, K in R^{d x r}, ridge on both).",
+    )(func)
 
 
 def correlation_option(func: Callable) -> Callable:
     """Add --token-correlation c."""
-    return click.option("--token-correlation", type=float, default=0.0, show_default=True,
-                        help="Correlation c of the token contents across positions: E[z_l z_l'^T] = sigma^2 C_ll' I, "
-                             "C = (1-c) I + c 1 1^T; c in (-1/(L-1), 1).")(func)
+    return click.option(
+        "--token-correlation",
+        type=float,
+        default=0.0,
+        show_default=True,
+        help="Correlation c of the token contents across positions: E[z_l z_l'^T] = sigma^2 C_ll' I, "
+        "C = (1-c) I + c 1 1^T; c in (-1/(L-1), 1).",
+    )(func)
 
 
 def value_options(func: Callable) -> Callable:
     """Add --value (none | scalar | low-rank) and --value-rank k (ERM only)."""
-    func = click.option("--value-rank", type=int, default=1, show_default=True,
-                        help="Rank k of the value correction U W^T/d (--value low-rank), in [1, 64].")(func)
-    return click.option("--value", type=str, default="none", show_default=True,
-                        help="Trainable value matrix V of yhat = S X V: none (V = I), scalar (V = v I) or low-rank "
-                             "(V = v I + U W^T/d); the ridge acts on V - I.")(func)
+    func = click.option(
+        "--value-rank",
+        type=int,
+        default=1,
+        show_default=True,
+        help="Rank k of the value correction U W^T/d (--value low-rank), in [1, 64].",
+    )(func)
+    return click.option(
+        "--value",
+        type=str,
+        default="none",
+        show_default=True,
+        help="Trainable value matrix V of yhat = S X V: none (V = I), scalar (V = v I) or low-rank "
+        "(V = v I + U W^T/d); the ridge acts on V - I.",
+    )(func)
 
 
-def problem_from_options(omega: float, L: int, rank: int, teacher_rank: int, sigma: float,
-                         ridge: float, A: str | None, positional_gram: str | None, student: str = "tied",
-                         token_correlation: float = 0.0) -> Problem:
+def problem_from_options(
+    omega: float,
+    L: int,
+    rank: int,
+    teacher_rank: int,
+    sigma: float,
+    ridge: float,
+    A: str | None,
+    positional_gram: str | None,
+    student: str = "tied",
+    token_correlation: float = 0.0,
+) -> Problem:
     """Build and validate a Problem from the shared CLI options."""
-    return Problem(L=L, rank=rank, teacher_rank=teacher_rank, sigma=sigma, ridge=ridge, omega=omega,
-                   positional_attention=None if A is None else parse_matrix(A),
-                   positional_gram=None if positional_gram is None else parse_matrix(positional_gram),
-                   student=str(student).strip().lower(), token_correlation=token_correlation)
+    return Problem(
+        L=L,
+        rank=rank,
+        teacher_rank=teacher_rank,
+        sigma=sigma,
+        ridge=ridge,
+        omega=omega,
+        positional_attention=None if A is None else parse_matrix(A),
+        positional_gram=None if positional_gram is None else parse_matrix(positional_gram),
+        student=str(student).strip().lower(),
+        token_correlation=token_correlation,
+    )
 
 
 MAX_GRID = 10_000
@@ -106,12 +166,15 @@ def parse_grid(name: str, values: tuple[str, ...] | list[str], integer: bool = F
                 try:
                     count = int(bits[2])
                 except ValueError:
-                    raise ParameterError(f"{name} range {part!r} must be start:stop:count with an integer count") from None
+                    raise ParameterError(
+                        f"{name} range {part!r} must be start:stop:count with an integer count"
+                    ) from None
                 if not 1 <= count <= MAX_GRID:
                     raise ParameterError(f"{name} range {part!r}: count must be in [1, {MAX_GRID}]")
                 if start > stop:
-                    raise ParameterError(f"{name} range {part!r} must have start <= stop (write it as "
-                                         f"{bits[1]}:{bits[0]}:{count})")
+                    raise ParameterError(
+                        f"{name} range {part!r} must have start <= stop (write it as {bits[1]}:{bits[0]}:{count})"
+                    )
                 if count == 1:
                     out.append(start)
                 else:
@@ -132,8 +195,9 @@ def _tidy(x: float) -> float:
 
 
 @contextlib.contextmanager
-def output_folder(out: str, what: str = "dotattn", kind: str | None = None,
-                  made_for: Mapping[str, Any] | None = None) -> Iterator[Path]:
+def output_folder(
+    out: str, what: str = "dotattn", kind: str | None = None, made_for: Mapping[str, Any] | None = None
+) -> Iterator[Path]:
     """The output folder ``out`` of command ``what``, opened before anything is computed: created and
     checked (:func:`dotattn.core.io.ensure_writable_dir`), locked for this run (the
     :class:`dotattn.core.runner.RunLock` every writing command takes), refused when it holds another

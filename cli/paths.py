@@ -37,20 +37,59 @@ def task_options(func: Callable) -> Callable:
     """--task and the Markov task's parameters."""
     opts = [
         click.option("--task", type=str, default="markov", show_default=True, help="Task: markov."),
-        click.option("--variant", type=str, default="4paths", show_default=True,
-                     help="4paths (layer 2: uniform + random head) or 2paths (layer 2: uniform head only)."),
-        click.option("--noise-perp", type=float, default=1.0, show_default=True,
-                     help="Out-of-plane token noise sigma_perp, in [0, 100] (5 in the 2-path study)."),
-        click.option("--P", "P", type=int, default=100, show_default=True, help="Training sequences (even), in [2, 20000]."),
-        click.option("--P-test", "P_test", type=int, default=1000, show_default=True,
-                     help="Test sequences (even), in [2, 100000]."),
-        click.option("--T", "T", type=int, default=30, show_default=True, help="Tokens per sequence (BOS not counted), in [2, 1000]."),
-        click.option("--beta", type=float, default=10.0, show_default=True, help="Inverse temperature of the heads, in [0, 1000]."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Seed of the data and the random heads, >= 0."),
-        click.option("--temperature", type=float, default=0.01, show_default=True,
-                     help="Posterior temperature, in [1e-8, 1e4]."),
-        click.option("--sigma2", type=float, default=1.0, show_default=True,
-                     help="Prior variance of every weight, in [1e-4, 1e4]."),
+        click.option(
+            "--variant",
+            type=str,
+            default="4paths",
+            show_default=True,
+            help="4paths (layer 2: uniform + random head) or 2paths (layer 2: uniform head only).",
+        ),
+        click.option(
+            "--noise-perp",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="Out-of-plane token noise sigma_perp, in [0, 100] (5 in the 2-path study).",
+        ),
+        click.option(
+            "--P", "P", type=int, default=100, show_default=True, help="Training sequences (even), in [2, 20000]."
+        ),
+        click.option(
+            "--P-test",
+            "P_test",
+            type=int,
+            default=1000,
+            show_default=True,
+            help="Test sequences (even), in [2, 100000].",
+        ),
+        click.option(
+            "--T",
+            "T",
+            type=int,
+            default=30,
+            show_default=True,
+            help="Tokens per sequence (BOS not counted), in [2, 1000].",
+        ),
+        click.option(
+            "--beta",
+            type=float,
+            default=10.0,
+            show_default=True,
+            help="Inverse temperature of the heads, in [0, 1000].",
+        ),
+        click.option(
+            "--seed", type=int, default=0, show_default=True, help="Seed of the data and the random heads, >= 0."
+        ),
+        click.option(
+            "--temperature", type=float, default=0.01, show_default=True, help="Posterior temperature, in [1e-8, 1e4]."
+        ),
+        click.option(
+            "--sigma2",
+            type=float,
+            default=1.0,
+            show_default=True,
+            help="Prior variance of every weight, in [1e-4, 1e4].",
+        ),
     ]
     for opt in reversed(opts):
         func = opt(func)
@@ -67,18 +106,51 @@ def _task(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: in
 
 @paths.command("theory", short_help="Saddle point U(N), GP limit, accuracy and loss, head scores.")
 @task_options
-@click.option("--N", "N", multiple=True, default=("10,30,50,100,300,500,1000",), show_default=True,
-              help="Widths: comma lists or start:stop:count ranges, each in [1, 1e12].")
-@click.option("--subsets", type=str, default="all,good,good+denoising", show_default=True,
-              help="Networks solved: all, good (good path only), good+denoising.")
-@click.option("--sampled", multiple=True, type=click.Path(file_okay=False),
-              help="Folders written by `dotattn paths sample` on the same task (repeatable).")
-@click.option("--out", type=click.Path(file_okay=False), required=True,
-              help="Output folder (points.csv, heads.csv, alignment.csv, summary.json, figures).")
+@click.option(
+    "--N",
+    "N",
+    multiple=True,
+    default=("10,30,50,100,300,500,1000",),
+    show_default=True,
+    help="Widths: comma lists or start:stop:count ranges, each in [1, 1e12].",
+)
+@click.option(
+    "--subsets",
+    type=str,
+    default="all,good,good+denoising",
+    show_default=True,
+    help="Networks solved: all, good (good path only), good+denoising.",
+)
+@click.option(
+    "--sampled",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Folders written by `dotattn paths sample` on the same task (repeatable).",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Output folder (points.csv, heads.csv, alignment.csv, summary.json, figures).",
+)
 @click.option("--quiet", is_flag=True, help="No progress lines.")
-def theory(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: int, beta: float, seed: int,
-           temperature: float, sigma2: float, N: tuple[str, ...], subsets: str, sampled: tuple[str, ...], out: str,
-           quiet: bool) -> None:
+def theory(
+    task: str,
+    variant: str,
+    noise_perp: float,
+    P: int,
+    P_test: int,
+    T: int,
+    beta: float,
+    seed: int,
+    temperature: float,
+    sigma2: float,
+    N: tuple[str, ...],
+    subsets: str,
+    sampled: tuple[str, ...],
+    out: str,
+    quiet: bool,
+) -> None:
     """The saddle point U(N) of the action, the GP limit, accuracy and loss, head scores and pruning.
 
     For each width and network (head subset) minimises S(U) = entropy + alpha * energy and writes the
@@ -96,9 +168,12 @@ def theory(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
     from dotattn.paths.data import path_data_bytes
 
     # the kernels of every subset and the solver's and predictor's P x P and P_test x P arrays beside the data
-    n_kernel = 16 * (tk.P ** 2 + tk.P_test * tk.P)
-    check_memory(path_data_bytes(tk) + 8 * (n_kernel + 10 * tk.P ** 2 + 3 * tk.P_test * tk.P),
-                 f"paths theory at P = {tk.P}, P_test = {tk.P_test}, T = {tk.T}", "choose a smaller P, P_test or T")
+    n_kernel = 16 * (tk.P**2 + tk.P_test * tk.P)
+    check_memory(
+        path_data_bytes(tk) + 8 * (n_kernel + 10 * tk.P**2 + 3 * tk.P_test * tk.P),
+        f"paths theory at P = {tk.P}, P_test = {tk.P_test}, T = {tk.T}",
+        "choose a smaller P, P_test or T",
+    )
     say = None if quiet else (lambda line: click.echo(line, err=True))
     with _interruption("paths theory"), output_folder(out, "paths theory", "paths-theory", config.to_dict()) as folder:
         study = run_theory_study(config, samples, progress=say)
@@ -117,29 +192,64 @@ def _interruption(label: str) -> Iterator[None]:
     try:
         yield
     except Interrupted as err:
-        raise Interrupted(err.signum, err.detail, f"{label}: interrupted ({signal.Signals(err.signum).name}); "
-                                                  f"nothing was written") from None
+        raise Interrupted(
+            err.signum, err.detail, f"{label}: interrupted ({signal.Signals(err.signum).name}); nothing was written"
+        ) from None
 
 
 @paths.command("sample", short_help="NUTS samples of the posterior: U, accuracy and loss against the theory.")
 @task_options
-@click.option("--N", "N", type=float, default=10, show_default=True,
-              help="Width N, an integer in [1, 200] ([1, 1e6] with --collapsed).")
-@click.option("--collapsed", is_flag=True,
-              help="Sample the order parameters (U_1, ..., U_L, U_a) of the exact collapsed posterior instead of "
-                   "the weights: same posterior of U, a chain whose dimension does not grow with N.")
-@click.option("--chains", type=int, default=4, show_default=True, help="NUTS chains (run one after the other), in [1, 64].")
+@click.option(
+    "--N",
+    "N",
+    type=float,
+    default=10,
+    show_default=True,
+    help="Width N, an integer in [1, 200] ([1, 1e6] with --collapsed).",
+)
+@click.option(
+    "--collapsed",
+    is_flag=True,
+    help="Sample the order parameters (U_1, ..., U_L, U_a) of the exact collapsed posterior instead of "
+    "the weights: same posterior of U, a chain whose dimension does not grow with N.",
+)
+@click.option(
+    "--chains", type=int, default=4, show_default=True, help="NUTS chains (run one after the other), in [1, 64]."
+)
 @click.option("--warmup", type=int, default=300, show_default=True, help="Warm-up steps per chain, in [1, 1e5].")
 @click.option("--draws", type=int, default=300, show_default=True, help="Kept draws per chain, in [4, 1e5].")
 @click.option("--target-accept", type=float, default=0.8, show_default=True, help="NUTS target acceptance, in (0, 1).")
 @click.option("--max-tree-depth", type=int, default=10, show_default=True, help="NUTS maximum tree depth, in [1, 15].")
 @click.option("--sampler-seed", type=int, default=0, show_default=True, help="Seed of the chains, >= 0.")
-@click.option("--out", type=click.Path(file_okay=False), required=True,
-              help="Output folder (sample.json, U_draws.csv, sample.png).")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Output folder (sample.json, U_draws.csv, sample.png).",
+)
 @click.option("--quiet", is_flag=True, help="No progress and no table.")
-def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: int, beta: float, seed: int,
-           temperature: float, sigma2: float, N: float, chains: int, warmup: int, draws: int, target_accept: float,
-           max_tree_depth: int, sampler_seed: int, out: str, quiet: bool, collapsed: bool = False) -> None:
+def sample(
+    task: str,
+    variant: str,
+    noise_perp: float,
+    P: int,
+    P_test: int,
+    T: int,
+    beta: float,
+    seed: int,
+    temperature: float,
+    sigma2: float,
+    N: float,
+    chains: int,
+    warmup: int,
+    draws: int,
+    target_accept: float,
+    max_tree_depth: int,
+    sampler_seed: int,
+    out: str,
+    quiet: bool,
+    collapsed: bool = False,
+) -> None:
     """NUTS samples of the posterior (float64, several chains): U, accuracy and loss against the theory.
 
     The read-in weights are integrated out exactly; the others are sampled (or, with --collapsed,
@@ -153,10 +263,17 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
     tk = _task(task, variant, noise_perp, P, P_test, T, beta, seed)
     heads = (2, 2) if tk.variant == "4paths" else (2, 1)
     model = PathsModel(N=N, temperature=temperature, sigma2=sigma2, heads=heads)
-    config = SamplerConfig(chains=chains, warmup=warmup, draws=draws, target_accept=target_accept,
-                           max_tree_depth=max_tree_depth, seed=sampler_seed)
+    config = SamplerConfig(
+        chains=chains,
+        warmup=warmup,
+        draws=draws,
+        target_accept=target_accept,
+        max_tree_depth=max_tree_depth,
+        seed=sampler_seed,
+    )
     if collapsed:
         from dotattn.paths.collapsed import check_collapsed
+
         check_collapsed(model, config)
     else:
         config.check(model)
@@ -170,8 +287,11 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
 
     # beside the data: the sampler process's copy of the kernels, the kernels as JAX arrays, their gradient
     # and the P x P matrices of each leapfrog step
-    check_memory(path_data_bytes(tk) + 8 * (4 * 16 * tk.P ** 2 + 20 * tk.P ** 2),
-                 f"paths sample at P = {tk.P}, P_test = {tk.P_test}, T = {tk.T}", "choose a smaller P, P_test or T")
+    check_memory(
+        path_data_bytes(tk) + 8 * (4 * 16 * tk.P**2 + 20 * tk.P**2),
+        f"paths sample at P = {tk.P}, P_test = {tk.P_test}, T = {tk.T}",
+        "choose a smaller P, P_test or T",
+    )
     made_for = sample_parameters(model, tk, config)
     with _interruption("paths sample"), output_folder(out, "paths sample", "paths-sample", made_for) as folder:
         data = markov_path_data(tk)
@@ -179,6 +299,7 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
         # NUTS in a process of its own: a signal stops it between two Python steps here, never inside JAX
         if collapsed:
             from dotattn.paths.collapsed import run_collapsed
+
             result = run_isolated(run_collapsed, data.C_train, data.y_train, model, config, None)
         else:
             result = run_isolated(run_nuts, data, model, config, not quiet and sys.stderr.isatty())
@@ -186,64 +307,173 @@ def sample(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: i
         s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, command_line())
     if not quiet:
         d = s["diagnostics"]
-        click.echo(f"N={N:g}: accuracy sampled {s['accuracy_sampled']:.4f} +- {s['accuracy_error']:.4f}, theory "
-                   f"{s['accuracy_theory']:.4f}; R-hat max {d['rhat_max']:.4f}, ESS min {d['ess_min']:.0f}, "
-                   f"divergences {d['divergences']} ({s['status']}, {result.seconds:.0f} s)")
+        click.echo(
+            f"N={N:g}: accuracy sampled {s['accuracy_sampled']:.4f} +- {s['accuracy_error']:.4f}, theory "
+            f"{s['accuracy_theory']:.4f}; R-hat max {d['rhat_max']:.4f}, ESS min {d['ess_min']:.0f}, "
+            f"divergences {d['divergences']} ({s['status']}, {result.seconds:.0f} s)"
+        )
         click.echo(f"wrote {Path(folder) / 'sample.json'}")
 
 
 @paths.command("images", short_help="One-shot images: trained queries and keys, theory vs GP limit, head pruning.")
-@click.option("--omniglot", type=str, required=True,
-              help="Omniglot images: a .zip, a folder of zips, or the extracted <set>/<alphabet>/characterNN/*.png "
-                   "layout (a SHA256SUMS file beside the zips is checked).")
-@click.option("--fashion-mnist", "fashion_mnist", type=str, default="/usr/share/datasets/fashion-mnist",
-              show_default=True, help="Folder with the four FashionMNIST IDX files (plain or .gz).")
-@click.option("--P", "P", type=int, default=600, show_default=True,
-              help="Training episodes of the theory, in [10, 5000].")
-@click.option("--P-validation", "P_validation", type=int, default=500, show_default=True,
-              help="Validation episodes (validation characters: temperature choice, early stopping), >= 10.")
+@click.option(
+    "--omniglot",
+    type=str,
+    required=True,
+    help="Omniglot images: a .zip, a folder of zips, or the extracted <set>/<alphabet>/characterNN/*.png "
+    "layout (a SHA256SUMS file beside the zips is checked).",
+)
+@click.option(
+    "--fashion-mnist",
+    "fashion_mnist",
+    type=str,
+    default="/usr/share/datasets/fashion-mnist",
+    show_default=True,
+    help="Folder with the four FashionMNIST IDX files (plain or .gz).",
+)
+@click.option(
+    "--P", "P", type=int, default=600, show_default=True, help="Training episodes of the theory, in [10, 5000]."
+)
+@click.option(
+    "--P-validation",
+    "P_validation",
+    type=int,
+    default=500,
+    show_default=True,
+    help="Validation episodes (validation characters: temperature choice, early stopping), >= 10.",
+)
 @click.option("--P-test", "P_test", type=int, default=1000, show_default=True, help="Test episodes, >= 10.")
-@click.option("--P-ood", "P_ood", type=int, default=1000, show_default=True,
-              help="Episodes of each out-of-distribution set, >= 10.")
-@click.option("--N", "N", multiple=True, default=("10,20,50,100,200,500,1000,10000",), show_default=True,
-              help="Widths of the theory: comma lists or start:stop:count ranges, each in [1, 1e12].")
-@click.option("--temperatures", multiple=True, default=("0.01,0.1,1",), show_default=True,
-              help="Temperature grid (chosen per width on the validation episodes), each in [1e-8, 1e4].")
-@click.option("--theory-tol", type=float, default=1e-8, show_default=True,
-              help="Relative stationarity at which a saddle point counts as converged, in [1e-14, 1e-2].")
-@click.option("--gd-width", type=int, default=32, show_default=True, help="Width N of the trained network, in [2, 1024].")
+@click.option(
+    "--P-ood",
+    "P_ood",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Episodes of each out-of-distribution set, >= 10.",
+)
+@click.option(
+    "--N",
+    "N",
+    multiple=True,
+    default=("10,20,50,100,200,500,1000,10000",),
+    show_default=True,
+    help="Widths of the theory: comma lists or start:stop:count ranges, each in [1, 1e12].",
+)
+@click.option(
+    "--temperatures",
+    multiple=True,
+    default=("0.01,0.1,1",),
+    show_default=True,
+    help="Temperature grid (chosen per width on the validation episodes), each in [1e-8, 1e4].",
+)
+@click.option(
+    "--theory-tol",
+    type=float,
+    default=1e-8,
+    show_default=True,
+    help="Relative stationarity at which a saddle point counts as converged, in [1e-14, 1e-2].",
+)
+@click.option(
+    "--gd-width", type=int, default=32, show_default=True, help="Width N of the trained network, in [2, 1024]."
+)
 @click.option("--qk-dim", type=int, default=16, show_default=True, help="Query/key dimension G, in [1, 256].")
 @click.option("--lr", type=float, default=3e-3, show_default=True, help="Adam learning rate, in (0, 1].")
 @click.option("--batch", type=int, default=64, show_default=True, help="Episodes per Adam step, in [1, 4096].")
-@click.option("--epoch-episodes", type=int, default=6400, show_default=True,
-              help="Fresh training episodes per epoch, in [1, 1e6].")
+@click.option(
+    "--epoch-episodes",
+    type=int,
+    default=6400,
+    show_default=True,
+    help="Fresh training episodes per epoch, in [1, 1e6].",
+)
 @click.option("--max-epochs", type=int, default=60, show_default=True, help="Most epochs, in [1, 1e4].")
-@click.option("--patience", type=int, default=10, show_default=True,
-              help="Stop after this many epochs without a better validation accuracy, in [1, 1e4].")
-@click.option("--sample-N", "sample_N", type=int, default=10, show_default=True,
-              help="Width of the posterior-sampling check (NUTS), in [0, 200]; 0: no check.")
-@click.option("--sample-P", "sample_P", type=int, default=100, show_default=True,
-              help="Training episodes of the sampling check (the first of the theory's), in [10, 2000].")
+@click.option(
+    "--patience",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Stop after this many epochs without a better validation accuracy, in [1, 1e4].",
+)
+@click.option(
+    "--sample-N",
+    "sample_N",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Width of the posterior-sampling check (NUTS), in [0, 200]; 0: no check.",
+)
+@click.option(
+    "--sample-P",
+    "sample_P",
+    type=int,
+    default=100,
+    show_default=True,
+    help="Training episodes of the sampling check (the first of the theory's), in [10, 2000].",
+)
 @click.option("--sample-chains", type=int, default=2, show_default=True, help="NUTS chains, in [1, 64].")
 @click.option("--sample-warmup", type=int, default=200, show_default=True, help="NUTS warm-up steps per chain.")
 @click.option("--sample-draws", type=int, default=200, show_default=True, help="NUTS kept draws per chain, >= 4.")
-@click.option("--sample-tree-depth", type=int, default=10, show_default=True, help="NUTS maximum tree depth, in [1, 15].")
-@click.option("--sample-collapsed", is_flag=True,
-              help="Sampling check on the exact collapsed posterior of the order parameters (U_1, U_2, U_a) "
-                   "instead of the weights: same posterior of U, a chain of fixed dimension.")
-@click.option("--bootstrap", type=int, default=1000, show_default=True,
-              help="Bootstrap resamples of the test episodes for the rank-correlation interval, in [10, 1e5].")
+@click.option(
+    "--sample-tree-depth", type=int, default=10, show_default=True, help="NUTS maximum tree depth, in [1, 15]."
+)
+@click.option(
+    "--sample-collapsed",
+    is_flag=True,
+    help="Sampling check on the exact collapsed posterior of the order parameters (U_1, U_2, U_a) "
+    "instead of the weights: same posterior of U, a chain of fixed dimension.",
+)
+@click.option(
+    "--bootstrap",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Bootstrap resamples of the test episodes for the rank-correlation interval, in [10, 1e5].",
+)
 @click.option("--split-seed", type=int, default=0, show_default=True, help="Seed of the character split, >= 0.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seed of the episodes, the network's initial weights and the sampler, >= 0.")
-@click.option("--out", type=click.Path(file_okay=False), required=True,
-              help="Output folder (summary.json, CSVs, gd_network.npz, figures, manifest.json).")
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the episodes, the network's initial weights and the sampler, >= 0.",
+)
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Output folder (summary.json, CSVs, gd_network.npz, figures, manifest.json).",
+)
 @click.option("--quiet", is_flag=True, help="No progress lines.")
-def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test: int, P_ood: int,
-           N: tuple[str, ...], temperatures: tuple[str, ...], theory_tol: float, gd_width: int, qk_dim: int,
-           lr: float, batch: int, epoch_episodes: int, max_epochs: int, patience: int, sample_N: int, sample_P: int,
-           sample_chains: int, sample_warmup: int, sample_draws: int, sample_tree_depth: int, bootstrap: int, split_seed: int, seed: int,
-           out: str, quiet: bool, sample_collapsed: bool = False) -> None:
+def images(
+    omniglot: str,
+    fashion_mnist: str,
+    P: int,
+    P_validation: int,
+    P_test: int,
+    P_ood: int,
+    N: tuple[str, ...],
+    temperatures: tuple[str, ...],
+    theory_tol: float,
+    gd_width: int,
+    qk_dim: int,
+    lr: float,
+    batch: int,
+    epoch_episodes: int,
+    max_epochs: int,
+    patience: int,
+    sample_N: int,
+    sample_P: int,
+    sample_chains: int,
+    sample_warmup: int,
+    sample_draws: int,
+    sample_tree_depth: int,
+    bootstrap: int,
+    split_seed: int,
+    seed: int,
+    out: str,
+    quiet: bool,
+    sample_collapsed: bool = False,
+) -> None:
     """One-shot image classification: trained queries and keys, theory against its GP limit, head pruning.
 
     Splits Omniglot by character (train / validation / test), trains the attention-paths network with
@@ -259,15 +489,38 @@ def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test:
 
     from dotattn.paths.images_gd import GDConfig
 
-    gd = GDConfig(N=gd_width, qk_dim=qk_dim, lr=lr, batch=batch, epoch_episodes=epoch_episodes,
-                  max_epochs=max_epochs, patience=patience, seed=seed)
-    config = ImageStudyConfig(omniglot=omniglot, fashion_mnist=fashion_mnist, gd=gd, P=P, P_validation=P_validation,
-                              P_test=P_test, P_ood=P_ood, widths=tuple(parse_grid("N", N)),
-                              temperatures=tuple(parse_grid("temperatures", temperatures)), theory_tol=theory_tol,
-                              seed=seed, split_seed=split_seed, bootstrap=bootstrap, sample_N=sample_N,
-                              sample_P=sample_P, sample_chains=sample_chains, sample_warmup=sample_warmup,
-                              sample_draws=sample_draws, sample_tree_depth=sample_tree_depth,
-                              sample_collapsed=sample_collapsed)
+    gd = GDConfig(
+        N=gd_width,
+        qk_dim=qk_dim,
+        lr=lr,
+        batch=batch,
+        epoch_episodes=epoch_episodes,
+        max_epochs=max_epochs,
+        patience=patience,
+        seed=seed,
+    )
+    config = ImageStudyConfig(
+        omniglot=omniglot,
+        fashion_mnist=fashion_mnist,
+        gd=gd,
+        P=P,
+        P_validation=P_validation,
+        P_test=P_test,
+        P_ood=P_ood,
+        widths=tuple(parse_grid("N", N)),
+        temperatures=tuple(parse_grid("temperatures", temperatures)),
+        theory_tol=theory_tol,
+        seed=seed,
+        split_seed=split_seed,
+        bootstrap=bootstrap,
+        sample_N=sample_N,
+        sample_P=sample_P,
+        sample_chains=sample_chains,
+        sample_warmup=sample_warmup,
+        sample_draws=sample_draws,
+        sample_tree_depth=sample_tree_depth,
+        sample_collapsed=sample_collapsed,
+    )
     _require("paths images", "torch")
     if sample_N:
         _require("paths images (sampling check; --sample-N 0 skips it)", "jax", "numpyro")
@@ -285,8 +538,12 @@ def images(omniglot: str, fashion_mnist: str, P: int, P_validation: int, P_test:
             study = run_image_study(config, data, Path(folder), progress=say)
             write_image_study(study, Path(folder), command_line())
         except Interrupted as err:
-            raise Interrupted(err.signum, err.detail, "paths images: interrupted; the same command resumes the "
-                              "training from its checkpoint (or reuses the trained network) in "
-                              f"{folder}") from None
+            raise Interrupted(
+                err.signum,
+                err.detail,
+                "paths images: interrupted; the same command resumes the "
+                "training from its checkpoint (or reuses the trained network) in "
+                f"{folder}",
+            ) from None
     if not quiet:
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({study.timings['total_seconds']:.0f} s)")

@@ -19,28 +19,67 @@ from dotattn.positional_semantic.state_evolution import SolverOptions
 
 def quadrature_options(func):
     """--quad, --quad-order, --coarse-order shared by solve and phase-diagram."""
-    for opt in reversed([
-        click.option("--quad", "quad_kind", type=click.Choice(["gauss-hermite", "qmc"]), default=None,
-                     help="Quadrature rule (default: Gauss-Hermite up to 6 dimensions, QMC beyond)."),
-        click.option("--quad-order", type=int, default=None,
-                     help="Points per axis (Gauss-Hermite) or log2 of the points (QMC). Default: 12 for the "
-                          "4-D toy model (see the convergence study in the README)."),
-        click.option("--coarse-order", type=int, default=None,
-                     help="Order of the coarse rule used for the first pass (>= 0; 0 disables)."),
-    ]):
+    for opt in reversed(
+        [
+            click.option(
+                "--quad",
+                "quad_kind",
+                type=click.Choice(["gauss-hermite", "qmc"]),
+                default=None,
+                help="Quadrature rule (default: Gauss-Hermite up to 6 dimensions, QMC beyond).",
+            ),
+            click.option(
+                "--quad-order",
+                type=int,
+                default=None,
+                help="Points per axis (Gauss-Hermite) or log2 of the points (QMC). Default: 12 for the "
+                "4-D toy model (see the convergence study in the README).",
+            ),
+            click.option(
+                "--coarse-order",
+                type=int,
+                default=None,
+                help="Order of the coarse rule used for the first pass (>= 0; 0 disables).",
+            ),
+        ]
+    ):
         func = opt(func)
     return func
 
 
 def solver_options(func):
-    for opt in reversed([
-        click.option("--tol", type=float, default=1e-8, show_default=True, help="Relative convergence tolerance on the overlaps, in [1e-14, 0.1]."),
-        click.option("--damping", type=float, default=0.8, show_default=True,
-                     help="Weight kept on the old overlaps in each step, in [0, 1)."),
-        click.option("--max-iter", type=int, default=1000, show_default=True, help="Iteration budget per fixed point, in [1, 1e6]."),
-        click.option("--hat-form", type=click.Choice(["gradient", "stein"]), default="gradient", show_default=True,
-                     help="Hat updates: gradient of the discretised E[M] (any rank) or Stein form (r = r_t = 1)."),
-    ]):
+    for opt in reversed(
+        [
+            click.option(
+                "--tol",
+                type=float,
+                default=1e-8,
+                show_default=True,
+                help="Relative convergence tolerance on the overlaps, in [1e-14, 0.1].",
+            ),
+            click.option(
+                "--damping",
+                type=float,
+                default=0.8,
+                show_default=True,
+                help="Weight kept on the old overlaps in each step, in [0, 1).",
+            ),
+            click.option(
+                "--max-iter",
+                type=int,
+                default=1000,
+                show_default=True,
+                help="Iteration budget per fixed point, in [1, 1e6].",
+            ),
+            click.option(
+                "--hat-form",
+                type=click.Choice(["gradient", "stein"]),
+                default="gradient",
+                show_default=True,
+                help="Hat updates: gradient of the discretised E[M] (any rank) or Stein form (r = r_t = 1).",
+            ),
+        ]
+    ):
         func = opt(func)
     return func
 
@@ -88,22 +127,49 @@ def start_name(init: str) -> str:
 def format_table(cat) -> str:
     """Readable table of the catalogue (one row per distinct fixed point, with the start it came from)."""
     toy = cat.problem.is_toy_layout
-    cols = ["branch", "start", "status", "q", "m" if toy else "mu", "theta", "V", "e_t", "eps_g", "replicon", "RS",
-            "selected"]
+    cols = [
+        "branch",
+        "start",
+        "status",
+        "q",
+        "m" if toy else "mu",
+        "theta",
+        "V",
+        "e_t",
+        "eps_g",
+        "replicon",
+        "RS",
+        "selected",
+    ]
     rows = []
     for e in cat.fixed_points:
         p = e.point(cat.problem.omega)
         s = p.stability
-        rows.append([p.branch, start_name(e.init), p.status, _fmt(p.q), _fmt(p.m if toy else p.mu), _fmt(p.theta),
-                     _fmt(p.V), _fmt(p.train_loss), _fmt(p.test_error), _fmt(s.replicon if s else None),
-                     s.label if s else "-", "*" if p.selected else ""])
+        rows.append(
+            [
+                p.branch,
+                start_name(e.init),
+                p.status,
+                _fmt(p.q),
+                _fmt(p.m if toy else p.mu),
+                _fmt(p.theta),
+                _fmt(p.V),
+                _fmt(p.train_loss),
+                _fmt(p.test_error),
+                _fmt(s.replicon if s else None),
+                s.label if s else "-",
+                "*" if p.selected else "",
+            ]
+        )
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     corr = f", token correlation c = {cat.problem.token_correlation:g}" if cat.problem.token_correlation else ""
-    lines = [f"alpha = {cat.alpha:g}, omega = {cat.problem.omega:g}{corr}  "
-             f"(quadrature {cat.quadrature['kind']} order {cat.quadrature['order']}, {cat.quadrature['nodes']} nodes; "
-             f"{cat.seconds:.1f} s)",
-             "  ".join(c.ljust(w) for c, w in zip(cols, widths)),
-             "  ".join("-" * w for w in widths)]
+    lines = [
+        f"alpha = {cat.alpha:g}, omega = {cat.problem.omega:g}{corr}  "
+        f"(quadrature {cat.quadrature['kind']} order {cat.quadrature['order']}, {cat.quadrature['nodes']} nodes; "
+        f"{cat.seconds:.1f} s)",
+        "  ".join(c.ljust(w) for c, w in zip(cols, widths)),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
     for e in cat.fixed_points:
         if not e.converged:
@@ -115,32 +181,45 @@ def format_table(cat) -> str:
         informed = [e for e in same if e.init == label]
         if len(same) > 1 and informed:
             others = ", ".join(start_name(e.init) for e in same if e.init != label)
-            lines.append(f"  two or more fixed points carry the label {label}: the one from the {label} (informed) "
-                         f"start is the branch that phase-diagram follows; {others} found another fixed point "
-                         f"with the same label (a different q, m, e_t)")
+            lines.append(
+                f"  two or more fixed points carry the label {label}: the one from the {label} (informed) "
+                f"start is the branch that phase-diagram follows; {others} found another fixed point "
+                f"with the same label (a different q, m, e_t)"
+            )
     if any(e.stability is not None for e in cat.fixed_points):
-        lines.append("  (RS: stable / AT-unstable: replicon >= 1 / jumps: replicon < 1 but the global prox jumps, "
-                     "unstable at T = 0; docs/rs_stability.md)")
+        lines.append(
+            "  (RS: stable / AT-unstable: replicon >= 1 / jumps: replicon < 1 but the global prox jumps, "
+            "unstable at T = 0; docs/rs_stability.md)"
+        )
     lines.append(f"linear baseline eps_lin = {cat.linear_baseline_test_error:.6g}")
     sel = cat.selected
     if sel is not None:
-        verdict = "attention beats the linear baseline" if sel.test_error < cat.linear_baseline_test_error \
+        verdict = (
+            "attention beats the linear baseline"
+            if sel.test_error < cat.linear_baseline_test_error
             else "the linear baseline is better"
-        lines.append(f"selected (global minimum of the training loss): {sel.branch}, eps_g = {sel.test_error:.6g}; {verdict}")
+        )
+        lines.append(
+            f"selected (global minimum of the training loss): {sel.branch}, eps_g = {sel.test_error:.6g}; {verdict}"
+        )
     if cat.quadrature_check:
         lines.append("quadrature check (finer rule minus this rule):")
         for check in cat.quadrature_check:
             if not check.change:
                 lines.append(f"  {check.branch}: finer rule {check.status}")
                 continue
-            lines.append(f"  {check.branch:<13} nodes {check.finer_rule['nodes']}: "
-                         + ", ".join(f"d{k} = {v:+.2e}" for k, v in check.change.items()))
+            lines.append(
+                f"  {check.branch:<13} nodes {check.finer_rule['nodes']}: "
+                + ", ".join(f"d{k} = {v:+.2e}" for k, v in check.change.items())
+            )
     return "\n".join(lines)
 
 
 @cli.command("solve")
 @click.option("--alpha", type=float, required=True, help="Sample complexity alpha = n/d, in (0, 1e4].")
-@click.option("--omega", type=float, default=0.3, show_default=True, help="Positional fraction omega of the target, in [0, 1].")
+@click.option(
+    "--omega", type=float, default=0.3, show_default=True, help="Positional fraction omega of the target, in [0, 1]."
+)
 @problem_options
 @student_option
 @correlation_option
@@ -150,23 +229,64 @@ def format_table(cat) -> str:
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random initialisations (>= 0).")
 @click.option("--check-quadrature", is_flag=True, help="Solve again on a finer rule and report every change.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
-@click.option("--rsb", type=int, default=0, show_default=True,
-              help="Steps of replica-symmetry breaking: 1 adds the zero-temperature 1RSB solution beside every "
-                   "converged RS fixed point (docs/rsb.md); 0 for RS only.")
-@click.option("--rsb-branch", "rsb_branches", default=None,
-              help="With --rsb 1: comma-separated branches to break (default: every converged fixed point).")
-@click.option("--rsb-orders", default=None,
-              help="With --rsb 1: Gauss-Hermite points per axis of the outer and inner rules, each in [2, 16] "
-                   "(default 6,4).")
-@click.option("--rsb-y", default=None,
-              help="With --rsb 1: the Parisi parameters y scanned, each in (0, 1e6] (default 300,100,30,10,3).")
+@click.option(
+    "--rsb",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Steps of replica-symmetry breaking: 1 adds the zero-temperature 1RSB solution beside every "
+    "converged RS fixed point (docs/rsb.md); 0 for RS only.",
+)
+@click.option(
+    "--rsb-branch",
+    "rsb_branches",
+    default=None,
+    help="With --rsb 1: comma-separated branches to break (default: every converged fixed point).",
+)
+@click.option(
+    "--rsb-orders",
+    default=None,
+    help="With --rsb 1: Gauss-Hermite points per axis of the outer and inner rules, each in [2, 16] (default 6,4).",
+)
+@click.option(
+    "--rsb-y",
+    default=None,
+    help="With --rsb 1: the Parisi parameters y scanned, each in (0, 1e6] (default 300,100,30,10,3).",
+)
 @click.option("--out", "out_dir", default=None, help="With --rsb 1: also write rsb.json and a manifest to this folder.")
-def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, student, token_correlation, quad_kind, quad_order,
-                  coarse_order, tol, damping, max_iter, hat_form, random_starts, seed, check_quadrature, as_json,
-                  rsb, rsb_branches, rsb_orders, rsb_y, out_dir):
+def solve_command(
+    alpha,
+    omega,
+    L,
+    rank,
+    teacher_rank,
+    sigma,
+    ridge,
+    A,
+    positional_gram,
+    student,
+    token_correlation,
+    quad_kind,
+    quad_order,
+    coarse_order,
+    tol,
+    damping,
+    max_iter,
+    hat_form,
+    random_starts,
+    seed,
+    check_quadrature,
+    as_json,
+    rsb,
+    rsb_branches,
+    rsb_orders,
+    rsb_y,
+    out_dir,
+):
     """All fixed points of the replica equations at one (alpha, omega), and the selected one."""
-    problem = problem_from_options(omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, student,
-                                   token_correlation=token_correlation)
+    problem = problem_from_options(
+        omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, student, token_correlation=token_correlation
+    )
     check_alpha(alpha)
     check_int("random-starts", random_starts, 0, MAX_RANDOM_STARTS)
     check_int("seed", seed, 0)
@@ -175,8 +295,15 @@ def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, position
     rsb_options, branches = build_rsb_options(rsb, rsb_branches, rsb_orders, rsb_y, out_dir)
     if rsb_options is not None:
         require_variant(problem, "--rsb 1")
-    cat = solve(problem, alpha, quadrature=quad, n_random=random_starts, options=options, seed=seed,
-                check_quadrature=check_quadrature)
+    cat = solve(
+        problem,
+        alpha,
+        quadrature=quad,
+        n_random=random_starts,
+        options=options,
+        seed=seed,
+        check_quadrature=check_quadrature,
+    )
     if as_json:
         click.echo(json.dumps(to_jsonable(cat.to_dict())))
     else:
@@ -184,8 +311,10 @@ def solve_command(alpha, omega, L, rank, teacher_rank, sigma, ridge, A, position
     if rsb_options is not None and cat.any_converged:
         run_rsb(cat, rsb_options, branches, out_dir, as_json)
     if not cat.any_converged:
-        click.echo("Error: no fixed point converged; try more iterations (--max-iter) or more damping (--damping 0.9)",
-                   err=True)
+        click.echo(
+            "Error: no fixed point converged; try more iterations (--max-iter) or more damping (--damping 0.9)",
+            err=True,
+        )
         sys.exit(1)
 
 
@@ -193,20 +322,27 @@ def build_rsb_options(rsb, branches, orders, ys, out_dir):
     """Map --rsb, --rsb-branch, --rsb-orders, --rsb-y, --out (checked before any computation)."""
     from dotattn.core.validation import ParameterError, check_out_dir
     from dotattn.positional_semantic.rsb import RSBOptions
+
     if rsb not in (0, 1):
         raise ParameterError(f"rsb must be 0 or 1 (steps of replica-symmetry breaking), got {rsb}")
     if rsb == 0:
-        given = [name for name, v in (("rsb-branch", branches), ("rsb-orders", orders), ("rsb-y", ys),
-                                      ("out", out_dir)) if v is not None]
+        given = [
+            name
+            for name, v in (("rsb-branch", branches), ("rsb-orders", orders), ("rsb-y", ys), ("out", out_dir))
+            if v is not None
+        ]
         if given:
             raise ParameterError(f"{given[0]} is only used with --rsb 1")
         return None, None
     defaults = RSBOptions()
     try:
-        outer, inner = ((defaults.outer_order, defaults.inner_order) if orders is None
-                        else (int(v) for v in orders.split(",")))
+        outer, inner = (
+            (defaults.outer_order, defaults.inner_order) if orders is None else (int(v) for v in orders.split(","))
+        )
     except ValueError:
-        raise ParameterError(f"rsb-orders must be two integers 'outer,inner', each in [2, 16], got {orders!r}") from None
+        raise ParameterError(
+            f"rsb-orders must be two integers 'outer,inner', each in [2, 16], got {orders!r}"
+        ) from None
     try:
         y_grid = defaults.y_grid if ys is None else tuple(float(v) for v in ys.split(","))
     except ValueError:
@@ -214,6 +350,7 @@ def build_rsb_options(rsb, branches, orders, ys, out_dir):
     for name, v in (("rsb-orders (outer)", outer), ("rsb-orders (inner)", inner)):
         check_int(name, v, 2, 16)
     from dotattn.positional_semantic.labels import BRANCHES
+
     wanted = None if branches is None else tuple(b.strip() for b in branches.split(","))
     if wanted is not None and not set(wanted) <= set(BRANCHES):
         raise ParameterError(f"rsb-branch must be among {', '.join(BRANCHES)}, got {branches!r}")
@@ -227,16 +364,23 @@ def run_rsb(cat, options, branches, out_dir, as_json) -> None:
     import time
 
     from dotattn.positional_semantic.rsb import solve_rsb, write_rsb
+
     t0 = time.perf_counter()
     entries = []
     for e in cat.fixed_points:
         if not e.converged or (branches is not None and e.branch not in branches):
             continue
-        res = solve_rsb(cat.problem, cat.alpha, e.result, options,
-                        progress=lambda p, b=e.branch: click.echo(
-                            f"  1RSB {b}: y = {p.y:g} {p.status} ({p.iterations} steps, {p.seconds:.1f} s)"
-                            + (f" e_t = {p.train_loss:.7g}, complexity = {p.complexity:.3g}" if p.converged else ""),
-                            err=True))
+        res = solve_rsb(
+            cat.problem,
+            cat.alpha,
+            e.result,
+            options,
+            progress=lambda p, b=e.branch: click.echo(
+                f"  1RSB {b}: y = {p.y:g} {p.status} ({p.iterations} steps, {p.seconds:.1f} s)"
+                + (f" e_t = {p.train_loss:.7g}, complexity = {p.complexity:.3g}" if p.converged else ""),
+                err=True,
+            ),
+        )
         entries.append((e.branch, e.result, res))
     if as_json:
         click.echo(json.dumps(to_jsonable({"rsb": [{"branch": b, **r.to_row()} for b, _, r in entries]})))
@@ -248,23 +392,53 @@ def run_rsb(cat, options, branches, out_dir, as_json) -> None:
 
 def format_rsb_table(entries, options) -> str:
     """One row per broken fixed point: RS e_t, eps_g beside the 1RSB status, y*, complexity, e_t, eps_g."""
-    cols = ["branch", "RS e_t", "RS eps_g", "1RSB status", "y", "1RSB e_t", "e_t(y_min)", "1RSB eps_g", "q0", "q1",
-            "seconds"]
+    cols = [
+        "branch",
+        "RS e_t",
+        "RS eps_g",
+        "1RSB status",
+        "y",
+        "1RSB e_t",
+        "e_t(y_min)",
+        "1RSB eps_g",
+        "q0",
+        "q1",
+        "seconds",
+    ]
     rows = []
     for branch, rs, r in entries:
         ov = r.overlaps
-        rows.append([branch, _fmt(rs.train_loss), _fmt(rs.test_error), r.status, _fmt(r.y), _fmt(r.train_loss),
-                     _fmt(r.small_y_train_loss), _fmt(r.test_error), _fmt(None if ov is None else ov.q0), _fmt(None if ov is None else ov.q1),
-                     f"{r.seconds:.0f}"])
+        rows.append(
+            [
+                branch,
+                _fmt(rs.train_loss),
+                _fmt(rs.test_error),
+                r.status,
+                _fmt(r.y),
+                _fmt(r.train_loss),
+                _fmt(r.small_y_train_loss),
+                _fmt(r.test_error),
+                _fmt(None if ov is None else ov.q0),
+                _fmt(None if ov is None else ov.q1),
+                f"{r.seconds:.0f}",
+            ]
+        )
     widths = [max(len(c), *(len(x[i]) for x in rows)) for i, c in enumerate(cols)] if rows else [len(c) for c in cols]
-    lines = [f"one-step RSB (zero temperature; Gauss-Hermite {options.outer_order} outer x {options.inner_order} inner; "
-             f"y scanned: {', '.join(f'{y:g}' for y in options.y_grid)})",
-             "  ".join(c.ljust(w) for c, w in zip(cols, widths)), "  ".join("-" * w for w in widths)]
+    lines = [
+        f"one-step RSB (zero temperature; Gauss-Hermite {options.outer_order} outer x {options.inner_order} inner; "
+        f"y scanned: {', '.join(f'{y:g}' for y in options.y_grid)})",
+        "  ".join(c.ljust(w) for c, w in zip(cols, widths)),
+        "  ".join("-" * w for w in widths),
+    ]
     lines += ["  ".join(v.ljust(w) for v, w in zip(x, widths)) for x in rows]
     for branch, _, r in entries:
-        lines.append(f"  {branch}: {r.message}; e_t(y) = "
-                     + ", ".join(f"{p.y:g}: {p.train_loss:.7g}" for p in r.scan if p.converged))
-    lines.append("  (e_t(y_min): e_t at the smallest y scanned, the RS e_t on the 1RSB rules, the reference for the "
-                 "1RSB shift; replica_symmetric: the complexity is negative at every y, so e_t(y) is largest at "
-                 "y -> 0, the RS value; docs/rsb.md)")
+        lines.append(
+            f"  {branch}: {r.message}; e_t(y) = "
+            + ", ".join(f"{p.y:g}: {p.train_loss:.7g}" for p in r.scan if p.converged)
+        )
+    lines.append(
+        "  (e_t(y_min): e_t at the smallest y scanned, the RS e_t on the 1RSB rules, the reference for the "
+        "1RSB shift; replica_symmetric: the complexity is negative at every y, so e_t(y) is largest at "
+        "y -> 0, the RS value; docs/rsb.md)"
+    )
     return "\n".join(lines)

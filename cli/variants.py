@@ -34,13 +34,25 @@ def _fmt(x: float, spec: str = ".3f") -> str:
 
 
 @cli.command("variants")
-@click.option("--theory", "theory", multiple=True,
-              help="LABEL=FOLDER: a phase-diagram folder (its alpha_c(omega)) for the variant LABEL; repeat.")
-@click.option("--erm", "erm", multiple=True,
-              help="LABEL=FOLDER: an erm-alpha-c folder (its crossings) for the variant LABEL; repeat.")
+@click.option(
+    "--theory",
+    "theory",
+    multiple=True,
+    help="LABEL=FOLDER: a phase-diagram folder (its alpha_c(omega)) for the variant LABEL; repeat.",
+)
+@click.option(
+    "--erm",
+    "erm",
+    multiple=True,
+    help="LABEL=FOLDER: an erm-alpha-c folder (its crossings) for the variant LABEL; repeat.",
+)
 @click.option("--baseline", required=True, help="The label every shift is measured from.")
-@click.option("--d-max", type=int, default=None,
-              help="Show each ERM study at its largest d not above this (default: its largest d), >= 1.")
+@click.option(
+    "--d-max",
+    type=int,
+    default=None,
+    help="Show each ERM study at its largest d not above this (default: its largest d), >= 1.",
+)
 @click.option("--out", required=True, help="Output folder (variants.csv, summary.json, variants.png).")
 def variants_command(theory, erm, baseline, d_max, out):
     """alpha_c(omega) of several variants side by side (theory, ERM) and each one's shift from a baseline.
@@ -64,12 +76,16 @@ def variants_command(theory, erm, baseline, d_max, out):
     command = "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     with output_folder(out, "variants", kind="variants", made_for=params) as folder:
         paths = write_variants(points, folder, params, command=command, seconds=time.perf_counter() - t0)
-    click.echo(f"{'variant':<14} {'source':<7} {'omega':>6} {'d':>5} {'alpha_c':>8} {'+-se':>7} "
-               f"{'interval':>17} {'crossing':>8} {'shift':>8} {'+-se':>7} {'paired':>6}")
+    click.echo(
+        f"{'variant':<14} {'source':<7} {'omega':>6} {'d':>5} {'alpha_c':>8} {'+-se':>7} "
+        f"{'interval':>17} {'crossing':>8} {'shift':>8} {'+-se':>7} {'paired':>6}"
+    )
     for p in points:
-        click.echo(f"{p.label:<14} {p.source:<7} {p.omega:>6g} {p.d or '-':>5} {_fmt(p.alpha_c, '.4f'):>8} "
-                   f"{_fmt(p.se, '.4f'):>7} [{_fmt(p.ci_lo)}, {_fmt(p.ci_hi)}]".ljust(68)
-                   + f" {(f'{p.crossings}/{p.seeds}' if p.seeds else '-'):>8} {_fmt(p.shift, '+.3f'):>8} "
-                     f"{_fmt(p.shift_se, '.4f'):>7} {p.paired_seeds or '-':>6}")
+        click.echo(
+            f"{p.label:<14} {p.source:<7} {p.omega:>6g} {p.d or '-':>5} {_fmt(p.alpha_c, '.4f'):>8} "
+            f"{_fmt(p.se, '.4f'):>7} [{_fmt(p.ci_lo)}, {_fmt(p.ci_hi)}]".ljust(68)
+            + f" {(f'{p.crossings}/{p.seeds}' if p.seeds else '-'):>8} {_fmt(p.shift, '+.3f'):>8} "
+            f"{_fmt(p.shift_se, '.4f'):>7} {p.paired_seeds or '-':>6}"
+        )
     for name, path in paths.items():
         click.echo(f"  wrote {path}")

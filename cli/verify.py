@@ -9,12 +9,19 @@ from dotattn.cli.main import cli
 
 @cli.command("verify")
 @click.argument("folders", nargs=-1, required=True, type=click.Path(file_okay=False))
-@click.option("--seal", is_flag=True,
-              help="For a folder written before manifests existed: check its rows, then write its manifest.json "
-                   "(which says it was sealed after the fact, at which commit).")
-@click.option("--recursive", "-r", is_flag=True,
-              help="Verify every folder with a manifest.json at or below each FOLDER (all of them, then one line "
-                   "per failure and exit status 2 if any failed).")
+@click.option(
+    "--seal",
+    is_flag=True,
+    help="For a folder written before manifests existed: check its rows, then write its manifest.json "
+    "(which says it was sealed after the fact, at which commit).",
+)
+@click.option(
+    "--recursive",
+    "-r",
+    is_flag=True,
+    help="Verify every folder with a manifest.json at or below each FOLDER (all of them, then one line "
+    "per failure and exit status 2 if any failed).",
+)
 def verify_command(folders, seal, recursive):
     """Verify output folders: every file against manifest.json (SHA-256, row count, provenance), and the
     rows against the folder's problem and grid.

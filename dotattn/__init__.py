@@ -20,16 +20,32 @@ from dotattn.positional_semantic.problem import Problem
 # the solver is imported on first use (PEP 562), so that `import dotattn` (and the CLI's help)
 # does not pay for scipy
 _PS = "dotattn.positional_semantic"
-_LAZY = {"Catalogue": f"{_PS}.catalogue", "CatalogueEntry": f"{_PS}.catalogue", "QuadratureSpec": f"{_PS}.catalogue",
-         "solve": f"{_PS}.catalogue", "FixedPoint": f"{_PS}.state_evolution", "SolverOptions": f"{_PS}.state_evolution"}
+_LAZY = {
+    "Catalogue": f"{_PS}.catalogue",
+    "CatalogueEntry": f"{_PS}.catalogue",
+    "QuadratureSpec": f"{_PS}.catalogue",
+    "solve": f"{_PS}.catalogue",
+    "FixedPoint": f"{_PS}.state_evolution",
+    "SolverOptions": f"{_PS}.state_evolution",
+}
 
-__all__ = ["__version__", "Catalogue", "CatalogueEntry", "FixedPoint", "ParameterError", "Problem",
-           "QuadratureSpec", "SolverOptions", "solve"]
+__all__ = [
+    "__version__",
+    "Catalogue",
+    "CatalogueEntry",
+    "FixedPoint",
+    "ParameterError",
+    "Problem",
+    "QuadratureSpec",
+    "SolverOptions",
+    "solve",
+]
 
 
 def __getattr__(name: str):
     if name in _LAZY:
         import importlib
+
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value

@@ -22,8 +22,9 @@ def dotattn_command() -> list[str]:
 def run_python(code: str, cwd: str | Path, timeout: float = 300) -> subprocess.CompletedProcess:
     """``python -c code`` in ``cwd``: run it outside the source tree, whose ``dotattn/`` (without the
     ``cli`` subpackage) would otherwise shadow the installed package."""
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=cwd,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=ENV, cwd=cwd, timeout=timeout
+    )
 
 
 POOLED = ("phase-diagram", "erm-alpha-c")
@@ -41,15 +42,17 @@ def with_workers(args) -> list[str]:
 
 
 def run(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run([*dotattn_command(), *with_workers(args)], capture_output=True, text=True, env=ENV,
-                          timeout=timeout)
+    return subprocess.run(
+        [*dotattn_command(), *with_workers(args)], capture_output=True, text=True, env=ENV, timeout=timeout
+    )
 
 
 def start_until(args: list[str], folder: Path, pattern: str, timeout: float = 300) -> subprocess.Popen:
     """Start ``dotattn *args`` and return once ``folder`` holds a file matching ``pattern`` (a cached
     unit of work), asserting that the process is still running; for tests that then send a signal."""
-    proc = subprocess.Popen([*dotattn_command(), *with_workers(args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=ENV)
+    proc = subprocess.Popen(
+        [*dotattn_command(), *with_workers(args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV
+    )
     deadline = time.monotonic() + timeout
     while not list(folder.glob(pattern)):
         assert proc.poll() is None, proc.communicate()
@@ -94,4 +97,3 @@ def wait_for(condition, timeout: float, what: str):
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-

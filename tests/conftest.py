@@ -19,8 +19,9 @@ SLOW = os.environ.get("DOTATTN_SLOW") == "1"
 def reduced_and_full(argnames: str, reduced, full):
     """``pytest.mark.parametrize(argnames, ...)`` with a ``reduced`` case run by default and a ``full``
     case marked slow (run with ``DOTATTN_SLOW=1``); ``reduced`` and ``full`` are tuples of arguments."""
-    return pytest.mark.parametrize(argnames, [pytest.param(*reduced, id="reduced"),
-                                              pytest.param(*full, id="full", marks=pytest.mark.slow)])
+    return pytest.mark.parametrize(
+        argnames, [pytest.param(*reduced, id="reduced"), pytest.param(*full, id="full", marks=pytest.mark.slow)]
+    )
 
 
 def pytest_collection_modifyitems(config, items):
@@ -78,4 +79,5 @@ def refused_port():
 @pytest.fixture(scope="session")
 def toy():
     from dotattn.positional_semantic.problem import Problem
+
     return Problem(omega=0.3)

@@ -11,21 +11,24 @@ from dotattn.core.io import read_csv, verify_manifest
 
 
 @pytest.mark.parametrize("command", [amp_command, gd_command])
-@pytest.mark.parametrize("args, words", [
-    (["--rho", "0"], ["rho", "[0.0001, 10000]"]),
-    (["--rho", "-1"], ["rho"]),
-    (["--rho", "nan"], ["rho", "finite"]),
-    (["--tokens", "1"], ["tokens", "[2, 64]"]),
-    (["--alpha", "0"], ["alpha", "(0, 10000]"]),
-    (["--alpha", "0.1,inf"], ["alpha", "finite"]),
-    (["--alpha", "-0.5"], ["alpha"]),
-    (["--channel", "relu"], ["channel", "softmax"]),
-    (["--d", "1"], ["d"]),
-    (["--d", "2000", "--alpha", "1000"], ["needs about", "GiB"]),  # ~10^14 bytes: refused before any allocation
-    (["--seeds", "0"], ["seeds"]),
-    (["--beta", "0"], ["beta"]),
-    (["--rho", "0.001", "--d", "100"], ["rho * d"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--rho", "0"], ["rho", "[0.0001, 10000]"]),
+        (["--rho", "-1"], ["rho"]),
+        (["--rho", "nan"], ["rho", "finite"]),
+        (["--tokens", "1"], ["tokens", "[2, 64]"]),
+        (["--alpha", "0"], ["alpha", "(0, 10000]"]),
+        (["--alpha", "0.1,inf"], ["alpha", "finite"]),
+        (["--alpha", "-0.5"], ["alpha"]),
+        (["--channel", "relu"], ["channel", "softmax"]),
+        (["--d", "1"], ["d"]),
+        (["--d", "2000", "--alpha", "1000"], ["needs about", "GiB"]),  # ~10^14 bytes: refused before any allocation
+        (["--seeds", "0"], ["seeds"]),
+        (["--beta", "0"], ["beta"]),
+        (["--rho", "0.001", "--d", "100"], ["rho * d"]),
+    ],
+)
 def test_bad_input_one_line_exit_2_nothing_created(command, args, words, tmp_path):
     out = tmp_path / "out"
     base = ["--d", "20", "--alpha", "0.1"]
@@ -38,15 +41,18 @@ def test_bad_input_one_line_exit_2_nothing_created(command, args, words, tmp_pat
     assert not out.exists()
 
 
-@pytest.mark.parametrize("command, args, word", [
-    (amp_command, ["--channel", "hardmax", "--tokens", "3"], "hardmax"),
-    (amp_command, ["--damping", "1"], "damping"),
-    (amp_command, ["--max-iter", "0"], "max_iter"),
-    (gd_command, ["--channel", "hardmax"], "softmax"),
-    (gd_command, ["--optimizer", "sgd"], "optimizer"),
-    (gd_command, ["--device", "tpu"], "device"),
-    (gd_command, ["--inits", "0"], "inits"),
-])
+@pytest.mark.parametrize(
+    "command, args, word",
+    [
+        (amp_command, ["--channel", "hardmax", "--tokens", "3"], "hardmax"),
+        (amp_command, ["--damping", "1"], "damping"),
+        (amp_command, ["--max-iter", "0"], "max_iter"),
+        (gd_command, ["--channel", "hardmax"], "softmax"),
+        (gd_command, ["--optimizer", "sgd"], "optimizer"),
+        (gd_command, ["--device", "tpu"], "device"),
+        (gd_command, ["--inits", "0"], "inits"),
+    ],
+)
 def test_command_specific_refusals(command, args, word, tmp_path):
     out = tmp_path / "out"
     r = CliRunner().invoke(command, ["--d", "20", "--alpha", "0.1", *args, "--out", str(out)])
@@ -56,8 +62,9 @@ def test_command_specific_refusals(command, args, word, tmp_path):
 
 def test_amp_end_to_end(tmp_path):
     out = tmp_path / "amp"
-    r = CliRunner().invoke(amp_command, ["--d", "30", "--alpha", "0.3", "--seeds", "2", "--max-iter", "40",
-                                         "--out", str(out), "--quiet"])
+    r = CliRunner().invoke(
+        amp_command, ["--d", "30", "--alpha", "0.3", "--seeds", "2", "--max-iter", "40", "--out", str(out), "--quiet"]
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     verify_manifest(out, ["runs.csv", "alphas.csv", "iterations.csv", "summary.json"])
     runs = read_csv(out / "runs.csv")
@@ -76,13 +83,32 @@ def test_amp_end_to_end(tmp_path):
 def test_gd_end_to_end(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "gd"
-    r = CliRunner().invoke(gd_command, ["--d", "12", "--alpha", "0.3", "--seeds", "2", "--inits", "2", "--steps",
-                                        "200", "--device", "cpu", "--out", str(out)])
+    r = CliRunner().invoke(
+        gd_command,
+        [
+            "--d",
+            "12",
+            "--alpha",
+            "0.3",
+            "--seeds",
+            "2",
+            "--inits",
+            "2",
+            "--steps",
+            "200",
+            "--device",
+            "cpu",
+            "--out",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     assert "gd_averaged" in r.output
     runs = read_csv(out / "runs.csv")
-    assert sum(row["estimator"] == "gd" for row in runs) == 4 and sum(row["estimator"] == "gd_averaged"
-                                                                         for row in runs) == 2
+    assert (
+        sum(row["estimator"] == "gd" for row in runs) == 4
+        and sum(row["estimator"] == "gd_averaged" for row in runs) == 2
+    )
     s = json.loads((out / "summary.json").read_text())
     assert {a["estimator"] for a in s["alphas"]} == {"gd", "gd_averaged"}
     assert "data sets all of whose 2 initialisations" in r.output  # what conv/sets counts

@@ -8,8 +8,20 @@ import mpmath
 import numpy as np
 import pytest
 
-from dotattn.aim.channels import (alpha_bar, bvn_partials, flatten, hardmax_fisher_at_zero, log_bvn, log_z_out,
-                                  n_entries, noise_weights, output_function, q_hat, softmax_rows, unflatten)
+from dotattn.aim.channels import (
+    alpha_bar,
+    bvn_partials,
+    flatten,
+    hardmax_fisher_at_zero,
+    log_bvn,
+    log_z_out,
+    n_entries,
+    noise_weights,
+    output_function,
+    q_hat,
+    softmax_rows,
+    unflatten,
+)
 from dotattn.aim.prior import prior_second_moment
 
 

@@ -11,8 +11,19 @@ from clitools import run
 
 
 def test_json_points_and_thresholds():
-    r = run("aim", "state-evolution", "--channel", "softmax", "--rho", "0.5", "--tokens", "3", "--alpha", "0.01,0.08",
-            "--json")
+    r = run(
+        "aim",
+        "state-evolution",
+        "--channel",
+        "softmax",
+        "--rho",
+        "0.5",
+        "--tokens",
+        "3",
+        "--alpha",
+        "0.01,0.08",
+        "--json",
+    )
     assert r.returncode == 0, r.stderr
     obj = json.loads(r.stdout)
     assert [p["alpha"] for p in obj["points"]] == [0.01, 0.08]
@@ -24,8 +35,9 @@ def test_json_points_and_thresholds():
 
 def test_out_folder_with_provenance(tmp_path):
     out = tmp_path / "se"
-    r = run("aim", "state-evolution", "--channel", "hardmax", "--rho", "0.5", "--alpha", "0.1", "--out", str(out),
-            "--quiet")
+    r = run(
+        "aim", "state-evolution", "--channel", "hardmax", "--rho", "0.5", "--alpha", "0.1", "--out", str(out), "--quiet"
+    )
     assert r.returncode == 0, r.stderr
     rows = read_csv(out / "points.csv")
     assert len(rows) == 1 and rows[0]["status"] == "converged"
@@ -37,8 +49,16 @@ def test_out_folder_with_provenance(tmp_path):
 
 # one subprocess per case (~1 s each); the library refusals (check_inputs) are tested case by case
 # in test_aim_state_evolution.py
-@pytest.mark.parametrize("args", [["--rho", "0"], ["--rho", "0.5", "--tokens", "1"], ["--rho", "0.5", "--alpha", "0"],
-                                  ["--rho", "nan"], ["--rho", "0.5", "--channel", "argmax"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--rho", "0"],
+        ["--rho", "0.5", "--tokens", "1"],
+        ["--rho", "0.5", "--alpha", "0"],
+        ["--rho", "nan"],
+        ["--rho", "0.5", "--channel", "argmax"],
+    ],
+)
 def test_refusals_one_line_exit_2_nothing_created(tmp_path, args):
     out = tmp_path / "never"
     full = ["aim", "state-evolution", *args]

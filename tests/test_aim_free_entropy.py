@@ -30,8 +30,9 @@ def test_i_mmse_of_the_prior_channel(rho, qh):
     assert mutual_information(1e-4, rho) < 1e-4  # no information at vanishing SNR
 
 
-@pytest.mark.parametrize("channel,T,rho,q", [("hardmax", 2, 0.5, 0.3), ("hardmax", 2, 2.0, 1.0),
-                                             ("softmax", 3, 0.5, 0.9)])
+@pytest.mark.parametrize(
+    "channel,T,rho,q", [("hardmax", 2, 0.5, 0.3), ("hardmax", 2, 2.0, 1.0), ("softmax", 3, 0.5, 0.9)]
+)
 def test_output_entropy_derivative_is_q_hat(channel, T, rho, q):
     h = 1e-5
     d = (psi_out(channel, q + h, rho, T) - psi_out(channel, q - h, rho, T)) / (2 * h)
@@ -43,10 +44,14 @@ def test_the_state_evolution_fixed_point_is_stationary(channel, alpha):
     rho, T = 0.5, 2
     p = solve_point(channel, alpha, rho, T)
     hq, hh = 1e-5, 1e-5 * p.q_hat
-    dq = (free_entropy(channel, alpha, p.q + hq, p.q_hat, rho, T)
-          - free_entropy(channel, alpha, p.q - hq, p.q_hat, rho, T)) / (2 * hq)
-    dh = (free_entropy(channel, alpha, p.q, p.q_hat + hh, rho, T)
-          - free_entropy(channel, alpha, p.q, p.q_hat - hh, rho, T)) / (2 * hh)
+    dq = (
+        free_entropy(channel, alpha, p.q + hq, p.q_hat, rho, T)
+        - free_entropy(channel, alpha, p.q - hq, p.q_hat, rho, T)
+    ) / (2 * hq)
+    dh = (
+        free_entropy(channel, alpha, p.q, p.q_hat + hh, rho, T)
+        - free_entropy(channel, alpha, p.q, p.q_hat - hh, rho, T)
+    ) / (2 * hh)
     assert abs(dq) < 1e-6 * p.q_hat and abs(dh) < 1e-7  # both forces are O(q̂) and O(1) away from it
 
 
@@ -72,7 +77,9 @@ def test_both_starts_reach_the_state_evolution_fixed_point():
         assert abs(fp["uninformed"] - mmse) < 1e-9 and abs(fp["informed"] - mmse) < 1e-9
     # the iteration from the prior mean moves monotonically down to the fixed point (softmax, slow near it)
     V = iterate_se("softmax", 0.1, 0.5, 2, 1.0, 60)
-    assert all(b <= a + 1e-15 for a, b in zip(V, V[1:])) and abs(V[-1] - solve_point("softmax", 0.1, 0.5, 2).mmse) < 1e-3
+    assert (
+        all(b <= a + 1e-15 for a, b in zip(V, V[1:])) and abs(V[-1] - solve_point("softmax", 0.1, 0.5, 2).mmse) < 1e-3
+    )
 
 
 def test_perfect_recovery_rows():

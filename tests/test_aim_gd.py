@@ -73,7 +73,7 @@ def test_batched_initialisations_are_independent_trainings():
     rng = np.random.default_rng(np.random.SeedSequence([data.seed, gd._STREAM_INIT, 0]))
     W0 = rng.standard_normal((3, data.d, data.r))
     for k in range(3):
-        W = torch.as_tensor(W0[k:k + 1].copy()).requires_grad_(True)
+        W = torch.as_tensor(W0[k : k + 1].copy()).requires_grad_(True)
         opt = torch.optim.Adam([W], lr=0.1)
         X = torch.as_tensor(data.X.reshape(-1, data.d))
         for _ in range(100):

@@ -27,6 +27,7 @@ def _edit_first_row(folder: Path, name: str, column: str, value: str, reseal: bo
     """Change one cell of a CSV (keeping its comment line); ``reseal``: rewrite the manifest so that only
     the row checks can catch the edit."""
     import json
+
     path = folder / name
     comment = path.read_text().splitlines()[0].lstrip("# ")
     rows = read_csv(path)
@@ -88,14 +89,29 @@ def _free_entropy_folder(tmp_path: Path) -> Path:
     from click.testing import CliRunner
 
     out = tmp_path / "fe"
-    r = CliRunner().invoke(cli, ["aim", "free-entropy", "--rho", "0.5", "--alpha", "0.05,0.1", "--test-samples", "500",
-                                 "--out", str(out), "--quiet"])
+    r = CliRunner().invoke(
+        cli,
+        [
+            "aim",
+            "free-entropy",
+            "--rho",
+            "0.5",
+            "--alpha",
+            "0.05,0.1",
+            "--test-samples",
+            "500",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+    )
     assert r.exit_code == 0, (r.output, r.exception)
     return out
 
 
-@pytest.mark.parametrize("column, value", [("start", "random"), ("alpha", "0.07"), ("mmse", "1.3"),
-                                           ("test_error", "2.5"), ("rho", "1")])
+@pytest.mark.parametrize(
+    "column, value", [("start", "random"), ("alpha", "0.07"), ("mmse", "1.3"), ("test_error", "2.5"), ("rho", "1")]
+)
 def test_free_entropy_rows_checked_against_the_manifest(tmp_path, column, value):
     from dotattn.aim.plotting import read_free_entropy
 

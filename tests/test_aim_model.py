@@ -6,8 +6,17 @@ import math
 import numpy as np
 import pytest
 
-from dotattn.aim.model import (attention_index, hardmax_rows, make_data, outputs, sample_teacher, sample_tokens,
-                               sensing_adjoint, softmax_rows, teacher_rank)
+from dotattn.aim.model import (
+    attention_index,
+    hardmax_rows,
+    make_data,
+    outputs,
+    sample_teacher,
+    sample_tokens,
+    sensing_adjoint,
+    softmax_rows,
+    teacher_rank,
+)
 from dotattn.core.validation import ParameterError
 
 
@@ -34,8 +43,8 @@ def test_attention_index_variances_by_simulation():
     for x, target in ((off, Q0), (diag, 2 * Q0)):
         se_mean = x.std() / math.sqrt(n)
         assert abs(x.mean()) < 4 * se_mean
-        se_var = np.std(x ** 2) / math.sqrt(n)  # standard error of the second moment
-        assert abs(np.mean(x ** 2) - target) < 4 * se_var
+        se_var = np.std(x**2) / math.sqrt(n)  # standard error of the second moment
+        assert abs(np.mean(x**2) - target) < 4 * se_var
     # distinct entries are uncorrelated (the covariance of h given S is diagonal)
     assert abs(np.mean(h[:, 0, 1] * h[:, 0, 2])) < 4 * np.std(h[:, 0, 1] * h[:, 0, 2]) / math.sqrt(n)
     assert np.allclose(h, h.transpose(0, 2, 1), rtol=0, atol=1e-12 * np.abs(h).max())
@@ -113,11 +122,18 @@ def test_make_data_is_seeded_and_consistent():
     assert a.mse(a.S) == 0.0
 
 
-@pytest.mark.parametrize("kwargs, word", [
-    (dict(rho=0.0), "rho"), (dict(rho=float("nan")), "rho"), (dict(T=1), "tokens"),
-    (dict(alpha=0.0), "alpha"), (dict(alpha=float("inf")), "alpha"), (dict(channel="relu"), "channel"),
-    (dict(rho=0.01), "rho * d"),
-])
+@pytest.mark.parametrize(
+    "kwargs, word",
+    [
+        (dict(rho=0.0), "rho"),
+        (dict(rho=float("nan")), "rho"),
+        (dict(T=1), "tokens"),
+        (dict(alpha=0.0), "alpha"),
+        (dict(alpha=float("inf")), "alpha"),
+        (dict(channel="relu"), "channel"),
+        (dict(rho=0.01), "rho * d"),
+    ],
+)
 def test_make_data_refuses_bad_input(kwargs, word):
     args = dict(d=20, rho=0.5, T=2, alpha=0.5, channel="softmax")
     args.update(kwargs)

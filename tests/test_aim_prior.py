@@ -7,8 +7,18 @@ import math
 import numpy as np
 import pytest
 
-from dotattn.aim.prior import (integrate_bulks, mmse_prior, prior_second_moment, rie_denoise, rie_divergence,
-                               rie_eigenvalues, sample_goe, sample_teacher, stieltjes, support)
+from dotattn.aim.prior import (
+    integrate_bulks,
+    mmse_prior,
+    prior_second_moment,
+    rie_denoise,
+    rie_divergence,
+    rie_eigenvalues,
+    sample_goe,
+    sample_teacher,
+    stieltjes,
+    support,
+)
 
 CASES = [(0.1, 1e-3), (0.1, 0.1), (0.5, 0.01), (0.5, 1.0), (1.0, 1e-3), (1.0, 1.0), (2.0, 0.1), (2.0, 10.0)]
 
@@ -17,7 +27,7 @@ CASES = [(0.1, 1e-3), (0.1, 0.1), (0.5, 0.01), (0.5, 1.0), (1.0, 1e-3), (1.0, 1.
 def test_moments(rho, delta):
     # exact: mass 1, mean √ρ, second moment Q0 + Δ; the quadrature is converged to ~1e-14 here,
     # 1e-10 leaves room for rounding in the edges (roots of a quartic)
-    m = [integrate_bulks(lambda x, mu, p=p: x ** p * mu, delta, rho) for p in (0, 1, 2)]
+    m = [integrate_bulks(lambda x, mu, p=p: x**p * mu, delta, rho) for p in (0, 1, 2)]
     assert m[0] == pytest.approx(1.0, abs=1e-10)
     assert m[1] == pytest.approx(math.sqrt(rho), abs=1e-10)
     assert m[2] == pytest.approx(prior_second_moment(rho) + delta, abs=1e-10)
@@ -41,7 +51,7 @@ def test_stieltjes_branch_against_quadrature(rho, delta):
 
 def test_stieltjes_inside_is_density_and_hilbert():
     rho, delta = 0.5, 0.3
-    (lo, hi), = support(delta, rho)
+    ((lo, hi),) = support(delta, rho)
     x = np.linspace(lo, hi, 7)[1:-1]
     g = stieltjes(x, delta, rho)
     assert np.all(g.imag > 0)
@@ -115,5 +125,5 @@ def test_rie_divergence_matches_spectral_formula():
     dxi = (rie_eigenvalues(lam + eps, delta, rho) - rie_eigenvalues(lam - eps, delta, rho)) / (2 * eps)
     dl = lam[:, None] - lam[None, :]
     off = np.where(np.eye(d, dtype=bool), 0.0, (xi[:, None] - xi[None, :]) / np.where(dl == 0, 1, dl))
-    div = (2 / d ** 2) * (dxi.sum() + 0.5 * off.sum())
+    div = (2 / d**2) * (dxi.sum() + 0.5 * off.sum())
     assert div == pytest.approx(rie_divergence(delta, rho), abs=1e-2)

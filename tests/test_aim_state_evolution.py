@@ -8,8 +8,14 @@ import pytest
 
 from dotattn.aim.channels import alpha_bar, hardmax_fisher_at_zero, q_hat
 from dotattn.aim.prior import mmse_prior, prior_second_moment
-from dotattn.aim.state_evolution import (POINT_COLUMNS, SEPoint, check_inputs, perfect_recovery_alpha_bar,
-                                         solve_point, thresholds)
+from dotattn.aim.state_evolution import (
+    POINT_COLUMNS,
+    SEPoint,
+    check_inputs,
+    perfect_recovery_alpha_bar,
+    solve_point,
+    thresholds,
+)
 from dotattn.core.validation import ParameterError
 
 
@@ -92,7 +98,9 @@ def test_hardmax_weak_recovery_small_rho():
     # as ρ -> 0 the overlap above the trivial q = ρ vanishes below α_WR = ρ/(2 F0) and not above it
     x_c = 1 / (2 * hardmax_fisher_at_zero())
     assert thresholds("hardmax", 1e-3, 2)["alpha_weak_recovery_small_rho"] == pytest.approx(1e-3 * x_c)
-    gain = {(rho, f): solve_point("hardmax", f * x_c * rho, rho, 2).q - rho for rho in (1e-3, 1e-4) for f in (0.8, 1.25)}
+    gain = {
+        (rho, f): solve_point("hardmax", f * x_c * rho, rho, 2).q - rho for rho in (1e-3, 1e-4) for f in (0.8, 1.25)
+    }
     assert gain[(1e-4, 0.8)] < gain[(1e-3, 0.8)] / 3  # below: shrinks with ρ
     assert gain[(1e-4, 1.25)] > 0.5 * gain[(1e-3, 1.25)] > 0.01  # above: stays finite
 
@@ -109,9 +117,15 @@ def test_record_roundtrip_and_refusals():
     back = SEPoint.from_row(row)
     assert back.mmse == p.mmse and back.status == p.status and tuple(p.to_row()) == POINT_COLUMNS
     assert alpha_bar(0.05, 3) == pytest.approx(0.5)
-    for args in [("softmax", 0.0, 2, [0.1]), ("softmax", 0.5, 1, [0.1]), ("softmax", 0.5, 2, [0.0]),
-                 ("softmax", math.nan, 2, [0.1]), ("softmax", 0.5, 2, [math.inf]), ("relu", 0.5, 2, [0.1]),
-                 ("hardmax", 0.5, 3, [0.1])]:
+    for args in [
+        ("softmax", 0.0, 2, [0.1]),
+        ("softmax", 0.5, 1, [0.1]),
+        ("softmax", 0.5, 2, [0.0]),
+        ("softmax", math.nan, 2, [0.1]),
+        ("softmax", 0.5, 2, [math.inf]),
+        ("relu", 0.5, 2, [0.1]),
+        ("hardmax", 0.5, 3, [0.1]),
+    ]:
         with pytest.raises(ParameterError):
             check_inputs(*args)
 
@@ -135,8 +149,9 @@ def test_algorithm_points_reader_and_figure(tmp_path):
     gd = [r for r in rows if r["estimator"] == "gd"]
     assert list(groups[0]["alpha"]) == pytest.approx([float(r["alpha"]) for r in gd])
     assert list(groups[0]["mmse"]) == pytest.approx([float(r["mse_mean"]) for r in gd])
-    fig = mmse_figure([[solve_point("softmax", 0.05, 0.5, 2)]], thresholds=[thresholds("softmax", 0.5, 2)],
-                      algorithm_points=groups)
+    fig = mmse_figure(
+        [[solve_point("softmax", 0.05, 0.5, 2)]], thresholds=[thresholds("softmax", 0.5, 2)], algorithm_points=groups
+    )
     assert len(fig.axes[0].get_legend().get_texts()) == 3
 
 
@@ -149,9 +164,19 @@ def test_points_of_a_second_d_are_drawn_apart():
     from dotattn.aim.plotting import D_MARKER_SIZES, mmse_figure
 
     def pts(d):
-        return {"estimator": "gd_averaged", "channel": "softmax", "d": d, "rho": 0.5, "T": 2,
-                "alpha": np.array([0.05]), "mmse": np.array([0.8]), "mmse_se": np.array([0.01]),
-                "test": np.array([np.nan]), "test_se": np.array([np.nan]), "label": f"averaged GD, d = {d}"}
+        return {
+            "estimator": "gd_averaged",
+            "channel": "softmax",
+            "d": d,
+            "rho": 0.5,
+            "T": 2,
+            "alpha": np.array([0.05]),
+            "mmse": np.array([0.8]),
+            "mmse_se": np.array([0.01]),
+            "test": np.array([np.nan]),
+            "test_se": np.array([np.nan]),
+            "label": f"averaged GD, d = {d}",
+        }
 
     fig = mmse_figure([[solve_point("softmax", 0.05, 0.5, 2)]], algorithm_points=[pts(100), pts(200), pts(100)])
     lines = [ln for ln in fig.axes[0].lines if ln.get_marker() == "D"]

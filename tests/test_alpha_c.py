@@ -13,8 +13,18 @@ import numpy as np
 import pytest
 import torch
 
-from dotattn.theory_vs_erm.crossing import (CROSSING, NO_CROSSING, SEVERAL, CellSummary, FiniteSizeFit, SeedCrossing,
-                              bootstrap_mean_ci, crossings, fit_finite_size, summarise_cell)
+from dotattn.theory_vs_erm.crossing import (
+    CROSSING,
+    NO_CROSSING,
+    SEVERAL,
+    CellSummary,
+    FiniteSizeFit,
+    SeedCrossing,
+    bootstrap_mean_ci,
+    crossings,
+    fit_finite_size,
+    summarise_cell,
+)
 from dotattn.core.io import read_csv
 
 from clitools import ENV, dotattn_command, start_until, with_workers
@@ -39,11 +49,15 @@ def test_crossing_recovers_known_roots_exactly_on_linear_curves():
 
 def test_crossing_skips_invalid_points_and_reports_none_and_several():
     alphas = np.array([1.0, 1.1, 1.2, 1.3, 1.4])
-    D = np.array([[2.0, 1.0, -1.0, -2.0, -3.0],     # root 1.15
-                  [1.0, 2.0, 3.0, 4.0, 5.0],         # no crossing (always positional)
-                  [-1.0, -2.0, -3.0, -4.0, -5.0],    # no + -> - change (always semantic)
-                  [1.0, -1.0, 1.0, -1.0, -2.0],      # several: first root 1.05, 3 changes
-                  [1.0, 99.0, -1.0, -1.0, -1.0]])    # point 1.1 invalid: root between 1.0 and 1.2
+    D = np.array(
+        [
+            [2.0, 1.0, -1.0, -2.0, -3.0],  # root 1.15
+            [1.0, 2.0, 3.0, 4.0, 5.0],  # no crossing (always positional)
+            [-1.0, -2.0, -3.0, -4.0, -5.0],  # no + -> - change (always semantic)
+            [1.0, -1.0, 1.0, -1.0, -2.0],  # several: first root 1.05, 3 changes
+            [1.0, 99.0, -1.0, -1.0, -1.0],
+        ]
+    )  # point 1.1 invalid: root between 1.0 and 1.2
     valid = np.ones_like(D, dtype=bool)
     valid[4, 1] = False
     root, lo, hi, changes, n_valid = crossings(alphas, D, valid)
@@ -76,8 +90,10 @@ def test_bootstrap_is_reproducible_and_needs_two_values():
 
 
 def test_summarise_cell_counts_outcomes_and_averages_only_crossings():
-    recs = [SeedCrossing(0.3, 100, s, CROSSING if s < 3 else NO_CROSSING, [1.0, 1.2, 1.4, np.nan][s],
-                         1.0, 1.1, 1, 5, "") for s in range(4)]
+    recs = [
+        SeedCrossing(0.3, 100, s, CROSSING if s < 3 else NO_CROSSING, [1.0, 1.2, 1.4, np.nan][s], 1.0, 1.1, 1, 5, "")
+        for s in range(4)
+    ]
     recs.append(SeedCrossing(0.3, 100, 4, SEVERAL, 1.6, 1.5, 1.7, 3, 5, "1.1:same_minimum"))
     s = summarise_cell(0.3, 100, recs, excluded_points=1, seconds=2.0)
     assert (s.seeds, s.crossings, s.no_crossing, s.several) == (5, 4, 1, 1)
@@ -115,6 +131,7 @@ def test_finite_size_fit_recovers_a_known_limit():
 def test_batched_lbfgs_reaches_relative_stationarity_and_the_gd_minimum():
     from dotattn.core.training import STATUS_CONVERGED, relative_stationarity, train
     import sys
+
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "benchmarks"))
     from erm_optimizer import setup
 
@@ -131,12 +148,14 @@ def test_batched_lbfgs_reaches_relative_stationarity_and_the_gd_minimum():
 
 def test_batched_lbfgs_needs_the_ridge():
     from dotattn.core.training import train
+
     with pytest.raises(ValueError, match="ridge"):
         train(lambda W: W.square().sum((-1, -2)), torch.ones(2, 1, 3, dtype=torch.float64), optimizer="batched-lbfgs")
 
 
 def test_orthonormal_teacher_is_exactly_orthonormal():
     from dotattn.erm.data import teacher_weights
+
     Qs = teacher_weights(50, 2, seed=4, kind="orthonormal")
     np.testing.assert_allclose((Qs.T @ Qs / 50).numpy(), np.eye(2), atol=1e-12)
     G = teacher_weights(50, 2, seed=4)
@@ -145,14 +164,27 @@ def test_orthonormal_teacher_is_exactly_orthonormal():
 
 # -- the command -------------------------------------------------------------------------------
 def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([*dotattn_command(), *with_workers(["erm-alpha-c", *args])], capture_output=True,
-                          text=True, env=ENV, timeout=timeout)
+    return subprocess.run(
+        [*dotattn_command(), *with_workers(["erm-alpha-c", *args])],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=timeout,
+    )
 
 
-@pytest.mark.parametrize("bad,word", [(["--alpha", "1.0"], "alpha"), (["--seeds", "1"], "seeds"),
-                                      (["--d", "1"], "d"), (["--optimizer", "sgd"], "optimizer"),
-                                      (["--device", "tpu"], "device"), (["--omega", "1.5"], "omega"),
-                                      (["--dtype", "float32"], "dtype")])
+@pytest.mark.parametrize(
+    "bad,word",
+    [
+        (["--alpha", "1.0"], "alpha"),
+        (["--seeds", "1"], "seeds"),
+        (["--d", "1"], "d"),
+        (["--optimizer", "sgd"], "optimizer"),
+        (["--device", "tpu"], "device"),
+        (["--omega", "1.5"], "omega"),
+        (["--dtype", "float32"], "dtype"),
+    ],
+)
 def test_bad_input_exits_2_with_one_line_and_no_folder(tmp_path, bad, word):
     out = tmp_path / "never"
     args = {"--d": "64", "--seeds": "4", "--alpha": "0.8,1.6", "--omega": "0.3"}
@@ -168,8 +200,21 @@ def test_bad_input_exits_2_with_one_line_and_no_folder(tmp_path, bad, word):
 
 def test_d64_end_to_end_and_resume_from_cache(tmp_path):
     out = tmp_path / "ac"
-    args = ["--omega", "0.3", "--d", "48,64", "--seeds", "3", "--alpha", "0.8:1.8:6", "--threads", "1",
-            "--no-theory", "--out", str(out)]
+    args = [
+        "--omega",
+        "0.3",
+        "--d",
+        "48,64",
+        "--seeds",
+        "3",
+        "--alpha",
+        "0.8:1.8:6",
+        "--threads",
+        "1",
+        "--no-theory",
+        "--out",
+        str(out),
+    ]
     res = _run(*args)
     assert res.returncode == 0, res.stderr
     for name in ("crossings.csv", "cells.csv", "delta.csv", "summary.json", "delta_et.png", "alpha_c_vs_d.png"):
@@ -190,16 +235,33 @@ def test_d64_end_to_end_and_resume_from_cache(tmp_path):
     assert (out / "crossings.csv").read_text().splitlines()[1:] == first
 
 
-@pytest.mark.parametrize("d, seeds, alphas, max_no_crossing, max_ci_width", [
-    pytest.param(128, 12, "0.7:1.9:7", 4, None, id="reduced"),  # CI
-    pytest.param(500, 16, "0.7:1.9:13", None, 0.3, id="full", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "d, seeds, alphas, max_no_crossing, max_ci_width",
+    [
+        pytest.param(128, 12, "0.7:1.9:7", 4, None, id="reduced"),  # CI
+        pytest.param(500, 16, "0.7:1.9:13", None, 0.3, id="full", marks=pytest.mark.slow),
+    ],
+)
 def test_study_crosses_in_a_band_around_the_theory(tmp_path, d, seeds, alphas, max_no_crossing, max_ci_width):
     """ω = 0.3, the theory computed by the command: the finite-d crossing α_c in [0.9, 1.7] around the theory's
     α_c(0.3) ≈ 1.26 (a band for d = 128-500 finite-size shifts). Reduced (CI): d = 128, 12 seeds, at most 4
     seeds without a crossing; full (slow): d = 500, 16 seeds, a 95 % CI narrower than 0.3."""
     out = tmp_path / "ac"
-    res = _run("--omega", "0.3", "--d", str(d), "--seeds", str(seeds), "--alpha", alphas, "--threads", "1",
-               "--out", str(out), timeout=3600)
+    res = _run(
+        "--omega",
+        "0.3",
+        "--d",
+        str(d),
+        "--seeds",
+        str(seeds),
+        "--alpha",
+        alphas,
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+        timeout=3600,
+    )
     assert res.returncode == 0, res.stderr
     (w,) = json.loads((out / "summary.json").read_text())["omegas"]
     assert 1.1 < w["theory_alpha_c"] < 1.4  # the theory's α_c(0.3) (SPEC section 4: α_c grows with ω, ~1.25)
@@ -219,8 +281,24 @@ def test_sigterm_stops_cleanly_and_the_study_resumes(tmp_path):
     from clitools import wait_for as _wait_for
 
     out = tmp_path / "ac"
-    args = ["--omega", "0.3", "--d", "48,400,500", "--seeds", "3", "--alpha", "0.8:1.8:6", "--threads", "1",
-            "--workers", "2", "--no-theory", "--quiet", "--out", str(out)]
+    args = [
+        "--omega",
+        "0.3",
+        "--d",
+        "48,400,500",
+        "--seeds",
+        "3",
+        "--alpha",
+        "0.8:1.8:6",
+        "--threads",
+        "1",
+        "--workers",
+        "2",
+        "--no-theory",
+        "--quiet",
+        "--out",
+        str(out),
+    ]
     proc = start_until(["erm-alpha-c", *args], out / "cache", "cell_*.json")  # until a cell is cached
     workers = _children(proc.pid)
     proc.send_signal(signal.SIGTERM)
@@ -245,8 +323,10 @@ def test_dask_local_cluster_gives_the_in_process_study():
 
     cfg = AlphaCConfig(omegas=(0.3,), ds=(32, 48), alphas=(0.8, 1.3, 1.8), seeds=2, device="cpu")
     local = run_study(Problem(omega=0.3), cfg, theory=False)
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         viadask = run_study(Problem(omega=0.3), cfg, theory=False, dask_address=client)
     from conftest import assert_rows_close
 

@@ -26,9 +26,9 @@ def _root_setup(omega: float, grid: list[float], quad: QuadratureSpec | None = N
     p = Problem(omega=omega)
     branches = follow_branches(p, grid, quad or default_quadrature(p), OPTIONS)
     root = _critical_root(branches, grid, 1e-4)
-    on_branch = (lambda name, fp: fp.converged and branch_label(fp.overlaps, p) == name)  # noqa: E731
-    gap = (lambda fps: fps["semantic"].train_loss - fps["positional"].train_loss)  # noqa: E731
-    slope_of = (lambda fps, rule: envelope_slope(p, fps, "semantic", "positional", rule, OPTIONS))  # noqa: E731
+    on_branch = lambda name, fp: fp.converged and branch_label(fp.overlaps, p) == name  # noqa: E731
+    gap = lambda fps: fps["semantic"].train_loss - fps["positional"].train_loss  # noqa: E731
+    slope_of = lambda fps, rule: envelope_slope(p, fps, "semantic", "positional", rule, OPTIONS)  # noqa: E731
     return p, root, on_branch, gap, slope_of
 
 
@@ -43,10 +43,12 @@ def test_refined_alpha_c_agrees_between_two_different_rules():
     """Reduced form: ω = 0.3, refinement on 8 rules of 2^11 x 2 points against 8 other rules of
     2^12 x 2 points (other seeds): the same α_c within the stated standard errors, each below 0.005."""
     p, root, on_branch, gap, slope_of = _root_setup(0.3, [1.2, 1.3], GH8)
-    a = refine_root(p, root.alpha, root.nearest, gap, root.slope, RefineSpec(11, 8, 2, 1000), OPTIONS, on_branch,
-                    slope_of=slope_of)
-    b = refine_root(p, root.alpha, root.nearest, gap, root.slope, RefineSpec(12, 8, 2, 2000), OPTIONS, on_branch,
-                    slope_of=slope_of)
+    a = refine_root(
+        p, root.alpha, root.nearest, gap, root.slope, RefineSpec(11, 8, 2, 1000), OPTIONS, on_branch, slope_of=slope_of
+    )
+    b = refine_root(
+        p, root.alpha, root.nearest, gap, root.slope, RefineSpec(12, 8, 2, 2000), OPTIONS, on_branch, slope_of=slope_of
+    )
     _agree(a, b)
     assert max(a.standard_error, b.standard_error) < 0.005
     assert len(a.roots) == 8 and all(np.isfinite(a.roots))
@@ -58,8 +60,10 @@ def test_refined_alpha_c_default_against_reference_every_omega():
     sets and the 4x larger reference rules (2^15 x 2 x 8) agree within their standard errors."""
     for w, grid in ((0.1, [0.7, 0.8]), (0.2, [0.9, 1.0]), (0.3, [1.2, 1.3])):
         p, root, on_branch, gap, slope_of = _root_setup(w, grid)
-        runs = [refine_root(p, root.alpha, root.nearest, gap, root.slope, spec, OPTIONS, on_branch, slope_of=slope_of)
-                for spec in (RefineSpec(13, 8, 2, 1000), RefineSpec(13, 8, 2, 2000), RefineSpec(15, 8, 2, 3000))]
+        runs = [
+            refine_root(p, root.alpha, root.nearest, gap, root.slope, spec, OPTIONS, on_branch, slope_of=slope_of)
+            for spec in (RefineSpec(13, 8, 2, 1000), RefineSpec(13, 8, 2, 2000), RefineSpec(15, 8, 2, 3000))
+        ]
         for x in runs[:2]:
             _agree(x, runs[2])
             assert x.standard_error < 0.003
@@ -69,8 +73,9 @@ def test_root_on_the_sweep_rule_is_the_brent_root():
     """Known answer: the one-step root on the sweep rule itself is the sweep's Brent root (to
     Brent's tolerance 1e-4 plus the linearisation over < 1e-4)."""
     p, root, on_branch, gap, slope_of = _root_setup(0.3, [1.2, 1.3], GH8)
-    a, s = root_on_rule(p, root.alpha, root.nearest, gap, root.slope, gauss_hermite(4, 8), OPTIONS, on_branch,
-                        slope_of=slope_of)
+    a, s = root_on_rule(
+        p, root.alpha, root.nearest, gap, root.slope, gauss_hermite(4, 8), OPTIONS, on_branch, slope_of=slope_of
+    )
     assert abs(a - root.alpha) < 2e-4
     assert s < 0  # the semantic training loss falls below the positional one
 
@@ -87,21 +92,43 @@ def test_envelope_slope_against_finite_differences():
     fps = {n: iterate(p, a0, branches[n].points[1.2].overlaps, rule, OPTIONS) for n in ("semantic", "positional")}
     slope = envelope_slope(p, fps, "semantic", "positional", rule, OPTIONS)
     side = [{n: iterate(p, a0 + d, fps[n].overlaps, rule, OPTIONS) for n in fps} for d in (-h, h)]
-    fd = ((side[1]["semantic"].train_loss - side[1]["positional"].train_loss)
-          - (side[0]["semantic"].train_loss - side[0]["positional"].train_loss)) / (2 * h)
+    fd = (
+        (side[1]["semantic"].train_loss - side[1]["positional"].train_loss)
+        - (side[0]["semantic"].train_loss - side[0]["positional"].train_loss)
+    ) / (2 * h)
     assert abs(slope - fd) <= 0.01 * abs(fd)
 
 
 def test_refined_column_summary_round_trip_and_old_rows():
-    s = ColumnSummary(omega=0.1, alpha_c=0.75, alpha_lin=0.89, spinodal_semantic=None, spinodal_positional=None,
-                      spinodals={}, linear_baseline_test_error=0.003, seconds=1.0, alpha_c_error=0.001,
-                      alpha_lin_error=0.0008, alpha_c_sweep=0.755, alpha_c_sweep_error=0.02, alpha_lin_sweep=0.886,
-                      alpha_lin_sweep_error=0.004,
-                      refined={"alpha_c": RefinedRoot(0.75, 0.001, (0.749, np.nan), 0.755, -5e-4, "m").to_row()})
+    s = ColumnSummary(
+        omega=0.1,
+        alpha_c=0.75,
+        alpha_lin=0.89,
+        spinodal_semantic=None,
+        spinodal_positional=None,
+        spinodals={},
+        linear_baseline_test_error=0.003,
+        seconds=1.0,
+        alpha_c_error=0.001,
+        alpha_lin_error=0.0008,
+        alpha_c_sweep=0.755,
+        alpha_c_sweep_error=0.02,
+        alpha_lin_sweep=0.886,
+        alpha_lin_sweep_error=0.004,
+        refined={"alpha_c": RefinedRoot(0.75, 0.001, (0.749, np.nan), 0.755, -5e-4, "m").to_row()},
+    )
     assert ColumnSummary.from_row(json.loads(json.dumps(s.to_row()))) == s
     assert RefinedRoot.from_row(s.refined["alpha_c"]).roots[0] == 0.749
-    plain = ColumnSummary(omega=0.1, alpha_c=0.75, alpha_lin=None, spinodal_semantic=None, spinodal_positional=None,
-                          spinodals={}, linear_baseline_test_error=0.003, seconds=1.0)
+    plain = ColumnSummary(
+        omega=0.1,
+        alpha_c=0.75,
+        alpha_lin=None,
+        spinodal_semantic=None,
+        spinodal_positional=None,
+        spinodals={},
+        linear_baseline_test_error=0.003,
+        seconds=1.0,
+    )
     assert "refined" not in plain.to_row()  # rows (and cache keys) without refinement are as before
     assert ColumnSummary.from_row(plain.to_row()) == plain
     assert "refine" not in SweepSettings(default_quadrature(Problem())).to_dict()
@@ -142,11 +169,17 @@ def test_positional_branch_keeps_the_lower_of_both_passes():
     assert isinstance(two, Branch)
 
 
-@pytest.mark.parametrize("args, words", [(["--refine-rules", "1"], ["refine rules", "[2, 64]"]),
-                                         (["--refine-order", "40"], ["refine log2_points", "[4, 20]"])])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--refine-rules", "1"], ["refine rules", "[2, 64]"]),
+        (["--refine-order", "40"], ["refine log2_points", "[4, 20]"]),
+    ],
+)
 def test_phase_diagram_refuses_bad_refinement(args, words, tmp_path):
     """Bad input as everywhere: one line naming the parameter and its range, exit 2, nothing created."""
     from clitools import run
+
     out = tmp_path / "pd"
     r = run("phase-diagram", "--omega", "0.3", "--alpha", "1,2", "--out", str(out), *args)
     assert r.returncode == 2
@@ -162,13 +195,21 @@ def test_carried_envelope_is_the_global_step_at_the_fixed_point():
     from dataclasses import replace
 
     from dotattn.positional_semantic.loss_channel import hat_update
+
     p = Problem(omega=0.3)
     rule = gauss_hermite(4, 6)
     init = dict(initialisations(p, 0))
     fps = {n: iterate(p, 1.25, init[n], rule, OPTIONS) for n in ("semantic", "positional")}
     for fp in fps.values():
-        again = hat_update(fp.overlaps, fp.alpha, rule, p, form=OPTIONS.hat_form, random_starts=OPTIONS.random_starts,
-                           symmetry=OPTIONS.symmetry).envelope
+        again = hat_update(
+            fp.overlaps,
+            fp.alpha,
+            rule,
+            p,
+            form=OPTIONS.hat_form,
+            random_starts=OPTIONS.random_starts,
+            symmetry=OPTIONS.symmetry,
+        ).envelope
         assert fp.converged and fp.envelope == pytest.approx(again, rel=1e-13, abs=0)
     carried = envelope_slope(p, fps, "semantic", "positional", rule, OPTIONS)
     bare = {n: replace(fp, envelope=float("nan")) for n, fp in fps.items()}

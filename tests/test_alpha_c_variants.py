@@ -24,15 +24,27 @@ def _cell(omega: float, d: int, seeds: list[int], shift: float, alphas=ALPHAS) -
     et_pos = np.tile(1e-3 * a, (len(seeds), 1))
     et_sem = et_pos + 1e-4 * (roots[:, None] - a[None, :])
     status = np.full(et_pos.shape, STATUS_CONVERGED, dtype=object)
-    return CellRuns(omega=omega, d=d, alphas=tuple(alphas), seeds=tuple(seeds), et_sem=et_sem, et_pos=et_pos,
-                    status_sem=status.copy(), status_pos=status.copy(), same=np.zeros(et_pos.shape, bool),
-                    seconds=1.0, device="cpu")
+    return CellRuns(
+        omega=omega,
+        d=d,
+        alphas=tuple(alphas),
+        seeds=tuple(seeds),
+        et_sem=et_sem,
+        et_pos=et_pos,
+        status_sem=status.copy(),
+        status_pos=status.copy(),
+        same=np.zeros(et_pos.shape, bool),
+        seconds=1.0,
+        device="cpu",
+    )
 
 
 def _study(folder, shift: float, seeds: list[int], ds=(250, 500), alphas=ALPHAS):
     from dotattn.theory_vs_erm.output import write_alpha_c_study
-    config = AlphaCConfig(omegas=(0.1, 0.3), ds=tuple(ds), alphas=tuple(alphas), seeds=len(seeds),
-                          first_seed=seeds[0], n_boot=200)
+
+    config = AlphaCConfig(
+        omegas=(0.1, 0.3), ds=tuple(ds), alphas=tuple(alphas), seeds=len(seeds), first_seed=seeds[0], n_boot=200
+    )
     cells = {(w, d): _cell(w, d, seeds, shift, alphas) for w in config.omegas for d in ds}
     folder.mkdir()
     write_alpha_c_study(run_study(Problem(), config, theory=False, supplied=cells), folder, command="test")
@@ -71,16 +83,23 @@ def test_a_coarser_variant_grid_recomputes_the_baseline_on_the_shared_points(stu
     the 3 points both grids have (0.5, 0.9, 1.3), where a linear Δe_t still crosses at the same α."""
     base, _ = studies
     coarse = _study(tmp_path / "coarse", 0.25, list(range(8)), alphas=(0.5, 0.9, 1.3, 1.7, 2.1))
-    (v,) = [p for p in compare_variants([], [("tied", base), ("coarse", coarse)], "tied")
-            if p.label == "coarse" and p.omega == 0.1]
+    (v,) = [
+        p
+        for p in compare_variants([], [("tied", base), ("coarse", coarse)], "tied")
+        if p.label == "coarse" and p.omega == 0.1
+    ]
     assert v.shift_alphas == 3 and v.paired_seeds == 8 and v.shift == pytest.approx(0.25, abs=1e-9)
     from dotattn.theory_vs_erm.alpha_c import cell_crossings
     from dotattn.theory_vs_erm.output import read_alpha_c_part
+
     cell = read_alpha_c_part(base).cells[0]
     sub = cell.on_alphas([0.5, 0.9, 1.3, 7.0])
     assert sub.alphas == (0.5, 0.9, 1.3) and sub.et_sem.shape == (8, 3)
-    np.testing.assert_allclose([x.alpha_c for x in cell_crossings(sub, STATUS_CONVERGED)],
-                               [x.alpha_c for x in cell_crossings(cell, STATUS_CONVERGED)], atol=1e-12)
+    np.testing.assert_allclose(
+        [x.alpha_c for x in cell_crossings(sub, STATUS_CONVERGED)],
+        [x.alpha_c for x in cell_crossings(cell, STATUS_CONVERGED)],
+        atol=1e-12,
+    )
 
 
 def test_theory_points_and_shifts_against_the_baseline():
@@ -90,12 +109,15 @@ def test_theory_points_and_shifts_against_the_baseline():
     assert all(p.ci_lo == pytest.approx(p.alpha_c - 2 * p.se) for p in same)
 
 
-@pytest.mark.parametrize("theory, erm, baseline, word", [
-    ([], [("tied", "x"), ("tied", "y")], "tied", "twice"),
-    ([("tied", PHASE_DIAGRAM)], [], "untied", "baseline"),
-    ([("bad label", PHASE_DIAGRAM)], [], "bad label", "label"),
-    ([("tied", "/nonexistent/folder")], [], "tied", "does not exist"),
-])
+@pytest.mark.parametrize(
+    "theory, erm, baseline, word",
+    [
+        ([], [("tied", "x"), ("tied", "y")], "tied", "twice"),
+        ([("tied", PHASE_DIAGRAM)], [], "untied", "baseline"),
+        ([("bad label", PHASE_DIAGRAM)], [], "bad label", "label"),
+        ([("tied", "/nonexistent/folder")], [], "tied", "does not exist"),
+    ],
+)
 def test_refusals(theory, erm, baseline, word):
     with pytest.raises(ParameterError, match=word):
         compare_variants(theory, erm, baseline)
@@ -108,20 +130,36 @@ def test_a_folder_of_another_kind_is_refused():
 
 def test_cli_writes_a_verified_folder_and_refuses_bad_input(studies, tmp_path):
     from clitools import run
+
     base, variant = studies
     out = tmp_path / "out"
-    r = run("variants", "--theory", f"tied={PHASE_DIAGRAM}", "--erm", f"tied={base}", "--erm",
-            f"wide={variant}", "--baseline", "tied", "--out", str(out))
+    r = run(
+        "variants",
+        "--theory",
+        f"tied={PHASE_DIAGRAM}",
+        "--erm",
+        f"tied={base}",
+        "--erm",
+        f"wide={variant}",
+        "--baseline",
+        "tied",
+        "--out",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     assert "+0.250" in r.stdout
     assert run("verify", str(out)).returncode == 0
     from dotattn.theory_vs_erm.variants import read_variant_points
+
     assert len(read_variant_points(out / "variants.csv")) == 10 + 2 + 2
     text = (out / "variants.csv").read_text().replace(",erm,", ",ERM,", 1)
     (out / "variants.csv").write_text(text)
     assert run("verify", str(out)).returncode != 0  # the manifest catches the edit
-    for args, word in ((["--erm", f"tied{base}"], "LABEL=FOLDER"), (["--erm", f"tied={base}", "--d-max", "0"], "d-max"),
-                       (["--erm", f"wide={variant}"], "baseline")):
+    for args, word in (
+        (["--erm", f"tied{base}"], "LABEL=FOLDER"),
+        (["--erm", f"tied={base}", "--d-max", "0"], "d-max"),
+        (["--erm", f"wide={variant}"], "baseline"),
+    ):
         bad = tmp_path / "bad"
         r = run("variants", *args, "--baseline", "tied", "--out", str(bad))
         assert r.returncode == 2 and word in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -11,6 +11,7 @@ def test_help_and_version():
     r = run("--help")
     assert r.returncode == 0 and "phase-diagram" in r.stdout and "solve" in r.stdout
     from dotattn import __version__
+
     r = run("--version")
     assert r.returncode == 0 and __version__ in r.stdout
 
@@ -42,31 +43,44 @@ def test_solve_json_small_rule():
 
 
 def test_solve_table_and_quadrature_check():
-    r = run("solve", "--alpha", "1.25", "--quad-order", "6", "--coarse-order", "0", "--random-starts", "0",
-            "--check-quadrature")
+    r = run(
+        "solve",
+        "--alpha",
+        "1.25",
+        "--quad-order",
+        "6",
+        "--coarse-order",
+        "0",
+        "--random-starts",
+        "0",
+        "--check-quadrature",
+    )
     assert r.returncode == 0, r.stderr
     assert "positional" in r.stdout and "semantic" in r.stdout and "linear baseline" in r.stdout
     assert "quadrature check" in r.stdout and "dtrain_loss" in r.stdout
     assert "replicon" in r.stdout and "RS stability of positional" in r.stdout
 
 
-@pytest.mark.parametrize("args, word", [
-    (["solve", "--alpha", "-1"], "alpha"),
-    (["solve", "--alpha", "1", "--omega", "1.5"], "omega"),
-    (["solve", "--alpha", "1", "--sigma", "0"], "sigma"),
-    (["solve", "--alpha", "1", "--lambda", "-0.1"], "lambda"),
-    (["solve", "--alpha", "1", "--A", "0.5,0.6;0.4,0.6"], "A"),
-    (["solve", "--alpha", "1", "--A", "0.5,0.5,0;0.4,0.6,0"], "A"),
-    (["solve", "--alpha", "1", "--positional-gram", "1,2;2,1"], "positional_gram"),
-    (["solve", "--alpha", "1", "--L", "1"], "L"),
-    (["solve", "--alpha", "1", "--damping", "1.5"], "damping"),
-    (["solve", "--alpha", "1", "--rank", "3", "--quad", "gauss-hermite", "--quad-order", "20"], "quad"),
-    (["solve", "--alpha", "abc"], "alpha"),
-    (["phase-diagram", "--alpha", "0:1:3"], "alpha"),
-    (["phase-diagram", "--omega", "1.2"], "omega"),
-    (["phase-diagram", "--omega", "0:0.4:0"], "count"),
-    (["phase-diagram", "--omega", ","], "empty"),
-])
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (["solve", "--alpha", "-1"], "alpha"),
+        (["solve", "--alpha", "1", "--omega", "1.5"], "omega"),
+        (["solve", "--alpha", "1", "--sigma", "0"], "sigma"),
+        (["solve", "--alpha", "1", "--lambda", "-0.1"], "lambda"),
+        (["solve", "--alpha", "1", "--A", "0.5,0.6;0.4,0.6"], "A"),
+        (["solve", "--alpha", "1", "--A", "0.5,0.5,0;0.4,0.6,0"], "A"),
+        (["solve", "--alpha", "1", "--positional-gram", "1,2;2,1"], "positional_gram"),
+        (["solve", "--alpha", "1", "--L", "1"], "L"),
+        (["solve", "--alpha", "1", "--damping", "1.5"], "damping"),
+        (["solve", "--alpha", "1", "--rank", "3", "--quad", "gauss-hermite", "--quad-order", "20"], "quad"),
+        (["solve", "--alpha", "abc"], "alpha"),
+        (["phase-diagram", "--alpha", "0:1:3"], "alpha"),
+        (["phase-diagram", "--omega", "1.2"], "omega"),
+        (["phase-diagram", "--omega", "0:0.4:0"], "count"),
+        (["phase-diagram", "--omega", ","], "empty"),
+    ],
+)
 def test_bad_input_exit_2_one_line(args, word, tmp_path):
     r = run(*args, "--out", str(tmp_path / "out")) if args[0] == "phase-diagram" else run(*args)
     assert r.returncode == 2, (r.stdout, r.stderr)
@@ -85,8 +99,22 @@ def test_phase_diagram_unwritable_output(tmp_path):
 
 def test_phase_diagram_small_run_and_resume(tmp_path):
     out = tmp_path / "pd"
-    args = ["phase-diagram", "--omega", "0.3", "--alpha", "1.0,1.5", "--quad-order", "6", "--coarse-order", "0",
-            "--workers", "1", "--out", str(out), "--quiet"]
+    args = [
+        "phase-diagram",
+        "--omega",
+        "0.3",
+        "--alpha",
+        "1.0,1.5",
+        "--quad-order",
+        "6",
+        "--coarse-order",
+        "0",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     r = run(*args)
     assert r.returncode == 0, r.stderr
     for name in ("phase_diagram.csv", "summary.json", "test_error.png", "overlaps.png"):

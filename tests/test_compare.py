@@ -10,22 +10,53 @@ from clitools import run
 
 def test_compare_on_tiny_erm_run(tmp_path):
     erm = tmp_path / "erm"
-    r = run("train-erm", "--d", "40", "--alpha", "1.5,2", "--omega", "0.3", "--seeds", "2", "--steps", "200",
-            "--test-samples", "500", "--out", str(erm), "--quiet")
+    r = run(
+        "train-erm",
+        "--d",
+        "40",
+        "--alpha",
+        "1.5,2",
+        "--omega",
+        "0.3",
+        "--seeds",
+        "2",
+        "--steps",
+        "200",
+        "--test-samples",
+        "500",
+        "--out",
+        str(erm),
+        "--quiet",
+    )
     assert r.returncode == 0, r.stderr
     fs = []
     for d in (30, 40):
         f = tmp_path / f"fs{d}"
-        r = run("train-erm", "--d", str(d), "--alpha", "1.5", "--seeds", "2", "--steps", "100", "--test-samples", "300",
-                "--out", str(f), "--quiet")
+        r = run(
+            "train-erm",
+            "--d",
+            str(d),
+            "--alpha",
+            "1.5",
+            "--seeds",
+            "2",
+            "--steps",
+            "100",
+            "--test-samples",
+            "300",
+            "--out",
+            str(f),
+            "--quiet",
+        )
         assert r.returncode == 0, r.stderr
         fs += ["--finite-size", str(f)]
     out = tmp_path / "cmp"
     r = run("compare", "--erm", str(erm), "--quad-order", "6", "--out", str(out), *fs)
     assert r.returncode == 0, r.stderr
     table = json.loads((out / "comparison.json").read_text())["table"]
-    assert {(row["alpha"], row["init"]) for row in table} == {(a, b) for a in (1.5, 2.0)
-                                                              for b in ("semantic", "positional")}
+    assert {(row["alpha"], row["init"]) for row in table} == {
+        (a, b) for a in (1.5, 2.0) for b in ("semantic", "positional")
+    }
     for row in table:
         assert row["theory_test_error"] > 0 and row["erm_test_error_mean"] > 0
     for name in ("comparison.png", "comparison.csv", "finite_size.png", "finite_size.json"):
@@ -53,18 +84,52 @@ def test_compare_bad_folder(tmp_path):
 
 def _run(alpha, init, branch, test_error, q, theta, mu):
     from dotattn.erm.records import RunRecord
+
     q, theta, mu = (np.asarray(x, dtype=float) for x in (q, theta, mu))
-    return RunRecord(alpha=alpha, n=100, init=init, seed=0, status="converged", steps=1, rel_change=0.0,
-                     grad_norm=0.0, train_loss=0.004, train_error=0.004, test_error=test_error, test_error_se=0.0,
-                     linear_train_error=0.0, linear_test_error=0.0, mu=mu, theta=theta, q=q,
-                     theta_over_sigma2=theta, q_over_sigma2=q, branch=branch, selected=False, d=100)
+    return RunRecord(
+        alpha=alpha,
+        n=100,
+        init=init,
+        seed=0,
+        status="converged",
+        steps=1,
+        rel_change=0.0,
+        grad_norm=0.0,
+        train_loss=0.004,
+        train_error=0.004,
+        test_error=test_error,
+        test_error_se=0.0,
+        linear_train_error=0.0,
+        linear_test_error=0.0,
+        mu=mu,
+        theta=theta,
+        q=q,
+        theta_over_sigma2=theta,
+        q_over_sigma2=q,
+        branch=branch,
+        selected=False,
+        d=100,
+    )
 
 
 def _point(branch, q, theta, mu, test_error):
     from dotattn.positional_semantic.records import BranchPoint
-    return BranchPoint(omega=0.3, alpha=1.0, branch=branch, status="converged", selected=True, iterations=1,
-                       residual=0.0, q=np.asarray(q, dtype=float), V=np.eye(2), theta=np.asarray(theta, dtype=float),
-                       mu=np.asarray(mu, dtype=float), train_loss=0.004, test_error=test_error)
+
+    return BranchPoint(
+        omega=0.3,
+        alpha=1.0,
+        branch=branch,
+        status="converged",
+        selected=True,
+        iterations=1,
+        residual=0.0,
+        q=np.asarray(q, dtype=float),
+        V=np.eye(2),
+        theta=np.asarray(theta, dtype=float),
+        mu=np.asarray(mu, dtype=float),
+        train_loss=0.004,
+        test_error=test_error,
+    )
 
 
 def test_comparison_table_uses_gauge_invariants_and_runs_that_stayed_on_the_branch():
@@ -81,12 +146,17 @@ def test_comparison_table_uses_gauge_invariants_and_runs_that_stayed_on_the_bran
     assert a == pytest.approx(b) and a["m_norm"] == pytest.approx(0.3) and a["q_trace"] == pytest.approx(0.25 / s2)
     theory = [_point("semantic", q, th, [[0.0, 0.0], [0.0, 0.0]], 0.004)]
     # runs: two on the branch (ε_g 3 % and 5 % high), one that flowed to the positional branch
-    runs = [_run(1.0, "semantic", "semantic", 0.00412, q, th, [[0, 0], [0, 0]]),
-            _run(1.0, "semantic", "semantic", 0.0042, U.T @ q @ U, U.T @ th, [[0, 0], [0, 0]]),
-            _run(1.0, "semantic", "positional", 0.009, q, [[0.0], [0.0]], mu)]
+    runs = [
+        _run(1.0, "semantic", "semantic", 0.00412, q, th, [[0, 0], [0, 0]]),
+        _run(1.0, "semantic", "semantic", 0.0042, U.T @ q @ U, U.T @ th, [[0, 0], [0, 0]]),
+        _run(1.0, "semantic", "positional", 0.009, q, [[0.0], [0.0]], mu),
+    ]
     for r in runs:  # the row form round-trips through JSON and CSV cells
         assert type(r).from_row(r.to_row()) == r
-        assert type(r).from_row({k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in r.to_row().items()}) == r
+        assert (
+            type(r).from_row({k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in r.to_row().items()})
+            == r
+        )
     erm = ErmRun(path=None, problem=problem, d=100, runs=tuple(runs))
     (row,) = comparison_table(erm, theory, tolerance=0.05)
     assert (row.erm_runs, row.erm_runs_on_branch) == (3, 2)
@@ -102,6 +172,8 @@ def test_comparison_table_uses_gauge_invariants_and_runs_that_stayed_on_the_bran
     # with a positional theory point, the run that flowed there is compared with it
     theory.append(_point("positional", q, [[0.0], [0.0]], mu, 0.009))
     rows = comparison_table(erm, theory)
-    assert [(r.init, r.branch, r.erm_runs_on_branch) for r in rows] == [("semantic", "semantic", 2),
-                                                                       ("semantic", "positional", 1)]
+    assert [(r.init, r.branch, r.erm_runs_on_branch) for r in rows] == [
+        ("semantic", "semantic", 2),
+        ("semantic", "positional", 1),
+    ]
     assert rows[1].rel_diff["test_error"] == pytest.approx(0.0) and np.isnan(rows[1].erm_std["test_error"])

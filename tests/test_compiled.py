@@ -39,6 +39,7 @@ def test_compiled_newton_is_the_vectorised_newton(V):
 def test_the_prox_uses_the_compiled_kernel_and_agrees():
     """The public prox (multi-start global search) gives the same global minimisers with either kernel."""
     from unittest import mock
+
     rng = np.random.default_rng(5)
     p = Problem(omega=0.3)
     centre = rng.normal(scale=0.6, size=(3000, 2, 1))

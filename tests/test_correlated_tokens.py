@@ -37,14 +37,21 @@ def test_token_powers():
 def test_correlated_loss_is_the_trace_form_and_its_derivatives_are_right():
     """ℓ̃(h̃) = (σ²/2) Tr[(S − T) C (S − T)ᵀ] at h = C^{1/2} h̃; gradient and Hessian by central differences."""
     rng = np.random.default_rng(0)
-    for p in (Problem(token_correlation=0.35, omega=0.2),
-              Problem(L=3, rank=2, teacher_rank=1, positional_attention=L3_A, token_correlation=-0.3)):
+    for p in (
+        Problem(token_correlation=0.35, omega=0.2),
+        Problem(L=3, rank=2, teacher_rank=1, positional_attention=L3_A, token_correlation=-0.3),
+    ):
         N, L, r = 5, p.L, p.rank
         h = rng.normal(size=(N, L, r))
         T = teacher_attention(rng.normal(size=(N, L, p.teacher_rank)), p)
         loss = CorrelatedAttentionLoss(p)
-        R = softmax_rows(np.einsum("lm,nmk->nlk", token_power(p, 0.5), h)
-                         @ np.swapaxes(np.einsum("lm,nmk->nlk", token_power(p, 0.5), h), 1, 2)) - T
+        R = (
+            softmax_rows(
+                np.einsum("lm,nmk->nlk", token_power(p, 0.5), h)
+                @ np.swapaxes(np.einsum("lm,nmk->nlk", token_power(p, 0.5), h), 1, 2)
+            )
+            - T
+        )
         trace_form = 0.5 * p.sigma**2 * np.einsum("nlm,mk,nlk->n", R, token_covariance(p), R)
         np.testing.assert_allclose(loss.value(h, T), trace_form, rtol=1e-12)
         der = loss.derivatives(h, T)
@@ -84,7 +91,7 @@ def test_prox_is_the_global_minimum_of_the_coupled_objective():
             grid_min = val.min()
             assert px.value[n] <= grid_min + 1e-12  # never above the grid's best
             assert grid_min - px.value[n] < 2e-4  # grid spacing 0.01: gap O(0.01² x curvature 1/V + |∇ℓ| 0.01)
-            h_fields = mix_tokens(px.h[n:n + 1], p, 0.5)[0, :, 0]
+            h_fields = mix_tokens(px.h[n : n + 1], p, 0.5)[0, :, 0]
             np.testing.assert_allclose(np.min(np.abs(h_fields - hh[np.argmin(val)])), 0.0, atol=0.05)
 
 
@@ -130,7 +137,12 @@ def test_small_correlation_is_continuous_with_the_uncorrelated_theory():
     the uncorrelated theory's own code: tokens.mix_tokens returns its argument)."""
     rule = gauss_hermite(4, 8)
     for init in ((0.9, 0.0, 15.0, 0.35), (0.02, 0.2, 15.0, 0.0)):
-        a = iterate(Problem(), 2.0, overlaps_from_scalars(Problem(), *init), rule, )
+        a = iterate(
+            Problem(),
+            2.0,
+            overlaps_from_scalars(Problem(), *init),
+            rule,
+        )
         pc = Problem(token_correlation=1e-7)
         b = iterate(pc, 2.0, overlaps_from_scalars(pc, *init), rule)
         assert a.converged and b.converged
@@ -201,7 +213,9 @@ def _check_monte_carlo(d, n, c):
         XX += np.einsum("nld,nmd->lm", X, X)
         YX += np.einsum("nld,nmd->lm", Y, X)
     B = np.linalg.solve(XX.T, YX.T).T
-    base = np.concatenate([np.sum((B @ X - Y) ** 2, axis=(1, 2)) / (2 * d) for X, _, Y in _samples(p, Q_star, P, n, rng)])
+    base = np.concatenate(
+        [np.sum((B @ X - Y) ** 2, axis=(1, 2)) / (2 * d) for X, _, Y in _samples(p, Q_star, P, n, rng)]
+    )
     eps_lin = linear_baseline_test_error(p)
     se = base.std() / np.sqrt(n)
     assert abs(base.mean() - eps_lin) < 4 * se + 0.03 * eps_lin, (base.mean(), se, eps_lin)
@@ -209,6 +223,7 @@ def _check_monte_carlo(d, n, c):
 
 def test_variants_the_theory_does_not_handle_are_refused():
     from dotattn.positional_semantic.rsb import solve_rsb
+
     with pytest.raises(ParameterError, match="token_correlation"):
         solve_rsb(Problem(token_correlation=0.2), 1.0, None)
 
@@ -216,15 +231,22 @@ def test_variants_the_theory_does_not_handle_are_refused():
 def test_teacher_target_is_the_teacher_attention_of_the_fields():
     p = Problem(token_correlation=0.6, omega=0.1)
     hs = np.random.default_rng(1).normal(size=(4, 2, 1))
-    np.testing.assert_allclose(teacher_target(hs, p), teacher_attention(np.einsum("lm,nmk->nlk",
-                                                                                  token_power(p, 0.5), hs), p))
+    np.testing.assert_allclose(
+        teacher_target(hs, p), teacher_attention(np.einsum("lm,nmk->nlk", token_power(p, 0.5), hs), p)
+    )
 
 
-@pytest.mark.parametrize("args", [["solve", "--alpha", "1", "--token-correlation", "1"],
-                                  ["solve", "--alpha", "1", "--token-correlation", "0.3", "--rsb", "1"],
-                                  ["phase-diagram", "--token-correlation", "2"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["solve", "--alpha", "1", "--token-correlation", "1"],
+        ["solve", "--alpha", "1", "--token-correlation", "0.3", "--rsb", "1"],
+        ["phase-diagram", "--token-correlation", "2"],
+    ],
+)
 def test_cli_refuses_bad_token_correlation_in_one_line(args, tmp_path):
     from clitools import run
+
     r = run(*args, "--out", str(tmp_path / "out")) if args[0] == "phase-diagram" else run(*args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -234,8 +256,20 @@ def test_cli_refuses_bad_token_correlation_in_one_line(args, tmp_path):
 
 def test_cli_solve_with_correlated_tokens():
     from clitools import run
-    r = run("solve", "--alpha", "2", "--token-correlation", "0.3", "--quad-order", "6", "--coarse-order", "0",
-            "--random-starts", "0")
+
+    r = run(
+        "solve",
+        "--alpha",
+        "2",
+        "--token-correlation",
+        "0.3",
+        "--quad-order",
+        "6",
+        "--coarse-order",
+        "0",
+        "--random-starts",
+        "0",
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "token correlation c = 0.3" in lines[0], lines[0]
@@ -249,6 +283,7 @@ def test_untied_student_with_correlated_tokens_is_refused_by_the_theory():
     """The reduction of docs/correlated_tokens.md holds for the untied student too, but that combination is
     not checked yet, so the theory refuses it in one line."""
     from dotattn.positional_semantic.catalogue import solve
+
     with pytest.raises(ParameterError, match="token_correlation"):
         solve(Problem(student="untied", token_correlation=0.2), 1.0, n_random=0, stability=False)
 
@@ -262,6 +297,7 @@ def test_a_branch_emerging_from_the_uninformative_point_is_not_ended_by_slow_con
     from dotattn.positional_semantic.branch import Branch
     from dotattn.positional_semantic.quadrature import gauss_hermite
     from dotattn.positional_semantic.state_evolution import SolverOptions
+
     p = Problem(omega=0.1, token_correlation=0.5)
     branch = Branch("positional", p, gauss_hermite(p.gaussian_dim, 5), None, SolverOptions())
     branch.follow([0.2, 0.4, 0.6], [0, 1, 2])

@@ -12,11 +12,25 @@ import torch
 
 from dotattn import ParameterError, Problem
 from dotattn.erm import ErmConfig, ErmResult, run_config, run_erm
-from dotattn.erm.data import (STREAM_TRAIN, content_noise, make_dataset, positional_embeddings, targets,
-                              teacher_attention, teacher_weights)
+from dotattn.erm.data import (
+    STREAM_TRAIN,
+    content_noise,
+    make_dataset,
+    positional_embeddings,
+    targets,
+    teacher_attention,
+    teacher_weights,
+)
 from dotattn.erm.experiment import _risk_function, _sample_errors, initial_weights
-from dotattn.erm.models import (attention, fit_linear_baseline, linear_normal_equations, linear_predict,
-                                quadratic_residual_pf, residual_sq_norm, sample_stats)
+from dotattn.erm.models import (
+    attention,
+    fit_linear_baseline,
+    linear_normal_equations,
+    linear_predict,
+    quadratic_residual_pf,
+    residual_sq_norm,
+    sample_stats,
+)
 from dotattn.core.training import train
 from dotattn.core.io import read_csv
 
@@ -146,7 +160,7 @@ def test_batched_risk_equals_a_loop_over_runs_with_masked_alphas():
     X = torch.stack([s.X for s in sets])
     stats = [sample_stats(s.T, s.G, s.Cpz, s.Czz) for s in sets]
     Cxx, Cyx, cyy = (torch.stack([st[j] for st in stats]) for j in range(3))
-    pf = (lambda M: M.permute(2, 3, 0, 1).contiguous())
+    pf = lambda M: M.permute(2, 3, 0, 1).contiguous()
     risk = _risk_function(X, pf(Cxx), pf(Cyx), cyy, ns, ridge)
     W = torch.randn(S, A, I, r, d, dtype=F64, generator=torch.Generator().manual_seed(2))
     R = risk(W)
@@ -156,7 +170,7 @@ def test_batched_risk_equals_a_loop_over_runs_with_masked_alphas():
             for i in range(I):
                 Q = W[s, a, i].T
                 ds = sets[s].head(n)
-                want = ((attention(ds.X, Q) - ds.y) ** 2).sum() / (2 * d) + ridge / 2 * (Q ** 2).sum()
+                want = ((attention(ds.X, Q) - ds.y) ** 2).sum() / (2 * d) + ridge / 2 * (Q**2).sum()
                 assert float(R[s, a, i]) == pytest.approx(float(want), rel=1e-11)
     errs = _sample_errors(W.reshape(S, A * I, r, d), X, pf(Cxx), pf(Cyx), cyy)
     assert errs.shape == (S, A * I, max(ns))
@@ -167,8 +181,14 @@ def test_autograd_gradient_matches_central_finite_differences():
     P = positional_embeddings(pb.G, d)
     ds = make_dataset(pb, teacher_weights(d, 1, 0), P, 10, 0)
     Cxx, Cyx, cyy = sample_stats(ds.T, ds.G, ds.Cpz, ds.Czz)
-    risk = _risk_function(ds.X[None], Cxx.permute(1, 2, 0)[:, :, None].contiguous(),
-                          Cyx.permute(1, 2, 0)[:, :, None].contiguous(), cyy[None], ns, ridge)
+    risk = _risk_function(
+        ds.X[None],
+        Cxx.permute(1, 2, 0)[:, :, None].contiguous(),
+        Cyx.permute(1, 2, 0)[:, :, None].contiguous(),
+        cyy[None],
+        ns,
+        ridge,
+    )
     W = (2.0 * torch.randn(1, 2, 1, 1, d, dtype=F64, generator=torch.Generator().manual_seed(5))).requires_grad_(True)
     (grad,) = torch.autograd.grad(risk(W).sum(), W)
     eps = 1e-6
@@ -200,8 +220,9 @@ def test_linear_baseline_matches_cvxpy():
     np.testing.assert_allclose(B, Bv.value, atol=2e-5)
     # the Gram-form residual of the baseline equals the explicit one
     explicit = ((linear_predict(ds.X, torch.tensor(B)) - ds.y) ** 2).sum((-1, -2))
-    np.testing.assert_allclose(residual_sq_norm(torch.tensor(B), ds.T, ds.G, ds.Cpz, ds.Czz).numpy(),
-                               explicit.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(
+        residual_sq_norm(torch.tensor(B), ds.T, ds.G, ds.Cpz, ds.Czz).numpy(), explicit.numpy(), rtol=1e-10
+    )
 
 
 # -- training --------------------------------------------------------------------------------
@@ -242,8 +263,17 @@ def test_gd_freezes_converged_runs_and_reports_status():
 
 def test_small_run_end_to_end():
     calls = []
-    res = run_erm(Problem(omega=0.3), d=64, alphas=[0.5, 2.0], inits="all", seeds=2, steps=300,
-                  test_samples=1000, device="cpu", progress=calls.append)
+    res = run_erm(
+        Problem(omega=0.3),
+        d=64,
+        alphas=[0.5, 2.0],
+        inits="all",
+        seeds=2,
+        steps=300,
+        test_samples=1000,
+        device="cpu",
+        progress=calls.append,
+    )
     assert isinstance(res, ErmResult) and len(res.runs) == 2 * 3 * 2
     assert sum(calls) == 300
     assert [r.init for r in res.runs[:6]] == ["semantic"] * 2 + ["positional"] * 2 + ["random"] * 2
@@ -267,7 +297,11 @@ def test_small_run_end_to_end():
     assert all(r.theta_over_sigma2.item() > 0.4 for r in sem) and all(r.m_norm > 0.15 for r in pos)
     rows = res.summary_rows()
     assert [(row.alpha, row.init) for row in rows[:4]] == [
-        (0.5, "semantic"), (0.5, "positional"), (0.5, "random"), (0.5, "selected")]
+        (0.5, "semantic"),
+        (0.5, "positional"),
+        (0.5, "random"),
+        (0.5, "selected"),
+    ]
     sel = rows[3]
     assert sel.runs == 2 and sel.selected_inits
     np.testing.assert_allclose(sel.mean["test_error"], np.mean([r.test_error for r in res.select(0.5, "selected")]))
@@ -277,8 +311,9 @@ def test_small_run_end_to_end():
         cells = {k: (json.dumps(v) if isinstance(v, list) else str(v)) for k, v in flat.items()}
         assert json.dumps(type(row).from_row(cells).to_row()) == json.dumps(flat)
     # the same seeds reproduce the same numbers
-    again = run_erm(Problem(omega=0.3), d=64, alphas=[0.5, 2.0], inits="all", seeds=2, steps=300,
-                    test_samples=1000, device="cpu")
+    again = run_erm(
+        Problem(omega=0.3), d=64, alphas=[0.5, 2.0], inits="all", seeds=2, steps=300, test_samples=1000, device="cpu"
+    )
     # the same seeds, process and thread count: equal up to round-off in the order of torch's reductions
     # (rel 1e-9: 300 GD steps amplify a 1e-16 difference by far less than 1e7)
     assert [r.train_loss for r in again.runs] == pytest.approx([r.train_loss for r in res.runs], rel=1e-9)
@@ -292,37 +327,62 @@ def test_overlaps_of_the_untrained_informed_starts_are_their_closed_forms():
     q = σ² m0² / G_11. Relative 1e-12: float64 round-off of sums over d = 64 terms."""
     p = Problem(omega=0.3)
     res = run_erm(p, d=64, alphas=[2.0], inits="both", seeds=1, steps=1, lr=1e-300, test_samples=100, device="cpu")
-    sem, = res.select(alpha=2.0, init="semantic")
-    pos, = res.select(alpha=2.0, init="positional")
+    (sem,) = res.select(alpha=2.0, init="semantic")
+    (pos,) = res.select(alpha=2.0, init="positional")
     assert sem.theta.item() == pytest.approx(sem.q.item(), rel=1e-12) and sem.q.item() > 0
-    assert sem.theta_over_sigma2.item() == pytest.approx(sem.q.item() / p.sigma ** 2, rel=1e-12)
+    assert sem.theta_over_sigma2.item() == pytest.approx(sem.q.item() / p.sigma**2, rel=1e-12)
     m0 = 0.3  # ErmConfig.positional_m0's default
     np.testing.assert_allclose(pos.mu.ravel(), [m0, -m0], rtol=1e-12)
     assert pos.m == pytest.approx(m0, rel=1e-12) and pos.m_norm == pytest.approx(m0, rel=1e-12)
-    assert pos.q.item() == pytest.approx(p.sigma ** 2 * m0 ** 2 / p.G[0, 0], rel=1e-12)
+    assert pos.q.item() == pytest.approx(p.sigma**2 * m0**2 / p.G[0, 0], rel=1e-12)
 
 
 def test_general_L_rank_and_other_optimisers_run():
     pb = Problem(L=3, rank=2, teacher_rank=2, positional_attention=L3_A, positional_gram=L3_G)
     for opt in ("adam", "lbfgs"):
-        res = run_erm(pb, d=24, alphas=[1.0], inits="both", seeds=1, optimizer=opt, steps=20, test_samples=200,
-                      device="cpu")
+        res = run_erm(
+            pb, d=24, alphas=[1.0], inits="both", seeds=1, optimizer=opt, steps=20, test_samples=200, device="cpu"
+        )
         r = res.runs[0]
         assert r.mu.shape == (3, 2) and r.theta.shape == (2, 2) and r.q.shape == (2, 2)
         assert isinstance(res.run_rows()[0]["theta"], list)
-    res32 = run_erm(Problem(), d=32, alphas=[1.0], inits="positional", seeds=1, steps=50, test_samples=200,
-                    dtype="float32", device="cpu")
-    res64 = run_erm(Problem(), d=32, alphas=[1.0], inits="positional", seeds=1, steps=50, test_samples=200,
-                    device="cpu")
+    res32 = run_erm(
+        Problem(),
+        d=32,
+        alphas=[1.0],
+        inits="positional",
+        seeds=1,
+        steps=50,
+        test_samples=200,
+        dtype="float32",
+        device="cpu",
+    )
+    res64 = run_erm(
+        Problem(), d=32, alphas=[1.0], inits="positional", seeds=1, steps=50, test_samples=200, device="cpu"
+    )
     assert res32.runs[0].test_error == pytest.approx(res64.runs[0].test_error, rel=1e-3)
 
 
-@pytest.mark.parametrize("kwargs,word", [
-    (dict(d=1), "d"), (dict(alphas=[0.001]), "alpha"), (dict(optimizer="sgd"), "optimizer"),
-    (dict(device="tpu"), "device"), (dict(device="cuda:x"), "device"), (dict(lr=0.0), "lr"),
-    (dict(seeds=[0, 1], first_seed=2), "first_seed"), (dict(first_seed=-1), "first_seed"),
-    (dict(steps=0), "steps"), (dict(seeds=0), "seeds"), (dict(inits="nope"), "init"), (dict(alphas=[]), "alpha"),
-    (dict(dtype="float16"), "dtype"), (dict(tol=-1.0), "tol"), (dict(test_samples=0), "test_samples")])
+@pytest.mark.parametrize(
+    "kwargs,word",
+    [
+        (dict(d=1), "d"),
+        (dict(alphas=[0.001]), "alpha"),
+        (dict(optimizer="sgd"), "optimizer"),
+        (dict(device="tpu"), "device"),
+        (dict(device="cuda:x"), "device"),
+        (dict(lr=0.0), "lr"),
+        (dict(seeds=[0, 1], first_seed=2), "first_seed"),
+        (dict(first_seed=-1), "first_seed"),
+        (dict(steps=0), "steps"),
+        (dict(seeds=0), "seeds"),
+        (dict(inits="nope"), "init"),
+        (dict(alphas=[]), "alpha"),
+        (dict(dtype="float16"), "dtype"),
+        (dict(tol=-1.0), "tol"),
+        (dict(test_samples=0), "test_samples"),
+    ],
+)
 def test_bad_configuration_raises_parameter_error(kwargs, word):
     base = dict(d=100, alphas=[1.0])
     base.update(kwargs)
@@ -338,8 +398,10 @@ def test_unavailable_device_is_rejected_when_the_run_starts():
 
 
 def test_config_is_torch_free(tmp_path):
-    code = ("import sys; from dotattn.erm import ErmConfig; from dotattn.erm.records import RunRecord; "
-            "ErmConfig(d=10, alphas=[1.0]); assert 'torch' not in sys.modules")
+    code = (
+        "import sys; from dotattn.erm import ErmConfig; from dotattn.erm.records import RunRecord; "
+        "ErmConfig(d=10, alphas=[1.0]); assert 'torch' not in sys.modules"
+    )
     r = run_python(code, tmp_path)
     assert r.returncode == 0, r.stderr
 
@@ -356,6 +418,7 @@ def test_config_normalises():
 # -- command line ----------------------------------------------------------------------------
 def _main(argv, capsys):
     from dotattn.cli.main import main
+
     with pytest.raises(SystemExit) as exc:
         main(argv)
     out = capsys.readouterr()
@@ -364,8 +427,26 @@ def _main(argv, capsys):
 
 def test_cli_writes_self_describing_results(tmp_path, capsys):
     out = tmp_path / "run"
-    code, stdout, _ = _main(["train-erm", "--d", "24", "--alpha", "0.5:1:2", "--seeds", "2", "--steps", "30",
-                             "--test-samples", "300", "--init", "all", "--out", str(out)], capsys)
+    code, stdout, _ = _main(
+        [
+            "train-erm",
+            "--d",
+            "24",
+            "--alpha",
+            "0.5:1:2",
+            "--seeds",
+            "2",
+            "--steps",
+            "30",
+            "--test-samples",
+            "300",
+            "--init",
+            "all",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     assert code == 0 and "selected" in stdout
     runs, summary = read_csv(out / "runs.csv"), read_csv(out / "summary.csv")
     assert len(runs) == 2 * 3 * 2 and len(summary) == 2 * 4
@@ -378,11 +459,21 @@ def test_cli_writes_self_describing_results(tmp_path, capsys):
     assert (out / "runs.csv").read_text().startswith("# dotattn train-erm; provenance: {")
 
 
-@pytest.mark.parametrize("args,word", [
-    (["--d", "1"], "d must be"), (["--alpha", "0.001", "--d", "100"], "alpha must be"),
-    (["--optimizer", "sgd"], "optimizer must be"), (["--lr", "-1"], "lr must be"), (["--steps", "0"], "steps must be"),
-    (["--seeds", "0"], "seeds must be"), (["--device", "nope"], "device must be"), (["--omega", "2"], "omega"),
-    (["--init", "x"], "init must be")] + ([(["--device", "cuda"], "device")] if not torch.cuda.is_available() else []))
+@pytest.mark.parametrize(
+    "args,word",
+    [
+        (["--d", "1"], "d must be"),
+        (["--alpha", "0.001", "--d", "100"], "alpha must be"),
+        (["--optimizer", "sgd"], "optimizer must be"),
+        (["--lr", "-1"], "lr must be"),
+        (["--steps", "0"], "steps must be"),
+        (["--seeds", "0"], "seeds must be"),
+        (["--device", "nope"], "device must be"),
+        (["--omega", "2"], "omega"),
+        (["--init", "x"], "init must be"),
+    ]
+    + ([(["--device", "cuda"], "device")] if not torch.cuda.is_available() else []),
+)
 def test_cli_bad_input_exits_2_with_one_line_and_no_files(tmp_path, capsys, args, word):
     out = tmp_path / "bad"
     code, stdout, err = _main(["train-erm", *args, "--out", str(out)], capsys)
@@ -393,13 +484,38 @@ def test_cli_bad_input_exits_2_with_one_line_and_no_files(tmp_path, capsys, args
 
 def test_installed_entry_point_runs(tmp_path):
     out = tmp_path / "e"
-    proc = subprocess.run([*dotattn_command(), "train-erm", "--d", "16", "--alpha", "1", "--seeds", "1",
-                           "--steps", "5", "--test-samples", "50", "--quiet", "--threads", "1", "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            *dotattn_command(),
+            "train-erm",
+            "--d",
+            "16",
+            "--alpha",
+            "1",
+            "--seeds",
+            "1",
+            "--steps",
+            "5",
+            "--test-samples",
+            "50",
+            "--quiet",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert (out / "summary.json").exists() and proc.stdout == ""
-    proc = subprocess.run([*dotattn_command(), "train-erm", "--steps", "0", "--out", str(tmp_path / "x")],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [*dotattn_command(), "train-erm", "--steps", "0", "--out", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and not (tmp_path / "x").exists()
 
 
@@ -411,19 +527,30 @@ def semantic_theory_alpha2():
     problem = Problem(omega=0.3)
     sem = solve(problem, alpha=2.0, n_random=0).branch("semantic")
     assert sem is not None, "the replica solver found no converged semantic fixed point at alpha = 2"
-    return problem, float(np.asarray(sem.theta).reshape(-1)[0]) / problem.sigma ** 2, float(sem.test_error)
+    return problem, float(np.asarray(sem.theta).reshape(-1)[0]) / problem.sigma**2, float(sem.test_error)
 
 
-@pytest.mark.parametrize("seeds, steps, lr, test_samples", [
-    pytest.param(2, 1500, 1.5, 4000, id="reduced"),  # CI: fewer seeds, larger stable step
-    pytest.param(4, 5000, 0.15, 10_000, id="full", marks=pytest.mark.slow),
-])
-def test_semantic_branch_at_d400_matches_the_replica_prediction(semantic_theory_alpha2, seeds, steps, lr,
-                                                                test_samples):
+@pytest.mark.parametrize(
+    "seeds, steps, lr, test_samples",
+    [
+        pytest.param(2, 1500, 1.5, 4000, id="reduced"),  # CI: fewer seeds, larger stable step
+        pytest.param(4, 5000, 0.15, 10_000, id="full", marks=pytest.mark.slow),
+    ],
+)
+def test_semantic_branch_at_d400_matches_the_replica_prediction(semantic_theory_alpha2, seeds, steps, lr, test_samples):
     """d = 400, alpha = 2, omega = 0.3, semantic-informed GD: theta/sigma^2 and eps_g within 10 % of theory."""
     problem, theta_theory, eps_theory = semantic_theory_alpha2
-    res = run_erm(problem, d=400, alphas=[2.0], inits="semantic", seeds=seeds, steps=steps, lr=lr,
-                  test_samples=test_samples, device="cpu")
+    res = run_erm(
+        problem,
+        d=400,
+        alphas=[2.0],
+        inits="semantic",
+        seeds=seeds,
+        steps=steps,
+        lr=lr,
+        test_samples=test_samples,
+        device="cpu",
+    )
     theta_erm = np.mean([r.theta_over_sigma2.item() for r in res.runs])
     eps_erm = np.mean([r.test_error for r in res.runs])
     assert theta_erm == pytest.approx(theta_theory, rel=0.10)

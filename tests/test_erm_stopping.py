@@ -26,13 +26,13 @@ C = torch.tensor([[[1.0], [2.0], [3.0]], [[-1.0], [0.5], [0.0]]], dtype=F64)
 def _kinked(Q: torch.Tensor) -> torch.Tensor:
     """R_b(Q) = ||Q - c_b||_1 + (λ/2)||Q||²: its minimiser sits on the kinks, where the gradient never
     vanishes (its relative stationarity stays ~1), so a line search can only stall there."""
-    return (Q - C).abs().sum((-1, -2)) + 0.5 * LAM * (Q ** 2).sum((-1, -2))
+    return (Q - C).abs().sum((-1, -2)) + 0.5 * LAM * (Q**2).sum((-1, -2))
 
 
 def _nowhere_else(Q: torch.Tensor) -> torch.Tensor:
     """R = ||Q - c||²/2 + (λ/2)||Q||², plus 1e300 away from Q = 0 (a step, invisible to the gradient): no
     trial point of a line search from Q = 0 is lower, so every line search fails."""
-    value = 0.5 * ((Q - C) ** 2).sum((-1, -2)) + 0.5 * LAM * (Q ** 2).sum((-1, -2))
+    value = 0.5 * ((Q - C) ** 2).sum((-1, -2)) + 0.5 * LAM * (Q**2).sum((-1, -2))
     return value + 1e300 * (Q != 0).flatten(-2).any(-1).to(Q.dtype)
 
 
@@ -46,7 +46,7 @@ def test_lbfgs_that_stalls_is_stalled_not_converged():
 
 
 def test_lbfgs_converges_by_relative_stationarity_and_never_below_tol_it_cannot_reach():
-    quad = (lambda Q: 0.5 * ((Q - C) ** 2).sum((-1, -2)) + 0.5 * LAM * (Q ** 2).sum((-1, -2)))  # noqa: E731
+    quad = lambda Q: 0.5 * ((Q - C) ** 2).sum((-1, -2)) + 0.5 * LAM * (Q**2).sum((-1, -2))  # noqa: E731
     out = train(quad, torch.zeros_like(C), optimizer="lbfgs", steps=200, lr=1.0, tol=1e-9, ridge=LAM)
     assert out.status_names() == ["converged", "converged"] and bool((out.stationarity <= 1e-9).all())
     np.testing.assert_allclose(out.Q.numpy(), (C / (1 + LAM)).numpy(), atol=1e-8)
@@ -76,9 +76,14 @@ def test_every_run_is_reported_once_as_it_stops(optimizer, steps):
     reporting does not change the optimisation."""
     c = torch.tensor([[[1.0]], [[2.0]], [[-1.0]]], dtype=F64)
     scale = torch.tensor([1.0, 0.2, 0.05], dtype=F64)
-    f = (lambda Q: 0.5 * scale * ((Q - c) ** 2).sum((-1, -2)) + 0.5 * LAM * (Q ** 2).sum((-1, -2)))  # noqa: E731
-    kw = dict(optimizer=optimizer, steps=steps, lr={"gd": 1.0, "adam": 0.1}.get(optimizer, 1.0),
-              tol=1e-6 if optimizer in ("gd", "adam") else 1e-8, ridge=LAM)
+    f = lambda Q: 0.5 * scale * ((Q - c) ** 2).sum((-1, -2)) + 0.5 * LAM * (Q**2).sum((-1, -2))  # noqa: E731
+    kw = dict(
+        optimizer=optimizer,
+        steps=steps,
+        lr={"gd": 1.0, "adam": 0.1}.get(optimizer, 1.0),
+        tol=1e-6 if optimizer in ("gd", "adam") else 1e-8,
+        ridge=LAM,
+    )
     masks = []
     out = train(f, torch.zeros_like(c), finished=lambda m: masks.append(m.clone()), **kw)
     total = torch.stack(masks).sum(0)
@@ -94,15 +99,27 @@ def test_alpha_c_cell_reports_every_run_with_its_share_of_the_cost(tmp_path):
     up to the cell's runs and cost; a chunk read from the cache is reported at once."""
     cfg = AlphaCConfig(omegas=(0.3,), ds=(24,), alphas=(0.8, 1.2, 1.6), seeds=2, seed_chunk=2)
     calls: list[tuple[float, int]] = []
-    row = run_cell(Problem(omega=0.3).to_dict(), 0.3, 24, cfg.to_dict(), str(tmp_path),
-                   progress=lambda cost, runs: calls.append((cost, runs)))
+    row = run_cell(
+        Problem(omega=0.3).to_dict(),
+        0.3,
+        24,
+        cfg.to_dict(),
+        str(tmp_path),
+        progress=lambda cost, runs: calls.append((cost, runs)),
+    )
     assert len(calls) > 1  # per run, not per chunk (the chunk holds both seeds)
     assert sum(r for _, r in calls) == cfg.seeds * cfg.runs_per_seed == 12
     assert sum(c for c, _ in calls) == pytest.approx(cfg.cost(24), rel=1e-12)
     assert len(CellRuns.from_row(row).seeds) == 2
     again: list[tuple[float, int]] = []
-    run_cell(Problem(omega=0.3).to_dict(), 0.3, 24, cfg.to_dict(), str(tmp_path),
-             progress=lambda cost, runs: again.append((cost, runs)))
+    run_cell(
+        Problem(omega=0.3).to_dict(),
+        0.3,
+        24,
+        cfg.to_dict(),
+        str(tmp_path),
+        progress=lambda cost, runs: again.append((cost, runs)),
+    )
     assert again == [(pytest.approx(cfg.cost(24)), 12)]
 
 
@@ -111,8 +128,18 @@ def _stalled_folder(tmp_path: Path) -> Path:
     from dotattn.core.integrity import seal_folder
     from dotattn.erm.experiment import run_erm
     from dotattn.theory_vs_erm.output import write_erm
-    res = run_erm(Problem(omega=0.3), d=16, alphas=[1.0], inits="both", seeds=1, optimizer="batched-lbfgs",
-                  steps=200, test_samples=50, device="cpu")
+
+    res = run_erm(
+        Problem(omega=0.3),
+        d=16,
+        alphas=[1.0],
+        inits="both",
+        seeds=1,
+        optimizer="batched-lbfgs",
+        steps=200,
+        test_samples=50,
+        device="cpu",
+    )
     folder = tmp_path / "erm"
     write_erm(folder, res, {"command": "test"})
     for name in ("runs.csv",):
@@ -126,6 +153,7 @@ def _stalled_folder(tmp_path: Path) -> Path:
 
 def test_readers_accept_stalled_and_refuse_unknown_statuses(tmp_path):
     from dotattn.verify import verify_folder
+
     folder = _stalled_folder(tmp_path)
     verify_folder(folder)  # stalled is a known status
     lines = (folder / "runs.csv").read_text().splitlines()
@@ -133,6 +161,7 @@ def test_readers_accept_stalled_and_refuse_unknown_statuses(tmp_path):
     (folder / "runs.csv").write_text("\n".join(lines) + "\n")
     (folder / "manifest.json").unlink()
     from dotattn.core.integrity import seal_folder
+
     with pytest.raises(IntegrityError, match="status 'finished'"):
         seal_folder(folder)
 
@@ -140,6 +169,7 @@ def test_readers_accept_stalled_and_refuse_unknown_statuses(tmp_path):
 def test_summary_counts_stalled_runs_apart_from_converged():
     from dotattn.erm.experiment import _summarise
     from dotattn.erm.records import SummaryRecord
+
     res_runs = _fake_runs(["converged", "stalled", "not_converged"])
     rec = _summarise(res_runs, 1.0, 16, 16, "semantic")
     assert (rec.converged, rec.stalled, rec.not_converged, rec.diverged) == (1, 1, 1, 0)
@@ -151,9 +181,19 @@ def test_summary_counts_stalled_runs_apart_from_converged():
 
 def _fake_runs(statuses):
     from dotattn.erm.experiment import run_erm
-    res = run_erm(Problem(omega=0.3), d=8, alphas=[1.0], inits="semantic", seeds=len(statuses), steps=2,
-                  test_samples=10, device="cpu")
+
+    res = run_erm(
+        Problem(omega=0.3),
+        d=8,
+        alphas=[1.0],
+        inits="semantic",
+        seeds=len(statuses),
+        steps=2,
+        test_samples=10,
+        device="cpu",
+    )
     from dataclasses import replace
+
     return [replace(r, status=s) for r, s in zip(res.runs, statuses)]
 
 
@@ -161,6 +201,7 @@ def test_alpha_c_refuses_float32_before_any_computation():
     """float32 never reached the study's tol 1e-7 (every point was excluded) and at a tol it reaches its
     Δe_t errors are a few % of |Δe_t| at d = 1000 (alpha_c.FLOAT32_REFUSED): refused, one line."""
     from dotattn.core.validation import ParameterError
+
     with pytest.raises(ParameterError, match="dtype must be float64") as err:
         AlphaCConfig(omegas=(0.3,), ds=(24,), alphas=(0.8, 1.6), dtype="float32")
     assert "\n" not in str(err.value)
@@ -171,10 +212,17 @@ def test_alpha_c_study_on_a_pool_reports_runs_as_they_finish():
     """On a process pool every finished run reaches the main process (one unit per run), and the reports add
     up to every run and the whole cost of the study."""
     from dotattn.theory_vs_erm.alpha_c import run_study
+
     cfg = AlphaCConfig(omegas=(0.3,), ds=(16, 24), alphas=(0.8, 1.6), seeds=2, seed_chunk=2)
     calls: list[tuple[float, int]] = []
-    run_study(Problem(omega=0.3), cfg, workers=2, threads=1, theory=False,
-              progress=lambda cost, runs: calls.append((cost, runs)))
+    run_study(
+        Problem(omega=0.3),
+        cfg,
+        workers=2,
+        threads=1,
+        theory=False,
+        progress=lambda cost, runs: calls.append((cost, runs)),
+    )
     assert sum(r for _, r in calls) == 2 * cfg.seeds * cfg.runs_per_seed
     assert sum(c for c, _ in calls) == pytest.approx(cfg.cost(16) + cfg.cost(24), rel=1e-12)
     assert len(calls) > 2  # more than one report per cell

@@ -11,8 +11,15 @@ import torch
 from dotattn.core.io import read_csv
 from dotattn.core.validation import ParameterError
 from dotattn.erm.config import ErmConfig, WeightLayout
-from dotattn.erm.data import (BLOCK, STREAM_TRAIN, content_noise, generator, make_dataset, positional_embeddings,
-                              teacher_weights)
+from dotattn.erm.data import (
+    BLOCK,
+    STREAM_TRAIN,
+    content_noise,
+    generator,
+    make_dataset,
+    positional_embeddings,
+    teacher_weights,
+)
 from dotattn.erm.experiment import _risk_function, _sample_errors, initial_student, run_erm
 from dotattn.erm.models import attention, sample_stats
 from dotattn.positional_semantic.problem import Problem
@@ -29,7 +36,7 @@ def _data(problem: Problem, d: int, n: int, seed: int = 0):
 
 
 def _risk(problem: Problem, ds, P, layout: WeightLayout):
-    pf = (lambda M: M.permute(1, 2, 0).contiguous()[:, :, None])  # (n, L, L) -> (L, L, 1, n)
+    pf = lambda M: M.permute(1, 2, 0).contiguous()[:, :, None]  # (n, L, L) -> (L, L, 1, n)
     Cxx, Cyx, cyy = sample_stats(ds.T, P @ P.T, ds.Cpz, ds.Czz)
     return _risk_function(ds.X[None], pf(Cxx), pf(Cyx), cyy[None], [ds.n], problem.ridge, layout, pf(ds.T), P)
 
@@ -59,22 +66,35 @@ def test_untied_with_k_equal_q_is_tied_with_twice_the_ridge():
     assert not torch.allclose(r_tied, r_other, rtol=1e-6)  # the identity is not one of every K
 
 
-@pytest.mark.parametrize("layout", [WeightLayout(2, untied=True), WeightLayout(1, value="scalar"),
-                                    WeightLayout(2, untied=True, value="low-rank", value_rank=2)])
+@pytest.mark.parametrize(
+    "layout",
+    [
+        WeightLayout(2, untied=True),
+        WeightLayout(1, value="scalar"),
+        WeightLayout(2, untied=True, value="low-rank", value_rank=2),
+    ],
+)
 def test_gram_form_equals_the_materialised_residual(layout):
     """The Gram-matrix residual (fields and L x L statistics only) equals ‖S X V − T Z‖² computed from
     the (n, L, d) tensors, for the untied student and the value options (correlated tokens, L = 3)."""
-    problem = Problem(L=3, rank=2, omega=0.2, token_correlation=0.3, positional_attention=np.full((3, 3), 1 / 3),
-                      positional_gram=0.5 * np.eye(3), student="untied" if layout.untied else "tied")
+    problem = Problem(
+        L=3,
+        rank=2,
+        omega=0.2,
+        token_correlation=0.3,
+        positional_attention=np.full((3, 3), 1 / 3),
+        positional_gram=0.5 * np.eye(3),
+        student="untied" if layout.untied else "tied",
+    )
     d, n = 24, 20
     P, Q_star, ds = _data(problem, d, n, seed=3)
     W = 0.7 * torch.randn(layout.rows, d, generator=generator(1, 9), dtype=torch.float64)
     if layout.has_scale:
         W[-1, 1:] = 0.0
-    pf = (lambda M: M.permute(1, 2, 0).contiguous()[:, :, None])
+    pf = lambda M: M.permute(1, 2, 0).contiguous()[:, :, None]
     Cxx, Cyx, cyy = sample_stats(ds.T, P @ P.T, ds.Cpz, ds.Czz)
     gram = _sample_errors(W[None, None], ds.X[None], pf(Cxx), pf(Cyx), cyy[None], layout, pf(ds.T), P)[0, 0]
-    Q = W[:layout.rank].T
+    Q = W[: layout.rank].T
     K = W[layout.key_rows].T
     v = 1.0 + float(W[-1, 0]) / math.sqrt(d) if layout.has_scale else 1.0
     U = W[layout.u_rows].T if layout.value_rank else None
@@ -83,8 +103,9 @@ def test_gram_form_equals_the_materialised_residual(layout):
     assert torch.allclose(gram, direct, rtol=RTOL_SUMS, atol=0)
 
 
-@pytest.mark.parametrize("layout", [WeightLayout(1, untied=True),
-                                    WeightLayout(1, untied=True, value="low-rank", value_rank=1)])
+@pytest.mark.parametrize(
+    "layout", [WeightLayout(1, untied=True), WeightLayout(1, untied=True, value="low-rank", value_rank=1)]
+)
 def test_gradient_matches_finite_differences(layout):
     """Autograd's ∇R along random directions against central differences (step 1e-5: truncation
     O(h²) ~ 1e-10 relative, rounding ~1e-16 R/h ~ 1e-11 R; tolerance 1e-7 relative)."""
@@ -113,8 +134,14 @@ def test_correlated_contents_have_the_stated_covariance():
     C = (1 - c) * np.eye(L) + c * np.ones((L, L))
     assert np.max(np.abs(emp - C)) < 6 * math.sqrt(2) / math.sqrt(n * d)
     # the data set's Gram matrix Czz = Z Zᵀ is that of these contents
-    problem = Problem(L=3, omega=0.2, token_correlation=c, positional_attention=np.full((3, 3), 1 / 3),
-                      positional_gram=0.5 * np.eye(3), sigma=sigma)
+    problem = Problem(
+        L=3,
+        omega=0.2,
+        token_correlation=c,
+        positional_attention=np.full((3, 3), 1 / 3),
+        positional_gram=0.5 * np.eye(3),
+        sigma=sigma,
+    )
     P, Q_star, ds = _data(problem, d, 600, seed=7)
     assert torch.allclose(ds.Czz, ds.Z @ ds.Z.transpose(-1, -2), rtol=1e-12, atol=1e-12)
     emp_ds = ds.Czz.mean(0).numpy() / d / sigma**2
@@ -126,13 +153,14 @@ def test_uncorrelated_stream_is_unchanged_bit_for_bit():
     results stay reproducible; c ≠ 0 is the Cholesky factor times the same draw."""
     L, d, n, start, sigma = 2, 16, 300, 200, 0.5  # crosses a block boundary
     Z = content_noise(n, L, d, sigma, seed=4, stream=STREAM_TRAIN, start=start)
-    blocks = torch.cat([torch.randn(BLOCK, L, d, generator=generator(4, STREAM_TRAIN, b), dtype=torch.float64)
-                        for b in (0, 1, 2)])
-    old = sigma * blocks[start:start + n]
+    blocks = torch.cat(
+        [torch.randn(BLOCK, L, d, generator=generator(4, STREAM_TRAIN, b), dtype=torch.float64) for b in (0, 1, 2)]
+    )
+    old = sigma * blocks[start : start + n]
     assert torch.equal(Z, old)
     Zc = content_noise(n, L, d, sigma, seed=4, stream=STREAM_TRAIN, start=start, correlation=0.5)
     chol = torch.tensor([[1.0, 0.0], [0.5, math.sqrt(0.75)]], dtype=torch.float64)
-    assert torch.allclose(Zc, sigma * (chol @ blocks[start:start + n]), rtol=1e-15, atol=1e-15)
+    assert torch.allclose(Zc, sigma * (chol @ blocks[start : start + n]), rtol=1e-15, atol=1e-15)
 
 
 def test_informed_starts_of_the_untied_student():
@@ -153,9 +181,20 @@ def test_informed_starts_of_the_untied_student():
 
 
 def test_untied_and_value_runs_record_their_overlaps():
-    res = run_erm(Problem(omega=0.3, student="untied"), d=30, alphas=(0.8,), inits="both", seeds=2,
-                  optimizer="batched-lbfgs", steps=300, tol=1e-7, test_samples=50, device="cpu", value="low-rank",
-                  value_rank=1)
+    res = run_erm(
+        Problem(omega=0.3, student="untied"),
+        d=30,
+        alphas=(0.8,),
+        inits="both",
+        seeds=2,
+        optimizer="batched-lbfgs",
+        steps=300,
+        tol=1e-7,
+        test_samples=50,
+        device="cpu",
+        value="low-rank",
+        value_rank=1,
+    )
     for run in res.runs:
         assert run.status == "converged"
         assert run.mu_k.shape == (2, 1) and run.theta_k.shape == (1, 1) and run.q_kk.shape == run.q_qk.shape == (1, 1)
@@ -163,8 +202,17 @@ def test_untied_and_value_runs_record_their_overlaps():
         assert np.isfinite(run.train_loss)
     row = res.runs[0].to_row()
     assert {"mu_k", "q_qk", "value_scale"} <= set(row)
-    tied = run_erm(Problem(omega=0.3), d=30, alphas=(0.8,), inits="semantic", seeds=1, optimizer="batched-lbfgs",
-                   steps=300, test_samples=10, device="cpu")
+    tied = run_erm(
+        Problem(omega=0.3),
+        d=30,
+        alphas=(0.8,),
+        inits="semantic",
+        seeds=1,
+        optimizer="batched-lbfgs",
+        steps=300,
+        test_samples=10,
+        device="cpu",
+    )
     assert "mu_k" not in tied.runs[0].to_row() and tied.runs[0].value_scale is None
 
 
@@ -176,27 +224,35 @@ def test_config_value_validation_and_dict():
     assert "value" not in ErmConfig(d=10, alphas=(1,)).to_dict()  # folders of before keep their parameters
     assert ErmConfig(d=10, alphas=(1,), value="low-rank", value_rank=3).to_dict()["value_rank"] == 3
     from dotattn.erm.restarts import RestartConfig
+
     with pytest.raises(ParameterError, match="student must be one of tied for erm-restarts"):
         RestartConfig(d=10, alpha=1.0, seeds=(0,), starts=("random",)).check(Problem(student="untied"))
 
 
 def _cli(argv, capsys):
     from dotattn.cli.main import main
+
     with pytest.raises(SystemExit) as exc:
         main(argv)
     return exc.value.code, capsys.readouterr()
 
 
-_CORRELATION = [(["--token-correlation", "1"], ["token_correlation", "(-1, 1)"]),
-                (["--token-correlation", "-1.5"], ["token_correlation"])]
-_STUDENT_VALUE = [(["--student", "shared"], ["student", "tied, untied"]),
-                  (["--value", "full"], ["value", "none, scalar, low-rank"]),
-                  (["--value", "low-rank", "--value-rank", "0"], ["value_rank", "[1, 64]"])]
+_CORRELATION = [
+    (["--token-correlation", "1"], ["token_correlation", "(-1, 1)"]),
+    (["--token-correlation", "-1.5"], ["token_correlation"]),
+]
+_STUDENT_VALUE = [
+    (["--student", "shared"], ["student", "tied, untied"]),
+    (["--value", "full"], ["value", "none, scalar, low-rank"]),
+    (["--value", "low-rank", "--value-rank", "0"], ["value_rank", "[1, 64]"]),
+]
 
 
-@pytest.mark.parametrize("command, args, words",
-                         [(c, a, w) for c in ("train-erm", "erm-alpha-c") for a, w in _CORRELATION + _STUDENT_VALUE]
-                         + [("erm-restarts", a, w) for a, w in _CORRELATION])
+@pytest.mark.parametrize(
+    "command, args, words",
+    [(c, a, w) for c in ("train-erm", "erm-alpha-c") for a, w in _CORRELATION + _STUDENT_VALUE]
+    + [("erm-restarts", a, w) for a, w in _CORRELATION],
+)
 def test_cli_refusals(command, args, words, tmp_path, capsys):
     out = tmp_path / "out"
     code, cap = _cli([command, "--d", "20", *args, "--out", str(out)], capsys)
@@ -214,6 +270,7 @@ def test_erm_restarts_refuses_student_option(tmp_path, capsys):
 def test_theory_refusal():
     """The tied, uncorrelated problem is the theory's; a variant is refused with require_variant's line or taken."""
     from dotattn.theory_vs_erm.alpha_c import theory_refusal
+
     assert theory_refusal(Problem()) is None
     refusal = theory_refusal(Problem(student="untied"))
     assert refusal is None or ("student" in refusal and "\n" not in refusal)
@@ -224,16 +281,40 @@ def test_erm_alpha_c_untied_end_to_end(tmp_path, capsys, monkeypatch):
     the test does not depend on what the theory handles): it runs as with --no-theory, says so in one
     line, and its folder verifies."""
     import dotattn.theory_vs_erm.alpha_c as alpha_c
+
     line = "student must be one of tied for the replica theory, got 'untied'"
     monkeypatch.setattr(alpha_c, "theory_refusal", lambda problem: line)
     out = tmp_path / "ac"
-    code, cap = _cli(["erm-alpha-c", "--student", "untied", "--omega", "0.3", "--d", "40", "--alpha", "0.5,1,1.5",
-                      "--seeds", "2", "--seed-chunk", "2", "--threads", "1", "--workers", "1", "--out", str(out),
-                      "--quiet"], capsys)
+    code, cap = _cli(
+        [
+            "erm-alpha-c",
+            "--student",
+            "untied",
+            "--omega",
+            "0.3",
+            "--d",
+            "40",
+            "--alpha",
+            "0.5,1,1.5",
+            "--seeds",
+            "2",
+            "--seed-chunk",
+            "2",
+            "--threads",
+            "1",
+            "--workers",
+            "1",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, cap
     said = [ln for ln in cap.err.splitlines() if "as with --no-theory" in ln]
     assert len(said) == 1 and line in said[0], cap.err
     from dotattn.verify import verify_folder
+
     verify_folder(out)
     summary = json.loads((out / "summary.json").read_text())
     assert '"student": "untied"' in json.dumps(summary)
@@ -244,12 +325,42 @@ def test_erm_alpha_c_untied_end_to_end(tmp_path, capsys, monkeypatch):
 
 def test_train_erm_value_folder_verifies(tmp_path, capsys):
     out = tmp_path / "erm"
-    code, cap = _cli(["train-erm", "--student", "untied", "--token-correlation", "0.2", "--value", "low-rank",
-                      "--d", "30", "--alpha", "0.6,1.2", "--seeds", "2", "--optimizer", "batched-lbfgs",
-                      "--steps", "300", "--tol", "1e-7", "--test-samples", "50", "--device", "cpu", "--threads", "1",
-                      "--out", str(out), "--quiet"], capsys)
+    code, cap = _cli(
+        [
+            "train-erm",
+            "--student",
+            "untied",
+            "--token-correlation",
+            "0.2",
+            "--value",
+            "low-rank",
+            "--d",
+            "30",
+            "--alpha",
+            "0.6,1.2",
+            "--seeds",
+            "2",
+            "--optimizer",
+            "batched-lbfgs",
+            "--steps",
+            "300",
+            "--tol",
+            "1e-7",
+            "--test-samples",
+            "50",
+            "--device",
+            "cpu",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+            "--quiet",
+        ],
+        capsys,
+    )
     assert code == 0, cap
     from dotattn.verify import verify_folder
+
     verify_folder(out)
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["made_for"]["erm"]["value"] == "low-rank" and manifest["made_for"]["erm"]["value_rank"] == 1
@@ -257,15 +368,19 @@ def test_train_erm_value_folder_verifies(tmp_path, capsys):
     rows = read_csv(out / "runs.csv")
     assert rows and all(r["mu_k"] and r["value_correction"] for r in rows)
     from dotattn.theory_vs_erm.output import load_erm
+
     run = load_erm(out).runs[0]
     assert run.q_qk.shape == (1, 1) and run.value_scale is not None
 
 
 def test_erm_alpha_c_refuses_a_phase_diagram_the_theory_cannot_give(tmp_path, capsys, monkeypatch):
     import dotattn.theory_vs_erm.alpha_c as alpha_c
+
     monkeypatch.setattr(alpha_c, "theory_refusal", lambda problem: "token_correlation must be 0 for the theory")
     out = tmp_path / "ac"
-    code, cap = _cli(["erm-alpha-c", "--token-correlation", "0.2", "--d", "40", "--phase-diagram", str(tmp_path),
-                      "--out", str(out)], capsys)
+    code, cap = _cli(
+        ["erm-alpha-c", "--token-correlation", "0.2", "--d", "40", "--phase-diagram", str(tmp_path), "--out", str(out)],
+        capsys,
+    )
     assert code == 2 and "--phase-diagram" in cap.err and len(cap.err.strip().splitlines()) == 1, cap
     assert not out.exists()

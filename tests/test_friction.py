@@ -24,8 +24,10 @@ def test_verify_recursive_checks_every_folder_with_a_manifest(tmp_path):
     (tmp_path / "empty").mkdir()
     r = run("verify", "--recursive", str(tmp_path), timeout=120)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == [f"ok {tmp_path / 'a'} (aim-state-evolution)",
-                                     f"ok {tmp_path / 'deep' / 'b'} (aim-state-evolution)"]
+    assert r.stdout.splitlines() == [
+        f"ok {tmp_path / 'a'} (aim-state-evolution)",
+        f"ok {tmp_path / 'deep' / 'b'} (aim-state-evolution)",
+    ]
     with open(tmp_path / "a" / "points.csv", "a") as f:  # an edited file: its SHA-256 no longer matches
         f.write("\n")
     r = run("verify", "-r", str(tmp_path), timeout=120)
@@ -70,8 +72,14 @@ def test_process_pool_beside_jax_does_not_fork_the_jax_process(tmp_path):
         run_tasks(square, [(k,) for k in range(4)], workers=2, on_result=lambda i, r: got.__setitem__(i, r))
         print(before, after, sorted(got.values()))
     """)
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=300,
-                       env={**ENV, "PYTHONPATH": str(tmp_path), "JAX_PLATFORMS": "cpu"})
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        env={**ENV, "PYTHONPATH": str(tmp_path), "JAX_PLATFORMS": "cpu"},
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split(None, 2)[:2] == [multiprocessing_default(), "spawn"], r.stdout
     assert r.stdout.split(None, 2)[2].strip() == "[0, 1, 4, 9]"
@@ -80,6 +88,7 @@ def test_process_pool_beside_jax_does_not_fork_the_jax_process(tmp_path):
 
 def multiprocessing_default() -> str:
     import multiprocessing
+
     return multiprocessing.get_context().get_start_method()
 
 
@@ -87,6 +96,7 @@ def multiprocessing_default() -> str:
 @pytest.fixture(scope="module")
 def committed_phase_diagram():
     from dotattn.positional_semantic.output import read_phase_diagram, read_phase_summaries
+
     folder = ROOT / "results" / "phase_diagram"
     return read_phase_diagram(folder), read_phase_summaries(folder)
 
@@ -95,6 +105,7 @@ def test_phases_figure_draws_alpha_c_at_the_refined_root(committed_phase_diagram
     """boundaries.csv keeps the sweep rule's root (ω = 0.1: 0.7552); the figures draw the positional →
     semantic boundary at the refined α_c of summary.json (0.7516 ± 0.0013), the number quoted everywhere."""
     from dotattn.positional_semantic.plotting import displayed_boundaries
+
     _, summaries = committed_phase_diagram
     shown, refined = displayed_boundaries(summaries)
     s = next(s for s in summaries if abs(s.omega - 0.1) < 1e-9)
@@ -104,8 +115,12 @@ def test_phases_figure_draws_alpha_c_at_the_refined_root(committed_phase_diagram
     assert abs(s.alpha_c_sweep - s.alpha_c) > 1e-3  # the two numbers differ: which one is drawn matters
     assert len(refined) == len(summaries)  # every column's α_c is its positional → semantic boundary
     # the other boundaries (semantic → positional at the smallest α) stay the sweep rule's
-    assert all(b in s2.boundaries for s2 in summaries for b in shown if b.omega == s2.omega
-               and not any(b is r for r in refined))
+    assert all(
+        b in s2.boundaries
+        for s2 in summaries
+        for b in shown
+        if b.omega == s2.omega and not any(b is r for r in refined)
+    )
 
 
 def test_phase_figures_colour_each_phase_alike_and_legend_matches(committed_phase_diagram):
@@ -115,6 +130,7 @@ def test_phase_figures_colour_each_phase_alike_and_legend_matches(committed_phas
     from matplotlib.colors import to_rgb
 
     from dotattn.positional_semantic.plotting import COLOURS, figure_phase_plane, figure_phases
+
     rows, summaries = committed_phase_diagram
     ax = figure_phase_plane(rows, summaries).axes[0]
     mesh = next(c for c in ax.collections if isinstance(c, QuadMesh))
@@ -138,9 +154,11 @@ def test_headline_bottom_panels_have_a_y_label_and_the_fit_line():
 
     from dotattn.positional_semantic.output import read_phase_summaries
     from dotattn.theory_vs_erm.plotting import figure_headline
+
     theory = read_phase_summaries(ROOT / "results" / "phase_diagram")
-    erm = sorted(json.loads((ROOT / "results" / "alpha_c_erm" / "summary.json").read_text())["omegas"],
-                 key=lambda o: o["omega"])
+    erm = sorted(
+        json.loads((ROOT / "results" / "alpha_c_erm" / "summary.json").read_text())["omegas"], key=lambda o: o["omega"]
+    )
     fig = figure_headline(theory, erm)
     panels = fig.axes[1:]
     assert len(panels) == len(erm) and "alpha_c" in panels[0].get_ylabel()
@@ -149,7 +167,9 @@ def test_headline_bottom_panels_have_a_y_label_and_the_fit_line():
         assert len(fit) == 1
         x, y = fit[0].get_xdata(), fit[0].get_ydata()
         assert x[0] == 0.0 and abs(y[0] - o["extrapolated"]["alpha_c"]) < 1e-12
-        assert abs((y[-1] - y[0]) / (x[-1] - x[0]) - o["extrapolated"]["slope"]) < 1e-9 * abs(o["extrapolated"]["slope"])
+        assert abs((y[-1] - y[0]) / (x[-1] - x[0]) - o["extrapolated"]["slope"]) < 1e-9 * abs(
+            o["extrapolated"]["slope"]
+        )
 
 
 # -- the attention-paths figures --------------------------------------------------------------------------
@@ -161,8 +181,13 @@ def test_paths_figures_categorical_heads_per_panel_scales_and_labelled_colour_ba
     from matplotlib.figure import Figure
 
     from dotattn.paths.plotting import figure_alignment, figure_head_scores, figure_U_heatmaps
-    heads = [{"N": N, "layer": l, "head": h, "score": 0.5, "accuracy_pruned": 0.6 + 0.1 * l}
-             for N in (10.0, 100.0) for l in (1, 2) for h in ("uniform", "random")]
+
+    heads = [
+        {"N": N, "layer": l, "head": h, "score": 0.5, "accuracy_pruned": 0.6 + 0.1 * l}
+        for N in (10.0, 100.0)
+        for l in (1, 2)
+        for h in ("uniform", "random")
+    ]
     ax1, ax2 = figure_head_scores(heads).axes
     assert ax1.get_legend() is not None and ax2.get_legend() is not None
     assert ax2.get_lines() and all(ln.get_linestyle() in ("None", "none", "") for ln in ax2.get_lines())
@@ -173,22 +198,26 @@ def test_paths_figures_categorical_heads_per_panel_scales_and_labelled_colour_ba
     bars = [ax for ax in fig.axes if not ax.get_images()]
     assert len(bars) == 2 and all(ax.get_ylabel().startswith("U") for ax in bars)
     fig = figure_alignment(np.eye(2), ["a", "b"], [{"N": 10.0, "alignment": 0.3}, {"N": "gp", "alignment": 0.2}])
-    assert any(ax.get_ylabel() == "kernel-label alignment" and not ax.get_images() and ax.get_xlabel() == ""
-               for ax in fig.axes)
+    assert any(
+        ax.get_ylabel() == "kernel-label alignment" and not ax.get_images() and ax.get_xlabel() == "" for ax in fig.axes
+    )
 
 
 # -- the command line -------------------------------------------------------------------------------------
 def test_group_help_lists_every_subcommand_without_cutting_it():
     """click cut each subcommand's first sentence at ~45 characters ('GAMP with ... on n =...'); every
     subcommand now has its own one-line help, and the top-level help names the three theories."""
-    for group, subs in (("aim", ("amp", "figure", "free-entropy", "gd", "state-evolution")),
-                        ("paths", ("images", "sample", "theory"))):
+    for group, subs in (
+        ("aim", ("amp", "figure", "free-entropy", "gd", "state-evolution")),
+        ("paths", ("images", "sample", "theory")),
+    ):
         r = run(group, "--help", timeout=120)
         assert r.returncode == 0, r.stderr
         listing = r.stdout.split("Commands:", 1)[1]
         assert "..." not in listing, listing
-        assert [ln.split()[0] for ln in listing.splitlines() if ln.startswith("  ") and not ln.startswith("   ")] \
-            == list(subs)
+        assert [
+            ln.split()[0] for ln in listing.splitlines() if ln.startswith("  ") and not ln.startswith("   ")
+        ] == list(subs)
     r = run("--help", timeout=120)
     assert all(word in r.stdout for word in ("aim", "paths", "erm-alpha-c", "verify")), r.stdout
 
@@ -197,8 +226,19 @@ def test_algorithm_table_says_standard_error_and_state_evolution_apart():
     """The amp/gd table used "SE" for the state evolution in one column and for the standard error in the
     next: the headers now say stderr and BO mmse (the Bayes-optimal MMSE of the state evolution)."""
     from dotattn.cli.aim import _table
-    row = {"estimator": "amp", "alpha": 0.1, "mse_mean": 0.75, "mse_se": 0.01, "mmse_se_theory": 0.745,
-           "gap_in_se": 0.5, "converged": 1, "runs": 8, "diverged": 0, "beats_bound": False}
+
+    row = {
+        "estimator": "amp",
+        "alpha": 0.1,
+        "mse_mean": 0.75,
+        "mse_se": 0.01,
+        "mmse_se_theory": 0.745,
+        "gap_in_se": 0.5,
+        "converged": 1,
+        "runs": 8,
+        "diverged": 0,
+        "beats_bound": False,
+    }
     header = _table({"alphas": [row]}).splitlines()[0].split()
     assert "SE" not in header and {"stderr", "BO", "gap/stderr"} <= set(header)
 
@@ -208,8 +248,11 @@ def test_solve_names_the_start_of_every_rs_line_and_explains_a_repeated_label():
     assert r.returncode == 0, r.stderr
     rs = [ln for ln in r.stdout.splitlines() if ln.strip().startswith("RS stability of")]
     assert rs and all("(start: " in ln for ln in rs)
-    labels = [ln.split()[0] for ln in r.stdout.splitlines()[3:] if ln and not ln.startswith(" ")
-              and ln.split()[0] in ("positional", "semantic", "mixed", "uninformative")]
+    labels = [
+        ln.split()[0]
+        for ln in r.stdout.splitlines()[3:]
+        if ln and not ln.startswith(" ") and ln.split()[0] in ("positional", "semantic", "mixed", "uninformative")
+    ]
     for label in {x for x in labels if labels.count(x) > 1}:
         assert f"carry the label {label}: the one from the {label} (informed) start is the branch" in r.stdout
 
@@ -218,9 +261,30 @@ def test_compare_says_which_quantity_sets_the_max_rel_diff(tmp_path):
     """A row reading '26.69 % no' while eps_g agreed to 0.06 %: the table now shows eps_g's own relative
     difference and names the quantity of the largest one (re-read theory rows: nothing is solved)."""
     folder = ROOT / "results" / "erm"
-    r = run("compare", "--erm", str(folder / "omega0.3_d1000_lr1.5"), "--theory", str(folder / "comparison_omega0.3_d1000"),
-            "--out", str(tmp_path / "c"), "--quad", "gauss-hermite", "--quad-order", "12", "--coarse-order", "6",
-            "--tol", "1e-8", "--damping", "0.8", "--max-iter", "1000", "--hat-form", "gradient", timeout=300)
+    r = run(
+        "compare",
+        "--erm",
+        str(folder / "omega0.3_d1000_lr1.5"),
+        "--theory",
+        str(folder / "comparison_omega0.3_d1000"),
+        "--out",
+        str(tmp_path / "c"),
+        "--quad",
+        "gauss-hermite",
+        "--quad-order",
+        "12",
+        "--coarse-order",
+        "6",
+        "--tol",
+        "1e-8",
+        "--damping",
+        "0.8",
+        "--max-iter",
+        "1000",
+        "--hat-form",
+        "gradient",
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert "eps_g rel" in lines[0] and "max rel diff (quantity)" in lines[0]

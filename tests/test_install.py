@@ -58,6 +58,7 @@ def test_table_help_is_the_command_docstring():
     import importlib
 
     from dotattn.cli.main import LAZY_COMMANDS, cli
+
     for name, entry in LAZY_COMMANDS.items():
         importlib.import_module(entry.module)
         assert cli.commands[name].get_short_help_str(10_000) == entry.help, name
@@ -65,12 +66,14 @@ def test_table_help_is_the_command_docstring():
 
 def test_missing_torch_names_the_extra(tmp_path):
     out = tmp_path / "erm_out"
-    code = NO_TORCH + ("from dotattn.cli.main import main\n"
-                       f"main(['train-erm', '--d', '10', '--alpha', '1', '--out', {str(out)!r}])\n")
+    code = NO_TORCH + (
+        f"from dotattn.cli.main import main\nmain(['train-erm', '--d', '10', '--alpha', '1', '--out', {str(out)!r}])\n"
+    )
     r = python(code, tmp_path)
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     from dotattn.cli.main import EXTRA_INSTALL
+
     assert lines == [f"Error: train-erm needs PyTorch; install {EXTRA_INSTALL['erm']}"], r.stderr
     assert "cpu-torch.txt" in lines[0]  # the CPU route, never a bare pip install that pulls CUDA
     assert r.stdout == "" and not out.exists()
@@ -84,8 +87,11 @@ def test_theory_commands_work_without_torch(command, tmp_path):
 
 def test_the_no_torch_hook_works(tmp_path):
     """The hook itself: `import torch` fails as on a machine without it, and scipy.stats still imports."""
-    r = python(NO_TORCH + "try:\n    import torch\nexcept ModuleNotFoundError as e:\n    print('missing', e.name)\n"
-                          "import scipy.stats\nprint('torch' in sys.modules)\n", tmp_path)
+    r = python(
+        NO_TORCH + "try:\n    import torch\nexcept ModuleNotFoundError as e:\n    print('missing', e.name)\n"
+        "import scipy.stats\nprint('torch' in sys.modules)\n",
+        tmp_path,
+    )
     assert r.returncode == 0 and r.stdout.split() == ["missing", "torch", "False"], r.stderr
 
 
@@ -99,28 +105,81 @@ def test_theory_commands_compute_without_torch(tmp_path):
     ERM folder made beforehand, with torch, by train-erm) run to completion with `import torch` failing,
     and write what they write with torch. phase-diagram and compare write to a relative --out (the
     subprocess runs in tmp_path), which once failed in the manifest (the folder joined twice)."""
-    r = _no_torch_main(["solve", "--alpha", "2", "--omega", "0.3", "--quad-order", "6", "--coarse-order", "0",
-                        "--random-starts", "0", "--json"], tmp_path)
+    r = _no_torch_main(
+        [
+            "solve",
+            "--alpha",
+            "2",
+            "--omega",
+            "0.3",
+            "--quad-order",
+            "6",
+            "--coarse-order",
+            "0",
+            "--random-starts",
+            "0",
+            "--json",
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     fps = json.loads(r.stdout)["fixed_points"]
     assert {f["branch"] for f in fps if f["status"] == "converged"} >= {"positional", "semantic"}
     pd = tmp_path / "pd"
-    r = _no_torch_main(["phase-diagram", "--omega", "0.3", "--alpha", "1,1.5,2", "--quad-order", "4",
-                        "--coarse-order", "0", "--workers", "1", "--quiet", "--out", "pd"], tmp_path)
+    r = _no_torch_main(
+        [
+            "phase-diagram",
+            "--omega",
+            "0.3",
+            "--alpha",
+            "1,1.5,2",
+            "--quad-order",
+            "4",
+            "--coarse-order",
+            "0",
+            "--workers",
+            "1",
+            "--quiet",
+            "--out",
+            "pd",
+        ],
+        tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert (pd / "phase_diagram.csv").stat().st_size > 0 and (pd / "summary.json").stat().st_size > 0
     assert len(json.loads((pd / "summary.json").read_text())["omegas"]) == 1
     from dotattn.core.io import verify_manifest
+
     verify_manifest(pd, ["phase_diagram.csv", "boundaries.csv", "summary.json"])  # listed, present, hashes match
     pytest.importorskip("torch")  # only to make the ERM folder that compare reads
     from clitools import run
+
     erm = tmp_path / "erm"
-    r = run("train-erm", "--d", "24", "--alpha", "2", "--omega", "0.3", "--seeds", "1", "--steps", "30",
-            "--test-samples", "100", "--threads", "1", "--quiet", "--out", str(erm))
+    r = run(
+        "train-erm",
+        "--d",
+        "24",
+        "--alpha",
+        "2",
+        "--omega",
+        "0.3",
+        "--seeds",
+        "1",
+        "--steps",
+        "30",
+        "--test-samples",
+        "100",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        str(erm),
+    )
     assert r.returncode == 0, r.stderr
     out = tmp_path / "cmp"
-    r = _no_torch_main(["compare", "--erm", str(erm), "--quad-order", "4", "--coarse-order", "0",
-                        "--out", "cmp"], tmp_path)
+    r = _no_torch_main(
+        ["compare", "--erm", str(erm), "--quad-order", "4", "--coarse-order", "0", "--out", "cmp"], tmp_path
+    )
     assert r.returncode == 0, r.stderr
     table = json.loads((out / "comparison.json").read_text())["table"]
     assert {row["alpha"] for row in table} == {2.0} and all(row["theory_test_error"] > 0 for row in table)
@@ -128,8 +187,18 @@ def test_theory_commands_compute_without_torch(tmp_path):
 
 
 def test_theory_never_imports_torch(tmp_path):
-    modules = ["dotattn", "dotattn.positional_semantic.catalogue", "dotattn.positional_semantic.phase_diagram", "dotattn.theory_vs_erm.comparison", "dotattn.positional_semantic.plotting",
-               "dotattn.core.io", "dotattn.positional_semantic.baseline", "dotattn.cli.solve", "dotattn.cli.phase", "dotattn.cli.compare"]
+    modules = [
+        "dotattn",
+        "dotattn.positional_semantic.catalogue",
+        "dotattn.positional_semantic.phase_diagram",
+        "dotattn.theory_vs_erm.comparison",
+        "dotattn.positional_semantic.plotting",
+        "dotattn.core.io",
+        "dotattn.positional_semantic.baseline",
+        "dotattn.cli.solve",
+        "dotattn.cli.phase",
+        "dotattn.cli.compare",
+    ]
     code = NO_TORCH + "".join(f"import {m}\n" for m in modules) + "print('ok')\n"
     r = python(code, tmp_path)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
@@ -167,6 +236,7 @@ def test_missing_extra_inside_a_running_command():
     r = CliRunner().invoke(group, ["needs-torch"])
     assert r.exit_code == 2
     from dotattn.cli.main import EXTRA_INSTALL
+
     assert r.output.strip().splitlines()[-1] == f"Error: needs-torch needs PyTorch; install {EXTRA_INSTALL['erm']}"
     r = CliRunner().invoke(group, ["needs-other"])  # a missing module that is no extra is a bug: not hidden
     assert isinstance(r.exception, ModuleNotFoundError) and r.exception.name == "not_an_extra"

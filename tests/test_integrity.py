@@ -12,8 +12,17 @@ import numpy as np
 import pytest
 
 from clitools import run
-from dotattn.core.io import (MANIFEST_NAME, IntegrityError, read_cache_unit, read_checked_json, sha256_file,
-                        write_cache_unit, write_checked_json, write_manifest, verify_manifest)
+from dotattn.core.io import (
+    MANIFEST_NAME,
+    IntegrityError,
+    read_cache_unit,
+    read_checked_json,
+    sha256_file,
+    write_cache_unit,
+    write_checked_json,
+    write_manifest,
+    verify_manifest,
+)
 
 pytest.importorskip("torch")  # the ERM folders come from train-erm
 
@@ -29,13 +38,34 @@ def folders(tmp_path_factory):
     from dotattn.positional_semantic.problem import Problem
     from dotattn.theory_vs_erm.output import compare_and_write
     from dotattn.positional_semantic.output import write_phase_diagram
+
     root = tmp_path_factory.mktemp("integrity")
     settings = SweepSettings(QuadratureSpec(*QUAD))
     pd = run_phase_diagram(Problem(omega=0.3), [0.2, 0.3], [1.0, 1.5], settings=settings)
     write_phase_diagram(pd, root / "pd")
     for name, sigma in (("erm", "0.5"), ("erm_sigma04", "0.4")):
-        r = run("train-erm", "--d", "20", "--alpha", "1,1.5", "--omega", "0.3", "--sigma", sigma, "--seeds", "2",
-                "--steps", "30", "--test-samples", "200", "--threads", "1", "--out", str(root / name), "--quiet")
+        r = run(
+            "train-erm",
+            "--d",
+            "20",
+            "--alpha",
+            "1,1.5",
+            "--omega",
+            "0.3",
+            "--sigma",
+            sigma,
+            "--seeds",
+            "2",
+            "--steps",
+            "30",
+            "--test-samples",
+            "200",
+            "--threads",
+            "1",
+            "--out",
+            str(root / name),
+            "--quiet",
+        )
         assert r.returncode == 0, r.stderr
     compare_and_write(root / "erm", root / "cmp", str(root / "pd"), [], settings=settings)
     return root
@@ -44,16 +74,19 @@ def folders(tmp_path_factory):
 @pytest.fixture
 def copy(folders, tmp_path):
     """A fresh copy of one of the module's folders, to tamper with."""
+
     def make(name: str) -> Path:
         dst = tmp_path / name
         shutil.copytree(folders / name, dst)
         return dst
+
     return make
 
 
 def _settings():
     from dotattn.positional_semantic.catalogue import QuadratureSpec
     from dotattn.positional_semantic.phase_diagram import SweepSettings
+
     return SweepSettings(QuadratureSpec(*QUAD))
 
 
@@ -61,13 +94,16 @@ def _readers():
     from dotattn.positional_semantic.problem import Problem
     from dotattn.theory_vs_erm.output import load_erm, read_theory
     from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram
+
     return {
         "read_phase_diagram": ("pd", "phase_diagram.csv", lambda f: read_phase_diagram(f)),
         "read_boundaries": ("pd", "boundaries.csv", lambda f: read_boundaries(f)),
-        "read_theory(phase diagram)": ("pd", "phase_diagram.csv",
-                                       lambda f: read_theory(f, Problem(omega=0.3), _settings())),
-        "read_theory(comparison)": ("cmp", "comparison.csv",
-                                    lambda f: read_theory(f, Problem(omega=0.3), _settings())),
+        "read_theory(phase diagram)": (
+            "pd",
+            "phase_diagram.csv",
+            lambda f: read_theory(f, Problem(omega=0.3), _settings()),
+        ),
+        "read_theory(comparison)": ("cmp", "comparison.csv", lambda f: read_theory(f, Problem(omega=0.3), _settings())),
         "load_erm(runs)": ("erm", "runs.csv", lambda f: load_erm(f)),
         "load_erm(summary)": ("erm", "summary.csv", lambda f: load_erm(f)),
     }
@@ -166,6 +202,7 @@ def test_missing_file_is_refused(copy, reader):
 def test_summary_json_edited_is_refused(copy):
     """The σ in summary.json changed (the issue's σ = 0.4 / 0.5 case, other way round)."""
     from dotattn.theory_vs_erm.output import load_erm
+
     folder = copy("erm")
     meta = json.loads((folder / "summary.json").read_text())
     meta["provenance"]["parameters"]["problem"]["sigma"] = 0.4
@@ -178,6 +215,7 @@ def test_summary_json_edited_is_refused(copy):
 def test_runs_csv_of_another_problem_is_refused(folders, copy):
     """runs.csv made for σ = 0.4 put into a folder whose summary.json says σ = 0.5."""
     from dotattn.theory_vs_erm.output import load_erm
+
     folder = copy("erm")
     shutil.copy(folders / "erm_sigma04" / "runs.csv", folder / "runs.csv")
     with pytest.raises(IntegrityError) as err:
@@ -192,9 +230,11 @@ def test_phase_diagram_of_another_problem_is_refused_by_compare(folders, copy, t
     from dotattn.positional_semantic.problem import Problem
     from dotattn.theory_vs_erm.output import read_theory
     from dotattn.positional_semantic.output import write_phase_diagram
+
     other = tmp_path / "pd04"
-    pd = run_phase_diagram(Problem(omega=0.3, sigma=0.4), [0.3], [1.0, 1.5],
-                           settings=SweepSettings(QuadratureSpec(*QUAD)))
+    pd = run_phase_diagram(
+        Problem(omega=0.3, sigma=0.4), [0.3], [1.0, 1.5], settings=SweepSettings(QuadratureSpec(*QUAD))
+    )
     write_phase_diagram(pd, other)
     folder = copy("pd")
     shutil.copy(other / "phase_diagram.csv", folder / "phase_diagram.csv")
@@ -207,6 +247,7 @@ def test_phase_diagram_of_another_problem_is_refused_by_compare(folders, copy, t
 def _rewrite_cell(path: Path, column: str, value: str, row: int = 0) -> None:
     import csv
     import io
+
     head, body = _data_lines(path)
     reader = list(csv.DictReader(io.StringIO("".join(body))))
     reader[row][column] = value
@@ -217,18 +258,22 @@ def _rewrite_cell(path: Path, column: str, value: str, row: int = 0) -> None:
     path.write_text("".join(head) + buf.getvalue())
 
 
-@pytest.mark.parametrize("kind, name, column, value, expect", [
-    ("erm", "runs.csv", "mu", "[[0.1, 0.2, 0.3]]", "shape"),
-    ("erm", "runs.csv", "train_loss", "1e300", "train_loss"),
-    ("erm", "runs.csv", "alpha", "1.25", "alpha"),
-    ("erm", "runs.csv", "seed", "7", "seed"),
-    ("pd", "phase_diagram.csv", "q", "[[1.0, 0.0], [0.0, 1.0]]", "shape"),
-    ("pd", "phase_diagram.csv", "omega", "0.7", "omega"),
-    ("pd", "phase_diagram.csv", "branch", "sideways", "branch"),
-    ("pd", "phase_diagram.csv", "iterations", "many", "cannot be read"),
-])
+@pytest.mark.parametrize(
+    "kind, name, column, value, expect",
+    [
+        ("erm", "runs.csv", "mu", "[[0.1, 0.2, 0.3]]", "shape"),
+        ("erm", "runs.csv", "train_loss", "1e300", "train_loss"),
+        ("erm", "runs.csv", "alpha", "1.25", "alpha"),
+        ("erm", "runs.csv", "seed", "7", "seed"),
+        ("pd", "phase_diagram.csv", "q", "[[1.0, 0.0], [0.0, 1.0]]", "shape"),
+        ("pd", "phase_diagram.csv", "omega", "0.7", "omega"),
+        ("pd", "phase_diagram.csv", "branch", "sideways", "branch"),
+        ("pd", "phase_diagram.csv", "iterations", "many", "cannot be read"),
+    ],
+)
 def test_inconsistent_rows_are_refused_without_manifest(copy, kind, name, column, value, expect):
     from dotattn.verify import verify_folder
+
     folder = copy(kind)
     _rewrite_cell(folder / name, column, value)
     with pytest.raises(IntegrityError) as err:
@@ -238,6 +283,7 @@ def test_inconsistent_rows_are_refused_without_manifest(copy, kind, name, column
 
 def test_missing_runs_are_refused_without_manifest(copy):
     from dotattn.verify import verify_folder
+
     folder = copy("erm")
     head, body = _data_lines(folder / "runs.csv")
     (folder / "runs.csv").write_text("".join(head + body[:-2]))
@@ -248,6 +294,7 @@ def test_missing_runs_are_refused_without_manifest(copy):
 
 def test_provenance_line_of_another_run_is_refused_without_manifest(folders, copy):
     from dotattn.verify import verify_folder
+
     folder = copy("erm")
     head, _ = _data_lines(folders / "erm_sigma04" / "runs.csv")
     _, body = _data_lines(folder / "runs.csv")
@@ -260,6 +307,7 @@ def test_provenance_line_of_another_run_is_refused_without_manifest(folders, cop
 def test_seal_then_verify_and_refuse_a_second_seal(copy):
     from dotattn.core.validation import ParameterError
     from dotattn.verify import seal_folder, verify_folder
+
     folder = copy("erm")
     (folder / MANIFEST_NAME).unlink()
     seal_folder(folder, command="test")
@@ -272,6 +320,7 @@ def test_seal_then_verify_and_refuse_a_second_seal(copy):
 
 def test_seal_refuses_inconsistent_rows(copy):
     from dotattn.verify import seal_folder
+
     folder = copy("erm")
     (folder / MANIFEST_NAME).unlink()
     _rewrite_cell(folder / "runs.csv", "test_error", "nan")
@@ -350,6 +399,7 @@ def test_edited_phase_diagram_cache_column_is_recomputed(tmp_path, capsys, edit)
     it is recomputed, said so on stderr, and the result equals a fresh run's."""
     from dotattn.positional_semantic.phase_diagram import run_phase_diagram
     from dotattn.positional_semantic.problem import Problem
+
     cache = tmp_path / "cache"
     first = run_phase_diagram(Problem(omega=0.3), [0.3], [1.0, 1.5], settings=_settings(), cache_dir=cache)
     (unit,) = cache.glob("omega_*.json")
@@ -372,5 +422,6 @@ def test_edited_phase_diagram_cache_column_is_recomputed(tmp_path, capsys, edit)
     assert (a.alpha_c is None) == (b.alpha_c is None)
     if a.alpha_c is not None:
         assert abs(a.alpha_c - b.alpha_c) < 1e-6
-    e1 = np.array([p.train_loss for p in first.rows]); e2 = np.array([p.train_loss for p in again.rows])
+    e1 = np.array([p.train_loss for p in first.rows])
+    e2 = np.array([p.train_loss for p in again.rows])
     assert np.allclose(e1, e2, rtol=1e-8, atol=1e-12)

@@ -45,7 +45,7 @@ def _imports(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
             out += [(node.lineno, a.name, ()) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = path.relative_to(ROOT).with_suffix("").parts[:-node.level]
+                base = path.relative_to(ROOT).with_suffix("").parts[: -node.level]
                 mod = ".".join(base + ((node.module,) if node.module else ()))
             else:
                 mod = node.module or ""
@@ -99,8 +99,12 @@ def test_erm_takes_only_the_problem_from_the_theory():
 
 @pytest.mark.parametrize("package", THEORY_FREE_OF_TORCH)
 def test_theories_never_import_torch(package):
-    bad = [f"{p.relative_to(ROOT)}:{line}" for p in _sources(package) for line, mod, _ in _imports(p)
-           if mod.split(".")[0] == "torch" and str(p.relative_to(ROOT)) not in TORCH_ALLOWED]
+    bad = [
+        f"{p.relative_to(ROOT)}:{line}"
+        for p in _sources(package)
+        for line, mod, _ in _imports(p)
+        if mod.split(".")[0] == "torch" and str(p.relative_to(ROOT)) not in TORCH_ALLOWED
+    ]
     assert not bad, f"{package} imports torch: {bad}"
 
 
@@ -116,10 +120,21 @@ def test_every_package_registers_its_folder_kinds():
 
     kinds = verify.registered_kinds()
     owners = {k: v.check.__module__.split(".")[1] for k, v in kinds.items()}
-    assert owners == {"phase-diagram": "positional_semantic", "rsb": "positional_semantic", "erm": "erm", "restarts": "erm",
-                      "comparison": "theory_vs_erm", "alpha-c": "theory_vs_erm", "variants": "theory_vs_erm",
-                      "aim-state-evolution": "aim", "aim-algorithms": "aim", "aim-free-entropy": "aim",
-                      "paths-theory": "paths", "paths-sample": "paths", "paths-images": "paths"}
+    assert owners == {
+        "phase-diagram": "positional_semantic",
+        "rsb": "positional_semantic",
+        "erm": "erm",
+        "restarts": "erm",
+        "comparison": "theory_vs_erm",
+        "alpha-c": "theory_vs_erm",
+        "variants": "theory_vs_erm",
+        "aim-state-evolution": "aim",
+        "aim-algorithms": "aim",
+        "aim-free-entropy": "aim",
+        "paths-theory": "paths",
+        "paths-sample": "paths",
+        "paths-images": "paths",
+    }
 
 
 def test_layering_check_catches_a_back_arrow(tmp_path, monkeypatch):

@@ -1,14 +1,21 @@
 import numpy as np
 import pytest
 
-from dotattn.positional_semantic.loss import attention_loss, loss_derivatives, softmax_rows, teacher_attention, teacher_gradient
+from dotattn.positional_semantic.loss import (
+    attention_loss,
+    loss_derivatives,
+    softmax_rows,
+    teacher_attention,
+    teacher_gradient,
+)
 from dotattn.positional_semantic.problem import Problem
 
 CASES = [
     Problem(omega=0.3),
     Problem(omega=0.0, positional_attention=[[0.3, 0.7], [0.8, 0.2]]),
-    Problem(L=3, rank=2, teacher_rank=2, omega=0.4,
-            positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]]),
+    Problem(
+        L=3, rank=2, teacher_rank=2, omega=0.4, positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]]
+    ),
     Problem(L=2, rank=2, teacher_rank=1),
     Problem(L=2, rank=1, teacher_rank=2),
 ]
@@ -33,8 +40,15 @@ def test_toy_closed_form():
     np.testing.assert_allclose(closed, direct, rtol=1e-12)
 
 
-@pytest.mark.parametrize("p", [Problem(omega=0.3), Problem(L=2, rank=2, teacher_rank=1),
-                               Problem(L=2, rank=1, teacher_rank=2), Problem(L=2, rank=3, teacher_rank=2, omega=0.1)])
+@pytest.mark.parametrize(
+    "p",
+    [
+        Problem(omega=0.3),
+        Problem(L=2, rank=2, teacher_rank=1),
+        Problem(L=2, rank=1, teacher_rank=2),
+        Problem(L=2, rank=3, teacher_rank=2, omega=0.1),
+    ],
+)
 def test_fast_path_matches_general_path(p):
     h, hs = _fields(p, 40, seed=3)
     T = teacher_attention(hs, p)
@@ -62,16 +76,18 @@ def test_derivatives_against_finite_differences(p, general):
         e = e.reshape(p.L, p.rank)
         fd = (attention_loss(h + e, T, p) - attention_loss(h - e, T, p)) / (2 * eps)
         np.testing.assert_allclose(der.grad.reshape(-1, n)[:, i], fd, atol=1e-8)
-        fd_h = (loss_derivatives(h + e, T, p, general=general).grad
-                - loss_derivatives(h - e, T, p, general=general).grad).reshape(-1, n) / (2 * eps)
+        fd_h = (
+            loss_derivatives(h + e, T, p, general=general).grad - loss_derivatives(h - e, T, p, general=general).grad
+        ).reshape(-1, n) / (2 * eps)
         np.testing.assert_allclose(der.hess[:, :, i], fd_h, atol=1e-7)
     g_star = teacher_gradient(h, hs, p, general=general)
     for i in range(p.L * p.teacher_rank):
         e = np.zeros(p.L * p.teacher_rank)
         e[i] = eps
         e = e.reshape(p.L, p.teacher_rank)
-        fd = (attention_loss(h, teacher_attention(hs + e, p), p)
-              - attention_loss(h, teacher_attention(hs - e, p), p)) / (2 * eps)
+        fd = (
+            attention_loss(h, teacher_attention(hs + e, p), p) - attention_loss(h, teacher_attention(hs - e, p), p)
+        ) / (2 * eps)
         np.testing.assert_allclose(g_star.reshape(len(h), -1)[:, i], fd, atol=1e-8)
 
 

@@ -26,10 +26,13 @@ def alpha_c_cells():
 
     base = AlphaCConfig(omegas=(0.3,), ds=(32,), alphas=(0.8, 1.3, 1.8), seeds=2, device="cpu")
     out = {}
-    for name, change in [("default", {}), ("unpaired", {"paired": False}), ("independent", {"nested": False}),
-                         ("orthonormal", {"teacher": "orthonormal"})]:
-        (out[name],) = run_study(Problem(omega=0.3), dataclasses.replace(base, **change), theory=False,
-                                 threads=1).cells
+    for name, change in [
+        ("default", {}),
+        ("unpaired", {"paired": False}),
+        ("independent", {"nested": False}),
+        ("orthonormal", {"teacher": "orthonormal"}),
+    ]:
+        (out[name],) = run_study(Problem(omega=0.3), dataclasses.replace(base, **change), theory=False, threads=1).cells
     return out
 
 
@@ -75,9 +78,29 @@ def test_erm_alpha_c_non_default_options_through_the_cli(tmp_path):
     """--unpaired --independent --teacher orthonormal together, end to end: the study runs and records the
     choices; --dtype float32 is refused before any folder is made (its runs never reach the study's tol)."""
     pytest.importorskip("torch")
-    args = ["erm-alpha-c", "--omega", "0.3", "--d", "24", "--seeds", "2", "--alpha", "0.8,1.6", "--steps", "30",
-            "--unpaired", "--independent", "--teacher", "orthonormal", "--threads", "1", "--workers", "1",
-            "--no-theory", "--quiet"]
+    args = [
+        "erm-alpha-c",
+        "--omega",
+        "0.3",
+        "--d",
+        "24",
+        "--seeds",
+        "2",
+        "--alpha",
+        "0.8,1.6",
+        "--steps",
+        "30",
+        "--unpaired",
+        "--independent",
+        "--teacher",
+        "orthonormal",
+        "--threads",
+        "1",
+        "--workers",
+        "1",
+        "--no-theory",
+        "--quiet",
+    ]
     refused = run(*args, "--dtype", "float32", "--out", str(tmp_path / "float32"))
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "dtype must be float64" in refused.stderr and not (tmp_path / "float32").exists()
@@ -93,6 +116,7 @@ def test_erm_alpha_c_non_default_options_through_the_cli(tmp_path):
 
 def _rows(path):
     from dotattn.core.io import read_csv
+
     return read_csv(path)
 
 
@@ -103,9 +127,30 @@ def test_train_erm_batched_lbfgs_reaches_one_minimum_from_both_starts(tmp_path):
     the same training loss, to 1e-8 relative, and a gradient norm below 1e-6."""
     pytest.importorskip("torch")
     out = tmp_path / "erm"
-    r = run("train-erm", "--d", "32", "--alpha", "2", "--omega", "0.3", "--seeds", "1", "--optimizer",
-            "batched-lbfgs", "--steps", "300", "--tol", "1e-10", "--test-samples", "100", "--threads", "1",
-            "--quiet", "--out", str(out))
+    r = run(
+        "train-erm",
+        "--d",
+        "32",
+        "--alpha",
+        "2",
+        "--omega",
+        "0.3",
+        "--seeds",
+        "1",
+        "--optimizer",
+        "batched-lbfgs",
+        "--steps",
+        "300",
+        "--tol",
+        "1e-10",
+        "--test-samples",
+        "100",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     from dotattn.theory_vs_erm.output import load_erm
 
@@ -113,7 +158,10 @@ def test_train_erm_batched_lbfgs_reaches_one_minimum_from_both_starts(tmp_path):
     assert set(runs) == {"semantic", "positional"}
     assert runs["semantic"].train_loss == pytest.approx(runs["positional"].train_loss, rel=1e-8)
     assert all(x.grad_norm < 1e-6 for x in runs.values())
-    assert json.loads((out / "summary.json").read_text())["provenance"]["parameters"]["erm"]["optimizer"] == "batched-lbfgs"
+    assert (
+        json.loads((out / "summary.json").read_text())["provenance"]["parameters"]["erm"]["optimizer"]
+        == "batched-lbfgs"
+    )
 
 
 # -- solve --quad qmc, --hat-form stein ------------------------------------------------------------------
@@ -158,6 +206,7 @@ SMALL = SweepSettings(QuadratureSpec("gauss-hermite", 4, None))
 @pytest.fixture(scope="module")
 def small_diagram():
     from dotattn.positional_semantic.phase_diagram import run_phase_diagram
+
     return run_phase_diagram(Problem(), [0.2, 0.3], [1.0, 1.6], settings=SMALL, workers=1)
 
 
@@ -170,7 +219,8 @@ def test_phase_diagram_writer_and_readers_round_trip(small_diagram, tmp_path):
     rows = read_phase_diagram(tmp_path / "pd")
     assert [r.to_row() for r in rows] == [r.to_row() for r in small_diagram.rows]  # CSV cells keep repr digits
     assert [r.to_row() for r in read_phase_diagram(tmp_path / "pd", omega=0.3)] == [
-        r.to_row() for r in small_diagram.rows if r.omega == 0.3]
+        r.to_row() for r in small_diagram.rows if r.omega == 0.3
+    ]
     assert read_boundaries(tmp_path / "pd") == [b for s in small_diagram.summaries for b in s.boundaries]
     theory = read_theory(tmp_path / "pd", Problem(omega=0.3), SMALL)
     assert theory and {r.omega for r in theory} == {0.3}
@@ -200,8 +250,9 @@ def test_erm_writer_and_reader_round_trip_and_refuse(tmp_path):
     from dotattn.core.io import IntegrityError
     from dotattn.theory_vs_erm.output import load_erm, write_erm
 
-    res = run_erm(Problem(omega=0.3), d=16, alphas=[1.0, 2.0], inits="both", seeds=2, steps=20, test_samples=50,
-                  device="cpu")
+    res = run_erm(
+        Problem(omega=0.3), d=16, alphas=[1.0, 2.0], inits="both", seeds=2, steps=20, test_samples=50, device="cpu"
+    )
     summary = write_erm(tmp_path / "erm", res, {"command": "test"})
     assert len(summary) == len(res.summary_rows())
     back = load_erm(tmp_path / "erm")
@@ -232,9 +283,11 @@ def test_estimate_seconds_scales_with_columns_workers_and_nodes():
     assert estimate_seconds(p, alphas, s, 2, 8) == pytest.approx(one, rel=1e-12)
     assert estimate_seconds(p, alphas * 2, s, 1, 1) > one  # more α, more fixed points
     D = p.gaussian_dim
-    e = {k: estimate_seconds(p, alphas, SweepSettings(QuadratureSpec("gauss-hermite", k, None)), 1, 1)
-         for k in (4, 8, 12)}
-    assert (e[12] - e[8]) / (e[8] - e[4]) == pytest.approx((12 ** D - 8 ** D) / (8 ** D - 4 ** D), rel=1e-9)
+    e = {
+        k: estimate_seconds(p, alphas, SweepSettings(QuadratureSpec("gauss-hermite", k, None)), 1, 1)
+        for k in (4, 8, 12)
+    }
+    assert (e[12] - e[8]) / (e[8] - e[4]) == pytest.approx((12**D - 8**D) / (8**D - 4**D), rel=1e-9)
     q1 = estimate_seconds(p, alphas, SweepSettings(QuadratureSpec("qmc", 8, None, scramblings=4)), 1, 1)
     q2 = estimate_seconds(p, alphas, SweepSettings(QuadratureSpec("qmc", 9, None, scramblings=4)), 1, 1)
     q3 = estimate_seconds(p, alphas, SweepSettings(QuadratureSpec("qmc", 8, None, scramblings=8)), 1, 1)
@@ -242,9 +295,11 @@ def test_estimate_seconds_scales_with_columns_workers_and_nodes():
     assert math.isfinite(estimate_seconds(Problem(rank=2), alphas, s, 1, 1))
     # the untied student costs STUDENT_COST_FACTORS["untied"] times the tied one on a rule of the same size
     from dotattn.positional_semantic.phase_diagram import STUDENT_COST_FACTORS
+
     qmc = SweepSettings(QuadratureSpec("qmc", 10, None, scramblings=4))
     assert estimate_seconds(Problem(student="untied"), alphas, qmc, 1, 1) == pytest.approx(
-        STUDENT_COST_FACTORS["untied"] * estimate_seconds(p, alphas, qmc, 1, 1), rel=1e-12)
+        STUDENT_COST_FACTORS["untied"] * estimate_seconds(p, alphas, qmc, 1, 1), rel=1e-12
+    )
 
 
 def test_fixed_point_estimate_counts_every_refinement_solve():
@@ -252,10 +307,15 @@ def test_fixed_point_estimate_counts_every_refinement_solve():
     refine_fixed_points = 3R + 1 more fixed points than without (α_c: both branches on R rules; α_lin: one
     branch on R rules plus its slope solve), and the whole column stays within the estimate."""
     from dotattn.positional_semantic.catalogue import QuadratureSpec
-    from dotattn.positional_semantic.phase_diagram import (SweepSettings, column_fixed_points_estimate, omega_column,
-                                                           refine_fixed_points)
+    from dotattn.positional_semantic.phase_diagram import (
+        SweepSettings,
+        column_fixed_points_estimate,
+        omega_column,
+        refine_fixed_points,
+    )
     from dotattn.positional_semantic.problem import Problem
     from dotattn.positional_semantic.refine import RefineSpec
+
     p, alphas = Problem(omega=0.3), [1.2, 1.3, 1.4, 1.5, 1.6]
     quad, refine = QuadratureSpec("gauss-hermite", 6, 4), RefineSpec(log2_points=8, rules=2)
     refined = omega_column(p.to_dict(), 0.3, alphas, SweepSettings(quad, refine=refine).to_dict())

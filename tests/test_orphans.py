@@ -23,9 +23,24 @@ pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="the checks r
 def test_sigkill_of_the_main_process_leaves_no_worker(tmp_path):
     """SIGKILL to `phase-diagram --workers 2` (which cannot clean up itself): both pool workers exit
     on their own, checked through /proc."""
-    proc = subprocess.Popen([*dotattn_command(), "phase-diagram", "--omega", "0.1,0.2,0.3,0.4", "--alpha", "0.5:2:16",
-                             "--workers", "2", "--quiet", "--out", str(tmp_path / "pd")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    proc = subprocess.Popen(
+        [
+            *dotattn_command(),
+            "phase-diagram",
+            "--omega",
+            "0.1,0.2,0.3,0.4",
+            "--alpha",
+            "0.5:2:16",
+            "--workers",
+            "2",
+            "--quiet",
+            "--out",
+            str(tmp_path / "pd"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+    )
     try:
         workers = _wait_for(lambda: (c := _children(proc.pid)) and len(c) >= 2 and c, 120, "two worker processes")
         assert proc.poll() is None
@@ -72,6 +87,7 @@ def test_lock_is_never_left_empty_on_a_full_disk(tmp_path, monkeypatch):
     """ENOSPC while the lock's content is written: OSError, and neither the lock nor its temporary
     file is left behind (an empty lock would block or confuse the next run)."""
     from dotattn.core import runner
+
     real_fdopen = os.fdopen
 
     class Full:
@@ -114,6 +130,7 @@ def test_lock_in_a_folder_that_cannot_be_written(tmp_path, monkeypatch):
 def test_lock_holds_pid_and_host_and_refuses_a_second_run(tmp_path):
     import socket
     from dotattn.core.runner import RunLock, RunLockedError
+
     with RunLock(tmp_path, "test"):
         pid, host = (tmp_path / RunLock.NAME).read_text().split()
         assert int(pid) == os.getpid() and host == socket.gethostname()

@@ -8,17 +8,38 @@ import pytest
 
 from dotattn.paths.analysis import PathsPoint, evaluate, head_scores, prune_head
 from dotattn.paths.data import PathData, markov_path_data, subset_heads
-from dotattn.paths.network import (attention, effective_weights, network_output, order_parameter, path_inputs,
-                                   FactoredKernels, path_kernels, path_labels)
+from dotattn.paths.network import (
+    attention,
+    effective_weights,
+    network_output,
+    order_parameter,
+    path_inputs,
+    FactoredKernels,
+    path_kernels,
+    path_labels,
+)
 from dotattn.paths.task import MarkovTask, markov_heads, markov_sequences
-from dotattn.paths.theory import (PathsModel, TheoryResult, action, action_gradient, energy_hessian,
-                                  gp_order_parameters, level_dims, theta_hessian, _theta_objective, minimise_action, saddle_point_residual, scalar_renormalisation,
-                                  theta_from_levels)
+from dotattn.paths.theory import (
+    PathsModel,
+    TheoryResult,
+    action,
+    action_gradient,
+    energy_hessian,
+    gp_order_parameters,
+    level_dims,
+    theta_hessian,
+    _theta_objective,
+    minimise_action,
+    saddle_point_residual,
+    scalar_renormalisation,
+    theta_from_levels,
+)
 from dotattn.core.validation import ParameterError
 from dotattn.core.rows import read_matrix
 
 
 # -- the task ---------------------------------------------------------------------------------------
+
 
 def test_markov_shapes_labels_and_layout():
     task = MarkovTask(P=20, P_test=10)
@@ -74,15 +95,28 @@ def test_good_head_attends_previous_same_state_token_else_bos():
     assert len(markov_heads(MarkovTask(variant="2paths"))[1]) == 1
 
 
-@pytest.mark.parametrize("field, value", [("T", 1), ("P", 3), ("P", 0), ("stay_plus", 1.5), ("noise_perp", -1),
-                                          ("noise_perp", float("nan")), ("variant", "3paths"), ("width", 7),
-                                          ("beta", float("inf")), ("seed", -1)])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("T", 1),
+        ("P", 3),
+        ("P", 0),
+        ("stay_plus", 1.5),
+        ("noise_perp", -1),
+        ("noise_perp", float("nan")),
+        ("variant", "3paths"),
+        ("width", 7),
+        ("beta", float("inf")),
+        ("seed", -1),
+    ],
+)
 def test_markov_task_refuses_bad_parameters(field, value):
     with pytest.raises(ParameterError, match=field.split("_")[0]):
         MarkovTask(**{field: value})
 
 
 # -- the network and its kernels -----------------------------------------------------------------
+
 
 def _random_net(rng, P=3, N0=5, T=4, heads=(2, 2)):
     x = rng.standard_normal((P, N0, T))
@@ -119,8 +153,13 @@ def test_gp_kernel_by_monte_carlo_over_all_weights():
     draws = 4000
     f = np.empty((draws, x.shape[0]))
     for d in range(draws):
-        f[d] = network_output(x, omegas, rng.standard_normal((N, N0)), [rng.standard_normal((H, N, N)) for H in heads],
-                              rng.standard_normal(N))
+        f[d] = network_output(
+            x,
+            omegas,
+            rng.standard_normal((N, N0)),
+            [rng.standard_normal((H, N, N)) for H in heads],
+            rng.standard_normal(N),
+        )
     prods = f[:, :, None] * f[:, None, :]
     xi = path_inputs(x, omegas)
     C = path_kernels(xi, xi)
@@ -140,6 +179,7 @@ def test_effective_weights_order_and_labels():
 
 
 # -- the theory -----------------------------------------------------------------------------------
+
 
 def _random_problem(seed=4, P=12, N0=9, heads=(2, 2)):
     rng = np.random.default_rng(seed)
@@ -192,6 +232,7 @@ def test_energy_hessian_factored_dense_and_finite_differences():
     scale = np.max(np.abs(Hd))
     assert np.max(np.abs(Hd - Hf)) <= 1e-10 * scale
     from dotattn.paths.theory import _energy
+
     C, h = path_kernels(xi, xi), 1e-6
     for a, b in ((0, 0), (1, 3), (2, 1)):
         E = np.zeros((n, n))
@@ -268,16 +309,26 @@ def test_gp_point_has_zero_entropy():
     assert 0 < S < 1e-9  # only the energy / N is left
 
 
-@pytest.mark.parametrize("kw, word", [({"N": 0}, "N"), ({"N": float("nan")}, "N"), ({"N": 1e13}, "N"),
-                                      ({"N": 10, "temperature": 0}, "temperature"),
-                                      ({"N": 10, "sigma2": -1}, "sigma2"), ({"N": 10, "heads": ()}, "L"),
-                                      ({"N": 10, "heads": (0, 2)}, "H"), ({"N": 10, "heads": (8, 8, 8)}, "paths")])
+@pytest.mark.parametrize(
+    "kw, word",
+    [
+        ({"N": 0}, "N"),
+        ({"N": float("nan")}, "N"),
+        ({"N": 1e13}, "N"),
+        ({"N": 10, "temperature": 0}, "temperature"),
+        ({"N": 10, "sigma2": -1}, "sigma2"),
+        ({"N": 10, "heads": ()}, "L"),
+        ({"N": 10, "heads": (0, 2)}, "H"),
+        ({"N": 10, "heads": (8, 8, 8)}, "paths"),
+    ],
+)
 def test_model_refuses_bad_parameters(kw, word):
     with pytest.raises(ParameterError, match=word):
         PathsModel(**kw)
 
 
 # -- on the Markov task (small test set) ---------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def markov():
@@ -316,9 +367,21 @@ def test_subsets_are_the_smaller_networks(markov):
 
 
 def test_point_row_round_trip():
-    p = PathsPoint(subset="all", method="theory", N=10.0, temperature=0.01, accuracy=0.9, loss=0.3, variance=0.1,
-                   status="converged", stationarity=1e-10, iterations=5, seconds=0.1, paths=("good", "denoising"),
-                   U=np.array([[2.0, -1.0], [-1.0, 3.0]]))
+    p = PathsPoint(
+        subset="all",
+        method="theory",
+        N=10.0,
+        temperature=0.01,
+        accuracy=0.9,
+        loss=0.3,
+        variance=0.1,
+        status="converged",
+        stationarity=1e-10,
+        iterations=5,
+        seconds=0.1,
+        paths=("good", "denoising"),
+        U=np.array([[2.0, -1.0], [-1.0, 3.0]]),
+    )
     row = p.to_row()
     q = PathsPoint.from_row({k: (str(v) if not isinstance(v, list) else v) for k, v in row.items()})
     assert q.paths == p.paths and np.array_equal(q.U, p.U) and q.accuracy == p.accuracy

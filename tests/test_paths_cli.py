@@ -21,31 +21,34 @@ TH = ["paths", "theory", "--P-test", "100"]
 SA = ["paths", "sample", "--P-test", "100"]
 
 
-@pytest.mark.parametrize("args, words", [
-    ([*TH, "--N", "0"], ["N (width)", "[1, 1e+12]"]),
-    ([*TH, "--N", "10,nan"], ["N", "finite"]),
-    ([*TH, "--N", "-5"], ["N (width)"]),
-    ([*TH, "--N", "1e13"], ["N (width)"]),
-    ([*TH, "--P", "3"], ["P (training sequences)", "even"]),
-    ([*TH, "--P", "0"], ["P (training sequences)"]),
-    ([*TH, "--T", "1"], ["T (tokens)"]),
-    ([*TH, "--temperature", "0"], ["temperature", "[1e-08, 10000]"]),
-    ([*TH, "--temperature", "inf"], ["temperature", "finite"]),
-    ([*TH, "--sigma2", "-1"], ["sigma2"]),
-    ([*TH, "--noise-perp", "nan"], ["noise_perp", "finite"]),
-    ([*TH, "--task", "omniglot"], ["task", "markov"]),
-    ([*TH, "--variant", "3paths"], ["variant", "4paths"]),
-    ([*TH, "--subsets", "all,bad"], ["subset"]),
-    ([*TH, "--subsets", "good"], ["subsets", "all"]),
-    ([*TH, "--sampled", "/nonexistent/folder"], ["sampled"]),
-    ([*SA, "--N", "10.5"], ["N (width) for sampling", "[1, 200]"]),
-    ([*SA, "--N", "500"], ["N (width) for sampling"]),
-    ([*SA, "--chains", "0"], ["chains"]),
-    ([*SA, "--draws", "2"], ["draws"]),
-    ([*SA, "--target-accept", "1"], ["target_accept", "(0, 1)"]),
-    ([*SA, "--max-tree-depth", "0"], ["max_tree_depth"]),
-    ([*SA, "--temperature", "-1"], ["temperature"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ([*TH, "--N", "0"], ["N (width)", "[1, 1e+12]"]),
+        ([*TH, "--N", "10,nan"], ["N", "finite"]),
+        ([*TH, "--N", "-5"], ["N (width)"]),
+        ([*TH, "--N", "1e13"], ["N (width)"]),
+        ([*TH, "--P", "3"], ["P (training sequences)", "even"]),
+        ([*TH, "--P", "0"], ["P (training sequences)"]),
+        ([*TH, "--T", "1"], ["T (tokens)"]),
+        ([*TH, "--temperature", "0"], ["temperature", "[1e-08, 10000]"]),
+        ([*TH, "--temperature", "inf"], ["temperature", "finite"]),
+        ([*TH, "--sigma2", "-1"], ["sigma2"]),
+        ([*TH, "--noise-perp", "nan"], ["noise_perp", "finite"]),
+        ([*TH, "--task", "omniglot"], ["task", "markov"]),
+        ([*TH, "--variant", "3paths"], ["variant", "4paths"]),
+        ([*TH, "--subsets", "all,bad"], ["subset"]),
+        ([*TH, "--subsets", "good"], ["subsets", "all"]),
+        ([*TH, "--sampled", "/nonexistent/folder"], ["sampled"]),
+        ([*SA, "--N", "10.5"], ["N (width) for sampling", "[1, 200]"]),
+        ([*SA, "--N", "500"], ["N (width) for sampling"]),
+        ([*SA, "--chains", "0"], ["chains"]),
+        ([*SA, "--draws", "2"], ["draws"]),
+        ([*SA, "--target-accept", "1"], ["target_accept", "(0, 1)"]),
+        ([*SA, "--max-tree-depth", "0"], ["max_tree_depth"]),
+        ([*SA, "--temperature", "-1"], ["temperature"]),
+    ],
+)
 def test_bad_input_one_line_exit_2_nothing_created(args, words, tmp_path):
     out = tmp_path / "out"
     r = run(*args, "--out", str(out), timeout=120)
@@ -69,10 +72,13 @@ def test_theory_end_to_end(tmp_path):
 
 def test_missing_numpyro_names_the_extra(tmp_path):
     out = tmp_path / "s"
-    code = ("import sys\nsys.modules['numpyro'] = None\nfrom dotattn.cli.main import main\n"
-            f"main(['paths', 'sample', '--N', '10', '--out', {str(out)!r}])\n")
+    code = (
+        "import sys\nsys.modules['numpyro'] = None\nfrom dotattn.cli.main import main\n"
+        f"main(['paths', 'sample', '--N', '10', '--out', {str(out)!r}])\n"
+    )
     r = run_python(code, tmp_path)
     assert r.returncode == 2, r.stderr
     assert [ln for ln in r.stderr.splitlines() if ln.strip()] == [
-        'Error: paths sample needs NumPyro; install it with pip install "dotattn[paths]"']
+        'Error: paths sample needs NumPyro; install it with pip install "dotattn[paths]"'
+    ]
     assert not out.exists()

@@ -12,9 +12,16 @@ from dotattn.paths.sampler import SamplerConfig
 from dotattn.paths.theory import PathsModel, minimise_action, scalar_renormalisation
 
 jax = pytest.importorskip("jax")
-from dotattn.paths.collapsed import (check_collapsed, collapsed_layout, gaussian_evidence,  # noqa: E402
-                                     log_density_fn, order_parameters_fn, pack_kernels, prior_draw,
-                                     run_collapsed)
+from dotattn.paths.collapsed import (
+    check_collapsed,
+    collapsed_layout,
+    gaussian_evidence,  # noqa: E402
+    log_density_fn,
+    order_parameters_fn,
+    pack_kernels,
+    prior_draw,
+    run_collapsed,
+)
 from dotattn.paths.network import FactoredKernels  # noqa: E402
 
 
@@ -31,8 +38,10 @@ def test_layout_dimension(heads, N, dim):
     assert collapsed_layout(heads, N).n_params == dim
 
 
-@pytest.mark.parametrize("heads,N", [((2, 2), 3), pytest.param((2, 1), 7, marks=pytest.mark.slow),
-                                     pytest.param((3,), 2, marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "heads,N",
+    [((2, 2), 3), pytest.param((2, 1), 7, marks=pytest.mark.slow), pytest.param((3,), 2, marks=pytest.mark.slow)],
+)
 def test_prior_chain_equals_the_weights_prior(heads, N):
     """The Bartlett chain pushed to U_1 has the law of U = V_eff V_effᵀ/N under the prior of the weights:
     mean and variance of every entry agree within 5 combined standard errors (5 000 draws each),
@@ -43,8 +52,9 @@ def test_prior_chain_equals_the_weights_prior(heads, N):
     to_U = jax.jit(jax.vmap(lambda z: levels(z)[0]))
     n = 5_000
     Uc = np.asarray(to_U(np.stack([prior_draw(layout, rng) for _ in range(n)])))
-    Uw = np.stack([order_parameter(rng.standard_normal(N), [rng.standard_normal((H, N, N)) for H in heads])
-                   for _ in range(n)])
+    Uw = np.stack(
+        [order_parameter(rng.standard_normal(N), [rng.standard_normal((H, N, N)) for H in heads]) for _ in range(n)]
+    )
     for stat in (lambda U: U, lambda U: U**2):
         a, b = stat(Uc), stat(Uw)
         se = np.sqrt(a.var(0) / n + b.var(0) / n)
@@ -104,8 +114,16 @@ def test_gaussian_evidence_value_gradient_and_refusal():
         ref = -0.5 * logdet - 0.5 * y @ np.linalg.solve(K, y)
         assert abs(values[r] - ref) <= 1e-10 * abs(ref)
         h = 1e-6
-        fd = np.array([(gaussian_evidence(packed, y, 0.7, 0.2, u[r] + h * e)[0][0]
-                        - gaussian_evidence(packed, y, 0.7, 0.2, u[r] - h * e)[0][0]) / (2 * h) for e in np.eye(m)])
+        fd = np.array(
+            [
+                (
+                    gaussian_evidence(packed, y, 0.7, 0.2, u[r] + h * e)[0][0]
+                    - gaussian_evidence(packed, y, 0.7, 0.2, u[r] - h * e)[0][0]
+                )
+                / (2 * h)
+                for e in np.eye(m)
+            ]
+        )
         assert np.allclose(grads[r], fd, rtol=1e-6, atol=1e-6 * np.abs(fd).max())
         one = gaussian_evidence(packed, y, 0.7, 0.2, u[r])
         assert abs(one[0][0] - values[r]) <= 1e-12 * abs(values[r])  # a batched product rounds differently
@@ -163,19 +181,29 @@ def test_collapsed_nuts_matches_the_one_dimensional_closed_form():
     C1, y = _toy(1, P=12, N0=20, seed=1)
     C = C1[0, 0]
     for N in (3, 10):
-        res = run_collapsed(C1, y, PathsModel(N=N, temperature=0.05, heads=(1,)),
-                            SamplerConfig(chains=4, warmup=300, draws=500, seed=0))
+        res = run_collapsed(
+            C1, y, PathsModel(N=N, temperature=0.05, heads=(1,)), SamplerConfig(chains=4, warmup=300, draws=500, seed=0)
+        )
         exact = _exact_mean(C, y, N, 0.05)
         assert res.divergences == 0 and res.rhat_max < 1.01
         assert abs(res.U_mean[0, 0] - exact) < 4 * res.U_mcse[0, 0], (N, res.U_mean, exact)
         assert np.isfinite(scalar_renormalisation(C, y, N, 0.05))
 
 
-@pytest.mark.parametrize("args,name", [(["--N", "0.5"], "N"), (["--N", "2e6"], "N"), (["--chains", "0"], "chains"),
-                                       (["--draws", "3"], "draws"), (["--P", "3"], "P")])
+@pytest.mark.parametrize(
+    "args,name",
+    [
+        (["--N", "0.5"], "N"),
+        (["--N", "2e6"], "N"),
+        (["--chains", "0"], "chains"),
+        (["--draws", "3"], "draws"),
+        (["--P", "3"], "P"),
+    ],
+)
 def test_cli_collapsed_refuses_bad_input(tmp_path, capsys, args, name):
     """One line naming the parameter, exit 2, no folder, before any computation."""
     from dotattn.cli.main import main
+
     out = tmp_path / "s"
     with pytest.raises(SystemExit) as err:
         main(["paths", "sample", "--collapsed", *args, "--out", str(out)])
@@ -195,10 +223,14 @@ def test_saddle_gap_fits_recover_a_known_series():
     a, b = 1.0, -3.0
     per_N = {}
     for N in Ns:
-        g = a / N + b / N ** 2
+        g = a / N + b / N**2
         U = np.diag([2.0, 3.0]) + 0.5
-        per_N[str(N)] = {"U": U.tolist(), "U_collapsed": (U * (1 + g)).tolist(),
-                         "U_collapsed_mcse": (np.abs(U) * 1e-4 / N).tolist(), "collapsed_status": "converged"}
+        per_N[str(N)] = {
+            "U": U.tolist(),
+            "U_collapsed": (U * (1 + g)).tolist(),
+            "U_collapsed_mcse": (np.abs(U) * 1e-4 / N).tolist(),
+            "collapsed_status": "converged",
+        }
     per_N["3000"] = {"U": np.eye(2).tolist()}  # no collapsed run at this width: skipped
     out = saddle_gap_fit(per_N)
     assert {tuple(r["entry"]) for r in out["rows"]} == set(GAP_ENTRIES) and len(out["rows"]) == 3 * len(Ns)
@@ -209,7 +241,7 @@ def test_saddle_gap_fits_recover_a_known_series():
         assert fit["p"] < 1.0  # b < 0 lowers the small-N gaps below a/N: the single power law is flatter
     # the error of a: independent of the data, from the design alone (one point per width, unit weights)
     N = np.array(Ns, dtype=float)
-    X = np.stack([1 / N, 1 / N ** 2], axis=1)
+    X = np.stack([1 / N, 1 / N**2], axis=1)
     want = np.sqrt(np.linalg.inv(X.T @ X)[0, 0])
     assert series_fit(N, np.zeros(N.size), np.ones(N.size))["a_error"] == pytest.approx(want, rel=1e-12)
 
@@ -227,9 +259,14 @@ def test_chain_coordinates_have_unit_prior_scale(N):
     layout = collapsed_layout((2, 2), N)
     rng = np.random.default_rng(3)
     z = np.stack([prior_draw(layout, rng) for _ in range(4000)])
-    want = np.concatenate([np.where(rows == cols, np.sqrt(2 * nu) * (0.5 * (special.digamma(nu / 2) + np.log(2))
-                                                                      - 0.5 * np.log(nu)), 0.0)
-                           for _, _, rows, cols, nu in _indices(layout)])
+    want = np.concatenate(
+        [
+            np.where(
+                rows == cols, np.sqrt(2 * nu) * (0.5 * (special.digamma(nu / 2) + np.log(2)) - 0.5 * np.log(nu)), 0.0
+            )
+            for _, _, rows, cols, nu in _indices(layout)
+        ]
+    )
     sd = z.std(axis=0)
     assert np.all(np.abs(z.mean(axis=0) - want) < 5 * sd / np.sqrt(len(z))), (z.mean(axis=0), want)
     assert np.all((0.85 < sd) & (sd < 1.15)), sd

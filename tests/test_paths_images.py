@@ -23,16 +23,28 @@ from dotattn.core.validation import ParameterError  # noqa: E402
 from dotattn.paths import images as im  # noqa: E402
 from dotattn.paths.analysis import prune_head, prune_heads  # noqa: E402
 from dotattn.paths.data import PathData  # noqa: E402
-from dotattn.paths.images_gd import (GDConfig, key_query_matrices, predict_network, prune_mask,  # noqa: E402
-                                     train_network)
+from dotattn.paths.images_gd import (
+    GDConfig,
+    key_query_matrices,
+    predict_network,
+    prune_mask,  # noqa: E402
+    train_network,
+)
 from dotattn.paths.images_study import gibbs, paired_difference, spearman_bootstrap  # noqa: E402
-from dotattn.paths.network import (FactoredKernels, attention, network_output, path_inputs,  # noqa: E402
-                                   path_kernel_diagonal, path_kernels)
+from dotattn.paths.network import (
+    FactoredKernels,
+    attention,
+    network_output,
+    path_inputs,  # noqa: E402
+    path_kernel_diagonal,
+    path_kernels,
+)
 from dotattn.paths.theory import PathsModel, kernel, minimise_action, predict  # noqa: E402
 
 
 def _png(a: np.ndarray) -> bytes:
     from PIL import Image
+
     buf = io.BytesIO()
     Image.fromarray(a.astype(np.uint8)).save(buf, format="PNG")
     return buf.getvalue()
@@ -43,8 +55,8 @@ def _character(rng, size=35):
     a = np.full((size, size), 255, dtype=np.uint8)
     for _ in range(3):
         r, c = rng.integers(5, size - 5, 2)
-        a[r - 1:r + 2, max(c - 8, 0):c + 8] = 0
-        a[max(r - 8, 0):r + 8, c - 1:c + 2] = 0
+        a[r - 1 : r + 2, max(c - 8, 0) : c + 8] = 0
+        a[max(r - 8, 0) : r + 8, c - 1 : c + 2] = 0
     return a
 
 
@@ -86,6 +98,7 @@ def make_idx(folder: Path, n=30, seed=0) -> Path:
 
 
 # -- loaders --------------------------------------------------------------------------------------
+
 
 def test_omniglot_folder_and_zip_agree_and_duplicates_are_read_once(tmp_path):
     a = im.read_omniglot(make_omniglot(tmp_path / "x"))
@@ -130,6 +143,7 @@ def test_idx_reader_and_refusals(tmp_path):
 
 # -- split, episodes, tokens ----------------------------------------------------------------------
 
+
 def test_split_is_by_character_and_refuses_too_few():
     s = im.split_characters(20, (0.6, 0.2), seed=3)
     parts = [set(s.train), set(s.validation), set(s.test)]
@@ -162,6 +176,7 @@ def test_episodes_labels_drawers_and_tokens(tmp_path):
 
 # -- factored kernels, pruning, network --------------------------------------------------------------
 
+
 def _paths_setup(P=12, Pt=9, N0=7, T=5, H=(2, 3), seed=0):
     rng = np.random.default_rng(seed)
     x, xt = rng.standard_normal((P, N0, T)), rng.standard_normal((Pt, N0, T))
@@ -193,10 +208,18 @@ def test_prune_heads_equals_the_masked_network_and_prune_head():
     x, xt, Ws, xi, xit, rng = _paths_setup(H=(3, 3))
     y, yt = np.sign(rng.standard_normal(12)), np.sign(rng.standard_normal(9))
     import itertools
+
     keys = tuple(itertools.product(range(3), range(3)))
-    data = PathData(head_names=(("a", "b", "c"),) * 2, path_keys=keys, path_names=tuple(map(str, keys)),
-                    C_train=FactoredKernels(xi, xi), y_train=y, C_cross=FactoredKernels(xit, xi),
-                    C_diag=path_kernel_diagonal(xit), y_test=yt)
+    data = PathData(
+        head_names=(("a", "b", "c"),) * 2,
+        path_keys=keys,
+        path_names=tuple(map(str, keys)),
+        C_train=FactoredKernels(xi, xi),
+        y_train=y,
+        C_cross=FactoredKernels(xit, xi),
+        C_diag=path_kernel_diagonal(xit),
+        y_test=yt,
+    )
     model = PathsModel(N=5, temperature=0.1, heads=(3, 3))
     A = rng.standard_normal((9, 9))
     U = A @ A.T
@@ -216,6 +239,7 @@ def test_prune_heads_equals_the_masked_network_and_prune_head():
 def test_trained_network_forward_equals_the_theory_network():
     cfg = GDConfig(N=6, qk_dim=3, seed=2)
     from dotattn.paths.images_gd import AttentionNetwork
+
     rng = np.random.default_rng(0)
     x = rng.standard_normal((5, 11, 7))
     net = AttentionNetwork(cfg, 11)
@@ -233,14 +257,18 @@ def test_trained_network_forward_equals_the_theory_network():
 def test_training_checkpoint_resumes(tmp_path):
     rng = np.random.default_rng(0)
     xv, yv = rng.standard_normal((20, 5, 4)), np.sign(rng.standard_normal(20))
-    sample = lambda e: (np.random.default_rng(e).standard_normal((16, 5, 4)),  # noqa: E731
-                        np.sign(np.random.default_rng(e + 99).standard_normal(16)))
+    sample = lambda e: (
+        np.random.default_rng(e).standard_normal((16, 5, 4)),  # noqa: E731
+        np.sign(np.random.default_rng(e + 99).standard_normal(16)),
+    )
     ck = tmp_path / "ck.pt"
-    first = train_network(GDConfig(N=4, qk_dim=2, batch=8, epoch_episodes=16, max_epochs=2, patience=50), sample,
-                          xv, yv, checkpoint=ck)
+    first = train_network(
+        GDConfig(N=4, qk_dim=2, batch=8, epoch_episodes=16, max_epochs=2, patience=50), sample, xv, yv, checkpoint=ck
+    )
     assert ck.is_file() and len(first.history) == 2 and first.status == "not_converged"
-    later = train_network(GDConfig(N=4, qk_dim=2, batch=8, epoch_episodes=16, max_epochs=2, patience=50), sample,
-                          xv, yv, checkpoint=ck)
+    later = train_network(
+        GDConfig(N=4, qk_dim=2, batch=8, epoch_episodes=16, max_epochs=2, patience=50), sample, xv, yv, checkpoint=ck
+    )
     assert len(later.history) == 2  # resumed after the last epoch: nothing left to do
     assert later.history[1]["train_loss"] == first.history[1]["train_loss"]
 
@@ -253,14 +281,15 @@ def _noisy_glyphs(n_classes=40, drawers=3, seed=0) -> im.ImageSet:
         glyph = np.zeros((32, 32))
         for _ in range(3):
             r, k = rng.integers(4, 28, 2)
-            glyph[r - 1:r + 1, max(k - 7, 0):k + 7] = 1
-            glyph[max(r - 7, 0):r + 7, k - 1:k + 1] = 1
+            glyph[r - 1 : r + 1, max(k - 7, 0) : k + 7] = 1
+            glyph[max(r - 7, 0) : r + 7, k - 1 : k + 1] = 1
         for d in range(drawers):
             images.append(im.standardise_image(glyph + 0.5 * rng.random((32, 32))))
             classes.append(c)
             who.append(d)
-    return im.ImageSet("glyphs", np.array(images), np.array(classes), np.array(who),
-                       tuple(str(c) for c in range(n_classes)))
+    return im.ImageSet(
+        "glyphs", np.array(images), np.array(classes), np.array(who), tuple(str(c) for c in range(n_classes))
+    )
 
 
 def test_training_learns_one_shot_matching_on_held_out_classes():
@@ -276,7 +305,7 @@ def test_training_learns_one_shot_matching_on_held_out_classes():
     torch.set_num_threads(1)  # tiny matrices: more threads only spin (10x slower on a loaded machine)
     try:
         for scale in (1.0, 1.0 / im.EMBEDDING_SCALE):
-            part = np.where(np.arange(im.N0) < im.PATCH ** 2, 1.0, scale)[:, None]
+            part = np.where(np.arange(im.N0) < im.PATCH**2, 1.0, scale)[:, None]
 
             def sample(epoch, part=part):
                 ep = im.make_episodes(s, np.arange(30), cfg.epoch_episodes, np.random.default_rng([2, epoch]))
@@ -292,10 +321,12 @@ def test_training_learns_one_shot_matching_on_held_out_classes():
 def test_gd_defaults_of_the_command_are_the_configs():
     """The command's training options default to GDConfig's defaults (one place decides them)."""
     from dotattn.cli.paths import images as command
+
     d = GDConfig()
     defaults = {p.name: p.default for p in command.params}
-    assert {k: defaults[k] for k in ("lr", "batch", "epoch_episodes", "max_epochs", "patience", "qk_dim")} == \
-        {k: getattr(d, k) for k in ("lr", "batch", "epoch_episodes", "max_epochs", "patience", "qk_dim")}
+    assert {k: defaults[k] for k in ("lr", "batch", "epoch_episodes", "max_epochs", "patience", "qk_dim")} == {
+        k: getattr(d, k) for k in ("lr", "batch", "epoch_episodes", "max_epochs", "patience", "qk_dim")
+    }
     assert defaults["gd_width"] == d.N
 
 
@@ -328,9 +359,34 @@ def test_paired_difference():
 
 # -- the command ----------------------------------------------------------------------------------
 
-SMALL = ["--P", "16", "--P-validation", "12", "--P-test", "12", "--P-ood", "12", "--N", "10,1000",
-         "--temperatures", "0.1", "--gd-width", "4", "--qk-dim", "2", "--epoch-episodes", "16", "--max-epochs", "2",
-         "--sample-N", "0", "--bootstrap", "20", "--theory-tol", "1e-6"]
+SMALL = [
+    "--P",
+    "16",
+    "--P-validation",
+    "12",
+    "--P-test",
+    "12",
+    "--P-ood",
+    "12",
+    "--N",
+    "10,1000",
+    "--temperatures",
+    "0.1",
+    "--gd-width",
+    "4",
+    "--qk-dim",
+    "2",
+    "--epoch-episodes",
+    "16",
+    "--max-epochs",
+    "2",
+    "--sample-N",
+    "0",
+    "--bootstrap",
+    "20",
+    "--theory-tol",
+    "1e-6",
+]
 
 
 @pytest.fixture(scope="module")
@@ -359,11 +415,18 @@ def test_command_end_to_end_and_reuse(sets, tmp_path, rerun):
             assert fixed[key]["test"] == s["per_N"][key]["test"]["accuracy"], key
     if "test" in s["per_N"]["gp"] and "test" in s["per_N"]["10"]:
         d = s["per_N"]["10"]["test"]["minus_gp"]
-        assert math.isclose(d["difference"], s["per_N"]["10"]["test"]["accuracy"] - s["per_N"]["gp"]["test"]["accuracy"],
-                            abs_tol=1e-12) and d["error"] >= 0
+        assert (
+            math.isclose(
+                d["difference"],
+                s["per_N"]["10"]["test"]["accuracy"] - s["per_N"]["gp"]["test"]["accuracy"],
+                abs_tol=1e-12,
+            )
+            and d["error"] >= 0
+        )
     change = s["pruning"]["test"]["gd_change"]["difference"]
-    assert math.isclose(change, s["pruning"]["test"]["gd_accuracy_pruned"] - s["pruning"]["test"]["gd_accuracy"],
-                        abs_tol=1e-12)
+    assert math.isclose(
+        change, s["pruning"]["test"]["gd_accuracy_pruned"] - s["pruning"]["test"]["gd_accuracy"], abs_tol=1e-12
+    )
     v = run(*["verify", str(out)])
     assert v.returncode == 0 and "paths-images" in v.stdout
     if not rerun:
@@ -384,9 +447,21 @@ def test_command_sampling_check(sets, tmp_path, collapsed):
     omni, fm = sets
     out = tmp_path / "out"
     i = SMALL.index("--sample-N")
-    small = SMALL[:i] + SMALL[i + 2:]
-    args = ["--sample-N", "10", "--sample-P", "10", "--sample-chains", "1", "--sample-warmup", "20",
-            "--sample-draws", "10", "--sample-tree-depth", "4"] + (["--sample-collapsed"] if collapsed else [])
+    small = SMALL[:i] + SMALL[i + 2 :]
+    args = [
+        "--sample-N",
+        "10",
+        "--sample-P",
+        "10",
+        "--sample-chains",
+        "1",
+        "--sample-warmup",
+        "20",
+        "--sample-draws",
+        "10",
+        "--sample-tree-depth",
+        "4",
+    ] + (["--sample-collapsed"] if collapsed else [])
     r = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *small, *args, "--out", str(out)])
     assert r.returncode == 0, r.stderr
     s = json.loads((out / "summary.json").read_text())["sampling_check"]
@@ -396,22 +471,32 @@ def test_command_sampling_check(sets, tmp_path, collapsed):
 
 def test_config_refusals():
     from dotattn.paths.images_study import ImageStudyConfig
-    for kw, words in (({"P": 5}, "[10, 5000]"), ({"widths": (0,)}, "N (width)"), ({"temperatures": (0,)}, "temperature"),
-                      ({"widths": ()}, "N grid is empty"), ({"sample_N": 500}, "sample-N")):
+
+    for kw, words in (
+        ({"P": 5}, "[10, 5000]"),
+        ({"widths": (0,)}, "N (width)"),
+        ({"temperatures": (0,)}, "temperature"),
+        ({"widths": ()}, "N grid is empty"),
+        ({"sample_N": 500}, "sample-N"),
+    ):
         with pytest.raises(ParameterError, match=re.escape(words)):
             ImageStudyConfig(omniglot="o", fashion_mnist="f", **kw)
     with pytest.raises(ParameterError, match="collapsed coordinates"):  # 8^4 paths at N = 200: far too many
-        ImageStudyConfig(omniglot="o", fashion_mnist="f", gd=GDConfig(layers=4, heads=8), sample_N=200,
-                         sample_collapsed=True)
+        ImageStudyConfig(
+            omniglot="o", fashion_mnist="f", gd=GDConfig(layers=4, heads=8), sample_N=200, sample_collapsed=True
+        )
     with pytest.raises(ParameterError, match="gd-width"):
         GDConfig(N=1)
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--P", "5"], ["P (training episodes", "[10, 5000]"]),
-    (["--omniglot", "/nonexistent/omniglot"], ["--omniglot", "does not exist"]),
-    (["--fashion-mnist", "/nonexistent/fm"], ["--fashion-mnist", "not a folder"]),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--P", "5"], ["P (training episodes", "[10, 5000]"]),
+        (["--omniglot", "/nonexistent/omniglot"], ["--omniglot", "does not exist"]),
+        (["--fashion-mnist", "/nonexistent/fm"], ["--fashion-mnist", "not a folder"]),
+    ],
+)
 def test_command_refusals(sets, tmp_path, args, words):
     omni, fm = sets
     out = tmp_path / "never"
@@ -420,7 +505,7 @@ def test_command_refusals(sets, tmp_path, args, words):
         if args[i] in base:
             base[base.index(args[i]) + 1] = args[i + 1]
         else:
-            base += args[i:i + 2]
+            base += args[i : i + 2]
     r = run(*base)
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]

@@ -10,8 +10,13 @@ numpyro = pytest.importorskip("numpyro")
 
 from dotattn.paths.data import markov_path_data  # noqa: E402
 from dotattn.paths.sampler import SamplerConfig, run_nuts, sampled_evaluation  # noqa: E402
-from dotattn.paths.study import (StudyConfig, read_sample_run, run_theory_study, write_sample_run,  # noqa: E402
-                                 write_theory_study)
+from dotattn.paths.study import (
+    StudyConfig,
+    read_sample_run,
+    run_theory_study,
+    write_sample_run,  # noqa: E402
+    write_theory_study,
+)
 from dotattn.paths.task import MarkovTask  # noqa: E402
 from dotattn.paths.theory import PathsModel, minimise_action  # noqa: E402
 from dotattn.core.validation import ParameterError  # noqa: E402
@@ -43,12 +48,22 @@ def test_sampler_recovers_the_prior_when_the_likelihood_is_flat(tmp_path):
     entry = summary["per_N"]["3"]
     assert {"accuracy_theory", "accuracy_gp", "accuracy_sampled", "U", "sampler_diagnostics"} <= set(entry)
     with pytest.raises(ParameterError, match="other task"):
-        read_sample_run(tmp_path / "s", StudyConfig(task=MarkovTask(T=5, P=8, P_test=8), widths=(3.0,),
-                                                    temperature=1e4))
+        read_sample_run(
+            tmp_path / "s", StudyConfig(task=MarkovTask(T=5, P=8, P_test=8), widths=(3.0,), temperature=1e4)
+        )
 
 
-@pytest.mark.parametrize("kw", [{"chains": 0}, {"draws": 3}, {"target_accept": 1.0}, {"warmup": 0},
-                                {"max_tree_depth": 16}, {"chains": 64, "draws": 100_000}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"chains": 0},
+        {"draws": 3},
+        {"target_accept": 1.0},
+        {"warmup": 0},
+        {"max_tree_depth": 16},
+        {"chains": 64, "draws": 100_000},
+    ],
+)
 def test_impossible_sampler_settings(kw):
     with pytest.raises(ParameterError):
         SamplerConfig(**kw)

@@ -75,8 +75,7 @@ def test_alpha_c_root_is_reused_not_solved_again():
 def test_a_phase_that_starts_at_a_spinodal_gives_a_spinodal_boundary():
     """A mixed branch (lowest everywhere it exists) starting at α = 1.55 inside the cell [1.3, 2]:
     semantic -> mixed at its spinodal, besides the positional -> semantic crossing at 1."""
-    branches = {"positional": pos(), "semantic": sem(),
-                "mixed": Synthetic("mixed", lambda a: -1.0, lo=1.55)}
+    branches = {"positional": pos(), "semantic": sem(), "mixed": Synthetic("mixed", lambda a: -1.0, lo=1.55)}
     first, second = phase_boundaries(branches, GRID, 0.3, SETTINGS)
     assert (first.below, first.above, first.method) == ("positional", "semantic", "brent")
     assert (second.below, second.above, second.method) == ("semantic", "mixed", "spinodal")
@@ -98,8 +97,10 @@ def test_a_third_phase_inside_one_grid_cell_is_found():
     semantic but mixed is lowest in between: positional -> mixed at 0.9, mixed -> semantic at 1.2."""
     branches = {"positional": pos(), "semantic": sem(), "mixed": Synthetic("mixed", lambda a: 0.9)}
     found = phase_boundaries(branches, GRID, 0.3, SETTINGS)
-    assert [(b.below, b.above, b.method) for b in found] == [("positional", "mixed", "brent"),
-                                                             ("mixed", "semantic", "brent")]
+    assert [(b.below, b.above, b.method) for b in found] == [
+        ("positional", "mixed", "brent"),
+        ("mixed", "semantic", "brent"),
+    ]
     assert [round(b.alpha, 3) for b in found] == [0.9, 1.2]
 
 
@@ -111,16 +112,27 @@ def test_no_boundary_without_a_change_of_phase():
 def test_boundary_record_round_trips(tmp_path):
     from dotattn.core.io import read_csv, write_csv
 
-    bs = [PhaseBoundary(0.3, 1.2345678901234567, "positional", "mixed", "brent", 1.5e-3, 1e-4),
-          PhaseBoundary(0.35, 1.55, "semantic", "mixed", "spinodal", float("nan"), 5e-4)]
+    bs = [
+        PhaseBoundary(0.3, 1.2345678901234567, "positional", "mixed", "brent", 1.5e-3, 1e-4),
+        PhaseBoundary(0.35, 1.55, "semantic", "mixed", "spinodal", float("nan"), 5e-4),
+    ]
     assert [PhaseBoundary.from_row(b.to_row()) for b in bs] == bs
     write_csv(tmp_path / "b.csv", [b.to_row() for b in bs], BOUNDARY_COLUMNS)
     assert [PhaseBoundary.from_row(r) for r in read_csv(tmp_path / "b.csv")] == bs
     assert json.loads(json.dumps(bs[1].to_row()))["error"] is None
     with pytest.raises(ValueError):
         PhaseBoundary(0.3, 1.0, "positional", "semantic", "guess")
-    s = ColumnSummary(omega=0.3, alpha_c=None, alpha_lin=None, spinodal_semantic=None, spinodal_positional=None,
-                      spinodals={}, linear_baseline_test_error=0.01, seconds=1.0, boundaries=tuple(bs))
+    s = ColumnSummary(
+        omega=0.3,
+        alpha_c=None,
+        alpha_lin=None,
+        spinodal_semantic=None,
+        spinodal_positional=None,
+        spinodals={},
+        linear_baseline_test_error=0.01,
+        seconds=1.0,
+        boundaries=tuple(bs),
+    )
     assert ColumnSummary.from_row(json.loads(json.dumps(s.to_row()))) == s
     old = {k: v for k, v in s.to_row().items() if k != "boundaries"}  # a column cached before
     assert ColumnSummary.from_row(old).boundaries == ()
@@ -164,8 +176,9 @@ def test_toy_default_alpha_c_alpha_lin_unchanged(omegas):
             assert _close(got[i], ref[i], tol), (col.omega, i, got, ref)
         for i in (2, 3):
             assert _close(got[i], ref[i], 0.05 * abs(ref[i] or 0)), (col.omega, i, got, ref)
-        assert col.alpha_c is not None and [(b.below, b.above, b.method) for b in col.boundaries
-                                            if b.alpha == col.alpha_c] == [("positional", "semantic", "brent")]
+        assert col.alpha_c is not None and [
+            (b.below, b.above, b.method) for b in col.boundaries if b.alpha == col.alpha_c
+        ] == [("positional", "semantic", "brent")]
 
 
 @reduced_and_full("omegas", ((0.3,),), (FULL_OMEGAS,))
@@ -182,8 +195,10 @@ def test_toy_default_alpha_c_alpha_lin_by_the_stein_hat_form(omegas):
     pd, _ = _default_toy(omegas, hat_form="stein")
     for col in pd.summaries:
         ref = REF_COLUMNS[f"{col.omega:g}"]
-        for got, err, want, ref_err in ((col.alpha_c, col.alpha_c_error, ref[0], ref[2]),
-                                        (col.alpha_lin, col.alpha_lin_error, ref[1], ref[3])):
+        for got, err, want, ref_err in (
+            (col.alpha_c, col.alpha_c_error, ref[0], ref[2]),
+            (col.alpha_lin, col.alpha_lin_error, ref[1], ref[3]),
+        ):
             if want is None:
                 assert got is None, (col.omega, got)
                 continue
@@ -201,13 +216,31 @@ def test_rank_2_phase_diagram_through_the_cli(tmp_path):
     from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram
 
     out = tmp_path / "pd"
-    r = run("phase-diagram", "--rank", "2", "--omega", "0.3", "--alpha", "1,2", "--quad-order", "2",
-            "--coarse-order", "0", "--workers", "1", "--quiet", "--out", str(out), timeout=600)
+    r = run(
+        "phase-diagram",
+        "--rank",
+        "2",
+        "--omega",
+        "0.3",
+        "--alpha",
+        "1,2",
+        "--quad-order",
+        "2",
+        "--coarse-order",
+        "0",
+        "--workers",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     rows = read_phase_diagram(out)
     assert all(isinstance(p, BranchPoint) for p in rows)
-    assert {(p.alpha, p.branch) for p in rows} == {(a, b) for a in (1.0, 2.0)
-                                                   for b in ("positional", "semantic", "mixed")}
+    assert {(p.alpha, p.branch) for p in rows} == {
+        (a, b) for a in (1.0, 2.0) for b in ("positional", "semantic", "mixed")
+    }
     col = json.loads((out / "summary.json").read_text())["omegas"][0]
     assert set(col["spinodals"]) == {"positional", "semantic", "mixed"}
     bounds = read_boundaries(out)

@@ -28,8 +28,10 @@ def test_alpha_c_is_where_the_training_losses_cross(column):
     rule = SETTINGS.quadrature.rule(4)
     gaps = []
     for a in (a_c - 2e-3, a_c + 2e-3):
-        pos, sem = Branch("positional", p, rule, None, SETTINGS.options), Branch("semantic", p, rule, None,
-                                                                                       SETTINGS.options)
+        pos, sem = (
+            Branch("positional", p, rule, None, SETTINGS.options),
+            Branch("semantic", p, rule, None, SETTINGS.options),
+        )
         pos.follow([a], [0])
         sem.follow([a], [0])
         gaps.append(sem.points[a].train_loss - pos.points[a].train_loss)
@@ -88,11 +90,15 @@ def test_spinodal_is_bracketed(spinodal_column):
     assert fp.alpha == good and b.on_branch(fp) and not b.on_branch(b.solve_from(bad, fp))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known bug (found by this test): at this continuous end (μ → 0 like a pitchfork) the iteration slows "
-    "down and stops on its step criterion (1e-8) with |μ| ~ 1e-6 > the label threshold, so points up to "
-    "~0.02 below the true end are called positional; the bisection brackets that label flip (1.613) "
-    "rather than the end (1.635, where tighter solves lose μ). Strict: fixing it makes this test pass"))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "known bug (found by this test): at this continuous end (μ → 0 like a pitchfork) the iteration slows "
+        "down and stops on its step criterion (1e-8) with |μ| ~ 1e-6 > the label threshold, so points up to "
+        "~0.02 below the true end are called positional; the bisection brackets that label flip (1.613) "
+        "rather than the end (1.635, where tighter solves lose μ). Strict: fixing it makes this test pass"
+    ),
+)
 def test_spinodal_agrees_with_the_extrapolated_order_parameter(spinodal_column):
     """A second method for the same end: near a continuous end μ² is linear in α, so the quadratic
     through μ² at α = 1.65, 1.70, 1.75 (followed down from α = 2) has its root at the end. Its own error
@@ -124,8 +130,9 @@ def test_executors_and_cache_give_identical_results(tmp_path):
     assert_rows_close([r.to_row() for r in pool.rows], [r.to_row() for r in serial.rows])
     assert_rows_close([s.alpha_c for s in pool.summaries], [s.alpha_c for s in serial.summaries])
     calls = []
-    again = run_phase_diagram(p, [0.25, 0.3], [1.2, 1.4], workers=1, cache_dir=tmp_path / "c1",
-                              progress=calls.append, **args)
+    again = run_phase_diagram(
+        p, [0.25, 0.3], [1.2, 1.4], workers=1, cache_dir=tmp_path / "c1", progress=calls.append, **args
+    )
     assert again.from_cache == 2 and again.rows == serial.rows  # read back from the cache: the same numbers exactly
     assert [(c.tasks_done, c.tasks_cached, c.units_done) for c in calls] == [(2, 2, 0)]
 
@@ -133,8 +140,10 @@ def test_executors_and_cache_give_identical_results(tmp_path):
 def test_dask_local_cluster_matches_pool():
     distributed = pytest.importorskip("distributed")
     p = Problem()
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         viadask = run_phase_diagram(p, [0.3], [1.2, 1.4], settings=SETTINGS, dask_address=client)
     local = run_phase_diagram(p, [0.3], [1.2, 1.4], settings=SETTINGS, workers=1)
     assert_rows_close([r.to_row() for r in viadask.rows], [r.to_row() for r in local.rows])  # another executor
@@ -164,10 +173,16 @@ def _grid(start: float, stop: float, n: int) -> list[float]:
     return [round(start + (stop - start) * k / (n - 1), 10) for k in range(n)]
 
 
-@pytest.mark.parametrize("omega, grids", [
-    pytest.param(0.1, ((0.7, 0.8, 2), (0.75, 1.0, 2)), id="reduced"),
-    *[pytest.param(w, ((0.1, 2.5, 25), (0.5, 1.5, 6), (0.25, 1.75, 7)), id=f"full-{w}", marks=pytest.mark.slow)
-      for w in (0.1, 0.2)]])
+@pytest.mark.parametrize(
+    "omega, grids",
+    [
+        pytest.param(0.1, ((0.7, 0.8, 2), (0.75, 1.0, 2)), id="reduced"),
+        *[
+            pytest.param(w, ((0.1, 2.5, 25), (0.5, 1.5, 6), (0.25, 1.75, 7)), id=f"full-{w}", marks=pytest.mark.slow)
+            for w in (0.1, 0.2)
+        ],
+    ],
+)
 def test_alpha_c_does_not_depend_on_the_alpha_grid(omega, grids):
     """At ω = 0.1 the positional branch has two nearby fixed points on the default rule (reached
     from below and from above α_c); Brent's α_c used to follow whichever grid neighbour was

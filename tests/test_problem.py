@@ -14,20 +14,30 @@ def test_defaults_are_the_toy_model():
     np.testing.assert_allclose(p.rho, 0.25 * np.eye(1))
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    (dict(omega=1.5), "omega"), (dict(omega=-0.1), "omega"), (dict(sigma=0), "sigma"),
-    (dict(sigma=-1), "sigma"), (dict(ridge=0), "lambda"), (dict(ridge=-0.1), "lambda"),
-    (dict(L=1), "L"), (dict(rank=0), "rank"), (dict(teacher_rank=0), "teacher_rank"),
-    (dict(positional_attention=[[0.6, 0.4, 0.0], [0.4, 0.6, 0.0]]), "A"),
-    (dict(positional_attention=[[1.2, -0.2], [0.4, 0.6]]), "A"),
-    (dict(positional_attention=[[0.6, 0.5], [0.4, 0.6]]), "A"),
-    (dict(positional_gram=[[1, 2], [2, 1]]), "positional_gram"),
-    (dict(positional_gram=[[1, 0.5], [0.4, 1]]), "positional_gram"),
-    (dict(positional_gram=[[1, 0, 0], [0, 1, 0], [0, 0, 1]]), "positional_gram"),
-    (dict(sigma=float("nan")), "sigma"), (dict(omega=float("inf")), "omega"),
-    (dict(positional_attention=[[np.nan, 0.4], [0.4, 0.6]]), "A"),
-    (dict(L=3), "A"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(omega=1.5), "omega"),
+        (dict(omega=-0.1), "omega"),
+        (dict(sigma=0), "sigma"),
+        (dict(sigma=-1), "sigma"),
+        (dict(ridge=0), "lambda"),
+        (dict(ridge=-0.1), "lambda"),
+        (dict(L=1), "L"),
+        (dict(rank=0), "rank"),
+        (dict(teacher_rank=0), "teacher_rank"),
+        (dict(positional_attention=[[0.6, 0.4, 0.0], [0.4, 0.6, 0.0]]), "A"),
+        (dict(positional_attention=[[1.2, -0.2], [0.4, 0.6]]), "A"),
+        (dict(positional_attention=[[0.6, 0.5], [0.4, 0.6]]), "A"),
+        (dict(positional_gram=[[1, 2], [2, 1]]), "positional_gram"),
+        (dict(positional_gram=[[1, 0.5], [0.4, 1]]), "positional_gram"),
+        (dict(positional_gram=[[1, 0, 0], [0, 1, 0], [0, 0, 1]]), "positional_gram"),
+        (dict(sigma=float("nan")), "sigma"),
+        (dict(omega=float("inf")), "omega"),
+        (dict(positional_attention=[[np.nan, 0.4], [0.4, 0.6]]), "A"),
+        (dict(L=3), "A"),
+    ],
+)
 def test_invalid_input_names_the_field(kwargs, field):
     with pytest.raises(ParameterError) as err:
         Problem(**kwargs)

@@ -11,18 +11,24 @@ def test_defaults_keep_the_old_dict():
     assert tuple(Problem().to_dict()) == PROBLEM_KEYS
 
 
-@pytest.mark.parametrize("changes", [dict(student="untied"), dict(token_correlation=0.25),
-                                     dict(student="untied", token_correlation=-0.5)])
+@pytest.mark.parametrize(
+    "changes", [dict(student="untied"), dict(token_correlation=0.25), dict(student="untied", token_correlation=-0.5)]
+)
 def test_round_trip(changes):
     p = Problem(omega=0.2, **changes)
     assert Problem.from_dict(p.to_dict()) == p
     assert p.replace(omega=0.3).omega == 0.3 and p.replace(omega=0.3).student == p.student
 
 
-@pytest.mark.parametrize("changes, word", [(dict(student="shared"), "student"),
-                                           (dict(token_correlation=1.0), "token_correlation"),
-                                           (dict(token_correlation=-1.0), "token_correlation"),
-                                           (dict(token_correlation=float("nan")), "token_correlation")])
+@pytest.mark.parametrize(
+    "changes, word",
+    [
+        (dict(student="shared"), "student"),
+        (dict(token_correlation=1.0), "token_correlation"),
+        (dict(token_correlation=-1.0), "token_correlation"),
+        (dict(token_correlation=float("nan")), "token_correlation"),
+    ],
+)
 def test_bad_values_name_the_parameter(changes, word):
     with pytest.raises(ParameterError, match=word):
         Problem(**changes)

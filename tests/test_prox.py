@@ -5,7 +5,13 @@ import pytest
 
 from dotattn.positional_semantic.loss import LossDerivatives, teacher_attention
 from dotattn.positional_semantic.problem import Problem
-from dotattn.positional_semantic.prox import AttentionPointLoss, minimise_envelope, multistart_points, prox, prox_objective
+from dotattn.positional_semantic.prox import (
+    AttentionPointLoss,
+    minimise_envelope,
+    multistart_points,
+    prox,
+    prox_objective,
+)
 
 
 def _instances(p, n, seed):
@@ -24,7 +30,7 @@ def test_global_minimum_against_dense_grid_500_instances():
     n = 500
     V, centre, h_star = _instances(p, n, seed=11)
     T = teacher_attention(h_star, p)
-    ours = np.array([prox(centre[i:i + 1], T[i:i + 1], np.array([[V[i]]]), p).value[0] for i in range(n)])
+    ours = np.array([prox(centre[i : i + 1], T[i : i + 1], np.array([[V[i]]]), p).value[0] for i in range(n)])
     # brute force: a 241 x 241 grid over the ball that must hold the minimiser, then polish the 6 best cells
     g = np.linspace(-1.0, 1.0, 241)
     X, Y = np.meshgrid(g, g, indexing="ij")
@@ -34,19 +40,29 @@ def test_global_minimum_against_dense_grid_500_instances():
     for i in range(n):
         R = np.sqrt(2 * V[i] * 2 * p.sigma**2) + 0.1
         pts = (centre[i, :, 0] + R * grid)[:, :, None]
-        vals = prox_objective(pts, np.broadcast_to(centre[i], pts.shape), np.broadcast_to(T[i], (len(pts), 2, 2)),
-                              np.array([[1 / V[i]]]), loss)
+        vals = prox_objective(
+            pts,
+            np.broadcast_to(centre[i], pts.shape),
+            np.broadcast_to(T[i], (len(pts), 2, 2)),
+            np.array([[1 / V[i]]]),
+            loss,
+        )
         best = np.argsort(vals)[:6]
         starts = pts[best][:, None]  # (6, 1, 2, 1)
-        pol = minimise_envelope(starts, centre[i:i + 1], T[i:i + 1], np.array([[V[i]]]), loss)
+        pol = minimise_envelope(starts, centre[i : i + 1], T[i : i + 1], np.array([[V[i]]]), loss)
         brute = min(vals.min(), pol.value[0])
         worst = max(worst, (ours[i] - brute) / abs(brute))
     assert worst <= 1e-10
 
 
-@pytest.mark.parametrize("p", [Problem(L=2, rank=2, teacher_rank=1),
-                               Problem(L=3, positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]]),
-                               Problem(L=2, rank=1, teacher_rank=2)])
+@pytest.mark.parametrize(
+    "p",
+    [
+        Problem(L=2, rank=2, teacher_rank=1),
+        Problem(L=3, positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]]),
+        Problem(L=2, rank=1, teacher_rank=2),
+    ],
+)
 def test_general_shapes_global_against_many_restarts(p):
     rng = np.random.default_rng(5)
     n = 60
@@ -54,8 +70,9 @@ def test_general_shapes_global_against_many_restarts(p):
     T = teacher_attention(p.sigma * rng.normal(size=(n, p.L, p.teacher_rank)), p)
     V = np.diag(rng.uniform(5, 30, size=p.rank))
     ours = prox(centre, T, V, p)
-    brute = minimise_envelope(multistart_points(centre, V, p.sigma**2 * p.L, random_starts=200, seed=9),
-                              centre, T, V, AttentionPointLoss(p))
+    brute = minimise_envelope(
+        multistart_points(centre, V, p.sigma**2 * p.L, random_starts=200, seed=9), centre, T, V, AttentionPointLoss(p)
+    )
     assert np.all(ours.value <= brute.value + 1e-10 * np.abs(brute.value))
     assert ours.grad_norm < 1e-8
 
@@ -137,6 +154,7 @@ def test_symmetric_minimisers_are_images_under_the_node_symmetries():
     objective invariant under h → P h U: its image of any point is returned, with the same
     objective value; a node without such a symmetry gets none."""
     from dotattn.positional_semantic.prox import objective_symmetries, symmetric_minimisers
+
     p = Problem(L=2, rank=2, teacher_rank=1, omega=0.3)
     V = np.diag([20.0, 12.0])
     rng = np.random.default_rng(4)
@@ -153,6 +171,9 @@ def test_symmetric_minimisers_are_images_under_the_node_symmetries():
     V_inv = np.linalg.inv(V)
     for a in alts[:, 0]:
         if not np.isnan(a[0, 0]):
-            np.testing.assert_allclose(prox_objective(a[None], centre[:1], target[:1], V_inv, loss),
-                                       prox_objective(h[:1], centre[:1], target[:1], V_inv, loss), rtol=1e-13)
+            np.testing.assert_allclose(
+                prox_objective(a[None], centre[:1], target[:1], V_inv, loss),
+                prox_objective(h[:1], centre[:1], target[:1], V_inv, loss),
+                rtol=1e-13,
+            )
     assert len(objective_symmetries(2, V)) == 2 * 4 - 1

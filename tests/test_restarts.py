@@ -10,7 +10,7 @@ from clitools import run
 from dotattn.theory_vs_erm import diagnostics as dg
 from dotattn.positional_semantic import loss_channel
 from dotattn.theory_vs_erm.diagnostics import noise_overlap, train_loss_at
-from dotattn.erm.restart_records import (PairRecord, RestartRecord, RestartSummary, summarise_restarts)
+from dotattn.erm.restart_records import PairRecord, RestartRecord, RestartSummary, summarise_restarts
 from dotattn.positional_semantic.overlaps import overlaps_from_scalars
 from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.problem import Problem
@@ -53,11 +53,13 @@ def test_train_loss_at_is_minimal_in_q_at_the_fixed_point(toy_fixed_point):
 def test_test_error_at_with_identity_rho_is_the_loss_channels(toy_fixed_point):
     pb, rule, fp = toy_fixed_point
     o = fp.overlaps
-    assert dg.test_error_at(o.q, o.theta, o.mu, pb.rho, rule, pb)[0] == pytest.approx(loss_channel.test_error(o, rule, pb)[0],
-                                                                                     rel=1e-12)
+    assert dg.test_error_at(o.q, o.theta, o.mu, pb.rho, rule, pb)[0] == pytest.approx(
+        loss_channel.test_error(o, rule, pb)[0], rel=1e-12
+    )
     # a teacher of larger norm is a different target: the error changes
     assert dg.test_error_at(o.q, o.theta, o.mu, 1.2 * pb.rho, rule, pb)[0] != pytest.approx(
-        loss_channel.test_error(o, rule, pb)[0], rel=1e-3)
+        loss_channel.test_error(o, rule, pb)[0], rel=1e-3
+    )
 
 
 def test_noise_overlap_is_the_part_outside_teacher_and_embeddings():
@@ -90,6 +92,7 @@ torch = pytest.importorskip("torch")
 
 def test_pair_distance_is_gauge_invariant_and_zero_for_copies():
     from dotattn.erm.restarts import pair_distance
+
     g = torch.Generator().manual_seed(0)
     Q = torch.randn(50, 1, generator=g, dtype=torch.float64)
     D, ov = pair_distance(Q, -Q)
@@ -106,6 +109,7 @@ def test_pair_distance_is_gauge_invariant_and_zero_for_copies():
 
 def test_restart_config_validates():
     from dotattn.erm.restarts import RestartConfig
+
     with pytest.raises(ParameterError, match="starts"):
         RestartConfig(d=20, alpha=1.0, seeds=(0,), starts=("bogus",))
     with pytest.raises(ParameterError, match="sector"):
@@ -119,9 +123,11 @@ def test_restart_config_validates():
 @pytest.fixture(scope="module")
 def tiny_restarts():
     from dotattn.erm.restarts import RestartConfig, run_restarts
+
     pb = Problem(teacher_rank=2, omega=0.3)
-    cfg = RestartConfig(d=40, alpha=2.0, seeds=(0, 1), starts=("random",) * 3 + ("semantic",) * 3,
-                        sector="semantic", test_samples=200)
+    cfg = RestartConfig(
+        d=40, alpha=2.0, seeds=(0, 1), starts=("random",) * 3 + ("semantic",) * 3, sector="semantic", test_samples=200
+    )
     return pb, cfg, run_restarts(pb, cfg)
 
 
@@ -147,9 +153,11 @@ def test_restarts_same_data_semantic_sector(tiny_restarts):
 def test_restarts_same_start_same_minimum():
     """Two restarts from the same start (zero noise) end in the same minimum: D = 0, one minimum."""
     from dotattn.erm.restarts import RestartConfig, run_restarts
+
     pb = Problem(omega=0.3)
-    cfg = RestartConfig(d=30, alpha=2.0, seeds=(3,), starts=("semantic", "semantic"), informed_noise=0.0,
-                        test_samples=100)
+    cfg = RestartConfig(
+        d=30, alpha=2.0, seeds=(3,), starts=("semantic", "semantic"), informed_noise=0.0, test_samples=100
+    )
     res = run_restarts(pb, cfg)
     assert len(res.pairs) == 1 and res.pairs[0].distance == pytest.approx(0.0, abs=1e-12)
     summ = summarise_restarts(list(res.runs), list(res.pairs))
@@ -165,28 +173,57 @@ def test_records_round_trip(tiny_restarts):
         assert PairRecord.from_row(p.to_row()) == p
     for s in summarise_restarts(list(res.runs), list(res.pairs)):
         assert RestartSummary.from_row(json.loads(json.dumps(s.to_row()))).to_row() == json.loads(
-            json.dumps(s.to_row()))
+            json.dumps(s.to_row())
+        )
 
 
 def test_summary_counts_minima_by_distance():
     def rec(k, et):
         z = np.zeros((1, 1))
-        return RestartRecord(d=10, alpha=1.0, n=10, seed=0, restart=k, start="random", status=CONVERGED, steps=1,
-                             stationarity=0.0, train_loss=et, train_error=et, test_error=et, test_error_se=0.0,
-                             branch="semantic", mu=np.zeros((2, 1)), theta=z, q=z, teacher_rho=z, teacher_nu=np.zeros((1, 2)))
+        return RestartRecord(
+            d=10,
+            alpha=1.0,
+            n=10,
+            seed=0,
+            restart=k,
+            start="random",
+            status=CONVERGED,
+            steps=1,
+            stationarity=0.0,
+            train_loss=et,
+            train_error=et,
+            test_error=et,
+            test_error_se=0.0,
+            branch="semantic",
+            mu=np.zeros((2, 1)),
+            theta=z,
+            q=z,
+            teacher_rho=z,
+            teacher_nu=np.zeros((1, 2)),
+        )
+
     runs = [rec(k, 1.0 + k) for k in range(3)]
-    pair = (lambda a, b, D: PairRecord(d=10, alpha=1.0, seed=0, a=a, b=b, branch="semantic", distance=D, overlap=1.0,
-                                       train_loss_diff=0.0))
+    pair = lambda a, b, D: PairRecord(
+        d=10, alpha=1.0, seed=0, a=a, b=b, branch="semantic", distance=D, overlap=1.0, train_loss_diff=0.0
+    )
     pairs = [pair(0, 1, 1e-6), pair(0, 2, 0.5), pair(1, 2, 0.5)]
     per_seed = [s for s in summarise_restarts(runs, pairs) if s.seed == 0][0]
     assert per_seed.minima == 2 and per_seed.distance_max == 0.5 and per_seed.train_loss_std == pytest.approx(1.0)
 
 
 # ---------------------------------------------------------------------------------------------- CLI
-@pytest.mark.parametrize("args,word", [
-    (["--d", "1"], "d"), (["--alpha", "0"], "alpha"), (["--random", "0", "--semantic", "0"], "restarts"),
-    (["--sector", "semantic", "--positional", "1"], "positional"), (["--quad-order", "99"], "quad_order"),
-    (["--rank", "2", "--diagnose"], "rank"), (["--tol", "0"], "tol")])
+@pytest.mark.parametrize(
+    "args,word",
+    [
+        (["--d", "1"], "d"),
+        (["--alpha", "0"], "alpha"),
+        (["--random", "0", "--semantic", "0"], "restarts"),
+        (["--sector", "semantic", "--positional", "1"], "positional"),
+        (["--quad-order", "99"], "quad_order"),
+        (["--rank", "2", "--diagnose"], "rank"),
+        (["--tol", "0"], "tol"),
+    ],
+)
 def test_cli_bad_input(args, word, tmp_path):
     out = tmp_path / "o"
     r = run("erm-restarts", *args, "--out", str(out))
@@ -196,8 +233,28 @@ def test_cli_bad_input(args, word, tmp_path):
 
 def test_cli_tiny_run_with_diagnostics(tmp_path):
     out = tmp_path / "o"
-    r = run("erm-restarts", "--d", "30", "--alpha", "2", "--seeds", "1", "--random", "2", "--semantic", "2",
-            "--test-samples", "200", "--threads", "1", "--diagnose", "--quad-order", "6", "--out", str(out))
+    r = run(
+        "erm-restarts",
+        "--d",
+        "30",
+        "--alpha",
+        "2",
+        "--seeds",
+        "1",
+        "--random",
+        "2",
+        "--semantic",
+        "2",
+        "--test-samples",
+        "200",
+        "--threads",
+        "1",
+        "--diagnose",
+        "--quad-order",
+        "6",
+        "--out",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     for f in ("runs.csv", "pairs.csv", "summary.csv", "summary.json", "diagnostics.csv"):
         assert (out / f).exists()

@@ -15,11 +15,25 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import gauss_hermite
 from dotattn.positional_semantic.regulariser import regulariser_potential
 from dotattn.positional_semantic.overlaps import Hats
-from dotattn.positional_semantic.rsb import (COLLAPSED, AttentionChannel, HingeChannel, NodeAverages, RSBHats,
-                                             RSBOptions, RSBOverlaps, SphericalWeights, StepChannel, hats_from_channel,
-                                             iterate_rsb, spherical_1rsb_root,
-                                             potential_y_derivative, rsb_loss_channel, rsb_overlap_update, rsb_potential,
-                                             rsb_regulariser)
+from dotattn.positional_semantic.rsb import (
+    COLLAPSED,
+    AttentionChannel,
+    HingeChannel,
+    NodeAverages,
+    RSBHats,
+    RSBOptions,
+    RSBOverlaps,
+    SphericalWeights,
+    StepChannel,
+    hats_from_channel,
+    iterate_rsb,
+    spherical_1rsb_root,
+    potential_y_derivative,
+    rsb_loss_channel,
+    rsb_overlap_update,
+    rsb_potential,
+    rsb_regulariser,
+)
 from dotattn.core.status import CONVERGED
 from conftest import reduced_and_full
 
@@ -47,8 +61,10 @@ def test_gradient_form_is_the_gradient_of_the_discretised_potential():
         assert fd == pytest.approx(getattr(ch, "grad_" + name)[0, 0], rel=1e-5), name
     e = np.array([[1.0], [0.0]])
     eps = 1e-6
-    fd = (_phi(dataclasses.replace(STATE, mu=STATE.mu + eps * e)).phi
-          - _phi(dataclasses.replace(STATE, mu=STATE.mu - eps * e)).phi) / (2 * eps)
+    fd = (
+        _phi(dataclasses.replace(STATE, mu=STATE.mu + eps * e)).phi
+        - _phi(dataclasses.replace(STATE, mu=STATE.mu - eps * e)).phi
+    ) / (2 * eps)
     assert fd == pytest.approx(ch.grad_mu[0, 0], rel=1e-5)
 
 
@@ -99,7 +115,8 @@ def test_regulariser_channel_reduces_to_rs_and_its_updates_are_stationary():
     same = dataclasses.replace(h, q0_hat=h.q1_hat)
     rs = Hats(q_hat=h.q1_hat, V_hat=h.V_hat, theta_hat=h.theta_hat, mu_hat=h.mu_hat)
     assert rsb_regulariser(same, y, PROBLEM.sigma, PROBLEM.ridge, PROBLEM.G) == pytest.approx(
-        regulariser_potential(rs, PROBLEM), rel=1e-12)
+        regulariser_potential(rs, PROBLEM), rel=1e-12
+    )
     ov = rsb_overlap_update(h, y, PROBLEM.sigma, PROBLEM.ridge, PROBLEM.G)
 
     def phi(hh):
@@ -108,7 +125,9 @@ def test_regulariser_channel_reduces_to_rs_and_its_updates_are_stationary():
     for name in ("q0_hat", "q1_hat", "V_hat", "theta_hat"):
         a = np.asarray(getattr(h, name))
         eps = 1e-7 * abs(float(a[0, 0]))
-        fd = (phi(dataclasses.replace(h, **{name: a + eps})) - phi(dataclasses.replace(h, **{name: a - eps}))) / (2 * eps)
+        fd = (phi(dataclasses.replace(h, **{name: a + eps})) - phi(dataclasses.replace(h, **{name: a - eps}))) / (
+            2 * eps
+        )
         scale = max(abs(float(np.asarray(getattr(ov, k))[0, 0])) for k in ("q0", "q1", "V"))
         assert abs(fd) < 1e-6 * scale, (name, fd)
 
@@ -183,16 +202,23 @@ def test_complexity_is_the_slope_of_e_t_along_the_saddles():
     assert slope == pytest.approx(pts[100.0].complexity / 100.0**2, rel=0.15)
 
 
-@pytest.mark.parametrize("args, name", [(["--rsb-orders", "4,3"], "rsb-orders"),
-                                        (["--rsb", "1", "--rsb-y", "0,10"], "y_grid")])
+@pytest.mark.parametrize(
+    "args, name", [(["--rsb-orders", "4,3"], "rsb-orders"), (["--rsb", "1", "--rsb-y", "0,10"], "y_grid")]
+)
 def test_cli_refuses_bad_rsb_options_before_computing(tmp_path, args, name):
     """One line naming the option, exit 2, no folder written, before the RS solve starts."""
     import subprocess
 
     from clitools import ENV, dotattn_command
+
     out = tmp_path / "out"
-    res = subprocess.run(dotattn_command() + ["solve", "--alpha", "1", *args, "--out", str(out)],
-                         capture_output=True, text=True, env=ENV, timeout=120)
+    res = subprocess.run(
+        dotattn_command() + ["solve", "--alpha", "1", *args, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
     assert res.returncode == 2, res.stderr
     assert name in res.stderr and len(res.stderr.strip().splitlines()) == 1
     assert not out.exists()
@@ -206,6 +232,7 @@ def _gardner_alpha(kappa: float) -> float:
     """Gardner's RS capacity 1 / ∫_{−κ}^∞ Dt (t + κ)² (adaptive quadrature, not the code's rules)."""
     from scipy.integrate import quad
     from scipy.stats import norm
+
     return 1.0 / quad(lambda t: norm.pdf(t) * (t + kappa) ** 2, -kappa, np.inf, epsabs=1e-14, epsrel=1e-12)[0]
 
 
@@ -214,8 +241,9 @@ def _perceptron_scan(alpha: float, orders: tuple[int, int], ys: tuple[float, ...
     init = RSBOverlaps(q0=[[0.7]], q1=[[1.0]], V=[[5.0]], theta=np.zeros((1, 0)), mu=[[0.0]])
     pts = {}
     for y in ys:  # from large y down, each warm-started from the last (the map amplifies as y → 0)
-        pts[y] = iterate_rsb(y, alpha, init, outer, inner, HingeChannel(KAPPA), SphericalWeights(),
-                             RSBOptions(max_iter=3000))
+        pts[y] = iterate_rsb(
+            y, alpha, init, outer, inner, HingeChannel(KAPPA), SphericalWeights(), RSBOptions(max_iter=3000)
+        )
         assert pts[y].status == CONVERGED, (y, pts[y].message)
         assert pts[y].overlaps.q1[0, 0] == pytest.approx(1.0, abs=1e-9)  # the spherical constraint holds
         init = pts[y].overlaps
@@ -255,8 +283,14 @@ def _overlap_form_potential(q0: float, V: float, y: float, alpha: float, kappa: 
         c = kappa - np.sqrt(q0) * t
         return np.logaddexp(log_ndtr(-c / s), -a * c * c / b - 0.5 * np.log(b) + log_ndtr(c / (s * np.sqrt(b))))
 
-    outer = quad(lambda t: np.exp(-t * t / 2) / np.sqrt(2 * np.pi) * log_inner(t), -np.inf, np.inf,
-                 epsabs=1e-13, epsrel=1e-12, limit=200)[0]
+    outer = quad(
+        lambda t: np.exp(-t * t / 2) / np.sqrt(2 * np.pi) * log_inner(t),
+        -np.inf,
+        np.inf,
+        epsabs=1e-13,
+        epsrel=1e-12,
+        limit=200,
+    )[0]
     return np.log1p(y * delta / V) / (2 * y) + q0 / (2 * (V + y * delta)) + alpha * outer / y
 
 
@@ -268,15 +302,22 @@ def _overlap_form_saddle(y: float, alpha: float, start=(0.75, 4.0)):
     from scipy.optimize import fsolve
 
     def grad(x, h=1e-6):
-        return [(_overlap_form_potential(x[0] + h, x[1], y, alpha) - _overlap_form_potential(x[0] - h, x[1], y, alpha))
-                / (2 * h), (_overlap_form_potential(x[0], x[1] + h, y, alpha)
-                            - _overlap_form_potential(x[0], x[1] - h, y, alpha)) / (2 * h)]
+        return [
+            (_overlap_form_potential(x[0] + h, x[1], y, alpha) - _overlap_form_potential(x[0] - h, x[1], y, alpha))
+            / (2 * h),
+            (_overlap_form_potential(x[0], x[1] + h, y, alpha) - _overlap_form_potential(x[0], x[1] - h, y, alpha))
+            / (2 * h),
+        ]
 
     with warnings.catch_warnings():  # trial points of fsolve can leave 0 < q0 < 1 (NaN, rejected)
         warnings.simplefilter("ignore")
         q0, V = fsolve(grad, start, xtol=1e-11)
     h = 1e-4 * y
-    sigma = -y**2 * (_overlap_form_potential(q0, V, y + h, alpha) - _overlap_form_potential(q0, V, y - h, alpha)) / (2 * h)
+    sigma = (
+        -(y**2)
+        * (_overlap_form_potential(q0, V, y + h, alpha) - _overlap_form_potential(q0, V, y - h, alpha))
+        / (2 * h)
+    )
     return q0, V, -_overlap_form_potential(q0, V, y, alpha), sigma
 
 
@@ -329,8 +370,13 @@ def test_spherical_perceptron_1rsb_saddle():
     assert slope == pytest.approx(fine[10.0].complexity / 100.0, rel=0.1)
 
 
-def _perceptron_root(alpha: float, orders: tuple[int, int], bracket: tuple[float, float], start: tuple[float, float],
-                     channel=HingeChannel(KAPPA)):
+def _perceptron_root(
+    alpha: float,
+    orders: tuple[int, int],
+    bracket: tuple[float, float],
+    start: tuple[float, float],
+    channel=HingeChannel(KAPPA),
+):
     """The package's 1RSB saddle at the root y* of Σ(y) in ``bracket`` (each y from the same start)."""
     return spherical_1rsb_root(alpha, channel, orders, bracket, start)
 
@@ -370,9 +416,11 @@ INJ_RS_ALPHA = 7.647694914882121
 INJ_1RSB_ALPHA = 6.7156974914340415
 # Python/Data/1RSB_scan_alpha.pkl: 'alphas' = linspace(2.1, 10, 1000) and 'solutions'[i] (keys chim, q0, chi, fstar);
 # entries i = 300, 600, 800 as (alpha, y* = chim, q0, V = chi, e_1RSB = fstar):
-INJ_1RSB_POINTS = ((4.472372372372373, 4.1571581757607365, 0.7745344873689511, 0.12431104910215275, 0.4152782677429936),
-                   (6.844744744744746, 3.2539644254844218, 0.7774930232351415, 0.05140560474371621, 1.0367242061998647),
-                   (8.426326326326327, 2.92855685783888, 0.7807833223141105, 0.035107416631328145, 1.5064234077181746))
+INJ_1RSB_POINTS = (
+    (4.472372372372373, 4.1571581757607365, 0.7745344873689511, 0.12431104910215275, 0.4152782677429936),
+    (6.844744744744746, 3.2539644254844218, 0.7774930232351415, 0.05140560474371621, 1.0367242061998647),
+    (8.426326326326327, 2.92855685783888, 0.7807833223141105, 0.035107416631328145, 1.5064234077181746),
+)
 
 
 def _gaussian_mean(fun, cuts: tuple[float, ...]) -> float:
@@ -401,6 +449,7 @@ def _step_rs_energy(alpha: float, kappa: float = 0.0) -> tuple[float, float]:
     def mean(V: float, weight) -> float:
         def fun(t):
             return weight(t) * ch.prox(t[:, None, None], np.zeros((t.size, 1, 0)), [[V]]).value
+
         return _gaussian_mean(fun, (kappa - np.sqrt(2 * V), kappa))
 
     def stationarity(V: float) -> float:  # ∂e/∂V
@@ -445,8 +494,14 @@ def _step_loss_channel(q0: float, V: float, y: float, kappa: float = 0.0) -> flo
     from scipy.integrate import quad
 
     s = np.sqrt(1 - q0)
-    out = quad(lambda t: np.exp(-t * t / 2) / np.sqrt(2 * np.pi) * _step_log_inner(kappa - np.sqrt(q0) * t, s, V, y),
-               -12, 12, epsabs=1e-14, epsrel=1e-12, limit=400)[0]
+    out = quad(
+        lambda t: np.exp(-t * t / 2) / np.sqrt(2 * np.pi) * _step_log_inner(kappa - np.sqrt(q0) * t, s, V, y),
+        -12,
+        12,
+        epsabs=1e-14,
+        epsrel=1e-12,
+        limit=400,
+    )[0]
     return out / y
 
 

@@ -15,12 +15,29 @@ from clitools import children as _children
 from clitools import run, start_until
 from clitools import wait_for as _wait_for
 from dotattn.core.io import atomic_write_text, remove_stale_tmp
-from dotattn.core.runner import (Interrupted, ProgressReporter, ProgressState, RunLock, RunLockedError, run_tasks,
-                            stop_on_signals)
+from dotattn.core.runner import (
+    Interrupted,
+    ProgressReporter,
+    ProgressState,
+    RunLock,
+    RunLockedError,
+    run_tasks,
+    stop_on_signals,
+)
 
 # a small diagram on a coarse rule: a column takes a few seconds
-SMALL = ["--omega", "0.1,0.3,0.45", "--alpha", "0.8:1.4:4", "--quad-order", "6", "--coarse-order", "4",
-         "--workers", "2"]
+SMALL = [
+    "--omega",
+    "0.1,0.3,0.45",
+    "--alpha",
+    "0.8:1.4:4",
+    "--quad-order",
+    "6",
+    "--coarse-order",
+    "4",
+    "--workers",
+    "2",
+]
 SIGNALLED = ["--omega", "0.05,0.1,0.2,0.3,0.45,0.6", *SMALL[2:]]
 """Six columns on two workers: when the first column is cached, at least three are still to run, so the
 signal always lands on a running sweep (with three columns the last two could finish first under load)."""
@@ -36,8 +53,9 @@ def _dead_pid() -> int:
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_stops_cleanly_and_the_run_resumes(tmp_path, sig, status):
     out = tmp_path / "pd"
-    proc = start_until(["phase-diagram", *SIGNALLED, "--out", str(out), "--quiet"], out / "cache",
-                       "omega_*.json")  # until a column is cached
+    proc = start_until(
+        ["phase-diagram", *SIGNALLED, "--out", str(out), "--quiet"], out / "cache", "omega_*.json"
+    )  # until a column is cached
     workers = _children(proc.pid)
     assert workers  # the pool is running
     assert (out / RunLock.NAME).read_text().split()[0] == str(proc.pid)
@@ -62,8 +80,19 @@ def test_a_second_run_into_the_same_folder_is_refused(tmp_path):
     out = tmp_path / "pd"
     out.mkdir()
     (out / RunLock.NAME).write_text(f"{os.getpid()} {os.uname().nodename}\n")  # a live owner: this test
-    res = run("phase-diagram", "--omega", "0.3", "--alpha", "1.2", "--quad-order", "6", "--coarse-order", "4",
-              "--out", str(out))
+    res = run(
+        "phase-diagram",
+        "--omega",
+        "0.3",
+        "--alpha",
+        "1.2",
+        "--quad-order",
+        "6",
+        "--coarse-order",
+        "4",
+        "--out",
+        str(out),
+    )
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1
     assert f"in use by another run (pid {os.getpid()})" in res.stderr
     assert not (out / "cache").exists()
@@ -73,15 +102,38 @@ def test_a_stale_lock_is_taken_over(tmp_path):
     out = tmp_path / "pd"
     out.mkdir()
     (out / RunLock.NAME).write_text(f"{_dead_pid()} {os.uname().nodename}\n")
-    res = run("phase-diagram", "--omega", "0.3", "--alpha", "1.2,1.3", "--quad-order", "6", "--coarse-order", "4",
-              "--out", str(out), "--quiet")
+    res = run(
+        "phase-diagram",
+        "--omega",
+        "0.3",
+        "--alpha",
+        "1.2,1.3",
+        "--quad-order",
+        "6",
+        "--coarse-order",
+        "4",
+        "--out",
+        str(out),
+        "--quiet",
+    )
     assert res.returncode == 0, res.stderr
     assert res.stderr == "" and not (out / RunLock.NAME).exists()
 
 
 def test_first_line_and_progress_lines_off_a_terminal(tmp_path):
-    res = run("phase-diagram", "--omega", "0.3", "--alpha", "1.2,1.3", "--quad-order", "6", "--coarse-order", "4",
-              "--out", str(tmp_path / "pd"))
+    res = run(
+        "phase-diagram",
+        "--omega",
+        "0.3",
+        "--alpha",
+        "1.2,1.3",
+        "--quad-order",
+        "6",
+        "--coarse-order",
+        "4",
+        "--out",
+        str(tmp_path / "pd"),
+    )
     assert res.returncode == 0, res.stderr
     lines = res.stderr.strip().splitlines()
     assert lines[0].startswith("phase-diagram: 1 omega x 2 alpha") and str(tmp_path / "pd") in lines[0]
@@ -94,8 +146,9 @@ def test_first_line_and_progress_lines_off_a_terminal(tmp_path):
 def test_default_output_is_untracked():
     from dotattn.cli.phase import DEFAULT_OUT
 
-    ignored = subprocess.run(["git", "check-ignore", "-q", f"{DEFAULT_OUT}/summary.json"],
-                             cwd=Path(__file__).resolve().parent.parent)
+    ignored = subprocess.run(
+        ["git", "check-ignore", "-q", f"{DEFAULT_OUT}/summary.json"], cwd=Path(__file__).resolve().parent.parent
+    )
     if ignored.returncode == 128:
         pytest.skip("not a git checkout")
     assert ignored.returncode == 0
@@ -121,6 +174,7 @@ def test_a_stop_during_lock_acquisition_leaves_no_lock_file(tmp_path, monkeypatc
     is held back until the lock is taken, then stops the run through RunLock's own clean-up: the lock
     file and its temporary are gone, the folder is empty, and the stop arrives as Interrupted."""
     from dotattn.core.runner import stop_on_signals
+
     create = RunLock._create
 
     def create_then_signal(self, text):
@@ -139,6 +193,7 @@ def test_signals_deferred_delivers_the_signal_when_the_block_ends():
     outside such a block it stops at once."""
     from dotattn.core.io import signals_deferred
     from dotattn.core.runner import stop_on_signals
+
     seen = []
     with pytest.raises(Interrupted), stop_on_signals():
         with signals_deferred():
@@ -164,8 +219,9 @@ def _units(n: int, report=None) -> int:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_run_tasks_reports_every_unit_and_every_result(workers):
     units, results = [], {}
-    run_tasks(_units, [(3,), (5,)], workers=workers, on_unit=units.append,
-              on_result=lambda i, r: results.__setitem__(i, r))
+    run_tasks(
+        _units, [(3,), (5,)], workers=workers, on_unit=units.append, on_result=lambda i, r: results.__setitem__(i, r)
+    )
     assert results == {0: 3, 1: 5} and sorted(units) == [0] * 3 + [1] * 5
 
 
@@ -197,8 +253,10 @@ def test_progress_lines_are_throttled_and_the_bar_has_an_eta():
         rep(ProgressState(k, 10, 0, 2, 0, 2.0 * k))
     rep(ProgressState(10, 10, 2, 2, 0, 20.0))
     lines = buf.getvalue().splitlines()
-    assert lines == ["pd: 0/10 fixed points, 0 of 2 columns, 0 s elapsed, ETA ?",
-                     "pd: 10/10 fixed points, 2 of 2 columns, 20 s elapsed, ETA 0 s"]
+    assert lines == [
+        "pd: 0/10 fixed points, 0 of 2 columns, 0 s elapsed, ETA ?",
+        "pd: 10/10 fixed points, 2 of 2 columns, 20 s elapsed, ETA 0 s",
+    ]
     tty = io.StringIO()
     ProgressReporter("pd", stream=tty, tty=True)(ProgressState(5, 10, 1, 2, 0, 10.0))
     assert tty.getvalue().startswith("\rpd [") and "ETA 10 s" in tty.getvalue()

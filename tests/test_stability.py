@@ -11,8 +11,14 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.records import BranchPoint
 from dotattn.positional_semantic.prox import prox
 from dotattn.positional_semantic.quadrature import gauss_hermite, sobol_qmc
-from dotattn.positional_semantic.stability import (Stability, mirror_jump_weight, prox_jacobian, replicon_operator, rs_stability,
-                               spectral_radius)
+from dotattn.positional_semantic.stability import (
+    Stability,
+    mirror_jump_weight,
+    prox_jacobian,
+    replicon_operator,
+    rs_stability,
+    spectral_radius,
+)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -73,14 +79,25 @@ def test_spherical_perceptron_capacity_is_stable_exactly_for_nonnegative_margin(
 def _state(problem: Problem) -> Overlaps:
     ov = overlaps_from_scalars(problem, 0.08, 0.2, 12.0, 0.1)
     if problem.rank == 2:  # a non-diagonal V and q
-        ov = Overlaps(q=ov.q + 0.01 * np.array([[0, 1], [1, 0]]), V=ov.V + np.array([[1.0, 2.0], [2.0, -1.0]]),
-                      theta=ov.theta, mu=ov.mu)
+        ov = Overlaps(
+            q=ov.q + 0.01 * np.array([[0, 1], [1, 0]]),
+            V=ov.V + np.array([[1.0, 2.0], [2.0, -1.0]]),
+            theta=ov.theta,
+            mu=ov.mu,
+        )
     return ov
 
 
-SHAPES = [Problem(), Problem(rank=2), Problem(teacher_rank=2),
-          Problem(L=3, positional_attention=((.55, .15, .3), (.15, .55, .3), (.3, .3, .4)),
-                  positional_gram=((1, -1, 0), (-1, 1, 0), (0, 0, 0)))]
+SHAPES = [
+    Problem(),
+    Problem(rank=2),
+    Problem(teacher_rank=2),
+    Problem(
+        L=3,
+        positional_attention=((0.55, 0.15, 0.3), (0.15, 0.55, 0.3), (0.3, 0.3, 0.4)),
+        positional_gram=((1, -1, 0), (-1, 1, 0), (0, 0, 0)),
+    ),
+]
 
 
 @pytest.mark.parametrize("problem", SHAPES, ids=["toy", "r2", "rt2", "L3"])
@@ -145,8 +162,15 @@ def test_unavailable_when_the_fields_cannot_be_formed(toy):
 
 
 def test_record_round_trip():
-    s = Stability(status="computed", replicon=0.4, replicon_error=0.01, jump_weight=0.05, at_stable=True,
-                  rs_stable=False, reason="x")
+    s = Stability(
+        status="computed",
+        replicon=0.4,
+        replicon_error=0.01,
+        jump_weight=0.05,
+        at_stable=True,
+        rs_stable=False,
+        reason="x",
+    )
     assert Stability.from_row(s.to_row()) == s
     u = Stability.unavailable("why")
     assert Stability.from_row(u.to_row()).reason == "why"
@@ -181,6 +205,7 @@ def test_the_fixed_point_prox_is_reused_exactly(toy):
     """On the fixed point's own rule, its prox (polished) and a fresh global search give the same replicon."""
     from dotattn.positional_semantic.catalogue import initialisations
     from dotattn.positional_semantic.state_evolution import iterate
+
     rule = gauss_hermite(4, 6)
     fp = iterate(toy, 2.0, dict(initialisations(toy, 0))["positional"], rule)
     assert fp.converged
@@ -197,30 +222,60 @@ def test_figures_mark_the_rs_unstable_points():
 
     def point(alpha, branch, label):
         rho, at = {"stable": (0.3, True), "AT-unstable": (1.5, False), "AT-undecided": (1.0, None)}[label]
-        st = Stability(status="computed", replicon=rho, replicon_error=0.05, jump_weight=0.0, at_stable=at,
-                       rs_stable=at, reason=label)
+        st = Stability(
+            status="computed",
+            replicon=rho,
+            replicon_error=0.05,
+            jump_weight=0.0,
+            at_stable=at,
+            rs_stable=at,
+            reason=label,
+        )
         mu = np.array([[0.2], [-0.2]]) if branch == "positional" else np.zeros((2, 1))
         theta = np.zeros((1, 1)) if branch == "positional" else np.array([[0.1]])
-        return BranchPoint(omega=0.3, alpha=alpha, branch=branch, status="converged", selected=False, iterations=1,
-                           residual=0.0, q=np.array([[0.1]]), V=np.array([[10.0]]), theta=theta, mu=mu,
-                           train_loss=0.004, test_error=0.003 + alpha / 1000, stability=st)
+        return BranchPoint(
+            omega=0.3,
+            alpha=alpha,
+            branch=branch,
+            status="converged",
+            selected=False,
+            iterations=1,
+            residual=0.0,
+            q=np.array([[0.1]]),
+            V=np.array([[10.0]]),
+            theta=theta,
+            mu=mu,
+            train_loss=0.004,
+            test_error=0.003 + alpha / 1000,
+            stability=st,
+        )
 
-    rows = [point(1.0, "positional", "stable"), point(1.5, "positional", "AT-unstable"),
-            point(2.0, "positional", "AT-unstable"), point(1.0, "semantic", "AT-undecided"),
-            point(2.0, "semantic", "stable")]
+    rows = [
+        point(1.0, "positional", "stable"),
+        point(1.5, "positional", "AT-unstable"),
+        point(2.0, "positional", "AT-unstable"),
+        point(1.0, "semantic", "AT-undecided"),
+        point(2.0, "semantic", "stable"),
+    ]
     summary = SimpleNamespace(omega=0.3, alpha_c=None, alpha_lin=None, linear_baseline_test_error=0.002)
     for fig in (figure_test_error(rows, summary), figure_overlaps(rows, summary, 0.5)):
         lines = fig.axes[0].get_lines()
         crosses = [ln for ln in lines if ln.get_marker() == "*"]
         assert len(crosses) == 1 and list(crosses[0].get_xdata()) == [1.5, 2.0]
-        circles = [ln for ln in lines if ln.get_marker() == "o" and ln.get_linestyle() == "None"
-                   and ln.get_markerfacecolor() == "none"]
+        circles = [
+            ln
+            for ln in lines
+            if ln.get_marker() == "o" and ln.get_linestyle() == "None" and ln.get_markerfacecolor() == "none"
+        ]
         assert len(circles) == 1 and list(circles[0].get_xdata()) == [1.0]
     from dataclasses import replace
 
     from dotattn.positional_semantic.plotting import figure_phases
-    chosen = [replace(r, selected=True) if (r.alpha, r.branch) in {(1.5, "positional"), (2.0, "semantic")} else r
-              for r in rows]
+
+    chosen = [
+        replace(r, selected=True) if (r.alpha, r.branch) in {(1.5, "positional"), (2.0, "semantic")} else r
+        for r in rows
+    ]
     fig = figure_phases(chosen, [SimpleNamespace(omega=0.3, alpha_lin=None, boundaries=())])
     stars = [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "*"]
     assert len(stars) == 1 and list(stars[0].get_xdata()) == [1.5]  # the selected AT-unstable point only

@@ -31,12 +31,21 @@ def test_overlap_update_closed_form_r1(toy):
 
 def test_overlap_update_is_stationary_in_the_hats():
     """∂Φ/∂(hats) = 0 at overlaps = overlap_update(hats), for a matrix case (r = 2, r_t = 1, L = 3)."""
-    p = Problem(L=3, rank=2, teacher_rank=1, positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]],
-                positional_gram=[[1.0, 0.2, 0.0], [0.2, 1.0, 0.1], [0.0, 0.1, 0.5]])
+    p = Problem(
+        L=3,
+        rank=2,
+        teacher_rank=1,
+        positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]],
+        positional_gram=[[1.0, 0.2, 0.0], [0.2, 1.0, 0.1], [0.0, 0.1, 0.5]],
+    )
     rng = np.random.default_rng(0)
     A = rng.normal(size=(2, 2)) * 0.01
-    hats = Hats(q_hat=A @ A.T + 0.002 * np.eye(2), V_hat=np.diag([0.05, 0.08]) + 0.01, theta_hat=rng.normal(size=(2, 1)) * 0.02,
-                mu_hat=rng.normal(size=(3, 2)) * 0.01)
+    hats = Hats(
+        q_hat=A @ A.T + 0.002 * np.eye(2),
+        V_hat=np.diag([0.05, 0.08]) + 0.01,
+        theta_hat=rng.normal(size=(2, 1)) * 0.02,
+        mu_hat=rng.normal(size=(3, 2)) * 0.01,
+    )
     o = overlap_update(hats, p)
 
     def phi(h):
@@ -55,14 +64,18 @@ def test_overlap_update_is_stationary_in_the_hats():
             assert abs((phi(plus) - phi(minus)) / (2 * eps)) < 1e-6
 
 
-@pytest.mark.parametrize("point, rule, rtol", [
-    ((2.0, 0.1148, 0.0, 12.7, 0.158), ("gh", 12), 5e-3),  # near the semantic fixed point
-    ((2.0, 0.0511, 0.2583, 11.35, 0.0), ("gh", 12), 5e-3),  # near the positional fixed point
-    ((1.0, 0.3, 0.12, 16.0, 0.2), ("qmc", 15), 2e-2),  # arbitrary points: the prox jumps between
-    ((0.7, 0.05, 0.1, 22.0, 0.05), ("qmc", 15), 2e-2),  # minima, so use a rule that does not need smoothness
-])
+@pytest.mark.parametrize(
+    "point, rule, rtol",
+    [
+        ((2.0, 0.1148, 0.0, 12.7, 0.158), ("gh", 12), 5e-3),  # near the semantic fixed point
+        ((2.0, 0.0511, 0.2583, 11.35, 0.0), ("gh", 12), 5e-3),  # near the positional fixed point
+        ((1.0, 0.3, 0.12, 16.0, 0.2), ("qmc", 15), 2e-2),  # arbitrary points: the prox jumps between
+        ((0.7, 0.05, 0.1, 22.0, 0.05), ("qmc", 15), 2e-2),  # minima, so use a rule that does not need smoothness
+    ],
+)
 def test_stein_and_gradient_hats_agree(toy, point, rule, rtol):
     from dotattn.positional_semantic.quadrature import make_rule
+
     alpha, q, m, V, th = point
     o = overlaps_from_scalars(toy, q, m, V, th)
     rule = make_rule(4, "gauss-hermite" if rule[0] == "gh" else "qmc", rule[1])
@@ -78,12 +91,19 @@ def test_stein_and_gradient_hats_agree(toy, point, rule, rtol):
 L3_A = [[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]]
 
 
-@pytest.mark.parametrize("p", [Problem(omega=0.3), Problem(L=2, rank=2, teacher_rank=1),
-                               Problem(L=2, rank=1, teacher_rank=2),
-                               # tokens correlated across positions (docs/correlated_tokens.md)
-                               Problem(omega=0.3, token_correlation=0.4), Problem(omega=0.2, token_correlation=-0.5),
-                               Problem(L=3, positional_attention=L3_A, positional_gram=np.eye(3), token_correlation=0.3),
-                               Problem(L=2, rank=2, teacher_rank=1, token_correlation=0.25)])
+@pytest.mark.parametrize(
+    "p",
+    [
+        Problem(omega=0.3),
+        Problem(L=2, rank=2, teacher_rank=1),
+        Problem(L=2, rank=1, teacher_rank=2),
+        # tokens correlated across positions (docs/correlated_tokens.md)
+        Problem(omega=0.3, token_correlation=0.4),
+        Problem(omega=0.2, token_correlation=-0.5),
+        Problem(L=3, positional_attention=L3_A, positional_gram=np.eye(3), token_correlation=0.3),
+        Problem(L=2, rank=2, teacher_rank=1, token_correlation=0.25),
+    ],
+)
 def test_gradient_hats_are_the_gradient_of_the_discretised_envelope(p):
     """V̂ = 2α ∂E[M]/∂q, θ̂ = −α ∂E[M]/∂θ, μ̂ = −α ∂E[M]/∂μ (every token), q̂ = −2α ∂E[M]/∂V by
     finite differences (step 1e-6: rounding of E[M] ~1e-16 / 1e-6 = 1e-10)."""
@@ -91,8 +111,12 @@ def test_gradient_hats_are_the_gradient_of_the_discretised_envelope(p):
     r, rt = p.rank, p.teacher_rank
     mu = np.zeros((p.L, r))
     mu[0], mu[1] = 0.15, -0.15 if p.L == 2 else -0.1
-    o = Overlaps(q=0.2 * np.eye(r) + 0.03 * (r > 1) * (np.ones((r, r)) - np.eye(r)), V=14.0 * np.eye(r),
-                 theta=0.1 * np.ones((r, rt)) / r, mu=mu)
+    o = Overlaps(
+        q=0.2 * np.eye(r) + 0.03 * (r > 1) * (np.ones((r, r)) - np.eye(r)),
+        V=14.0 * np.eye(r),
+        theta=0.1 * np.ones((r, rt)) / r,
+        mu=mu,
+    )
     rule = gauss_hermite(p.gaussian_dim, 3 if p.gaussian_dim > 4 else 8)
     ch = hat_update(o, alpha, rule, p)
 
@@ -111,14 +135,18 @@ def test_gradient_hats_are_the_gradient_of_the_discretised_envelope(p):
     for i, k in np.ndindex(r, rt):
         d = np.zeros((r, rt))
         d[i, k] = eps
-        np.testing.assert_allclose(ch.hats.theta_hat[i, k],
-                                   -alpha * (EM(theta=o.theta + d) - EM(theta=o.theta - d)) / (2 * eps),
-                                   rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(
+            ch.hats.theta_hat[i, k],
+            -alpha * (EM(theta=o.theta + d) - EM(theta=o.theta - d)) / (2 * eps),
+            rtol=1e-5,
+            atol=1e-9,
+        )
     for l in range(p.L):
         d = np.zeros_like(o.mu)
         d[l, 0] = eps
-        np.testing.assert_allclose(ch.hats.mu_hat[l, 0], -alpha * (EM(mu=o.mu + d) - EM(mu=o.mu - d)) / (2 * eps),
-                                   rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(
+            ch.hats.mu_hat[l, 0], -alpha * (EM(mu=o.mu + d) - EM(mu=o.mu - d)) / (2 * eps), rtol=1e-5, atol=1e-9
+        )
 
 
 def test_fixed_point_is_stationary_point_of_discretised_potential(toy):
@@ -155,6 +183,7 @@ def _spec():
 @pytest.fixture(scope="module")
 def catalogues():
     from dotattn.positional_semantic.catalogue import solve
+
     p = Problem(omega=0.3)
     return {a: solve(p, a, n_random=0) for a in (2.0, 1.25, 0.5)}
 
@@ -163,9 +192,22 @@ def catalogues():
 def test_regression_against_published_values(catalogues, ref):
     e = catalogues[ref["alpha"]].branch(ref["branch"])
     assert e is not None and e.converged
-    for key, tol in [("q", 0.03), ("theta", 0.03), ("m", 0.03), ("test_error", 0.03), ("train_loss", 0.03), ("V", 0.08)]:
-        got = {"q": e.q[0, 0], "theta": e.theta[0, 0], "m": e.m, "V": e.V[0, 0],
-               "test_error": e.test_error, "train_loss": e.train_loss}[key]
+    for key, tol in [
+        ("q", 0.03),
+        ("theta", 0.03),
+        ("m", 0.03),
+        ("test_error", 0.03),
+        ("train_loss", 0.03),
+        ("V", 0.08),
+    ]:
+        got = {
+            "q": e.q[0, 0],
+            "theta": e.theta[0, 0],
+            "m": e.m,
+            "V": e.V[0, 0],
+            "test_error": e.test_error,
+            "train_loss": e.train_loss,
+        }[key]
         if ref[key] == 0:
             assert abs(got) < 1e-9, key
         else:
@@ -189,6 +231,7 @@ def test_linear_baseline_against_published_value(catalogues):
 def test_linear_baseline_against_monte_carlo():
     from dotattn.positional_semantic.baseline import linear_baseline_test_error
     from dotattn.positional_semantic.loss import teacher_attention
+
     p = Problem(L=3, teacher_rank=2, positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]])
     rng = np.random.default_rng(0)
     T = teacher_attention(p.sigma * rng.normal(size=(400_000, 3, 2)), p)
@@ -205,8 +248,14 @@ def test_regression_against_stored_fixed_points(catalogues, ref):
     """The solver's own converged values (tests/data/make_reference.py): a change beyond the
     convergence tolerance means the numerics changed."""
     e = catalogues[ref["alpha"]].branch(ref["branch"])
-    got = {"q": e.q[0, 0], "m": e.m, "theta": e.theta[0, 0], "V": e.V[0, 0], "train_loss": e.train_loss,
-           "test_error": e.test_error}
+    got = {
+        "q": e.q[0, 0],
+        "m": e.m,
+        "theta": e.theta[0, 0],
+        "V": e.V[0, 0],
+        "train_loss": e.train_loss,
+        "test_error": e.test_error,
+    }
     for key, value in got.items():
         assert abs(value - ref[key]) <= 1e-6 * max(abs(ref[key]), 1e-3), (key, value, ref[key])
 
@@ -214,10 +263,13 @@ def test_regression_against_stored_fixed_points(catalogues, ref):
 @pytest.fixture(scope="module")
 def stein_catalogues():
     from dotattn.positional_semantic.catalogue import solve
+
     return {a: solve(Problem(omega=0.3), a, n_random=0, options=SolverOptions(hat_form="stein")) for a in (2.0, 1.25)}
 
 
-@pytest.mark.parametrize("ref", [r for r in _stored() if r["branch"] == "semantic"], ids=lambda r: f"stein-{r['alpha']}")
+@pytest.mark.parametrize(
+    "ref", [r for r in _stored() if r["branch"] == "semantic"], ids=lambda r: f"stein-{r['alpha']}"
+)
 def test_stored_fixed_points_by_the_stein_hat_form(catalogues, stein_catalogues, ref):
     """An independent check of the stored semantic fixed points: the hats from Stein's lemma instead of
     the gradient form. Both are exact for a Gaussian average and differ only by the rule's error, so e_t
@@ -233,15 +285,21 @@ def test_stored_fixed_points_by_the_stein_hat_form(catalogues, stein_catalogues,
 def test_a_sign_flipping_cycle_is_not_a_fixed_point():
     """An update that maps μ to −μ is a 2-cycle of the iteration; it must not count as converged."""
     from dotattn.positional_semantic.state_evolution import _residual
+
     o = overlaps_from_scalars(Problem(), 0.05, 0.25, 11.0, 0.0)
     flipped = Overlaps(q=o.q, V=o.V, theta=-o.theta, mu=-o.mu)
     assert flipped.canonical().mu[0, 0] == o.mu[0, 0]
     assert _residual(o, flipped) > 0.4
 
 
-@pytest.mark.parametrize("p, branch", [(Problem(L=2, rank=2, teacher_rank=1), "semantic"),
-                                       (Problem(L=2, rank=2, teacher_rank=1), "positional"),
-                                       (Problem(L=2, rank=1, teacher_rank=2), "semantic")])
+@pytest.mark.parametrize(
+    "p, branch",
+    [
+        (Problem(L=2, rank=2, teacher_rank=1), "semantic"),
+        (Problem(L=2, rank=2, teacher_rank=1), "positional"),
+        (Problem(L=2, rank=1, teacher_rank=2), "semantic"),
+    ],
+)
 def test_symmetric_subspaces_hold_exact_fixed_points_of_the_full_map(p, branch):
     """Pure branches are followed inside their invariant subspace (zero teacher columns, student
     directions that carry nothing). The restricted entries stay exactly zero, the free entries
@@ -249,14 +307,19 @@ def test_symmetric_subspaces_hold_exact_fixed_points_of_the_full_map(p, branch):
     entries only slightly (by near-ties of the global prox between mirror-image minima)."""
     from dotattn.positional_semantic.catalogue import initialisations
     from dotattn.positional_semantic.state_evolution import _Subspace
+
     init = dict(initialisations(p, 0))[branch]
     rule = gauss_hermite(p.gaussian_dim, 4)  # even: no node at the origin, where ±ĥ tie exactly
     fp = iterate(p, 2.0, init, rule)
     assert fp.converged
     o = fp.overlaps
     sub = _Subspace.of(init.canonical())  # as iterate() sets it up
-    restricted = sub.apply(Overlaps(q=np.ones_like(o.q), V=np.ones_like(o.V), theta=np.ones_like(o.theta),
-                                    mu=np.ones_like(o.mu))).vector() == 0.0
+    restricted = (
+        sub.apply(
+            Overlaps(q=np.ones_like(o.q), V=np.ones_like(o.V), theta=np.ones_like(o.theta), mu=np.ones_like(o.mu))
+        ).vector()
+        == 0.0
+    )
     assert restricted.any() and np.all(o.vector()[restricted] == 0.0)
     full = overlap_update(hat_update(o, 2.0, rule, p).hats, p).vector()
     free = ~restricted
@@ -268,8 +331,12 @@ def test_symmetric_subspaces_hold_exact_fixed_points_of_the_full_map(p, branch):
 # degenerate prox minima (issue 14: the rank-2 student's positional fixed point at α = 2 never converged)
 # ----------------------------------------------------------------------------------------------
 RANK2 = dict(L=2, rank=2, teacher_rank=1, omega=0.3)
-RANK2_POSITIONAL = Overlaps(q=[[0.0578, 0.0], [0.0, 0.0306]], V=[[26.57, 0.0], [0.0, 14.79]], theta=[[0.0], [0.0]],
-                            mu=[[0.0, 0.2253], [0.0, -0.2253]])  # near that fixed point
+RANK2_POSITIONAL = Overlaps(
+    q=[[0.0578, 0.0], [0.0, 0.0306]],
+    V=[[26.57, 0.0], [0.0, 14.79]],
+    theta=[[0.0], [0.0]],
+    mu=[[0.0, 0.2253], [0.0, -0.2253]],
+)  # near that fixed point
 
 
 def test_hats_do_not_depend_on_which_degenerate_minimum_the_search_returns():
@@ -295,14 +362,16 @@ def test_hats_do_not_depend_on_which_degenerate_minimum_the_search_returns():
         assert np.max(np.abs(x - y)) <= 1e-8 * np.max(np.abs(y)), name
 
 
-@pytest.mark.parametrize("order, coarse", [pytest.param(4, 3, id="reduced"),
-                                           pytest.param(None, None, id="full", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "order, coarse", [pytest.param(4, 3, id="reduced"), pytest.param(None, None, id="full", marks=pytest.mark.slow)]
+)
 def test_rank2_positional_fixed_point_converges_on_the_default_rule(order, coarse):
     """Full form: the positional fixed point of (L, r, r_t) = (2, 2, 1) at α = 2 on the default rule
     (Gauss-Hermite 6 after 4) converges within the default budget (it ran into 1000 iterations,
     last change 3.9e-6, before degenerate minima were averaged). Reduced (CI): the same solve on
     Gauss-Hermite 4 after 3 (4096 nodes instead of 46,656)."""
     from dotattn.positional_semantic.catalogue import QuadratureSpec, initialisations, solve
+
     p = Problem(**RANK2)
     init = dict(initialisations(p, 0))["positional"]
     quad = None if order is None else QuadratureSpec("gauss-hermite", order, coarse)
@@ -317,6 +386,7 @@ def test_rank2_uninformative_start_keeps_its_exchangeable_directions_and_converg
     between the gauge copies (q_11, q_22) and (q_22, q_11) of a slightly asymmetric state and ran
     into the iteration budget, last change 6e-4.)"""
     from dotattn.positional_semantic.catalogue import initialisations
+
     p = Problem(**RANK2)
     init = dict(initialisations(p, 0))["uninformative"]
     fp = iterate(p, 2.0, init, gauss_hermite(6, 3), SolverOptions(max_iter=200))
@@ -329,6 +399,7 @@ def test_a_start_that_fails_on_the_coarse_rule_is_solved_on_the_fine_rule(toy):
     """solve: a start whose coarse-rule run fails (here a 1-point rule, where q loses positive
     definiteness) is solved on the fine rule from the start itself, and says so."""
     from dotattn.positional_semantic.catalogue import QuadratureSpec, solve
+
     cat = solve(toy, 2.0, quadrature=QuadratureSpec("gauss-hermite", 6, 1), n_random=0)
     retried = [e for e in cat.fixed_points if "directly on the fine rule" in e.result.message]
     assert retried and all(e.converged for e in retried)

@@ -26,9 +26,19 @@ def _cell(omega: float, d: int, seeds: list[int], shift: float = 0.0) -> CellRun
     et_pos = np.tile(1e-3 * a, (len(seeds), 1))
     et_sem = et_pos + 1e-4 * (roots[:, None] - a[None, :])
     status = np.full(et_pos.shape, STATUS_CONVERGED, dtype=object)
-    return CellRuns(omega=omega, d=d, alphas=ALPHAS, seeds=tuple(seeds), et_sem=et_sem, et_pos=et_pos,
-                    status_sem=status.copy(), status_pos=status.copy(), same=np.zeros(et_pos.shape, bool),
-                    seconds=1.0, device="cpu")
+    return CellRuns(
+        omega=omega,
+        d=d,
+        alphas=ALPHAS,
+        seeds=tuple(seeds),
+        et_sem=et_sem,
+        et_pos=et_pos,
+        status_sem=status.copy(),
+        status_pos=status.copy(),
+        same=np.zeros(et_pos.shape, bool),
+        seconds=1.0,
+        device="cpu",
+    )
 
 
 def _config(**kw) -> AlphaCConfig:
@@ -38,8 +48,12 @@ def _config(**kw) -> AlphaCConfig:
 def _parts():
     p = Problem(omega=0.3)
     main = StudyPart("main", p, _config(), (_cell(0.3, 250, [0, 1, 2, 3]), _cell(0.3, 500, [0, 1, 2, 3])))
-    extra = StudyPart("extra", p, _config(ds=(250, 500, 2000), seeds=2),
-                      (_cell(0.3, 250, [0, 1]), _cell(0.3, 500, [0, 1]), _cell(0.3, 2000, [0, 1])))
+    extra = StudyPart(
+        "extra",
+        p,
+        _config(ds=(250, 500, 2000), seeds=2),
+        (_cell(0.3, 250, [0, 1]), _cell(0.3, 500, [0, 1]), _cell(0.3, 2000, [0, 1])),
+    )
     return p, main, extra
 
 
@@ -78,6 +92,7 @@ def test_merge_refuses_other_problems_grids_and_conflicting_seeds():
 def test_study_folder_round_trip_and_tampering(tmp_path):
     """A written study is read back cell by cell (verified); an edited row is refused."""
     from dotattn.theory_vs_erm.output import read_alpha_c_part, write_alpha_c_study
+
     p, main, extra = _parts()
     cells, _ = merge_parts(p, _config(), [main, extra])
     study = run_study(p, _config(), theory=False, supplied=cells)
@@ -99,6 +114,7 @@ def test_erm_alpha_c_include_refuses_a_folder_without_manifest(tmp_path):
     """Bad input: one line, exit 2, nothing created (a legacy folder must be sealed first)."""
     from clitools import run
     from dotattn.theory_vs_erm.output import write_alpha_c_study
+
     p, main, extra = _parts()
     cells, _ = merge_parts(p, _config(), [main])
     folder = tmp_path / "legacy"
@@ -106,8 +122,22 @@ def test_erm_alpha_c_include_refuses_a_folder_without_manifest(tmp_path):
     write_alpha_c_study(run_study(p, _config(), theory=False, supplied=cells), folder, command="test")
     (folder / "manifest.json").unlink()
     out = tmp_path / "merged"
-    r = run("erm-alpha-c", "--omega", "0.3", "--d", "250,500", "--alpha", "0.5,0.7,0.9,1.1", "--seeds", "4",
-            "--include", str(folder), "--no-theory", "--out", str(out))
+    r = run(
+        "erm-alpha-c",
+        "--omega",
+        "0.3",
+        "--d",
+        "250,500",
+        "--alpha",
+        "0.5,0.7,0.9,1.1",
+        "--seeds",
+        "4",
+        "--include",
+        str(folder),
+        "--no-theory",
+        "--out",
+        str(out),
+    )
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "--include" in lines[0] and "seal" in lines[0], r.stderr
     assert not out.exists()
@@ -117,6 +147,7 @@ def test_study_written_to_a_relative_folder_gets_its_manifest(tmp_path, monkeypa
     """--out given relative to the working directory (the writers pass OUT/name): the manifest is
     written (before, write_manifest joined the folder twice and the command failed at its end)."""
     from dotattn.theory_vs_erm.output import read_alpha_c_part, write_alpha_c_study
+
     p, main, _ = _parts()
     cells, _ = merge_parts(p, _config(), [main])
     monkeypatch.chdir(tmp_path)
@@ -132,9 +163,28 @@ def test_include_with_phase_diagram_theory_and_headline(tmp_path):
     import json
     from clitools import run
     from dotattn.theory_vs_erm.output import write_alpha_c_study
+
     pd = tmp_path / "pd"
-    r = run("phase-diagram", "--omega", "0.3", "--alpha", "0.5,0.7,0.9,1.1,1.3", "--quad-order", "6", "--coarse-order", "4",
-            "--refine-order", "8", "--refine-rules", "3", "--workers", "1", "--quiet", "--out", str(pd))
+    r = run(
+        "phase-diagram",
+        "--omega",
+        "0.3",
+        "--alpha",
+        "0.5,0.7,0.9,1.1,1.3",
+        "--quad-order",
+        "6",
+        "--coarse-order",
+        "4",
+        "--refine-order",
+        "8",
+        "--refine-rules",
+        "3",
+        "--workers",
+        "1",
+        "--quiet",
+        "--out",
+        str(pd),
+    )
     assert r.returncode == 0, r.stderr
     p, main, _ = _parts()
     cfg = _config(n_boot=4000)  # the command's default
@@ -143,8 +193,24 @@ def test_include_with_phase_diagram_theory_and_headline(tmp_path):
     folder.mkdir()
     write_alpha_c_study(run_study(p, cfg, theory=False, supplied=cells), folder, command="test")
     out = tmp_path / "merged"
-    r = run("erm-alpha-c", "--omega", "0.3", "--d", "250,500", "--alpha", "0.5,0.7,0.9,1.1", "--seeds", "4",
-            "--include", str(folder), "--phase-diagram", str(pd), "--quiet", "--out", str(out))
+    r = run(
+        "erm-alpha-c",
+        "--omega",
+        "0.3",
+        "--d",
+        "250,500",
+        "--alpha",
+        "0.5,0.7,0.9,1.1",
+        "--seeds",
+        "4",
+        "--include",
+        str(folder),
+        "--phase-diagram",
+        str(pd),
+        "--quiet",
+        "--out",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     theory = json.loads((pd / "summary.json").read_text())["omegas"][0]
     study = json.loads((out / "summary.json").read_text())["omegas"][0]

@@ -37,19 +37,22 @@ def test_fold_refuses_rules_without_the_symmetry():
     assert rule.fold(maps).size == (16 + 4) // 2
 
 
-@pytest.mark.parametrize("state, order", [
-    ((0.0511, 0.2583, 11.35, 0.0), 4),  # positional: ξ → −Pξ, η → ±η
-    ((0.1148, 0.0, 12.7, 0.158), 4),  # semantic: ±P on both
-    ((0.1, 0.0, 25.0, 0.0), 8),  # uninformative: all sign and swap actions
-    ((0.3, 0.1, 15.0, 0.2), 2),  # mixed state with μ₁ = −μ₂: −P on both
-])
+@pytest.mark.parametrize(
+    "state, order",
+    [
+        ((0.0511, 0.2583, 11.35, 0.0), 4),  # positional: ξ → −Pξ, η → ±η
+        ((0.1148, 0.0, 12.7, 0.158), 4),  # semantic: ±P on both
+        ((0.1, 0.0, 25.0, 0.0), 8),  # uninformative: all sign and swap actions
+        ((0.3, 0.1, 15.0, 0.2), 2),  # mixed state with μ₁ = −μ₂: −P on both
+    ],
+)
 @pytest.mark.parametrize("form", ["gradient", "stein"])
 def test_token_symmetry_gives_the_full_rule_hats(toy, state, order, form):
     rule = gauss_hermite(4, 8)
     o = overlaps_from_scalars(toy, *state)
     sym = token_symmetry(o, rule, toy)
     assert sym is not None and sym.order == order
-    assert sym.fold.size < rule.size / order + rule.size ** 0.5
+    assert sym.fold.size < rule.size / order + rule.size**0.5
     full = hat_update(o, 2.0, rule, toy, form=form, symmetry=False)
     fast = hat_update(o, 2.0, rule, toy, form=form)
     for name in HATS:
@@ -76,9 +79,16 @@ def test_token_symmetry_general_shapes(shape):
     """L = 2 with r = 2 (swap and signs), and L = 3 on a μ = 0 state (signs and permutations fixing A).
     These shapes use random prox starts by default; folded, they are drawn at the representatives,
     and the hats agree with the unfolded search (both find the global minimum here)."""
-    p = Problem(omega=0.3, **shape) if shape["L"] == 2 else Problem(
-        omega=0.3, L=3, positional_attention=[[0.6, 0.2, 0.2], [0.2, 0.6, 0.2], [0.2, 0.2, 0.6]],
-        positional_gram=[[1.0, -0.5, -0.5], [-0.5, 1.0, -0.5], [-0.5, -0.5, 1.0]])
+    p = (
+        Problem(omega=0.3, **shape)
+        if shape["L"] == 2
+        else Problem(
+            omega=0.3,
+            L=3,
+            positional_attention=[[0.6, 0.2, 0.2], [0.2, 0.6, 0.2], [0.2, 0.2, 0.6]],
+            positional_gram=[[1.0, -0.5, -0.5], [-0.5, 1.0, -0.5], [-0.5, -0.5, 1.0]],
+        )
+    )
     rule = gauss_hermite(p.gaussian_dim, 3)
     o = overlaps_from_scalars(p, 0.2, 0.0, 10.0, 0.15)
     sym = token_symmetry(o, rule, p)
@@ -107,6 +117,7 @@ def test_toy_newton_kernel_matches_the_generic_newton(toy):
     centre = rng.normal(scale=0.6, size=(N, 2, 1))
     h_star = rng.normal(scale=0.5, size=(N, 2, 1))
     from dotattn.positional_semantic.loss import teacher_attention
+
     target = teacher_attention(h_star, toy)
     V = np.array([[14.0]])
     starts = multistart_points(centre, V, toy.sigma**2 * 2).reshape(-1, 2, 1)
@@ -133,6 +144,7 @@ def test_fast_path_and_plain_iteration_give_the_same_fixed_point(toy, branch):
 
 def test_predict_start_is_the_secant_and_keeps_invariant_subspaces(toy):
     from dotattn.positional_semantic.state_evolution import predict_start
+
     rule = gauss_hermite(4, 6)
     init = dict(initialisations(toy, 0))["positional"]
     a = iterate(toy, 1.6, init, rule)

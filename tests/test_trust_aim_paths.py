@@ -45,19 +45,27 @@ def _edit_cell(path: Path, row: int, column: str, value: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # --out: checked before computing, locked, one run per folder
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("out, why", [("/proc/dotattn-x", "cannot be written"), ("a" * 300, "at most 255"),
-                                      ("/", "file-system root")])
+@pytest.mark.parametrize(
+    "out, why", [("/proc/dotattn-x", "cannot be written"), ("a" * 300, "at most 255"), ("/", "file-system root")]
+)
 def test_bad_out_refused_before_solving(out, why, tmp_path):
     before = set(os.listdir("/"))
-    proc = subprocess.run([*dotattn_command(), *SE_ARGS, "--out", out], capture_output=True, text=True, env=ENV,
-                          cwd=tmp_path, timeout=120)
+    proc = subprocess.run(
+        [*dotattn_command(), *SE_ARGS, "--out", out], capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=120
+    )
     line = one_line(proc)
     assert why in line and "alpha=" not in proc.stderr  # nothing solved first
     assert set(os.listdir("/")) == before and list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("args", [SE_ARGS, AMP_ARGS, ["paths", "theory", "--P", "20", "--P-test", "20", "--T", "10",
-                                                      "--N", "10", "--subsets", "all"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        SE_ARGS,
+        AMP_ARGS,
+        ["paths", "theory", "--P", "20", "--P-test", "20", "--T", "10", "--N", "10", "--subsets", "all"],
+    ],
+)
 def test_a_folder_in_use_is_refused(args, tmp_path):
     out = tmp_path / "busy"
     out.mkdir()
@@ -92,8 +100,9 @@ def test_amp_past_perfect_recovery_and_resume_from_cached_runs(tmp_path):
     assert run("verify", str(out)).returncode == 0
     again = run("aim", "amp", "--d", "10", "--alpha", "0.5", "--seeds", "1", "--out", str(out), timeout=600)
     assert again.returncode == 0 and "1 cached" in again.stderr and "(cached)" in again.stderr
-    assert "d = 10 there, 12 now" in one_line(run("aim", "amp", "--d", "12", "--alpha", "0.5", "--seeds", "1",
-                                                  "--out", str(out), timeout=600))
+    assert "d = 10 there, 12 now" in one_line(
+        run("aim", "amp", "--d", "12", "--alpha", "0.5", "--seeds", "1", "--out", str(out), timeout=600)
+    )
 
 
 @pytest.mark.slow
@@ -116,6 +125,7 @@ def test_amp_state_evolution_past_perfect_recovery_reduced():
     recovery) reaches V = 0 and stays there."""
     from dotattn.aim.algo_study import StudySpec, _theory
     from dotattn.aim.amp import se_trajectory
+
     spec = StudySpec(d=10, rho=0.5, T=2, alphas=(0.5,), seeds=1)
     _, _, q_hat, _, mmse_prior = _theory(spec)
     V = se_trajectory(lambda v: q_hat(0.5, v), lambda D: mmse_prior(D, 0.5), 40)
@@ -127,12 +137,13 @@ def test_amp_study_resumes_from_its_cache_reduced(tmp_path):
     cache (identical rows); one more seed computes only that seed."""
     from dotattn.aim.algo_study import StudySpec, cached_runs, run_amp_study
     from dotattn.aim.amp import AMPConfig
+
     spec, config = StudySpec(d=6, rho=0.5, T=2, alphas=(0.2,), seeds=2), AMPConfig(max_iter=5)
     flags: list[bool] = []
     first = run_amp_study(spec, config, cache_dir=tmp_path, on_run=flags.append)
     assert flags == [False, False] and cached_runs(tmp_path, "amp", spec, config) == 2
     again = run_amp_study(spec, config, cache_dir=tmp_path, on_run=flags.append)
-    key = (lambda runs: [(r.seed, r.mse, r.status, r.iterations, r.seconds, r.message) for r in runs])
+    key = lambda runs: [(r.seed, r.mse, r.status, r.iterations, r.seconds, r.message) for r in runs]
     assert flags[2:] == [True, True] and key(again[0]) == key(first[0]) and len(again[2]) == len(first[2])
     more = StudySpec(d=6, rho=0.5, T=2, alphas=(0.2,), seeds=3)
     run_amp_study(more, config, cache_dir=tmp_path, on_run=flags.append)
@@ -142,6 +153,7 @@ def test_amp_study_resumes_from_its_cache_reduced(tmp_path):
 def test_a_finished_folder_of_other_settings_is_refused_reduced(tmp_path):
     """Reduced form of the folder tests: the check every writing command makes before computing."""
     from dotattn.verify import check_output_folder
+
     folder = _copy(ROOT / "results" / "paths" / "markov_2paths", tmp_path, "th")
     made_for = json.loads((folder / "manifest.json").read_text())["made_for"]
     check_output_folder(folder, "paths-theory", {**made_for, "command": "another command line"})  # same run
@@ -164,6 +176,7 @@ def _copy(src: Path, tmp_path: Path, name: str) -> Path:
 def test_an_edited_manifest_setting_is_caught(tmp_path):
     from dotattn.core.io import IntegrityError
     from dotattn.verify import verify_folder
+
     folder = _copy(AMP, tmp_path, "amp")
     man = json.loads((folder / "manifest.json").read_text())
     man["made_for"]["d"] = 500
@@ -180,11 +193,13 @@ def test_malformed_manifest_alphas_refused_in_one_line(value, tmp_path):
     (folder / "manifest.json").write_text(json.dumps(man))
     from dotattn.core.io import IntegrityError
     from dotattn.verify import verify_folder
+
     with pytest.raises(IntegrityError, match="not a list of finite numbers"):
         verify_folder(folder)
     if value is None:  # and the command reading it, as a user meets it
-        assert "not a list of finite numbers" in one_line(run("aim", "figure", "--from", str(folder), "--out",
-                                                              str(tmp_path / "f.png")))
+        assert "not a list of finite numbers" in one_line(
+            run("aim", "figure", "--from", str(folder), "--out", str(tmp_path / "f.png"))
+        )
 
 
 def test_deeply_nested_manifest_refused_in_one_line(tmp_path):
@@ -193,14 +208,17 @@ def test_deeply_nested_manifest_refused_in_one_line(tmp_path):
     assert "not a dotattn manifest" in one_line(run("verify", str(folder)))
 
 
-@pytest.mark.parametrize("src, file, column, value, why", [
-    (SE, "points.csv", "q", "0.9", "mmse + q"),
-    (SE, "points.csv", "alpha_bar", "0.5", "alpha_bar"),
-    (AMP, "alphas.csv", "mse_mean", "0.3", "not the mean of its runs"),
-    (AMP, "alphas.csv", "converged", "7", "converged"),
-    (AMP, "alphas.csv", "gap_in_se", "-5", "its columns give"),
-    (AMP, "alphas.csv", "beats_bound", "True", "beats_bound = True"),
-])
+@pytest.mark.parametrize(
+    "src, file, column, value, why",
+    [
+        (SE, "points.csv", "q", "0.9", "mmse + q"),
+        (SE, "points.csv", "alpha_bar", "0.5", "alpha_bar"),
+        (AMP, "alphas.csv", "mse_mean", "0.3", "not the mean of its runs"),
+        (AMP, "alphas.csv", "converged", "7", "converged"),
+        (AMP, "alphas.csv", "gap_in_se", "-5", "its columns give"),
+        (AMP, "alphas.csv", "beats_bound", "True", "beats_bound = True"),
+    ],
+)
 def test_seal_refuses_rows_that_contradict_each_other(src, file, column, value, why, tmp_path):
     folder = _copy(src, tmp_path, src.name)
     (folder / "manifest.json").unlink()
@@ -214,6 +232,7 @@ def test_rows_are_checked_against_the_manifest_settings(column, value, why, tmp_
     """The row check of an amp folder, given its manifest (after the checksums passed)."""
     from dotattn.aim.integrity import AIM_ALGORITHMS
     from dotattn.core.io import IntegrityError
+
     folder = _copy(AMP, tmp_path, "amp")
     _edit_cell(folder / "runs.csv", 3, column, value)
     with pytest.raises(IntegrityError, match=why):
@@ -222,8 +241,12 @@ def test_rows_are_checked_against_the_manifest_settings(column, value, why, tmp_
 
 def test_committed_aim_and_paths_folders_verify():
     from dotattn.verify import verify_folder
-    folders = [p.parent for p in (ROOT / "results").rglob("manifest.json")
-               if "cache" not in p.parts and p.parent.parts[-2] in ("aim", "paths")]
+
+    folders = [
+        p.parent
+        for p in (ROOT / "results").rglob("manifest.json")
+        if "cache" not in p.parts and p.parent.parts[-2] in ("aim", "paths")
+    ]
     assert len(folders) >= 20
     for folder in folders:
         verify_folder(folder)
@@ -240,22 +263,25 @@ def test_api_refusals():
     from dotattn.paths.data import markov_path_data
     from dotattn.paths.study import run_theory_study
     from dotattn.verify import verify_folder
-    for call, why in [(lambda: channels.q_hat("softmax", -1.0, 0.1, 0.5, 2), "alpha"),
-                      (lambda: channels.q_hat("softmax", 1.0, 0.1, 0.5, 2.5), "T"),
-                      (lambda: channels.q_hat("softmax", 1.0, 1.5, 0.5, 2), "q must be < Q0"),
-                      (lambda: state_evolution.solve_point("softmax", 0.1, 0.5, 2, nodes=1), "nodes"),
-                      (lambda: state_evolution.solve_point("softmax", 0.1, 0.5, 2, nodes=2.5), "nodes"),
-                      (lambda: model.make_data(10, 0.5, 2, 0.1, seed=1.5), "seed"),
-                      (lambda: verify_folder(None), "folder"),
-                      (lambda: StudySpec(d=10, rho=0.5, T=2, alphas=0.1), "alphas must be a sequence"),
-                      (lambda: run_amp_study(None, None), "spec"),
-                      (lambda: check_memory(StudySpec(d=10, rho=0.5, T=2, alphas=(0.1,)), memory="x"), "memory"),
-                      (lambda: run_theory_study(None), "config"),
-                      (lambda: markov_path_data(None), "task"),
-                      (lambda: read_state_evolution(None), "folder"),
-                      (lambda: prior.mmse_prior(-1.0, 0.5), "delta"),
-                      (lambda: prior.mmse_prior(0.1, 0.0), "rho"),
-                      (lambda: mmse_figure([[1]]), "SEPoint")]:
+
+    for call, why in [
+        (lambda: channels.q_hat("softmax", -1.0, 0.1, 0.5, 2), "alpha"),
+        (lambda: channels.q_hat("softmax", 1.0, 0.1, 0.5, 2.5), "T"),
+        (lambda: channels.q_hat("softmax", 1.0, 1.5, 0.5, 2), "q must be < Q0"),
+        (lambda: state_evolution.solve_point("softmax", 0.1, 0.5, 2, nodes=1), "nodes"),
+        (lambda: state_evolution.solve_point("softmax", 0.1, 0.5, 2, nodes=2.5), "nodes"),
+        (lambda: model.make_data(10, 0.5, 2, 0.1, seed=1.5), "seed"),
+        (lambda: verify_folder(None), "folder"),
+        (lambda: StudySpec(d=10, rho=0.5, T=2, alphas=0.1), "alphas must be a sequence"),
+        (lambda: run_amp_study(None, None), "spec"),
+        (lambda: check_memory(StudySpec(d=10, rho=0.5, T=2, alphas=(0.1,)), memory="x"), "memory"),
+        (lambda: run_theory_study(None), "config"),
+        (lambda: markov_path_data(None), "task"),
+        (lambda: read_state_evolution(None), "folder"),
+        (lambda: prior.mmse_prior(-1.0, 0.5), "delta"),
+        (lambda: prior.mmse_prior(0.1, 0.0), "rho"),
+        (lambda: mmse_figure([[1]]), "SEPoint"),
+    ]:
         with pytest.raises(ParameterError, match=why):
             call()
     assert issubclass(ParameterError, TypeError) and issubclass(ParameterError, ValueError)
@@ -267,6 +293,7 @@ def test_alpha_c_include_of_a_cell_without_the_asked_seeds_is_refused():
     from test_study_merge import _cell, _config
     from dotattn.positional_semantic.problem import Problem
     from dotattn.theory_vs_erm.alpha_c import run_study
+
     supplied = {(0.3, 250): _cell(0.3, 250, [0, 1])}
     with pytest.raises(ParameterError, match="seeds 2-3.*seeds 0-1"):
         run_study(Problem(omega=0.3), _config(ds=(250,), seeds=2, first_seed=2), theory=False, supplied=supplied)
@@ -278,6 +305,7 @@ def test_alpha_c_include_of_a_cell_without_the_asked_seeds_is_refused():
 def test_figure_of_an_amp_folder_whose_runs_all_diverged(tmp_path):
     from dotattn.aim.algo_study import RunRow, StudySpec, alpha_summary, write_study
     from dotattn.core.status import DIVERGED
+
     spec = StudySpec(d=10, rho=0.5, T=2, alphas=(0.1,), seeds=2)
     runs = [RunRow("amp", 0.1, s, -1, spec.n(0.1), float("nan"), DIVERGED, 3) for s in range(2)]
     rows = [alpha_summary("amp", 0.1, [r.mse for r in runs], [r.status for r in runs], 0.5)]
@@ -293,15 +321,28 @@ def test_theory_study_with_a_one_chain_sample(tmp_path):
     take it ('yerr must not contain None' before)."""
     from dotattn.paths.study import StudyConfig, run_theory_study, write_theory_study
     from dotattn.paths.task import MarkovTask
+
     config = StudyConfig(task=MarkovTask(P=20, P_test=20, T=10), widths=(10.0,), subsets=("all",))
     U = np.eye(4)
-    sample = {"N": 10.0, "accuracy_sampled": 0.8, "accuracy_error": None, "loss_sampled": 0.5, "loss_error": None,
-              "status": "not_converged", "draws_total": 50, "seconds": 1.0, "U_sampled_code_order": U.tolist(),
-              "U_sampled": U.tolist(), "U_zscores": U.tolist(), "diagnostics": {}}
+    sample = {
+        "N": 10.0,
+        "accuracy_sampled": 0.8,
+        "accuracy_error": None,
+        "loss_sampled": 0.5,
+        "loss_error": None,
+        "status": "not_converged",
+        "draws_total": 50,
+        "seconds": 1.0,
+        "U_sampled_code_order": U.tolist(),
+        "U_sampled": U.tolist(),
+        "U_zscores": U.tolist(),
+        "diagnostics": {},
+    }
     study = run_theory_study(config, [sample])
     assert math.isnan(study.points[-1].accuracy_error)
     write_theory_study(study, tmp_path, "test")
     from dotattn.verify import verify_folder
+
     assert verify_folder(tmp_path) == "paths-theory"  # U of points.csv and summary.json agree
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert all(r["paths"].split("|") == summary["paths"] for r in read_csv(tmp_path / "points.csv"))  # one order
@@ -313,8 +354,23 @@ def test_theory_study_with_a_one_chain_sample(tmp_path):
 @pytest.mark.parametrize("command", ["theory", "sample"])
 def test_paths_memory_refused_up_front(command, tmp_path):
     out = tmp_path / "out"
-    line = one_line(run("paths", command, "--P", "20000", "--P-test", "100000", "--T", "1000", "--N", "10",
-                        "--out", str(out), timeout=120))
+    line = one_line(
+        run(
+            "paths",
+            command,
+            "--P",
+            "20000",
+            "--P-test",
+            "100000",
+            "--T",
+            "1000",
+            "--N",
+            "10",
+            "--out",
+            str(out),
+            timeout=120,
+        )
+    )
     assert "needs about" in line and "GiB" in line and not out.exists()
 
 
@@ -331,9 +387,27 @@ def test_paths_theory_without_N_does_not_rewrite_an_earlier_folder(tmp_path):
 @pytest.mark.slow
 def test_paths_theory_sigterm_stops_cleanly(tmp_path):
     out = tmp_path / "th"
-    proc = subprocess.Popen([*dotattn_command(), "paths", "theory", "--P", "200", "--P-test", "2000", "--T", "30",
-                             "--N", "10,30,100,300", "--out", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        [
+            *dotattn_command(),
+            "paths",
+            "theory",
+            "--P",
+            "200",
+            "--P-test",
+            "2000",
+            "--T",
+            "30",
+            "--N",
+            "10,30,100,300",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         _wait_for_line(proc, "N=")  # the first width solved: computing, folder open and locked
         proc.send_signal(signal.SIGTERM)
@@ -360,12 +434,39 @@ def test_paths_sample_stops_cleanly_on_signals(signum, tmp_path):
     one line (it segfaulted or hung when the signal was handled inside JAX), no folder, no process left."""
     pytest.importorskip("numpyro")
     from clitools import alive, children, wait_for
+
     out = tmp_path / "s"
-    proc = subprocess.Popen([*dotattn_command(), "paths", "sample", "--P", "20", "--P-test", "20", "--T", "10",
-                             "--N", "4", "--chains", "2", "--warmup", "20000", "--draws", "20000", "--quiet",
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        [
+            *dotattn_command(),
+            "paths",
+            "sample",
+            "--P",
+            "20",
+            "--P-test",
+            "20",
+            "--T",
+            "10",
+            "--N",
+            "4",
+            "--chains",
+            "2",
+            "--warmup",
+            "20000",
+            "--draws",
+            "20000",
+            "--quiet",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     try:
         import time
+
         deadline = time.monotonic() + 300
         while not children(proc.pid) and time.monotonic() < deadline:  # the sampler's process has started
             time.sleep(0.2)

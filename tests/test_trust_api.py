@@ -14,14 +14,17 @@ from dotattn.positional_semantic.labels import branch_label
 # ---------------------------------------------------------------------------------------------
 # wrong types and missing keys
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("call, name", [
-    (lambda: dotattn.solve("toy", alpha=2), "problem"),
-    (lambda: dotattn.solve(Problem(), 2, options="fast"), "options"),
-    (lambda: dotattn.solve(Problem(), 2, quadrature="gauss-hermite"), "quadrature"),
-    (lambda: Problem.from_dict({}), "missing the key"),
-    (lambda: Problem.from_dict("toy"), "problem must be a dict"),
-    (lambda: Problem.from_dict({**Problem().to_dict(), "sigma2": 1.0}), "unknown key"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: dotattn.solve("toy", alpha=2), "problem"),
+        (lambda: dotattn.solve(Problem(), 2, options="fast"), "options"),
+        (lambda: dotattn.solve(Problem(), 2, quadrature="gauss-hermite"), "quadrature"),
+        (lambda: Problem.from_dict({}), "missing the key"),
+        (lambda: Problem.from_dict("toy"), "problem must be a dict"),
+        (lambda: Problem.from_dict({**Problem().to_dict(), "sigma2": 1.0}), "unknown key"),
+    ],
+)
 def test_api_refuses_wrong_types_and_missing_keys(call, name):
     with pytest.raises(ParameterError, match=name):
         call()
@@ -50,8 +53,11 @@ def test_alpha_c_config_and_run_study_refuse_before_any_work(tmp_path):
         AlphaCConfig(**base, model=["1/d"])
     cfg = AlphaCConfig(**base)
     cache = tmp_path / "cache"
-    for kwargs, name in ((dict(workers=0), "workers"), (dict(threads=-1), "threads"),
-                         (dict(dask_address="tls://127.0.0.1:8786"), "tls")):
+    for kwargs, name in (
+        (dict(workers=0), "workers"),
+        (dict(threads=-1), "threads"),
+        (dict(dask_address="tls://127.0.0.1:8786"), "tls"),
+    ):
         with pytest.raises(ParameterError, match=name):
             run_study(Problem(), cfg, cache_dir=cache, theory=False, **kwargs)
     with pytest.raises(ParameterError, match="problem must be a dotattn.Problem"):
@@ -75,6 +81,7 @@ def test_erm_config_and_runners_refuse_wrong_types():
     torch = pytest.importorskip("torch")  # noqa: F841  (run_config / run_restarts live beside torch)
     from dotattn.erm.experiment import run_config
     from dotattn.erm.restarts import run_restarts
+
     with pytest.raises(ParameterError, match="config must be a dotattn.erm.ErmConfig"):
         run_config(Problem(), {"d": 10})
     with pytest.raises(ParameterError, match="config must be a dotattn.erm.restarts.RestartConfig"):
@@ -96,8 +103,9 @@ def test_positional_branch_found_at_the_gram_bound():
     """The bound is where the measurement said the positional start still converges: G = 4 [[1,-1],[-1,1]]
     at alpha = 2 (the hardest alpha measured), a cheap Gauss-Hermite 6 rule as in the measurement."""
     p = Problem(omega=0.3, positional_gram=[[GRAM_MAX, -GRAM_MAX], [-GRAM_MAX, GRAM_MAX]])
-    cat = dotattn.solve(p, 2.0, quadrature=dotattn.QuadratureSpec("gauss-hermite", 6, None), n_random=0,
-                        stability=False)
+    cat = dotattn.solve(
+        p, 2.0, quadrature=dotattn.QuadratureSpec("gauss-hermite", 6, None), n_random=0, stability=False
+    )
     pos = [e for e in cat.fixed_points if e.init == "positional"][0]
     assert pos.converged and np.isfinite(pos.result.train_loss)
 
@@ -105,10 +113,15 @@ def test_positional_branch_found_at_the_gram_bound():
 # ---------------------------------------------------------------------------------------------
 # Dask schemes and the output folder
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("address, need", [("tls://127.0.0.1:8786", "TLS certificates"),
-                                           ("wss://127.0.0.1:8786", "TLS certificates"),
-                                           ("ucx://127.0.0.1:8786", "UCX"),
-                                           ("udp://127.0.0.1:8786", "unknown scheme")])
+@pytest.mark.parametrize(
+    "address, need",
+    [
+        ("tls://127.0.0.1:8786", "TLS certificates"),
+        ("wss://127.0.0.1:8786", "TLS certificates"),
+        ("ucx://127.0.0.1:8786", "UCX"),
+        ("udp://127.0.0.1:8786", "unknown scheme"),
+    ],
+)
 def test_dask_schemes_without_configuration_are_refused(address, need):
     from dotattn.core.runner import check_dask_address
 
@@ -134,8 +147,15 @@ def test_dask_scheme_runs_tasks_on_a_local_cluster(protocol):
     distributed = pytest.importorskip("distributed")
     from dotattn.core.runner import run_tasks
 
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol=protocol,
-                                  host="127.0.0.1", scheduler_port=0, dashboard_address=None) as cluster:
+    with distributed.LocalCluster(
+        n_workers=1,
+        threads_per_worker=1,
+        processes=False,
+        protocol=protocol,
+        host="127.0.0.1",
+        scheduler_port=0,
+        dashboard_address=None,
+    ) as cluster:
         address = cluster.scheduler_address
         assert address.startswith(protocol)
         got = {}
@@ -186,11 +206,31 @@ def test_pooled_seed_rows_pool_every_seed():
     from dotattn.erm.restart_records import POOLED_SEED, RestartRecord, summarise_restarts
 
     z = np.zeros((1, 1))
-    runs = [RestartRecord(d=10, alpha=1.0, n=10, seed=s, restart=k, start="random", status="converged", steps=5,
-                          stationarity=1e-8, train_loss=0.1 * (s + 1), train_error=0.1, test_error=0.2,
-                          test_error_se=0.01, branch="semantic", mu=np.zeros((2, 1)), theta=z, q=z,
-                          teacher_rho=z, teacher_nu=np.zeros((1, 2)))
-            for s in (0, 1) for k in range(2)]
+    runs = [
+        RestartRecord(
+            d=10,
+            alpha=1.0,
+            n=10,
+            seed=s,
+            restart=k,
+            start="random",
+            status="converged",
+            steps=5,
+            stationarity=1e-8,
+            train_loss=0.1 * (s + 1),
+            train_error=0.1,
+            test_error=0.2,
+            test_error_se=0.01,
+            branch="semantic",
+            mu=np.zeros((2, 1)),
+            theta=z,
+            q=z,
+            teacher_rho=z,
+            teacher_nu=np.zeros((1, 2)),
+        )
+        for s in (0, 1)
+        for k in range(2)
+    ]
     rows = summarise_restarts(runs, [])
     assert [r.seed for r in rows] == [0, 1, POOLED_SEED]
     pooled = rows[-1]
@@ -201,6 +241,7 @@ def test_pooled_seed_rows_pool_every_seed():
 def test_alpha_c_config_from_dict_names_missing_and_unknown_keys():
     from dotattn.theory_vs_erm.alpha_c import AlphaCConfig
     from dotattn.core.validation import ParameterError
+
     with pytest.raises(ParameterError, match="lacks the key 'omegas'"):
         AlphaCConfig.from_dict({})
     with pytest.raises(ParameterError, match="unknown key 'colour'"):
@@ -214,6 +255,7 @@ def test_alpha_c_config_from_dict_names_missing_and_unknown_keys():
 def test_solver_options_symmetry_must_be_boolean():
     from dotattn.core.validation import ParameterError
     from dotattn.positional_semantic.state_evolution import SolverOptions
+
     with pytest.raises(ParameterError, match="symmetry must be True or False"):
         SolverOptions(symmetry="x")
     assert SolverOptions(symmetry=False).symmetry is False
@@ -223,5 +265,8 @@ def test_run_phase_diagram_names_a_wrong_settings_type():
     from dotattn.positional_semantic.phase_diagram import run_phase_diagram
     from dotattn.core.validation import ParameterError
     from dotattn.positional_semantic.problem import Problem
-    with pytest.raises(ParameterError, match="settings must be a dotattn.positional_semantic.phase_diagram.SweepSettings"):
+
+    with pytest.raises(
+        ParameterError, match="settings must be a dotattn.positional_semantic.phase_diagram.SweepSettings"
+    ):
         run_phase_diagram(Problem(), [0.3], [1.0], settings="x")

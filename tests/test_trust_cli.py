@@ -37,8 +37,10 @@ def tmpfs(path: Path, options: str):
     path.mkdir(parents=True, exist_ok=True)
     got = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
     if got.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here ({got.stderr.strip() or 'not root'}): a full disk / read-only "
-                    f"file system cannot be made for the test")
+        pytest.skip(
+            f"cannot mount a tmpfs here ({got.stderr.strip() or 'not root'}): a full disk / read-only "
+            f"file system cannot be made for the test"
+        )
     try:
         yield path
     finally:
@@ -48,28 +50,36 @@ def tmpfs(path: Path, options: str):
 # ---------------------------------------------------------------------------------------------
 # refusals create nothing
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("args", [
-    ["solve", "--alpha", "1", "--positional-gram", "10,-10;-10,10"],
-    ["train-erm", "--d", "10", "--out", ""],
-    ["erm-restarts", "--out", "  "],
-    ["erm-alpha-c", "--out", ""],
-    ["phase-diagram", "--out", ""],
-    ["compare", "--erm", "somewhere", "--out", ""],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["solve", "--alpha", "1", "--positional-gram", "10,-10;-10,10"],
+        ["train-erm", "--d", "10", "--out", ""],
+        ["erm-restarts", "--out", "  "],
+        ["erm-alpha-c", "--out", ""],
+        ["phase-diagram", "--out", ""],
+        ["compare", "--erm", "somewhere", "--out", ""],
+    ],
+)
 def test_bad_out_and_matrix_refused_in_one_line(args, tmp_path):
-    proc = subprocess.run([*dotattn_command(), *args], capture_output=True, text=True, env=ENV, cwd=tmp_path,
-                          timeout=120)
+    proc = subprocess.run(
+        [*dotattn_command(), *args], capture_output=True, text=True, env=ENV, cwd=tmp_path, timeout=120
+    )
     assert proc.returncode == 2
     line = one_error_line(proc)
     assert ("--out must be a non-empty folder path" in line) or ("positional_gram entries" in line)
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("command, address, why", [
-    ("phase-diagram", "tls://127.0.0.1:8786", "dotattn does not take"),
-    ("phase-diagram", "ucx://127.0.0.1:8786", "dotattn does not take"),
-    ("erm-alpha-c", "wss://127.0.0.1:8786", "dotattn does not take"),
-    ("phase-diagram", "inproc://127.0.0.1/1/1", "cannot be reached from a command")])
+@pytest.mark.parametrize(
+    "command, address, why",
+    [
+        ("phase-diagram", "tls://127.0.0.1:8786", "dotattn does not take"),
+        ("phase-diagram", "ucx://127.0.0.1:8786", "dotattn does not take"),
+        ("erm-alpha-c", "wss://127.0.0.1:8786", "dotattn does not take"),
+        ("phase-diagram", "inproc://127.0.0.1/1/1", "cannot be reached from a command"),
+    ],
+)
 def test_dask_schemes_refused_before_any_folder(command, address, why, tmp_path):
     out = tmp_path / "out"
     proc = run(command, "--dask", address, "--out", str(out), timeout=120)
@@ -77,8 +87,10 @@ def test_dask_schemes_refused_before_any_folder(command, address, why, tmp_path)
     assert not out.exists()
 
 
-@pytest.mark.parametrize("extra, what", [(["--alpha", "1,2e4"], r"alpha must be in \(0, 10000\]"),
-                                         (["--d", "100000000"], "must fit in memory")])
+@pytest.mark.parametrize(
+    "extra, what",
+    [(["--alpha", "1,2e4"], r"alpha must be in \(0, 10000\]"), (["--d", "100000000"], "must fit in memory")],
+)
 def test_erm_alpha_c_refuses_before_creating_out(extra, what, tmp_path):
     out = tmp_path / "ac"
     proc = run("erm-alpha-c", *extra, "--out", str(out), timeout=120)
@@ -117,8 +129,22 @@ def test_read_only_file_system(tmp_path):
         assert not out.exists()
     out = tmp_path / "pd"
     with tmpfs(out / "cache", "size=64k,ro"):
-        proc = run("phase-diagram", "--omega", "0.3", "--alpha", "1.2", "--quad-order", "4", "--coarse-order", "0",
-                   "--workers", "1", "--out", str(out), timeout=120)
+        proc = run(
+            "phase-diagram",
+            "--omega",
+            "0.3",
+            "--alpha",
+            "1.2",
+            "--quad-order",
+            "4",
+            "--coarse-order",
+            "0",
+            "--workers",
+            "1",
+            "--out",
+            str(out),
+            timeout=120,
+        )
         assert proc.returncode == 1, proc.stderr
         lines = proc.stderr.strip().splitlines()
         assert "Traceback" not in proc.stderr
@@ -129,9 +155,32 @@ def test_read_only_file_system(tmp_path):
 def test_sigterm_to_train_erm_leaves_no_empty_folder(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "a" / "b"
-    proc = subprocess.Popen([*dotattn_command(), "train-erm", "--d", "200", "--alpha", "1", "--seeds", "2",
-                             "--steps", "100000000", "--tol", "0", "--test-samples", "20", "--threads", "1",
-                             "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    proc = subprocess.Popen(
+        [
+            *dotattn_command(),
+            "train-erm",
+            "--d",
+            "200",
+            "--alpha",
+            "1",
+            "--seeds",
+            "2",
+            "--steps",
+            "100000000",
+            "--tol",
+            "0",
+            "--test-samples",
+            "20",
+            "--threads",
+            "1",
+            "--out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
     deadline = time.monotonic() + 120
     while not out.exists():  # the folder is made just before training starts
         assert proc.poll() is None, proc.communicate()
@@ -152,7 +201,7 @@ def test_missing_torch_names_the_cpu_route(monkeypatch, capsys, tmp_path):
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "needs PyTorch" in err
-    assert '-c cpu-torch.txt' in err and "download.pytorch.org/whl/cpu" in err
+    assert "-c cpu-torch.txt" in err and "download.pytorch.org/whl/cpu" in err
     assert not (tmp_path / "erm").exists()
 
 
@@ -210,8 +259,26 @@ def test_rank_one_runs_are_never_mixed(erm_run):
 def test_erm_restarts_explains_pooled_rows_and_defaults_to_auto(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "rs"
-    proc = run("erm-restarts", "--d", "12", "--seeds", "2", "--random", "1", "--semantic", "1", "--steps", "50",
-               "--test-samples", "20", "--threads", "1", "--out", str(out), timeout=300)
+    proc = run(
+        "erm-restarts",
+        "--d",
+        "12",
+        "--seeds",
+        "2",
+        "--random",
+        "1",
+        "--semantic",
+        "1",
+        "--steps",
+        "50",
+        "--test-samples",
+        "20",
+        "--threads",
+        "1",
+        "--out",
+        str(out),
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert any(ln.split()[:1] == ["all"] for ln in lines) and not any(ln.split()[:1] == ["-1"] for ln in lines)

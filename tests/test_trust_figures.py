@@ -21,14 +21,19 @@ RANK2 = ROOT / "results" / "general" / "L2_r2_rt1"
 
 def _comparison(folder: Path) -> tuple[list[BranchPoint], list[ComparisonRow], dict]:
     meta = json.loads((folder / "comparison.json").read_text())
-    return ([BranchPoint.from_row(r) for r in meta["theory"]], [ComparisonRow.from_row(r) for r in meta["table"]],
-            meta["parameters"]["problem"])
+    return (
+        [BranchPoint.from_row(r) for r in meta["theory"]],
+        [ComparisonRow.from_row(r) for r in meta["table"]],
+        meta["parameters"]["problem"],
+    )
 
 
 def _figure(theory, table, problem):
     from dotattn.theory_vs_erm.plotting import figure_comparison
-    return figure_comparison(theory_curves(theory, problem["omega"], problem["sigma"]), table, [],
-                             problem["omega"], 1000)
+
+    return figure_comparison(
+        theory_curves(theory, problem["omega"], problem["sigma"]), table, [], problem["omega"], 1000
+    )
 
 
 def _marked(fig, marker: str) -> list[np.ndarray]:
@@ -73,6 +78,7 @@ def test_comparison_figure_without_unstable_points_has_no_marks():
 
 def test_comparison_figure_says_when_no_theory_row_has_a_verdict():
     from dataclasses import replace
+
     theory, table, problem = _comparison(RANK2 / "comparison")
     bare = [replace(p, stability=None) for p in theory]
     fig = _figure(bare, table, problem)
@@ -88,11 +94,13 @@ def test_phases_legend_lies_beside_the_plane():
     from dotattn.positional_semantic.plotting import figure_phases
     from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram
     from dotattn.positional_semantic.phase_diagram import ColumnSummary
+
     folder = RANK2 / "phase_diagram"
     rows = read_phase_diagram(folder)
     summaries = [ColumnSummary.from_row(r) for r in json.loads((folder / "summary.json").read_text())["omegas"]]
     assert read_boundaries(folder)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     fig = figure_phases(rows, summaries)
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
@@ -122,6 +130,7 @@ def test_replot_redraws_the_figures_without_solving(rank2_copy, monkeypatch):
 
     def forbidden(*a, **k):
         raise AssertionError("the replot solved something")
+
     for mod, name in ((se, "solve"), (pdm, "run_phase_diagram"), (pdm, "branch_points")):
         if hasattr(mod, name):
             monkeypatch.setattr(mod, name, forbidden)
@@ -141,6 +150,7 @@ def test_replot_redraws_the_figures_without_solving(rank2_copy, monkeypatch):
 
 def test_replot_refuses_a_tampered_folder_and_leaves_the_figures(rank2_copy):
     from dotattn.positional_semantic.output import replot_phase_diagram
+
     lines = (rank2_copy / "phase_diagram.csv").read_text().splitlines(keepends=True)
     (rank2_copy / "phase_diagram.csv").write_text("".join(lines[:-1]))
     png = sha256_file(rank2_copy / "phases.png")
@@ -155,6 +165,7 @@ def test_compare_reads_the_finite_size_theory_from_the_theory_folder(tmp_path, m
     pytest.importorskip("torch")
     import dotattn.theory_vs_erm.output as rio
     from dotattn.positional_semantic.phase_diagram import SweepSettings
+
     erm_root = ROOT / "results" / "erm"
     cmp_dir = erm_root / "comparison_omega0.3_d1000"
     params = json.loads((cmp_dir / "comparison.json").read_text())["parameters"]
@@ -164,10 +175,12 @@ def test_compare_reads_the_finite_size_theory_from_the_theory_folder(tmp_path, m
 
     def forbidden(*a, **k):
         raise AssertionError("compare solved the theory although the theory folder holds it")
+
     monkeypatch.setattr(rio, "theory_points", forbidden)
     finite = [str(erm_root / "finite_size" / f"d{d}") for d in (100, 200)]
-    paths, table = rio.compare_and_write(erm_root / "omega0.3_d1000_lr1.5", tmp_path / "out", str(theory), finite,
-                                         settings)
+    paths, table = rio.compare_and_write(
+        erm_root / "omega0.3_d1000_lr1.5", tmp_path / "out", str(theory), finite, settings
+    )
     fs = json.loads(Path(paths["finite_size_json"]).read_text())
     rows = json.loads((theory / "comparison.json").read_text())["theory"]
     want = {r["branch"]: r["test_error"] for r in rows if abs(r["alpha"] - fs["alpha"]) < 1e-9}

@@ -43,8 +43,16 @@ def test_committed_results_folder_verifies(folder):
 def test_every_committed_output_folder_is_found():
     """The list above is not empty by accident: it holds every kind the committed results have."""
     kinds = {folder_kind(f) for f in _output_folders()}
-    assert {"erm", "restarts", "comparison", "phase-diagram", "paths-theory", "paths-sample", "aim-state-evolution",
-            "aim-algorithms"} <= kinds
+    assert {
+        "erm",
+        "restarts",
+        "comparison",
+        "phase-diagram",
+        "paths-theory",
+        "paths-sample",
+        "aim-state-evolution",
+        "aim-algorithms",
+    } <= kinds
 
 
 @pytest.fixture
@@ -72,6 +80,7 @@ def _drop_last_row(path: Path) -> None:
 def _edit_cell(path: Path, column: str, value: str, row: int = 0) -> None:
     """Rewrite one cell of a dotattn CSV, keeping its provenance line (through dotattn.core.io's CSV codec)."""
     from dotattn.core.io import csv_comment, read_csv, write_csv
+
     rows = read_csv(path)
     rows[row][column] = value
     write_csv(path, rows, list(rows[0]), comment=csv_comment(path))
@@ -90,8 +99,9 @@ def test_sample_draws_cut_short_are_refused(sample):
         verify_folder(sample, manifest=False)
 
 
-@pytest.mark.parametrize("value, expect", [("nan", "not a finite number"), ("1e300", "not a finite number"),
-                                           ("abc", "non-number")])
+@pytest.mark.parametrize(
+    "value, expect", [("nan", "not a finite number"), ("1e300", "not a finite number"), ("abc", "non-number")]
+)
 def test_sample_draw_values_are_checked(sample, value, expect):
     _edit_cell(sample / "U_draws.csv", "U_0_1", value)
     with pytest.raises(IntegrityError, match="SHA-256 differs"):
@@ -112,19 +122,29 @@ def test_read_sample_run_verifies_the_folder(sample):
     """``paths theory --sampled`` reads a sampling run only through a verified manifest."""
     from dotattn.paths.study import StudyConfig, read_sample_run
     from dotattn.paths.task import MarkovTask
+
     s = json.loads((sample / "sample.json").read_text())
-    cfg = StudyConfig(task=MarkovTask(**s["parameters"]["task_parameters"]), widths=(10.0,),
-                      temperature=s["parameters"]["temperature"], sigma2=s["parameters"]["sigma2"])
+    cfg = StudyConfig(
+        task=MarkovTask(**s["parameters"]["task_parameters"]),
+        widths=(10.0,),
+        temperature=s["parameters"]["temperature"],
+        sigma2=s["parameters"]["sigma2"],
+    )
     assert read_sample_run(sample, cfg)["N"] == 10
     (sample / MANIFEST_NAME).unlink()
     with pytest.raises(IntegrityError, match="manifest.json: missing"):
         read_sample_run(sample, cfg)
 
 
-@pytest.mark.parametrize("column, value, expect", [("accuracy", "1.5", "accuracy"), ("loss", "inf", "loss"),
-                                                   ("U", "[[1.0, 0.5], [0.0, 1.0]]", "U has shape"),
-                                                   ("U", "[[1, 2, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]",
-                                                    "U is not symmetric")])
+@pytest.mark.parametrize(
+    "column, value, expect",
+    [
+        ("accuracy", "1.5", "accuracy"),
+        ("loss", "inf", "loss"),
+        ("U", "[[1.0, 0.5], [0.0, 1.0]]", "U has shape"),
+        ("U", "[[1, 2, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1]]", "U is not symmetric"),
+    ],
+)
 def test_paths_theory_rows_are_checked(theory, column, value, expect):
     _edit_cell(theory / "points.csv", column, value)
     with pytest.raises(IntegrityError, match="SHA-256 differs"):
@@ -135,8 +155,19 @@ def test_paths_theory_rows_are_checked(theory, column, value, expect):
 
 def test_paths_cli_refuses_a_tampered_sampled_folder(sample, tmp_path):
     _drop_last_row(sample / "U_draws.csv")
-    r = run("paths", "theory", "--task", "markov", "--N", "10", "--sampled", str(sample), "--out",
-            str(tmp_path / "out"), "--quiet")
+    r = run(
+        "paths",
+        "theory",
+        "--task",
+        "markov",
+        "--N",
+        "10",
+        "--sampled",
+        str(sample),
+        "--out",
+        str(tmp_path / "out"),
+        "--quiet",
+    )
     assert r.returncode == 2 and "U_draws.csv" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
@@ -157,8 +188,23 @@ def test_manifest_of_a_folder_named_from_the_working_directory(tmp_path, monkeyp
 
 
 def test_phase_diagram_and_seal_with_a_relative_out(tmp_path):
-    r = _run_in(tmp_path, "phase-diagram", "--omega", "0.2,0.3", "--alpha", "1,1.5", "--quad-order", "4",
-                "--coarse-order", "2", "--workers", "1", "--out", "pd", "--quiet")
+    r = _run_in(
+        tmp_path,
+        "phase-diagram",
+        "--omega",
+        "0.2,0.3",
+        "--alpha",
+        "1,1.5",
+        "--quad-order",
+        "4",
+        "--coarse-order",
+        "2",
+        "--workers",
+        "1",
+        "--out",
+        "pd",
+        "--quiet",
+    )
     assert r.returncode == 0, r.stderr
     r = _run_in(tmp_path, "verify", "pd")
     assert r.returncode == 0 and "ok pd (phase-diagram)" in r.stdout
@@ -172,6 +218,7 @@ def test_phase_diagram_and_seal_with_a_relative_out(tmp_path):
 def test_theory_study_writer_lists_every_file(tmp_path):
     from dotattn.paths.study import StudyConfig, run_theory_study, write_theory_study
     from dotattn.paths.task import MarkovTask
+
     cfg = StudyConfig(task=MarkovTask(T=4, P=8, P_test=8), widths=(3.0,), temperature=1e4)
     summary = write_theory_study(run_theory_study(cfg, []), tmp_path / "t", "test")
     man = json.loads((tmp_path / "t" / MANIFEST_NAME).read_text())
@@ -184,12 +231,19 @@ def test_every_readme_example_writes_into_an_ignored_folder():
     git ignores: a user following the README leaves the clone clean (the paths section wrote into
     out/paths)."""
     import re
+
     readme = (ROOT / "README.md").read_text()
     blocks = re.findall(r"^```bash\n(.*?)^```", readme, re.S | re.M)
-    outs = [m for b in blocks for line in b.splitlines() if line.lstrip().startswith("dotattn ")
-            for m in re.findall(r"--(?:out|sampled)\s+(\S+)", line)]
+    outs = [
+        m
+        for b in blocks
+        for line in b.splitlines()
+        if line.lstrip().startswith("dotattn ")
+        for m in re.findall(r"--(?:out|sampled)\s+(\S+)", line)
+    ]
     assert len(outs) >= 8, outs
-    r = subprocess.run(["git", "check-ignore", "--no-index", *[f"{o}/x" for o in outs]], cwd=ROOT,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["git", "check-ignore", "--no-index", *[f"{o}/x" for o in outs]], cwd=ROOT, capture_output=True, text=True
+    )
     ignored = {line[:-2] for line in r.stdout.split()}
     assert ignored == set(outs), set(outs) - ignored

@@ -23,8 +23,11 @@ from dotattn.positional_semantic.state_evolution import SolverOptions, iterate, 
 from conftest import reduced_and_full
 
 UNTIED = Problem(student="untied")
-L3 = dict(L=3, positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]],
-          positional_gram=[[1.0, 0.2, 0.0], [0.2, 1.0, 0.1], [0.0, 0.1, 0.5]])
+L3 = dict(
+    L=3,
+    positional_attention=[[0.5, 0.3, 0.2], [0.1, 0.8, 0.1], [0.3, 0.3, 0.4]],
+    positional_gram=[[1.0, 0.2, 0.0], [0.2, 1.0, 0.1], [0.0, 0.1, 0.5]],
+)
 SHAPES = [dict(), dict(rank=2), dict(teacher_rank=2), L3]
 
 
@@ -59,8 +62,10 @@ def test_untied_loss_derivatives_by_finite_differences(shape):
     for idx in np.ndindex(h_star.shape[1:]):
         e = np.zeros(h_star.shape[1:])
         e[idx] = eps
-        fd = (attention_loss(g, teacher_attention(h_star + e, p), p)
-              - attention_loss(g, teacher_attention(h_star - e, p), p)) / (2 * eps)
+        fd = (
+            attention_loss(g, teacher_attention(h_star + e, p), p)
+            - attention_loss(g, teacher_attention(h_star - e, p), p)
+        ) / (2 * eps)
         np.testing.assert_allclose(fd, tg[(slice(None),) + idx], atol=1e-9)
 
 
@@ -76,7 +81,7 @@ def test_untied_loss_on_the_tied_subspace_is_the_tied_loss(shape):
     g = np.concatenate([h, h], axis=-1)
     du, dt = loss_derivatives(g, T, p), loss_derivatives(h, T, t)
     np.testing.assert_allclose(du.value, dt.value, rtol=1e-13, atol=1e-16)
-    np.testing.assert_allclose(du.grad[..., :p.rank] + du.grad[..., p.rank:], dt.grad, atol=1e-14)
+    np.testing.assert_allclose(du.grad[..., : p.rank] + du.grad[..., p.rank :], dt.grad, atol=1e-14)
     delta = rng.normal(size=h.shape)
     lift = np.concatenate([delta, delta], axis=-1).reshape(len(h), -1)
     form_u = np.einsum("ni,nij,nj->n", lift, du.hess, lift)
@@ -89,10 +94,12 @@ def _state(p: Problem) -> Overlaps:
     w = p.field_rank
     rng = np.random.default_rng(2)
     A = rng.normal(size=(w, w)) * 0.1
-    return Overlaps(q=0.2 * np.eye(w) + 0.05 * (np.ones((w, w)) - np.eye(w)) + 0.1 * A @ A.T,
-                    V=np.diag(np.linspace(12.0, 16.0, w)) + 1.0 * (np.ones((w, w)) - np.eye(w)),
-                    theta=0.08 * np.ones((w, p.teacher_rank)) + 0.02 * rng.normal(size=(w, p.teacher_rank)),
-                    mu=0.15 * np.array([[1.0] * w, [-1.0] * w]) + 0.02 * rng.normal(size=(2, w)))
+    return Overlaps(
+        q=0.2 * np.eye(w) + 0.05 * (np.ones((w, w)) - np.eye(w)) + 0.1 * A @ A.T,
+        V=np.diag(np.linspace(12.0, 16.0, w)) + 1.0 * (np.ones((w, w)) - np.eye(w)),
+        theta=0.08 * np.ones((w, p.teacher_rank)) + 0.02 * rng.normal(size=(w, p.teacher_rank)),
+        mu=0.15 * np.array([[1.0] * w, [-1.0] * w]) + 0.02 * rng.normal(size=(2, w)),
+    )
 
 
 @reduced_and_full("shape", (dict(),), (dict(teacher_rank=2),))
@@ -112,21 +119,27 @@ def test_untied_hats_are_the_gradient_of_the_discretised_envelope(shape):
         d = np.zeros((w, w))
         d[i, j] = d[j, i] = eps
         k = 1.0 if i == j else 2.0
-        np.testing.assert_allclose(ch.hats.V_hat[i, j] * k, 2 * alpha * (EM(q=o.q + d) - EM(q=o.q - d)) / (2 * eps),
-                                   rtol=1e-5, atol=1e-9)
-        np.testing.assert_allclose(ch.hats.q_hat[i, j] * k, -2 * alpha * (EM(V=o.V + d) - EM(V=o.V - d)) / (2 * eps),
-                                   rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(
+            ch.hats.V_hat[i, j] * k, 2 * alpha * (EM(q=o.q + d) - EM(q=o.q - d)) / (2 * eps), rtol=1e-5, atol=1e-9
+        )
+        np.testing.assert_allclose(
+            ch.hats.q_hat[i, j] * k, -2 * alpha * (EM(V=o.V + d) - EM(V=o.V - d)) / (2 * eps), rtol=1e-5, atol=1e-9
+        )
     for idx in np.ndindex(o.theta.shape):
         d = np.zeros_like(o.theta)
         d[idx] = eps
-        np.testing.assert_allclose(ch.hats.theta_hat[idx],
-                                   -alpha * (EM(theta=o.theta + d) - EM(theta=o.theta - d)) / (2 * eps),
-                                   rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(
+            ch.hats.theta_hat[idx],
+            -alpha * (EM(theta=o.theta + d) - EM(theta=o.theta - d)) / (2 * eps),
+            rtol=1e-5,
+            atol=1e-9,
+        )
     for idx in [(0, 0), (0, 1), (1, 1)]:
         d = np.zeros_like(o.mu)
         d[idx] = eps
-        np.testing.assert_allclose(ch.hats.mu_hat[idx], -alpha * (EM(mu=o.mu + d) - EM(mu=o.mu - d)) / (2 * eps),
-                                   rtol=1e-5, atol=1e-9)
+        np.testing.assert_allclose(
+            ch.hats.mu_hat[idx], -alpha * (EM(mu=o.mu + d) - EM(mu=o.mu - d)) / (2 * eps), rtol=1e-5, atol=1e-9
+        )
 
 
 RULE = gauss_hermite(UNTIED.gaussian_dim, 4)  # 4096 nodes: ~1 s per fixed point
@@ -207,6 +220,7 @@ def _simulated_test_error(o: Overlaps, p: Problem, d: int, n: int, seed: int) ->
     Q, K, Q_star = W[:, :r], W[:, r:], np.sqrt(d) * v[:, None]
     P = np.stack([u, -u])
     from dotattn.positional_semantic.loss import softmax_rows
+
     err = []
     for start in range(0, n, 2000):  # batches keep the token arrays small
         Z = np.sqrt(s2) * rng.normal(size=(min(2000, n - start), 2, d))
@@ -265,6 +279,7 @@ def test_untied_refusals():
     with pytest.raises(ParameterError, match="hat_form stein"):
         SolverOptions(hat_form="stein").check(UNTIED)
     from dotattn.positional_semantic.rsb import solve_rsb
+
     rule = gauss_hermite(UNTIED.gaussian_dim, 3)
     fp = iterate(UNTIED, 2.0, untied_lift(overlaps_from_scalars(Problem(), 0.9, 0.0, 15.0, 0.35)), rule)
     with pytest.raises(ParameterError, match="student"):
@@ -280,6 +295,7 @@ def test_compiled_untied_newton_is_the_vectorised_newton(V):
     indefinite-Hessian solve and the backtracking."""
     from dotattn.positional_semantic import compiled
     from dotattn.positional_semantic import prox as P
+
     if not compiled.AVAILABLE:
         pytest.skip("numba is not installed (pip install '.[fast]')")
     rng = np.random.default_rng(3)
@@ -294,12 +310,16 @@ def test_compiled_untied_newton_is_the_vectorised_newton(V):
     assert it_nb == it_np
 
 
-@pytest.mark.parametrize("args, word", [
-    (["--student", "shared"], "student must be one of tied, untied"),
-    (["--student", "untied", "--rsb", "1"], "student"),
-])
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        (["--student", "shared"], "student must be one of tied, untied"),
+        (["--student", "untied", "--rsb", "1"], "student"),
+    ],
+)
 def test_cli_refuses_bad_untied_options_in_one_line(args, word, tmp_path):
     from clitools import run
+
     res = run("solve", "--alpha", "2", *args)
     assert res.returncode == 2 and word in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
 
@@ -310,9 +330,28 @@ def test_phase_diagram_of_the_untied_student(tmp_path):
     from clitools import run
     from dotattn.core.integrity import read_verified_json
     from dotattn.positional_semantic.output import read_phase_summaries
+
     out = tmp_path / "pd"
-    res = run("phase-diagram", "--student", "untied", "--omega", "0.2", "--alpha", "1.2,1.6,2.0", "--quad-order", "4",
-              "--coarse-order", "0", "--no-refine", "--workers", "1", "--quiet", "--out", str(out), timeout=600)
+    res = run(
+        "phase-diagram",
+        "--student",
+        "untied",
+        "--omega",
+        "0.2",
+        "--alpha",
+        "1.2,1.6,2.0",
+        "--quad-order",
+        "4",
+        "--coarse-order",
+        "0",
+        "--no-refine",
+        "--workers",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+        timeout=600,
+    )
     assert res.returncode == 0, res.stderr
     assert read_verified_json(out / "summary.json")["parameters"]["problem"]["student"] == "untied"
     (summary,) = read_phase_summaries(out)

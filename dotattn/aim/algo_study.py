@@ -27,8 +27,18 @@ from dotattn.core.validation import ParameterError, check_instance, check_int, c
 from dotattn.core.rows import read_bool, read_float, read_int, read_text
 from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
-__all__ = ["StudySpec", "BOUND_Z", "BO_TEST_SAMPLES", "alpha_summary", "gap_in_se", "check_memory", "write_study",
-           "RunRow", "AlphaRow", "cached_runs"]
+__all__ = [
+    "StudySpec",
+    "BOUND_Z",
+    "BO_TEST_SAMPLES",
+    "alpha_summary",
+    "gap_in_se",
+    "check_memory",
+    "write_study",
+    "RunRow",
+    "AlphaRow",
+    "cached_runs",
+]
 
 BOUND_Z = 2.0
 """An estimator "beats" the Bayes-optimal MMSE at an α when its mean error is below the MMSE by more
@@ -69,12 +79,20 @@ class StudySpec:
         return teacher_rank(self.d, self.rho)
 
     def n(self, alpha: float) -> int:
-        return max(1, int(round(alpha * self.d ** 2)))
+        return max(1, int(round(alpha * self.d**2)))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"d": self.d, "rho": self.rho, "r": self.r, "T": self.T, "channel": self.channel, "beta": self.beta,
-                "alpha": list(self.alphas), "seeds": self.seeds,
-                "test_samples": self.test_samples}
+        return {
+            "d": self.d,
+            "rho": self.rho,
+            "r": self.r,
+            "T": self.T,
+            "channel": self.channel,
+            "beta": self.beta,
+            "alpha": list(self.alphas),
+            "seeds": self.seeds,
+            "test_samples": self.test_samples,
+        }
 
 
 def check_memory(spec: StudySpec, extra_per_sample: int = 0, memory: int | None = -1) -> int:
@@ -91,9 +109,11 @@ def check_memory(spec: StudySpec, extra_per_sample: int = 0, memory: int | None 
     need = data_bytes(n, spec.T, spec.d) + extra_per_sample * n
     memory = available_memory() if memory == -1 else memory
     if memory is not None and need > MEMORY_FRACTION * memory:
-        raise ParameterError(f"d = {spec.d} at alpha = {max(spec.alphas):g} (n = {n} samples of T = {spec.T} tokens) "
-                             f"needs about {need / 2**30:.1f} GiB, allowed {MEMORY_FRACTION:.0%} of the "
-                             f"{memory / 2**30:.1f} GiB available; choose a smaller d or alpha")
+        raise ParameterError(
+            f"d = {spec.d} at alpha = {max(spec.alphas):g} (n = {n} samples of T = {spec.T} tokens) "
+            f"needs about {need / 2**30:.1f} GiB, allowed {MEMORY_FRACTION:.0%} of the "
+            f"{memory / 2**30:.1f} GiB available; choose a smaller d or alpha"
+        )
     return need
 
 
@@ -121,10 +141,21 @@ class RunRow:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "RunRow":
-        conv = {"estimator": read_text, "seed": read_int, "init": read_int, "n": read_int, "status": read_text,
-                "iterations": read_int, "message": read_text}
-        return cls(**{f.name: conv.get(f.name, read_float)(row[f.name] if f.name in _REQUIRED_RUN else row.get(f.name))
-                      for f in fields(cls)})
+        conv = {
+            "estimator": read_text,
+            "seed": read_int,
+            "init": read_int,
+            "n": read_int,
+            "status": read_text,
+            "iterations": read_int,
+            "message": read_text,
+        }
+        return cls(
+            **{
+                f.name: conv.get(f.name, read_float)(row[f.name] if f.name in _REQUIRED_RUN else row.get(f.name))
+                for f in fields(cls)
+            }
+        )
 
 
 RUN_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(RunRow))
@@ -167,8 +198,14 @@ class AlphaRow:
         def flag(x):
             return False if x in (None, "") else read_bool(x)
 
-        conv = {"estimator": read_text, "runs": read_int, "converged": read_int, "diverged": read_int,
-                "beats_bound": read_bool, "test_beats_bound": flag}
+        conv = {
+            "estimator": read_text,
+            "runs": read_int,
+            "converged": read_int,
+            "diverged": read_int,
+            "beats_bound": read_bool,
+            "test_beats_bound": flag,
+        }
         # the test_* columns are absent from folders written before they existed (NaN, no flag)
         return cls(**{f.name: conv.get(f.name, read_float)(row.get(f.name)) for f in fields(cls)})
 
@@ -176,8 +213,9 @@ class AlphaRow:
 ALPHA_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AlphaRow))
 
 
-def _mean_se_gap(values: Sequence[float], statuses: Sequence[str], bound: float,
-                 bound_se: float = 0.0) -> tuple[float, float, float]:
+def _mean_se_gap(
+    values: Sequence[float], statuses: Sequence[str], bound: float, bound_se: float = 0.0
+) -> tuple[float, float, float]:
     """Mean and standard error over the runs that did not diverge, and (mean − bound)/√(SE² + bound_se²)
     (NaN with one run; ``bound_se``: the bound's own Monte-Carlo standard error, 0 for an exact bound)."""
     x = np.asarray([m for m, s in zip(values, statuses) if s != DIVERGED], dtype=float)
@@ -196,9 +234,16 @@ def gap_in_se(gap: float, se: float) -> float:
     return gap / se if se > 0 else (0.0 if gap == 0 else math.copysign(math.inf, gap))
 
 
-def alpha_summary(estimator: str, alpha: float, mse: Sequence[float], statuses: Sequence[str],
-                  mmse: float, test: Sequence[float] | None = None, test_bo: float = float("nan"),
-                  test_bo_se: float = 0.0) -> AlphaRow:
+def alpha_summary(
+    estimator: str,
+    alpha: float,
+    mse: Sequence[float],
+    statuses: Sequence[str],
+    mmse: float,
+    test: Sequence[float] | None = None,
+    test_bo: float = float("nan"),
+    test_bo_se: float = 0.0,
+) -> AlphaRow:
     """Mean and standard error of the runs' errors at one α, against the MMSE (exact to ≤ 1e-9, see
     :data:`BOUND_Z`), and of their test errors ``test`` (one per run, optional) against the Bayes-optimal
     test error ``test_bo`` ± ``test_bo_se`` (Monte Carlo; its error is combined in quadrature)."""
@@ -208,17 +253,38 @@ def alpha_summary(estimator: str, alpha: float, mse: Sequence[float], statuses: 
         raise ValueError(f"alpha_summary: test_bo_se must be >= 0, got {test_bo_se!r}")
     mean, se, z = _mean_se_gap(mse, statuses, mmse)
     t_mean, t_se, t_z = _mean_se_gap(test, statuses, test_bo, test_bo_se) if test is not None else (math.nan,) * 3
-    return AlphaRow(estimator=estimator, alpha=float(alpha), mse_mean=mean, mse_se=se, runs=len(statuses),
-                    converged=sum(s == CONVERGED for s in statuses), diverged=sum(s == DIVERGED for s in statuses),
-                    mmse_se_theory=float(mmse), gap=mean - mmse, gap_in_se=z, beats_bound=bool(z < -BOUND_Z),
-                    test_mean=t_mean, test_se=t_se, test_error_bo=float(test_bo), test_gap_in_se=t_z,
-                    test_beats_bound=bool(t_z < -BOUND_Z),  # False for NaN (one seed)
-                    test_error_bo_se=float(test_bo_se))
+    return AlphaRow(
+        estimator=estimator,
+        alpha=float(alpha),
+        mse_mean=mean,
+        mse_se=se,
+        runs=len(statuses),
+        converged=sum(s == CONVERGED for s in statuses),
+        diverged=sum(s == DIVERGED for s in statuses),
+        mmse_se_theory=float(mmse),
+        gap=mean - mmse,
+        gap_in_se=z,
+        beats_bound=bool(z < -BOUND_Z),
+        test_mean=t_mean,
+        test_se=t_se,
+        test_error_bo=float(test_bo),
+        test_gap_in_se=t_z,
+        test_beats_bound=bool(t_z < -BOUND_Z),  # False for NaN (one seed)
+        test_error_bo_se=float(test_bo_se),
+    )
 
 
-def write_study(folder: str | Path, spec: StudySpec, settings: dict[str, Any], runs: Sequence[RunRow],
-                alphas: Sequence[AlphaRow], command: str | None, seconds: float,
-                iterations: Sequence[dict[str, Any]] | None = None, extra: dict[str, Any] | None = None) -> dict:
+def write_study(
+    folder: str | Path,
+    spec: StudySpec,
+    settings: dict[str, Any],
+    runs: Sequence[RunRow],
+    alphas: Sequence[AlphaRow],
+    command: str | None,
+    seconds: float,
+    iterations: Sequence[dict[str, Any]] | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict:
     """Write runs.csv, alphas.csv, (iterations.csv), summary.json and the manifest (last); returns the summary."""
     folder = Path(folder)
     made_for = {**spec.to_dict(), **settings}
@@ -232,13 +298,20 @@ def write_study(folder: str | Path, spec: StudySpec, settings: dict[str, Any], r
         write_csv(folder / "iterations.csv", iterations, cols, comment=comment)
         files.append("iterations.csv")
     flagged = [a.to_row() for a in alphas if a.beats_bound or a.test_beats_bound]
-    summary = {"made_for": made_for, "alphas": [a.to_row() for a in alphas],
-               "bound_check": {"rule": f"beats_bound when (mse_mean - mmse_se_theory)/mse_se < -{BOUND_Z:g}; "
-                                       f"test_beats_bound when (test_mean - test_error_bo)"
-                                       f"/sqrt(test_se^2 + test_error_bo_se^2) < -{BOUND_Z:g}",
-                               "flagged": flagged},
-               "statuses": {s: sum(r.status == s for r in runs) for s in sorted({r.status for r in runs})},
-               "command": command, "provenance": prov, **(extra or {})}
+    summary = {
+        "made_for": made_for,
+        "alphas": [a.to_row() for a in alphas],
+        "bound_check": {
+            "rule": f"beats_bound when (mse_mean - mmse_se_theory)/mse_se < -{BOUND_Z:g}; "
+            f"test_beats_bound when (test_mean - test_error_bo)"
+            f"/sqrt(test_se^2 + test_error_bo_se^2) < -{BOUND_Z:g}",
+            "flagged": flagged,
+        },
+        "statuses": {s: sum(r.status == s for r in runs) for s in sorted({r.status for r in runs})},
+        "command": command,
+        "provenance": prov,
+        **(extra or {}),
+    }
     write_json(folder / "summary.json", summary)
     files.append("summary.json")
     write_manifest(folder, files, made_for, command=command, provenance_record=prov)
@@ -276,15 +349,22 @@ def _theory(spec: StudySpec):
     return output, denoise, q_hat, mmse, prior.mmse_prior
 
 
-def _unit(cache_dir: str | Path | None, estimator: str, spec: StudySpec, config: Any, alpha: float,
-          seed: int) -> tuple[Path | None, dict[str, Any]]:
+def _unit(
+    cache_dir: str | Path | None, estimator: str, spec: StudySpec, config: Any, alpha: float, seed: int
+) -> tuple[Path | None, dict[str, Any]]:
     """(file, key) of the cache unit of one (α, seed) run: the key holds every setting that changes
     the run (not the α grid or the number of seeds, so a study with more seeds or α reuses it)."""
     from dotattn import __version__
 
     problem = {k: v for k, v in spec.to_dict().items() if k not in ("alpha", "seeds")}
-    key = {"estimator": estimator, "problem": problem, "config": config.to_dict(), "alpha": float(alpha),
-           "seed": int(seed), "version": __version__}
+    key = {
+        "estimator": estimator,
+        "problem": problem,
+        "config": config.to_dict(),
+        "alpha": float(alpha),
+        "seed": int(seed),
+        "version": __version__,
+    }
     path = None if cache_dir is None else Path(cache_dir) / f"{estimator}_alpha{float(alpha)!r}_seed{int(seed)}.json"
     return path, key
 
@@ -297,8 +377,9 @@ def cached_runs(cache_dir: str | Path, estimator: str, spec: StudySpec, config: 
     return sum(read_cache_unit(path, key) is not None for path, key in units)
 
 
-def _cached(cache_dir, estimator, spec, config, alpha, seed, compute: Callable[[], dict[str, Any]]
-            ) -> tuple[dict[str, Any], bool]:
+def _cached(
+    cache_dir, estimator, spec, config, alpha, seed, compute: Callable[[], dict[str, Any]]
+) -> tuple[dict[str, Any], bool]:
     """The content of one (α, seed) run: read from its verified cache unit, else computed and cached at
     once (an interrupted study resumes from the runs it finished). (content, from the cache?)"""
     from dotattn.core.io import read_cache_unit, write_cache_unit
@@ -325,8 +406,9 @@ def _bayes_test_error(spec: StudySpec, mmse: float) -> tuple[float, float]:
     from dotattn.aim.prior import prior_second_moment
     from dotattn.aim.test_error import bayes_test_error
 
-    return bayes_test_error(spec.channel, prior_second_moment(spec.rho) - mmse, spec.rho, spec.T, spec.beta,
-                            samples=BO_TEST_SAMPLES)
+    return bayes_test_error(
+        spec.channel, prior_second_moment(spec.rho) - mmse, spec.rho, spec.T, spec.beta, samples=BO_TEST_SAMPLES
+    )
 
 
 def _plugin_test_errors(data, S_hats: Sequence[np.ndarray], m: int) -> list[float]:
@@ -335,12 +417,19 @@ def _plugin_test_errors(data, S_hats: Sequence[np.ndarray], m: int) -> list[floa
     from dotattn.aim.test_error import plugin_test_error
 
     X, y = fresh_samples(data, m)
-    return [plugin_test_error(attention_index(X, S), y, data.channel, data.beta)[0]
-            if np.all(np.isfinite(S)) else math.nan for S in S_hats]
+    return [
+        plugin_test_error(attention_index(X, S), y, data.channel, data.beta)[0] if np.all(np.isfinite(S)) else math.nan
+        for S in S_hats
+    ]
 
 
-def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | None = None,
-                  cache_dir: str | Path | None = None, on_run: Callable[[bool], None] | None = None):
+def run_amp_study(
+    spec: StudySpec,
+    config,
+    progress: Callable[[str], None] | None = None,
+    cache_dir: str | Path | None = None,
+    on_run: Callable[[bool], None] | None = None,
+):
     """AMP on every (α, seed): (runs, per-α rows, per-iteration rows, seconds).
 
     ``cache_dir``: each finished (α, seed) run is kept there (checksummed) and taken from there when the
@@ -357,16 +446,36 @@ def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | Non
         mmse = float(mmse_of(alpha))
         res_alpha = []
         for seed in range(spec.seeds):
+
             def compute(alpha=alpha, seed=seed) -> dict[str, Any]:
                 data = make_data(spec.d, spec.rho, spec.T, alpha, spec.channel, spec.beta, seed)
                 res = run_amp(data, output, denoise, config)
                 V_se = se_trajectory(lambda V: q_hat(alpha, V), lambda D: mmse_prior(D, spec.rho), res.iterations)
-                its = [{"alpha": alpha, "seed": seed, "iteration": t, "mse": m, "V_amp": res.V_path[t],
+                its = [
+                    {
+                        "alpha": alpha,
+                        "seed": seed,
+                        "iteration": t,
+                        "mse": m,
+                        "V_amp": res.V_path[t],
                         "V_se": V_se[t] if t < len(V_se) else None,
-                        "Delta": res.Delta_path[t - 1] if t >= 1 else None} for t, m in enumerate(res.mse_path)]
-                run = RunRow(estimator="amp", alpha=alpha, seed=seed, init=-1, n=data.n, mse=res.mse,
-                             status=res.status, iterations=res.iterations, seconds=res.seconds, message=res.message,
-                             test_error=_plugin_test_errors(data, [res.S_hat], spec.test_samples)[0])
+                        "Delta": res.Delta_path[t - 1] if t >= 1 else None,
+                    }
+                    for t, m in enumerate(res.mse_path)
+                ]
+                run = RunRow(
+                    estimator="amp",
+                    alpha=alpha,
+                    seed=seed,
+                    init=-1,
+                    n=data.n,
+                    mse=res.mse,
+                    status=res.status,
+                    iterations=res.iterations,
+                    seconds=res.seconds,
+                    message=res.message,
+                    test_error=_plugin_test_errors(data, [res.S_hat], spec.test_samples)[0],
+                )
                 return {"runs": [run.to_row()], "iterations": its}
 
             content, cached = _cached(cache_dir, "amp", spec, config, alpha, seed, compute)
@@ -375,17 +484,34 @@ def run_amp_study(spec: StudySpec, config, progress: Callable[[str], None] | Non
             runs.append(run)
             res_alpha.append(run)
             if progress is not None:
-                progress(f"amp alpha={alpha:g} seed={seed}: mse {run.mse:.4f} (SE {mmse:.4f}), {run.status} "
-                         f"after {run.iterations} iterations, {run.seconds:.1f} s" + (" (cached)" if cached else ""))
+                progress(
+                    f"amp alpha={alpha:g} seed={seed}: mse {run.mse:.4f} (SE {mmse:.4f}), {run.status} "
+                    f"after {run.iterations} iterations, {run.seconds:.1f} s" + (" (cached)" if cached else "")
+                )
             if on_run is not None:
                 on_run(cached)
-        rows.append(alpha_summary("amp", alpha, [r.mse for r in res_alpha], [r.status for r in res_alpha], mmse,
-                                  [r.test_error for r in res_alpha], *_bayes_test_error(spec, mmse)))
+        rows.append(
+            alpha_summary(
+                "amp",
+                alpha,
+                [r.mse for r in res_alpha],
+                [r.status for r in res_alpha],
+                mmse,
+                [r.test_error for r in res_alpha],
+                *_bayes_test_error(spec, mmse),
+            )
+        )
     return runs, rows, iters, time.perf_counter() - t0
 
 
-def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callable[[str], None] | None = None,
-                 cache_dir: str | Path | None = None, on_run: Callable[[bool], None] | None = None):
+def run_gd_study(
+    spec: StudySpec,
+    config,
+    device: str = "cpu",
+    progress: Callable[[str], None] | None = None,
+    cache_dir: str | Path | None = None,
+    on_run: Callable[[bool], None] | None = None,
+):
     """GD (``config.inits`` initialisations per data set, batched) and the averaged estimator on every
     (α, seed), with their plug-in test errors on ``spec.test_samples`` fresh samples: (runs, per-α rows for
     ``gd`` and ``gd_averaged``, seconds). ``progress`` gets a start line, one line per data set with the
@@ -402,32 +528,63 @@ def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callabl
     work_total = spec.seeds * sum(spec.n(a) for a in spec.alphas)
     work_done = 0
     if progress is not None:
-        progress(f"gd: d = {spec.d}, T = {spec.T}, {len(spec.alphas)} alpha x {spec.seeds} seeds x {config.inits} "
-                 f"initialisations, {config.steps} {config.optimizer} steps each (all initialisations batched)")
+        progress(
+            f"gd: d = {spec.d}, T = {spec.T}, {len(spec.alphas)} alpha x {spec.seeds} seeds x {config.inits} "
+            f"initialisations, {config.steps} {config.optimizer} steps each (all initialisations batched)"
+        )
     runs, rows = [], []
     for alpha in spec.alphas:
         mmse = float(mmse_of(alpha))
         test_bo, test_bo_se = _bayes_test_error(spec, mmse)
         single, averaged = [], []
         for seed in range(spec.seeds):
+
             def compute(alpha=alpha, seed=seed) -> dict[str, Any]:
                 data = make_data(spec.d, spec.rho, spec.T, alpha, spec.channel, spec.beta, seed)
                 res = run_gd(data, config, device=device)
                 tests = _plugin_test_errors(data, [*res.S_runs, res.S_averaged], spec.test_samples)
                 per = res.seconds / len(res.runs)
-                inits = [RunRow(estimator="gd", alpha=alpha, seed=seed, init=k.init, n=data.n, mse=k.mse,
-                                status=k.status, iterations=k.steps, loss=k.loss, grad_rms=k.grad_rms, seconds=per,
-                                test_error=tests[k.init])
-                         for k in res.runs]
+                inits = [
+                    RunRow(
+                        estimator="gd",
+                        alpha=alpha,
+                        seed=seed,
+                        init=k.init,
+                        n=data.n,
+                        mse=k.mse,
+                        status=k.status,
+                        iterations=k.steps,
+                        loss=k.loss,
+                        grad_rms=k.grad_rms,
+                        seconds=per,
+                        test_error=tests[k.init],
+                    )
+                    for k in res.runs
+                ]
                 sts = [k.status for k in res.runs]
-                status = DIVERGED if all(s == DIVERGED for s in sts) else \
-                    CONVERGED if all(s == CONVERGED for s in sts) else NOT_CONVERGED
+                status = (
+                    DIVERGED
+                    if all(s == DIVERGED for s in sts)
+                    else CONVERGED
+                    if all(s == CONVERGED for s in sts)
+                    else NOT_CONVERGED
+                )
                 used = sum(s != DIVERGED for s in sts)
-                avg = RunRow(estimator="gd_averaged", alpha=alpha, seed=seed, init=-1, n=data.n,
-                             mse=res.mse_averaged, status=status, iterations=len(res.runs), seconds=res.seconds,
-                             message=f"mean of S over {used} of {len(res.runs)} initialisations (the others diverged)"
-                             if used < len(res.runs) else f"mean of S over {len(res.runs)} initialisations",
-                             test_error=tests[-1])
+                avg = RunRow(
+                    estimator="gd_averaged",
+                    alpha=alpha,
+                    seed=seed,
+                    init=-1,
+                    n=data.n,
+                    mse=res.mse_averaged,
+                    status=status,
+                    iterations=len(res.runs),
+                    seconds=res.seconds,
+                    message=f"mean of S over {used} of {len(res.runs)} initialisations (the others diverged)"
+                    if used < len(res.runs)
+                    else f"mean of S over {len(res.runs)} initialisations",
+                    test_error=tests[-1],
+                )
                 return {"runs": [r.to_row() for r in inits] + [avg.to_row()]}
 
             content, cached = _cached(cache_dir, "gd", spec, config, alpha, seed, compute)
@@ -439,19 +596,33 @@ def run_gd_study(spec: StudySpec, config, device: str = "cpu", progress: Callabl
             work_done += spec.n(alpha)
             if progress is not None:
                 el = time.perf_counter() - t0
-                progress(f"gd alpha={alpha:g} seed={seed}: mse {np.nanmean([k.mse for k in inits]):.4f}, averaged "
-                         f"{avg.mse:.4f} (SE {mmse:.4f}); test {np.nanmean([k.test_error for k in inits]):.4f}, "
-                         f"averaged {avg.test_error:.4f} (Bayes {test_bo:.4f}); max grad_rms "
-                         f"{max(k.grad_rms for k in inits):.1e}; {avg.seconds:.0f} s" + (" (cached)" if cached else "")
-                         + f"; {el / 60:.1f} min elapsed, about {el / work_done * (work_total - work_done) / 60:.1f} min left")
+                progress(
+                    f"gd alpha={alpha:g} seed={seed}: mse {np.nanmean([k.mse for k in inits]):.4f}, averaged "
+                    f"{avg.mse:.4f} (SE {mmse:.4f}); test {np.nanmean([k.test_error for k in inits]):.4f}, "
+                    f"averaged {avg.test_error:.4f} (Bayes {test_bo:.4f}); max grad_rms "
+                    f"{max(k.grad_rms for k in inits):.1e}; {avg.seconds:.0f} s"
+                    + (" (cached)" if cached else "")
+                    + f"; {el / 60:.1f} min elapsed, about {el / work_done * (work_total - work_done) / 60:.1f} min left"
+                )
             if on_run is not None:
                 on_run(cached)
         # the GD row: per seed the mean over initialisations (seeds are the independent samples), with the
         # status of the averaged row (converged when every initialisation is)
         per_seed = [float(np.nanmean([r.mse for r in single if r.seed == s])) for s in range(spec.seeds)]
         per_seed_test = [float(np.nanmean([r.test_error for r in single if r.seed == s])) for s in range(spec.seeds)]
-        rows.append(alpha_summary("gd", alpha, per_seed, [r.status for r in averaged], mmse, per_seed_test, test_bo,
-                                  test_bo_se))
-        rows.append(alpha_summary("gd_averaged", alpha, [r.mse for r in averaged], [r.status for r in averaged], mmse,
-                                  [r.test_error for r in averaged], test_bo, test_bo_se))
+        rows.append(
+            alpha_summary("gd", alpha, per_seed, [r.status for r in averaged], mmse, per_seed_test, test_bo, test_bo_se)
+        )
+        rows.append(
+            alpha_summary(
+                "gd_averaged",
+                alpha,
+                [r.mse for r in averaged],
+                [r.status for r in averaged],
+                mmse,
+                [r.test_error for r in averaged],
+                test_bo,
+                test_bo_se,
+            )
+        )
     return runs, rows, time.perf_counter() - t0

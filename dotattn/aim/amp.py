@@ -55,8 +55,9 @@ class AMPConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "max_iter", check_int("max_iter", self.max_iter, 1, 100_000))
         object.__setattr__(self, "tol", check_number("tol", self.tol, 0.0, True, 1.0, "in (0, 1]"))
-        object.__setattr__(self, "damping", check_number("damping", self.damping, 0.0, False, 1.0, "in [0, 1)",
-                                                         high_open=True))
+        object.__setattr__(
+            self, "damping", check_number("damping", self.damping, 0.0, False, 1.0, "in [0, 1)", high_open=True)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {"max_iter": self.max_iter, "tol": self.tol, "damping": self.damping}
@@ -85,7 +86,7 @@ def amp_input_step(X: np.ndarray, S_hat: np.ndarray, g: np.ndarray, dg: np.ndarr
     Δ = inf when A <= 0 (no information)."""
     n, T, d = X.shape
     iu = np.triu_indices(T)
-    A = float(np.sum((c_weights(T) * -dg)[:, iu[0], iu[1]])) / d ** 2
+    A = float(np.sum((c_weights(T) * -dg)[:, iu[0], iu[1]])) / d**2
     if not A > 0:
         return S_hat.copy(), math.inf
     R = S_hat + sensing_adjoint(X, g) / (A * d)
@@ -100,8 +101,13 @@ OutputFn = Callable[[np.ndarray, np.ndarray, float], tuple[np.ndarray, np.ndarra
 DenoiseFn = Callable[[np.ndarray, float], tuple[np.ndarray, float]]
 
 
-def run_amp(data: AIMData, output: OutputFn, denoise: DenoiseFn, config: AMPConfig = AMPConfig(),
-            progress: Callable[[int, float, float], None] | None = None) -> AMPResult:
+def run_amp(
+    data: AIMData,
+    output: OutputFn,
+    denoise: DenoiseFn,
+    config: AMPConfig = AMPConfig(),
+    progress: Callable[[int, float, float], None] | None = None,
+) -> AMPResult:
     """GAMP-RIE on one data set.
 
     ``output(y, omega, V) -> (g, dg)``: the output function of the data's channel and its diagonal
@@ -118,11 +124,20 @@ def run_amp(data: AIMData, output: OutputFn, denoise: DenoiseFn, config: AMPConf
     mse_path, V_path, D_path = [data.mse(S_hat)], [V], []
     blowup = BLOWUP * (1.0 + data.r / d)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # non-finite values are detected below
-        status, message, it, S_hat, V = _iterate(data, output, denoise, config, progress, S_hat, V, g, c, blowup,
-                                                 mse_path, V_path, D_path)
-    return AMPResult(S_hat=S_hat, mse=data.mse(S_hat), status=status, iterations=it, mse_path=tuple(mse_path),
-                     V_path=tuple(V_path), Delta_path=tuple(D_path), seconds=time.perf_counter() - t0,
-                     message=message)
+        status, message, it, S_hat, V = _iterate(
+            data, output, denoise, config, progress, S_hat, V, g, c, blowup, mse_path, V_path, D_path
+        )
+    return AMPResult(
+        S_hat=S_hat,
+        mse=data.mse(S_hat),
+        status=status,
+        iterations=it,
+        mse_path=tuple(mse_path),
+        V_path=tuple(V_path),
+        Delta_path=tuple(D_path),
+        seconds=time.perf_counter() - t0,
+        message=message,
+    )
 
 
 def _iterate(data, output, denoise, config, progress, S_hat, V, g, c, blowup, mse_path, V_path, D_path):
@@ -164,8 +179,9 @@ def _iterate(data, output, denoise, config, progress, S_hat, V, g, c, blowup, ms
     return status, message, it, S_hat, V
 
 
-def se_trajectory(q_hat_of_V: Callable[[float], float], mmse_of_Delta: Callable[[float], float], iterations: int,
-                  V0: float = 1.0) -> tuple[float, ...]:
+def se_trajectory(
+    q_hat_of_V: Callable[[float], float], mmse_of_Delta: Callable[[float], float], iterations: int, V0: float = 1.0
+) -> tuple[float, ...]:
     """AMP's own state evolution V^{t+1} = MMSE_S(1/q̂(V^t)) from V⁰ (one value per iteration, V⁰ first).
 
     Once V reaches 0 (perfect recovery: above the threshold the prior channel's MMSE vanishes; ``q_hat_of_V``

@@ -29,9 +29,24 @@ from scipy.special import log_ndtr, logsumexp, ndtr
 from dotattn.aim.prior import prior_second_moment
 from dotattn.core.validation import ParameterError, check_alpha, check_int, check_number
 
-__all__ = ["CHANNELS", "n_entries", "flat_index", "noise_weights", "flatten", "unflatten", "alpha_bar",
-           "softmax_rows", "output_function", "log_z_out", "log_bvn", "bvn_partials", "q_hat",
-           "hardmax_fisher_at_zero", "psi_out", "HARDMAX_NODES"]
+__all__ = [
+    "CHANNELS",
+    "n_entries",
+    "flat_index",
+    "noise_weights",
+    "flatten",
+    "unflatten",
+    "alpha_bar",
+    "softmax_rows",
+    "output_function",
+    "log_z_out",
+    "log_bvn",
+    "bvn_partials",
+    "q_hat",
+    "hardmax_fisher_at_zero",
+    "psi_out",
+    "HARDMAX_NODES",
+]
 
 CHANNELS = ("softmax", "hardmax")
 HARDMAX_NODES = 48
@@ -290,7 +305,8 @@ def _hardmax_fisher(ratio: float, nodes: int, derivative: str = "gradient") -> f
         if derivative == "published":
             r = s1 * s2 / 3.0
             log_phi2 = -(K1 * K1 - 2 * r * s1 * s2 * K1 * K2 + K2 * K2) / (2 * (1 - r * r)) - math.log(
-                2 * math.pi * math.sqrt(1 - r * r))
+                2 * math.pi * math.sqrt(1 - r * r)
+            )
             gh = gk = np.exp(log_phi2 - lz)
         f = (3 * gh * gh + 3 * gk * gk + 2 * s1 * s2 * gh * gk) / 3.0
         total += 2.0 * float(np.sum(W * np.exp(lz) * f))
@@ -307,8 +323,9 @@ def hardmax_fisher_at_zero() -> float:
     return total
 
 
-def q_hat(channel: str, alpha: float, q: float, rho: float, T: int, nodes: int = HARDMAX_NODES,
-          derivative: str = "gradient") -> float:
+def q_hat(
+    channel: str, alpha: float, q: float, rho: float, T: int, nodes: int = HARDMAX_NODES, derivative: str = "gradient"
+) -> float:
     """State-evolution update q̂ = 2α E[g_outᵀ diag(D) g_out], ω ~ N(0, q D), V = Q0 − q.
 
     softmax: ᾱ/(Q0 − q) exactly (independent of β); hardmax (T = 2): deterministic quadrature

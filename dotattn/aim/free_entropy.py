@@ -31,8 +31,18 @@ from dotattn.aim.prior import mmse_prior, mutual_information, prior_second_momen
 from dotattn.aim.state_evolution import check_inputs
 from dotattn.core.rows import read_bool, read_float, read_int, read_text
 
-__all__ = ["free_entropy", "se_map", "iterate_se", "fixed_points", "FreeEntropyPoint", "FREE_ENTROPY_COLUMNS",
-           "solve_free_entropy", "V_MIN", "SCAN_POINTS", "STARTS"]
+__all__ = [
+    "free_entropy",
+    "se_map",
+    "iterate_se",
+    "fixed_points",
+    "FreeEntropyPoint",
+    "FREE_ENTROPY_COLUMNS",
+    "solve_free_entropy",
+    "V_MIN",
+    "SCAN_POINTS",
+    "STARTS",
+]
 
 V_MIN = 1e-12
 """The informed start: V⁰ = V_MIN (q⁰ = Q0 − 1e-12, an estimate that is the teacher up to 1e-12)."""
@@ -119,16 +129,22 @@ class FreeEntropyPoint:
 
     @classmethod
     def from_row(cls, row) -> "FreeEntropyPoint":
-        conv = {"channel": read_text, "tokens": read_int, "start": read_text, "selected": read_bool,
-                "fixed_points": read_int}
+        conv = {
+            "channel": read_text,
+            "tokens": read_int,
+            "start": read_text,
+            "selected": read_bool,
+            "fixed_points": read_int,
+        }
         return cls(**{k: conv.get(k, read_float)(row[k]) for k in cls.__dataclass_fields__})
 
 
 FREE_ENTROPY_COLUMNS = tuple(FreeEntropyPoint.__dataclass_fields__)
 
 
-def solve_free_entropy(channel: str, alpha: float, rho: float, T: int, beta: float = 1.0,
-                       test_samples: int = 200_000, seed: int = 0) -> list[FreeEntropyPoint]:
+def solve_free_entropy(
+    channel: str, alpha: float, rho: float, T: int, beta: float = 1.0, test_samples: int = 200_000, seed: int = 0
+) -> list[FreeEntropyPoint]:
     """Both starts at one α: two :class:`FreeEntropyPoint` rows (uninformed first)."""
     from dotattn.aim.test_error import bayes_test_error
 
@@ -151,7 +167,17 @@ def solve_free_entropy(channel: str, alpha: float, rho: float, T: int, beta: flo
     out = []
     for r in rows:
         sel = same or (math.isfinite(r["phi"]) and r["phi"] == max(finite))
-        out.append(FreeEntropyPoint(channel=channel, rho=rho, tokens=T, beta=float(beta), alpha=alpha,
-                                    alpha_bar=alpha_bar(alpha, T), selected=bool(sel),
-                                    fixed_points=fp["sign_changes"], **r))
+        out.append(
+            FreeEntropyPoint(
+                channel=channel,
+                rho=rho,
+                tokens=T,
+                beta=float(beta),
+                alpha=alpha,
+                alpha_bar=alpha_bar(alpha, T),
+                selected=bool(sel),
+                fixed_points=fp["sign_changes"],
+                **r,
+            )
+        )
     return out

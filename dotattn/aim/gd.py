@@ -57,8 +57,13 @@ class GDConfig:
         object.__setattr__(self, "grad_tol", check_number("grad_tol", self.grad_tol, 0.0, True, 1.0, "in (0, 1]"))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"optimizer": self.optimizer, "steps": self.steps, "lr": self.lr, "inits": self.inits,
-                "grad_tol": self.grad_tol}
+        return {
+            "optimizer": self.optimizer,
+            "steps": self.steps,
+            "lr": self.lr,
+            "inits": self.inits,
+            "grad_tol": self.grad_tol,
+        }
 
 
 @dataclass(frozen=True)
@@ -103,8 +108,13 @@ def student_index(XW: torch.Tensor, sq: torch.Tensor, d: int) -> torch.Tensor:
     return (h - sq[:, None, None, None] * eye) / (math.sqrt(r * d) * math.sqrt(d))
 
 
-def run_gd(data: AIMData, config: GDConfig = GDConfig(), device: torch.device | str = "cpu", seed: int = 0,
-           progress: Callable[[int, np.ndarray], None] | None = None) -> GDResult:
+def run_gd(
+    data: AIMData,
+    config: GDConfig = GDConfig(),
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+    progress: Callable[[int, np.ndarray], None] | None = None,
+) -> GDResult:
     """Train ``config.inits`` students from random W on ``data`` (softmax channel, the data's β), batched.
 
     ``progress(step, losses)`` every 100 steps. Initialisations: W_k ~ N(0, 1) from the stream
@@ -144,10 +154,24 @@ def run_gd(data: AIMData, config: GDConfig = GDConfig(), device: torch.device | 
     for k in range(K):
         finite = bool(np.isfinite(loss[k]) and np.all(np.isfinite(Wn[k])))
         status = DIVERGED if not finite else CONVERGED if grad_rms[k] <= config.grad_tol else NOT_CONVERGED
-        runs.append(GDRun(init=k, mse=data.mse(S_runs[k]) if finite else math.nan, loss=float(loss[k]),
-                          grad_rms=float(grad_rms[k]), steps=config.steps, status=status))
+        runs.append(
+            GDRun(
+                init=k,
+                mse=data.mse(S_runs[k]) if finite else math.nan,
+                loss=float(loss[k]),
+                grad_rms=float(grad_rms[k]),
+                steps=config.steps,
+                status=status,
+            )
+        )
     ok = [k for k, run in enumerate(runs) if run.status != DIVERGED]
     S_avg = S_runs[ok].mean(axis=0) if ok else np.full((d, d), np.nan)
-    return GDResult(runs=tuple(runs), S_runs=S_runs, mse_averaged=data.mse(S_avg) if ok else math.nan,
-                    S_averaged=S_avg, seconds=time.perf_counter() - t0, cpu_seconds=time.process_time() - c0,
-                    device=str(dev))
+    return GDResult(
+        runs=tuple(runs),
+        S_runs=S_runs,
+        mse_averaged=data.mse(S_avg) if ok else math.nan,
+        S_averaged=S_avg,
+        seconds=time.perf_counter() - t0,
+        cpu_seconds=time.process_time() - c0,
+        device=str(dev),
+    )

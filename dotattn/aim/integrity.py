@@ -40,8 +40,11 @@ def _made_for(manifest: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _number_list(path: Path, name: str, value: Any) -> list[float]:
     """A manifest list of finite numbers (IntegrityError, one line, for anything else)."""
-    ok = isinstance(value, list) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                   and math.isfinite(v) for v in value)
+    ok = (
+        isinstance(value, list)
+        and value
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
+    )
     if not ok:
         raise IntegrityError(f"{path}: the manifest's {name} is not a list of finite numbers")
     return [float(v) for v in value]
@@ -70,8 +73,9 @@ def _check_aim_state_evolution(folder: Path, manifest: Mapping[str, Any] | None)
         if p.alpha <= 0 or p.status not in STATUSES:
             raise IntegrityError(f"{path}: row {i}: alpha = {p.alpha!r} or status {p.status!r} is not valid")
         if not _close(p.alpha_bar, alpha_bar(p.alpha, p.tokens)):
-            raise IntegrityError(f"{path}: row {i}: alpha_bar = {p.alpha_bar!r}, alpha (T^2 + T - 2) = "
-                                 f"{alpha_bar(p.alpha, p.tokens)!r}")
+            raise IntegrityError(
+                f"{path}: row {i}: alpha_bar = {p.alpha_bar!r}, alpha (T^2 + T - 2) = {alpha_bar(p.alpha, p.tokens)!r}"
+            )
         if p.status == CONVERGED:
             q0 = prior_second_moment(p.rho)
             check_finite(path, i, "mmse", p.mmse, q0 + 1e-9)
@@ -82,8 +86,11 @@ def _check_aim_state_evolution(folder: Path, manifest: Mapping[str, Any] | None)
     made_for = _made_for(manifest)
     if "alpha" in made_for:
         alphas = _number_list(path, "alpha", made_for["alpha"])
-        if len(alphas) != len(points) or not all(on_grid(p.alpha, alphas) for p in points) or \
-                not all(on_grid(a, [p.alpha for p in points]) for a in alphas):
+        if (
+            len(alphas) != len(points)
+            or not all(on_grid(p.alpha, alphas) for p in points)
+            or not all(on_grid(a, [p.alpha for p in points]) for a in alphas)
+        ):
             raise IntegrityError(f"{path}: its alpha values are not the {len(alphas)} the manifest was made for")
     for name in ("channel", "rho", "tokens"):
         if name in made_for and made_for[name] != getattr(first, name):
@@ -92,7 +99,6 @@ def _check_aim_state_evolution(folder: Path, manifest: Mapping[str, Any] | None)
 
 ESTIMATORS = {"amp": ("amp",), "gd": ("gd", "gd_averaged")}
 """The estimators whose rows an ``aim amp`` / ``aim gd`` folder holds."""
-
 
 
 def _nanmean(values: list[float]) -> float:
@@ -127,8 +133,10 @@ def _check_aim_algorithms(folder: Path, manifest: Mapping[str, Any] | None) -> N
         rows = by.get((a.estimator, a.alpha), [])
         per_seed = sorted({r.seed for r in rows})
         if len(per_seed) != a.runs:
-            raise IntegrityError(f"{alphas_path}: row {i}: {a.runs} data sets of {a.estimator} at alpha = "
-                                 f"{a.alpha:g}, runs.csv has {len(per_seed)}")
+            raise IntegrityError(
+                f"{alphas_path}: row {i}: {a.runs} data sets of {a.estimator} at alpha = "
+                f"{a.alpha:g}, runs.csv has {len(per_seed)}"
+            )
         if a.estimator == "gd":  # per seed the mean over initialisations; statuses of the averaged rows
             statuses = {r.seed: r.status for r in by.get(("gd_averaged", a.alpha), [])}
             values = [(_nanmean([r.mse for r in rows if r.seed == s]), statuses.get(s, "")) for s in per_seed]
@@ -138,11 +146,15 @@ def _check_aim_algorithms(folder: Path, manifest: Mapping[str, Any] | None) -> N
         mean = float(np.mean(kept)) if kept else float("nan")
         counts = (sum(st == CONVERGED for _, st in values), sum(st == DIVERGED for _, st in values))
         if (a.converged, a.diverged) != counts:
-            raise IntegrityError(f"{alphas_path}: row {i}: {a.converged} converged and {a.diverged} diverged runs of "
-                                 f"{a.estimator} at alpha = {a.alpha:g}, runs.csv has {counts[0]} and {counts[1]}")
+            raise IntegrityError(
+                f"{alphas_path}: row {i}: {a.converged} converged and {a.diverged} diverged runs of "
+                f"{a.estimator} at alpha = {a.alpha:g}, runs.csv has {counts[0]} and {counts[1]}"
+            )
         if not (_close(a.mse_mean, mean) or (math.isnan(a.mse_mean) and math.isnan(mean))):
-            raise IntegrityError(f"{alphas_path}: row {i}: mse_mean = {a.mse_mean!r} of {a.estimator} at alpha = "
-                                 f"{a.alpha:g} is not the mean of its runs in runs.csv ({mean!r})")
+            raise IntegrityError(
+                f"{alphas_path}: row {i}: mse_mean = {a.mse_mean!r} of {a.estimator} at alpha = "
+                f"{a.alpha:g} is not the mean of its runs in runs.csv ({mean!r})"
+            )
         if math.isfinite(a.mse_mean) and not _close(a.gap, a.mse_mean - a.mmse_se_theory):
             raise IntegrityError(f"{alphas_path}: row {i}: gap = {a.gap!r} is not mse_mean - mmse_se_theory")
         _check_flags(alphas_path, i, a)
@@ -160,17 +172,29 @@ def _check_flags(path: Path, i: int, a: AlphaRow) -> None:
     checks = [("gap_in_se", a.gap_in_se, a.mse_mean - a.mmse_se_theory, a.mse_se, "beats_bound", a.beats_bound)]
     if not math.isnan(a.test_error_bo):
         bo_se = 0.0 if math.isnan(a.test_error_bo_se) else a.test_error_bo_se
-        checks.append(("test_gap_in_se", a.test_gap_in_se, a.test_mean - a.test_error_bo, math.hypot(a.test_se, bo_se),
-                       "test_beats_bound", a.test_beats_bound))
+        checks.append(
+            (
+                "test_gap_in_se",
+                a.test_gap_in_se,
+                a.test_mean - a.test_error_bo,
+                math.hypot(a.test_se, bo_se),
+                "test_beats_bound",
+                a.test_beats_bound,
+            )
+        )
     for name, stored, gap, se, flag_name, flag in checks:
         want = gap_in_se(gap, se)
         same = (math.isnan(stored) and math.isnan(want)) or stored == want or _close(stored, want)
         if not same:
-            raise IntegrityError(f"{path}: row {i}: {name} = {stored!r} of {a.estimator} at alpha = {a.alpha:g}, "
-                                 f"its columns give {want!r}")
+            raise IntegrityError(
+                f"{path}: row {i}: {name} = {stored!r} of {a.estimator} at alpha = {a.alpha:g}, "
+                f"its columns give {want!r}"
+            )
         if flag != bool(want < -BOUND_Z):
-            raise IntegrityError(f"{path}: row {i}: {flag_name} = {flag} of {a.estimator} at alpha = {a.alpha:g}, "
-                                 f"but its gap is {want:.3g} standard errors (the rule: below -{BOUND_Z:g})")
+            raise IntegrityError(
+                f"{path}: row {i}: {flag_name} = {flag} of {a.estimator} at alpha = {a.alpha:g}, "
+                f"but its gap is {want:.3g} standard errors (the rule: below -{BOUND_Z:g})"
+            )
 
 
 def _check_algorithm_settings(folder: Path, runs: list[RunRow], made_for: Mapping[str, Any]) -> None:
@@ -193,27 +217,37 @@ def _check_algorithm_settings(folder: Path, runs: list[RunRow], made_for: Mappin
             raise IntegrityError(f"{path}: row {i}: alpha = {r.alpha:g} is not among the manifest's alpha")
         if not 0 <= r.seed < seeds:
             raise IntegrityError(f"{path}: row {i}: seed {r.seed} is not among the manifest's seeds 0..{seeds - 1}")
-        if r.n != max(1, int(round(r.alpha * d ** 2))):
-            raise IntegrityError(f"{path}: row {i}: n = {r.n}, but alpha d^2 = {r.alpha * d ** 2:g} for the "
-                                 f"manifest's d = {d}")
+        if r.n != max(1, int(round(r.alpha * d**2))):
+            raise IntegrityError(
+                f"{path}: row {i}: n = {r.n}, but alpha d^2 = {r.alpha * d**2:g} for the manifest's d = {d}"
+            )
         ia = min(range(len(grid)), key=lambda k: abs(grid[k] - r.alpha))
         key = (r.estimator, ia, r.seed, r.init)
         want[key] = want.get(key, 0) + 1
         if want[key] > 1:
-            raise IntegrityError(f"{path}: row {i}: a second row for {r.estimator} at alpha = {r.alpha:g}, seed "
-                                 f"{r.seed}, init {r.init}")
+            raise IntegrityError(
+                f"{path}: row {i}: a second row for {r.estimator} at alpha = {r.alpha:g}, seed {r.seed}, init {r.init}"
+            )
     expected = len(grid) * seeds * (1 if estimator == "amp" else inits + 1)
     if len(runs) != expected:
-        raise IntegrityError(f"{path}: {len(runs)} rows, the manifest's settings ({len(grid)} alpha x {seeds} seeds"
-                             + (f" x ({inits} initialisations + their average)" if estimator == "gd" else "")
-                             + f") need {expected}")
+        raise IntegrityError(
+            f"{path}: {len(runs)} rows, the manifest's settings ({len(grid)} alpha x {seeds} seeds"
+            + (f" x ({inits} initialisations + their average)" if estimator == "gd" else "")
+            + f") need {expected}"
+        )
 
 
-AIM_STATE_EVOLUTION = register_kind(FolderKind("aim-state-evolution", ("points.csv", "summary.json"),
-                                               _check_aim_state_evolution,
-                                               recognise=lambda folder: header_has(folder / "points.csv", "mmse")))
-AIM_ALGORITHMS = register_kind(FolderKind("aim-algorithms", ("alphas.csv", "runs.csv", "summary.json"),
-                                          _check_aim_algorithms))
+AIM_STATE_EVOLUTION = register_kind(
+    FolderKind(
+        "aim-state-evolution",
+        ("points.csv", "summary.json"),
+        _check_aim_state_evolution,
+        recognise=lambda folder: header_has(folder / "points.csv", "mmse"),
+    )
+)
+AIM_ALGORITHMS = register_kind(
+    FolderKind("aim-algorithms", ("alphas.csv", "runs.csv", "summary.json"), _check_aim_algorithms)
+)
 
 
 def _check_aim_free_entropy(folder: Path, manifest: Mapping[str, Any] | None) -> None:
@@ -238,8 +272,9 @@ def _check_aim_free_entropy(folder: Path, manifest: Mapping[str, Any] | None) ->
             raise IntegrityError(f"{path}: row {i}: start {r.start!r} is not one of {', '.join(STARTS)}")
         check_finite(path, i, "mmse", r.mmse, 1.0 + 1e-9)
         if r.mmse < 0 or not 0.0 <= r.test_error <= 2.0 or not r.test_error_se >= 0:
-            raise IntegrityError(f"{path}: row {i}: mmse {r.mmse!r} or test error {r.test_error!r} "
-                                 f"(+- {r.test_error_se!r}) out of range")
+            raise IntegrityError(
+                f"{path}: row {i}: mmse {r.mmse!r} or test error {r.test_error!r} (+- {r.test_error_se!r}) out of range"
+            )
         starts.setdefault(r.alpha, []).append(r.start)
         selected[r.alpha] = selected.get(r.alpha, False) or r.selected
     for a, st in starts.items():
@@ -252,6 +287,11 @@ def _check_aim_free_entropy(folder: Path, manifest: Mapping[str, Any] | None) ->
         raise IntegrityError(f"{path}: its alpha values are not the {len(grid)} the manifest was made for")
 
 
-AIM_FREE_ENTROPY = register_kind(FolderKind("aim-free-entropy", ("free_entropy.csv", "summary.json"),
-                                            _check_aim_free_entropy,
-                                            recognise=lambda folder: (folder / "free_entropy.csv").exists()))
+AIM_FREE_ENTROPY = register_kind(
+    FolderKind(
+        "aim-free-entropy",
+        ("free_entropy.csv", "summary.json"),
+        _check_aim_free_entropy,
+        recognise=lambda folder: (folder / "free_entropy.csv").exists(),
+    )
+)

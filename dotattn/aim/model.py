@@ -22,9 +22,23 @@ from dotattn.aim.channels import CHANNELS, softmax_rows
 from dotattn.aim.prior import sample_teacher as _prior_teacher
 from dotattn.core.validation import ParameterError, check_int, check_number
 
-__all__ = ["CHANNELS", "AIMData", "sample_teacher", "sample_tokens", "attention_index", "sensing_adjoint",
-           "outputs", "fresh_samples", "softmax_rows", "hardmax_rows", "make_data", "teacher_rank", "data_bytes", "chunk_size",
-           "check_d"]
+__all__ = [
+    "CHANNELS",
+    "AIMData",
+    "sample_teacher",
+    "sample_tokens",
+    "attention_index",
+    "sensing_adjoint",
+    "outputs",
+    "fresh_samples",
+    "softmax_rows",
+    "hardmax_rows",
+    "make_data",
+    "teacher_rank",
+    "data_bytes",
+    "chunk_size",
+    "check_d",
+]
 
 D_MAX = 2000
 """Largest dimension d accepted by the generator (a d × d teacher, n = α d² samples of T × d tokens)."""
@@ -76,8 +90,8 @@ def attention_index(X: np.ndarray, S: np.ndarray) -> np.ndarray:
     h = np.empty((n, T, T))
     step = chunk_size(T, d)
     for s in range(0, n, step):
-        Xc = X[s:s + step]
-        h[s:s + step] = np.matmul(Xc @ S, Xc.transpose(0, 2, 1))
+        Xc = X[s : s + step]
+        h[s : s + step] = np.matmul(Xc @ S, Xc.transpose(0, 2, 1))
     h /= math.sqrt(d)
     h[:, np.arange(T), np.arange(T)] -= np.trace(S) / math.sqrt(d)
     return h
@@ -97,8 +111,8 @@ def sensing_adjoint(X: np.ndarray, G: np.ndarray) -> np.ndarray:
     out = np.zeros((d, d))
     step = chunk_size(T, d)
     for s in range(0, n, step):
-        Xc = X[s:s + step]
-        Gt = G[s:s + step] * half
+        Xc = X[s : s + step]
+        Gt = G[s : s + step] * half
         out += Xc.reshape(-1, d).T @ np.matmul(Gt, Xc).reshape(-1, d)
     out -= np.trace(G, axis1=1, axis2=2).sum() * np.eye(d)
     out /= math.sqrt(d)
@@ -154,7 +168,7 @@ class AIMData:
 
     @property
     def alpha(self) -> float:
-        return self.n / self.d ** 2
+        return self.n / self.d**2
 
     @property
     def Q0(self) -> float:
@@ -166,8 +180,9 @@ class AIMData:
         return float(np.sum((S_hat - self.S) ** 2) / self.d)
 
 
-def make_data(d: int, rho: float, T: int, alpha: float, channel: str = "softmax", beta: float = 1.0,
-              seed: int = 0) -> AIMData:
+def make_data(
+    d: int, rho: float, T: int, alpha: float, channel: str = "softmax", beta: float = 1.0, seed: int = 0
+) -> AIMData:
     """A seeded data set of n = round(α d²) samples (teacher and tokens from independent streams of ``seed``);
     the channel, ρ, T and α are validated as for the state evolution (:func:`~dotattn.aim.state_evolution.check_inputs`)."""
     from dotattn.aim.state_evolution import check_inputs
@@ -180,8 +195,17 @@ def make_data(d: int, rho: float, T: int, alpha: float, channel: str = "softmax"
     S = sample_teacher(d, r, seed)
     X = sample_tokens(n, T, d, seed)
     h = attention_index(X, S)
-    return AIMData(X=X, h=h, y=outputs(h, channel, beta), S=S, channel=channel, beta=beta, rho=rho, r=r,
-                   seed=check_int("seed", seed, 0, 2**32 - 1))
+    return AIMData(
+        X=X,
+        h=h,
+        y=outputs(h, channel, beta),
+        S=S,
+        channel=channel,
+        beta=beta,
+        rho=rho,
+        r=r,
+        seed=check_int("seed", seed, 0, 2**32 - 1),
+    )
 
 
 def fresh_samples(data: AIMData, m: int) -> tuple[np.ndarray, np.ndarray]:

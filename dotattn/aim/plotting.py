@@ -21,11 +21,22 @@ from matplotlib.figure import Figure
 from dotattn.aim.state_evolution import SEPoint
 from dotattn.core.validation import check_instance
 
-__all__ = ["mmse_figure", "test_error_figure", "read_state_evolution", "read_algorithm_points", "read_free_entropy",
-           "ESTIMATOR_STYLE", "D_MARKER_SIZES", "X_LABELS"]
+__all__ = [
+    "mmse_figure",
+    "test_error_figure",
+    "read_state_evolution",
+    "read_algorithm_points",
+    "read_free_entropy",
+    "ESTIMATOR_STYLE",
+    "D_MARKER_SIZES",
+    "X_LABELS",
+]
 
 ESTIMATOR_STYLE: dict[str, tuple[str, str, bool]] = {
-    "amp": ("AMP", "s", True), "gd": ("GD", "o", False), "gd_averaged": ("averaged GD", "D", True)}
+    "amp": ("AMP", "s", True),
+    "gd": ("GD", "o", False),
+    "gd_averaged": ("averaged GD", "D", True),
+}
 """estimator -> (legend name, marker, filled)."""
 D_MARKER_SIZES: tuple[float, ...] = (4.5, 8.0, 11.0)
 """Marker size of the points of the first, second, third … d of a figure (in order of first appearance)."""
@@ -84,11 +95,21 @@ def read_algorithm_points(folder: str | Path) -> list[dict[str, Any]]:
     for est, rs in groups.items():
         name = ESTIMATOR_STYLE.get(est, (est,))[0]
         extra = f", {made_for.get('inits')} initialisations" if est == "gd_averaged" and made_for.get("inits") else ""
-        out.append({"estimator": est, "channel": made_for.get("channel", "softmax"), "d": made_for.get("d"),
-                    "rho": float(made_for.get("rho", math.nan)), "T": int(made_for.get("T", 2)),
-                    "alpha": col(rs, "alpha"), "mmse": col(rs, "mse_mean"), "mmse_se": col(rs, "mse_se"),
-                    "test": col(rs, "test_mean"), "test_se": col(rs, "test_se"),
-                    "label": f"{name}, d = {made_for.get('d')}{extra}"})
+        out.append(
+            {
+                "estimator": est,
+                "channel": made_for.get("channel", "softmax"),
+                "d": made_for.get("d"),
+                "rho": float(made_for.get("rho", math.nan)),
+                "T": int(made_for.get("T", 2)),
+                "alpha": col(rs, "alpha"),
+                "mmse": col(rs, "mse_mean"),
+                "mmse_se": col(rs, "mse_se"),
+                "test": col(rs, "test_mean"),
+                "test_se": col(rs, "test_se"),
+                "label": f"{name}, d = {made_for.get('d')}{extra}",
+            }
+        )
     return out
 
 
@@ -106,7 +127,9 @@ def _geometric(x: np.ndarray) -> bool:
     x = np.unique(x[np.isfinite(x) & (x > 0)])
     if x.size < 3 or x[-1] / x[0] < 10:
         return False
-    return float(np.std(np.diff(np.log(x)))) < float(np.std(np.diff(x)) / np.mean(np.diff(x)) * np.mean(np.diff(np.log(x))))
+    return float(np.std(np.diff(np.log(x)))) < float(
+        np.std(np.diff(x)) / np.mean(np.diff(x)) * np.mean(np.diff(np.log(x)))
+    )
 
 
 class _Colours:
@@ -134,9 +157,19 @@ def _draw_points(ax, colours, algorithm_points, xaxis, y: str, yse: str) -> None
             dims.append(extra.get("d"))
         i = dims.index(extra.get("d"))
         x = _xvalues(extra["alpha"], extra["rho"], extra["T"], xaxis)
-        ax.errorbar(x, extra[y], yerr=extra.get(yse), fmt=marker, ms=D_MARKER_SIZES[min(i, len(D_MARKER_SIZES) - 1)],
-                    capsize=2, color=c, mfc=c if filled else "white", mec=c if i == 0 else "k", lw=1,
-                    label=f"{extra['label']}, {_problem_label(extra['channel'], extra['rho'], extra['T'])}")
+        ax.errorbar(
+            x,
+            extra[y],
+            yerr=extra.get(yse),
+            fmt=marker,
+            ms=D_MARKER_SIZES[min(i, len(D_MARKER_SIZES) - 1)],
+            capsize=2,
+            color=c,
+            mfc=c if filled else "white",
+            mec=c if i == 0 else "k",
+            lw=1,
+            label=f"{extra['label']}, {_problem_label(extra['channel'], extra['rho'], extra['T'])}",
+        )
 
 
 def _finish(ax, xaxis, xs, ylabel, title) -> None:
@@ -155,8 +188,13 @@ def _finish(ax, xaxis, xs, ylabel, title) -> None:
     ax.grid(alpha=0.3)
 
 
-def mmse_figure(curves: Sequence[Sequence[SEPoint]], thresholds: Sequence[dict] | None = None, xaxis: str = "alpha",
-                title: str = "", algorithm_points: Sequence[dict] = ()) -> Figure:
+def mmse_figure(
+    curves: Sequence[Sequence[SEPoint]],
+    thresholds: Sequence[dict] | None = None,
+    xaxis: str = "alpha",
+    title: str = "",
+    algorithm_points: Sequence[dict] = (),
+) -> Figure:
     """MMSE against α (or ᾱ, or α/ρ) for each curve; perfect-recovery thresholds as dotted lines and,
     against α/ρ, the ρ → 0 weak-recovery threshold of the last curve's channel (dash-dotted); algorithm
     points (:func:`read_algorithm_points`) in the colour of their problem's curve."""
@@ -179,8 +217,15 @@ def mmse_figure(curves: Sequence[Sequence[SEPoint]], thresholds: Sequence[dict] 
         c = colours((p0.channel, p0.rho, p0.tokens))
         x = _xvalues([p.alpha for p in pts], p0.rho, p0.tokens, xaxis)
         xs.append(x)
-        ax.plot(x, [p.mmse for p in pts], "--" if variant == "published" else "-", lw=1.5, label=label, color=c,
-                marker="." if len(pts) <= _FEW else None)
+        ax.plot(
+            x,
+            [p.mmse for p in pts],
+            "--" if variant == "published" else "-",
+            lw=1.5,
+            label=label,
+            color=c,
+            marker="." if len(pts) <= _FEW else None,
+        )
         a_pr = thr.get("alpha_perfect_recovery")
         if a_pr is not None and math.isfinite(a_pr):
             ax.axvline(float(_xvalues(a_pr, p0.rho, p0.tokens, xaxis)), color=c, ls=":", lw=1)
@@ -192,8 +237,9 @@ def mmse_figure(curves: Sequence[Sequence[SEPoint]], thresholds: Sequence[dict] 
     return fig
 
 
-def test_error_figure(curves: Sequence[Sequence[Any]], xaxis: str = "alpha_bar", title: str = "",
-                      algorithm_points: Sequence[dict] = ()) -> Figure:
+def test_error_figure(
+    curves: Sequence[Sequence[Any]], xaxis: str = "alpha_bar", title: str = "", algorithm_points: Sequence[dict] = ()
+) -> Figure:
     """Bayes-optimal test error (1/T) E‖ŷ − y‖²_F against α (or ᾱ) from free-entropy rows (the selected
     fixed point; a band of ±2 Monte-Carlo standard errors), with the plug-in test error of the algorithms'
     estimators on fresh samples (points, in the colour of their problem)."""
@@ -211,11 +257,17 @@ def test_error_figure(curves: Sequence[Sequence[Any]], xaxis: str = "alpha_bar",
         xs.append(x)
         y = np.array([r.test_error for r in rows])
         se = np.array([r.test_error_se for r in rows])
-        ax.plot(x, y, "-", lw=1.5, color=c, marker="." if len(rows) <= _FEW else None,
-                label=f"Bayes-optimal, {_problem_label(p0.channel, p0.rho, p0.tokens)}, β = {p0.beta:g}")
+        ax.plot(
+            x,
+            y,
+            "-",
+            lw=1.5,
+            color=c,
+            marker="." if len(rows) <= _FEW else None,
+            label=f"Bayes-optimal, {_problem_label(p0.channel, p0.rho, p0.tokens)}, β = {p0.beta:g}",
+        )
         if np.any(se > 0):
             ax.fill_between(x, y - 2 * se, y + 2 * se, color=c, alpha=0.25, lw=0)
-    _draw_points(ax, colours, [p for p in algorithm_points if np.any(np.isfinite(p["test"]))], xaxis, "test",
-                 "test_se")
+    _draw_points(ax, colours, [p for p in algorithm_points if np.any(np.isfinite(p["test"]))], xaxis, "test", "test_se")
     _finish(ax, xaxis, xs, "test error (1/T) E‖ŷ − y‖²_F", title)
     return fig

@@ -26,9 +26,25 @@ from numpy.polynomial import Polynomial
 
 from dotattn.core.validation import check_number
 
-__all__ = ["prior_second_moment", "prior_mean", "stieltjes", "density", "support", "integrate_bulks",
-           "free_fisher", "mmse_prior", "rie_eigenvalues", "rie_denoise", "rie_divergence", "sample_teacher",
-           "sample_goe", "log_energy", "mutual_information", "DEFAULT_NODES", "DEFAULT_PANELS"]
+__all__ = [
+    "prior_second_moment",
+    "prior_mean",
+    "stieltjes",
+    "density",
+    "support",
+    "integrate_bulks",
+    "free_fisher",
+    "mmse_prior",
+    "rie_eigenvalues",
+    "rie_denoise",
+    "rie_divergence",
+    "sample_teacher",
+    "sample_goe",
+    "log_energy",
+    "mutual_information",
+    "DEFAULT_NODES",
+    "DEFAULT_PANELS",
+]
 
 DEFAULT_NODES = 48
 """Gauss–Legendre nodes per panel in θ (the convergence in nodes is shown in docs/aim.md and tested)."""
@@ -63,7 +79,7 @@ def _discriminant_poly(delta: float, rho: float) -> Polynomial:
     b = Polynomial([-delta, -1.0 / sr])
     c = Polynomial([1.0 / sr - sr, 1.0])
     d = Polynomial([-1.0])
-    return 18 * a * b * c * d - 4 * b ** 3 * d + b ** 2 * c ** 2 - 4 * a * c ** 3 - 27 * a ** 2 * d ** 2
+    return 18 * a * b * c * d - 4 * b**3 * d + b**2 * c**2 - 4 * a * c**3 - 27 * a**2 * d**2
 
 
 def _roots(z: np.ndarray, delta: float, rho: float) -> np.ndarray:
@@ -97,13 +113,16 @@ def stieltjes(z, delta: float, rho: float) -> np.ndarray:
         r = _roots(x, delta, rho)
         inside = _discriminant_poly(float(delta), float(rho))(x) < 0
         # inside: the complex root with Im > 0
-        g_in = r[..., np.argmax(r.imag, axis=-1)] if False else np.take_along_axis(
-            r, np.argmax(r.imag, axis=-1)[..., None], axis=-1)[..., 0]
+        g_in = (
+            r[..., np.argmax(r.imag, axis=-1)]
+            if False
+            else np.take_along_axis(r, np.argmax(r.imag, axis=-1)[..., None], axis=-1)[..., 0]
+        )
         # outside: the real root with x'(g) < 0 (the most negative x'(g))
         gr = r.real
         sr = math.sqrt(rho)
         with np.errstate(divide="ignore", invalid="ignore"):
-            xp = -1.0 / gr ** 2 + 1.0 / (1.0 - gr / sr) ** 2 + delta
+            xp = -1.0 / gr**2 + 1.0 / (1.0 - gr / sr) ** 2 + delta
         xp = np.where(np.isfinite(xp), xp, np.inf)
         g_out = np.take_along_axis(gr, np.argmin(xp, axis=-1)[..., None], axis=-1)[..., 0]
         return np.where(inside, g_in.real + 1j * np.abs(g_in.imag), g_out + 0j)
@@ -183,8 +202,9 @@ def _theta_rule(nodes: int, panels: int) -> tuple[np.ndarray, np.ndarray]:
     return 0.5 * math.pi * u, 0.5 * math.pi * wu
 
 
-def integrate_bulks(f, delta: float, rho: float, nodes: int = DEFAULT_NODES,
-                    panels: int = DEFAULT_PANELS) -> float | complex:
+def integrate_bulks(
+    f, delta: float, rho: float, nodes: int = DEFAULT_NODES, panels: int = DEFAULT_PANELS
+) -> float | complex:
     """∫ f(x, μ_Δ(x)) dx over the support, bulk by bulk (each split at a neck, :func:`_pieces`) with
     x = c + h sin θ (edge-absorbing); complex if f is."""
     theta, wt = _theta_rule(int(nodes), int(panels))
@@ -200,7 +220,7 @@ def integrate_bulks(f, delta: float, rho: float, nodes: int = DEFAULT_NODES,
 
 def free_fisher(delta: float, rho: float, nodes: int = DEFAULT_NODES, panels: int = DEFAULT_PANELS) -> float:
     """Free Fisher information Φ*(μ_Δ) = (4π²/3) ∫ μ_Δ³ dx."""
-    return 4.0 * math.pi ** 2 / 3.0 * integrate_bulks(lambda x, mu: mu ** 3, delta, rho, nodes, panels)
+    return 4.0 * math.pi**2 / 3.0 * integrate_bulks(lambda x, mu: mu**3, delta, rho, nodes, panels)
 
 
 def mmse_prior(delta: float, rho: float, nodes: int = DEFAULT_NODES, panels: int = DEFAULT_PANELS) -> float:
@@ -258,8 +278,9 @@ def sample_goe(d: int, rng: np.random.Generator) -> np.ndarray:
 # ----------------------------------------------------------------------------------------------
 # free entropy of the prior channel (docs/aim_algorithms.md, section 9)
 # ----------------------------------------------------------------------------------------------
-def log_energy(delta: float, rho: float, nodes: int = DEFAULT_NODES, panels: int = DEFAULT_PANELS,
-               sub: int = 8) -> float:
+def log_energy(
+    delta: float, rho: float, nodes: int = DEFAULT_NODES, panels: int = DEFAULT_PANELS, sub: int = 8
+) -> float:
     """Σ(μ_Δ) = ∬ log|x − y| μ_Δ(x) μ_Δ(y) dx dy, computed without the log singularity.
 
     With the logarithmic potential U(x) = ∫ log|x − y| μ_Δ(y) dy, U'(x) = Re g(x) (the principal value)

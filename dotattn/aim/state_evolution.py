@@ -26,8 +26,19 @@ from dotattn.core.validation import ParameterError, check_alpha, check_int, chec
 from dotattn.core.rows import read_float, read_int, read_text
 from dotattn.core.status import CONVERGED, NOT_CONVERGED
 
-__all__ = ["SEPoint", "POINT_COLUMNS", "RHO_RANGE", "T_MAX", "check_inputs", "check_quadrature", "perfect_recovery_alpha_bar",
-           "solve_point", "solve_curve", "thresholds", "DELTA_MIN"]
+__all__ = [
+    "SEPoint",
+    "POINT_COLUMNS",
+    "RHO_RANGE",
+    "T_MAX",
+    "check_inputs",
+    "check_quadrature",
+    "perfect_recovery_alpha_bar",
+    "solve_point",
+    "solve_curve",
+    "thresholds",
+    "DELTA_MIN",
+]
 
 RHO_RANGE = (1e-4, 1e4)
 """Accepted ρ = r/d. Below 1e-4 the teacher's spectrum is a narrow bulk at 1/√ρ ≥ 100 of mass ρ and
@@ -81,13 +92,24 @@ class SEPoint:
 
     @classmethod
     def from_row(cls, row) -> "SEPoint":
-        return cls(channel=read_text(row["channel"]), rho=read_float(row["rho"]), tokens=read_int(row["tokens"]),
-                   alpha=read_float(row["alpha"]), alpha_bar=read_float(row["alpha_bar"]),
-                   mmse=read_float(row["mmse"]), q=read_float(row["q"]), q_hat=read_float(row["q_hat"]),
-                   delta=read_float(row["delta"]), status=read_text(row["status"]), regime=read_text(row["regime"]),
-                   iterations=read_int(row["iterations"]), residual=read_float(row["residual"]),
-                   uncertainty=read_float(row["uncertainty"]), fixed_points=read_int(row["fixed_points"]),
-                   seconds=read_float(row["seconds"]))
+        return cls(
+            channel=read_text(row["channel"]),
+            rho=read_float(row["rho"]),
+            tokens=read_int(row["tokens"]),
+            alpha=read_float(row["alpha"]),
+            alpha_bar=read_float(row["alpha_bar"]),
+            mmse=read_float(row["mmse"]),
+            q=read_float(row["q"]),
+            q_hat=read_float(row["q_hat"]),
+            delta=read_float(row["delta"]),
+            status=read_text(row["status"]),
+            regime=read_text(row["regime"]),
+            iterations=read_int(row["iterations"]),
+            residual=read_float(row["residual"]),
+            uncertainty=read_float(row["uncertainty"]),
+            fixed_points=read_int(row["fixed_points"]),
+            seconds=read_float(row["seconds"]),
+        )
 
 
 POINT_COLUMNS = tuple(SEPoint.__dataclass_fields__)
@@ -100,6 +122,7 @@ def perfect_recovery_alpha_bar(rho: float) -> float:
 
 def _softmax_root(ab: float, rho: float, nodes: int):
     """log Δ solving MMSE_S(Δ)/Δ = ᾱ (MMSE_S(Δ)/Δ decreases from the parameter count to 0)."""
+
     def f(u):
         d = math.exp(u)
         return math.log(max(mmse_prior(d, rho, nodes=nodes), 1e-300) / d) - math.log(ab)
@@ -118,18 +141,48 @@ def _softmax_point(alpha, rho, T, nodes):
     ab = alpha_bar(alpha, T)
     Q0 = prior_second_moment(rho)
     if ab >= perfect_recovery_alpha_bar(rho):
-        return dict(mmse=0.0, q=Q0, q_hat=math.inf, delta=0.0, status=CONVERGED, regime="perfect_recovery",
-                    iterations=0, residual=0.0, uncertainty=0.0, fixed_points=1)
+        return dict(
+            mmse=0.0,
+            q=Q0,
+            q_hat=math.inf,
+            delta=0.0,
+            status=CONVERGED,
+            regime="perfect_recovery",
+            iterations=0,
+            residual=0.0,
+            uncertainty=0.0,
+            fixed_points=1,
+        )
     u, it, resid = _softmax_root(ab, rho, nodes)
     if u is None:
-        return dict(mmse=math.nan, q=math.nan, q_hat=math.nan, delta=math.nan, status=NOT_CONVERGED,
-                    regime="partial", iterations=it, residual=resid, uncertainty=math.nan, fixed_points=0)
+        return dict(
+            mmse=math.nan,
+            q=math.nan,
+            q_hat=math.nan,
+            delta=math.nan,
+            status=NOT_CONVERGED,
+            regime="partial",
+            iterations=it,
+            residual=resid,
+            uncertainty=math.nan,
+            fixed_points=0,
+        )
     delta = math.exp(u)
     mmse = mmse_prior(delta, rho, nodes=nodes)
     u2, _, _ = _softmax_root(ab, rho, 2 * nodes)
     unc = abs(mmse_prior(math.exp(u2), rho, nodes=2 * nodes) - mmse) if u2 is not None else math.nan
-    return dict(mmse=mmse, q=Q0 - mmse, q_hat=1.0 / delta, delta=delta, status=CONVERGED, regime="partial",
-                iterations=it, residual=resid, uncertainty=unc, fixed_points=1)
+    return dict(
+        mmse=mmse,
+        q=Q0 - mmse,
+        q_hat=1.0 / delta,
+        delta=delta,
+        status=CONVERGED,
+        regime="partial",
+        iterations=it,
+        residual=resid,
+        uncertainty=unc,
+        fixed_points=1,
+    )
 
 
 def _hardmax_eq(rho, alpha, nodes, hnodes, derivative):
@@ -158,8 +211,18 @@ def _hardmax_point(alpha, rho, nodes, hnodes, derivative):
             roots.append(u)
             iters += res.iterations
     if not roots:
-        return dict(mmse=math.nan, q=math.nan, q_hat=math.nan, delta=math.nan, status=NOT_CONVERGED,
-                    regime="partial", iterations=iters, residual=math.nan, uncertainty=math.nan, fixed_points=0)
+        return dict(
+            mmse=math.nan,
+            q=math.nan,
+            q_hat=math.nan,
+            delta=math.nan,
+            status=NOT_CONVERGED,
+            regime="partial",
+            iterations=iters,
+            residual=math.nan,
+            uncertainty=math.nan,
+            fixed_points=0,
+        )
     # several roots would need the free entropy to select; none were found on the grids we ran
     # (docs/aim.md); the smallest-MMSE one is returned and fixed_points says how many there were
     u = min(roots)
@@ -171,12 +234,29 @@ def _hardmax_point(alpha, rho, nodes, hnodes, derivative):
     h = 1e-4
     g0, g1 = G2(u)[0], G2(u + h)[0]
     unc = abs(math.exp(u - g0 * h / (g1 - g0)) - V) if g1 != g0 else math.nan
-    return dict(mmse=V, q=Q0 - V, q_hat=qh, delta=1.0 / qh, status=CONVERGED, regime="partial",
-                iterations=iters, residual=abs(g), uncertainty=unc, fixed_points=len(roots))
+    return dict(
+        mmse=V,
+        q=Q0 - V,
+        q_hat=qh,
+        delta=1.0 / qh,
+        status=CONVERGED,
+        regime="partial",
+        iterations=iters,
+        residual=abs(g),
+        uncertainty=unc,
+        fixed_points=len(roots),
+    )
 
 
-def solve_point(channel: str, alpha: float, rho: float, T: int, nodes: int = DEFAULT_NODES,
-                hardmax_nodes: int = HARDMAX_NODES, hardmax_derivative: str = "gradient") -> SEPoint:
+def solve_point(
+    channel: str,
+    alpha: float,
+    rho: float,
+    T: int,
+    nodes: int = DEFAULT_NODES,
+    hardmax_nodes: int = HARDMAX_NODES,
+    hardmax_derivative: str = "gradient",
+) -> SEPoint:
     """The Bayes-optimal fixed point at one α (n = α d² samples), ρ = r/d, T tokens.
 
     ``hardmax_derivative="published"`` solves the same equations with the public script's output
@@ -184,14 +264,25 @@ def solve_point(channel: str, alpha: float, rho: float, T: int, nodes: int = DEF
     channel, rho, T, (alpha,) = check_inputs(channel, rho, T, [alpha])
     nodes, hardmax_nodes, hardmax_derivative = check_quadrature(channel, nodes, hardmax_nodes, hardmax_derivative)
     t0 = time.perf_counter()
-    out = _softmax_point(alpha, rho, T, nodes) if channel == "softmax" else \
-        _hardmax_point(alpha, rho, nodes, hardmax_nodes, hardmax_derivative)
-    return SEPoint(channel=channel, rho=rho, tokens=T, alpha=alpha, alpha_bar=alpha_bar(alpha, T),
-                   seconds=time.perf_counter() - t0, **out)
+    out = (
+        _softmax_point(alpha, rho, T, nodes)
+        if channel == "softmax"
+        else _hardmax_point(alpha, rho, nodes, hardmax_nodes, hardmax_derivative)
+    )
+    return SEPoint(
+        channel=channel,
+        rho=rho,
+        tokens=T,
+        alpha=alpha,
+        alpha_bar=alpha_bar(alpha, T),
+        seconds=time.perf_counter() - t0,
+        **out,
+    )
 
 
-def check_quadrature(channel: str, nodes: Any = DEFAULT_NODES, hardmax_nodes: Any = HARDMAX_NODES,
-                     hardmax_derivative: Any = "gradient") -> tuple[int, int, str]:
+def check_quadrature(
+    channel: str, nodes: Any = DEFAULT_NODES, hardmax_nodes: Any = HARDMAX_NODES, hardmax_derivative: Any = "gradient"
+) -> tuple[int, int, str]:
     """(nodes, hardmax_nodes, hardmax_derivative) validated (ParameterError, one line): the prior's
     Gauss-Legendre nodes per panel in [8, 512] (fewer do not resolve the bulk: 1 node gave a wrong MMSE
     reported as converged), the hardmax quadrature's nodes per axis in [16, 512], and the derivative
@@ -229,10 +320,17 @@ def thresholds(channel: str, rho: float, T: int) -> dict:
     count = T * T + T - 2
     if channel == "softmax":
         abar = perfect_recovery_alpha_bar(rho)
-        return {"alpha_bar_perfect_recovery": abar, "alpha_perfect_recovery": abar / count,
-                "alpha_bar_perfect_recovery_numeric": mmse_prior(1e-10, rho) / 1e-10,
-                "alpha_bar_weak_recovery_small_rho": rho, "alpha_weak_recovery_small_rho": rho / count}
+        return {
+            "alpha_bar_perfect_recovery": abar,
+            "alpha_perfect_recovery": abar / count,
+            "alpha_bar_perfect_recovery_numeric": mmse_prior(1e-10, rho) / 1e-10,
+            "alpha_bar_weak_recovery_small_rho": rho,
+            "alpha_weak_recovery_small_rho": rho / count,
+        }
     F0 = hardmax_fisher_at_zero()
-    return {"alpha_perfect_recovery": None, "fisher_at_zero": F0,
-            "alpha_weak_recovery_small_rho": rho / (2.0 * F0),
-            "alpha_bar_weak_recovery_small_rho": count * rho / (2.0 * F0)}
+    return {
+        "alpha_perfect_recovery": None,
+        "fisher_at_zero": F0,
+        "alpha_weak_recovery_small_rho": rho / (2.0 * F0),
+        "alpha_bar_weak_recovery_small_rho": count * rho / (2.0 * F0),
+    }

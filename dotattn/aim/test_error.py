@@ -20,8 +20,14 @@ import numpy as np
 from dotattn.aim.channels import softmax_rows
 from dotattn.aim.prior import prior_second_moment
 
-__all__ = ["symmetric_gaussian", "predict", "bayes_test_error", "hardmax_bayes_test_error", "plugin_test_error",
-           "TEST_SAMPLES"]
+__all__ = [
+    "symmetric_gaussian",
+    "predict",
+    "bayes_test_error",
+    "hardmax_bayes_test_error",
+    "plugin_test_error",
+    "TEST_SAMPLES",
+]
 
 TEST_SAMPLES = 200_000
 """Monte-Carlo pairs of the Bayes-optimal test error (standard error ≈ 2e-4 × ε at q ≈ Q0/2, measured)."""
@@ -51,8 +57,9 @@ def hardmax_bayes_test_error(q: float, rho: float) -> float:
     return 0.5 - math.asin(min(max(q / Q0, 0.0), 1.0)) / math.pi
 
 
-def bayes_test_error(channel: str, q: float, rho: float, T: int, beta: float = 1.0, samples: int = TEST_SAMPLES,
-                     seed: int = 0) -> tuple[float, float]:
+def bayes_test_error(
+    channel: str, q: float, rho: float, T: int, beta: float = 1.0, samples: int = TEST_SAMPLES, seed: int = 0
+) -> tuple[float, float]:
     """(ε_BO, its standard error) at overlap q: closed form for hardmax T = 2 (error 0), else the
     two-replica Monte-Carlo average over ``samples`` pairs (seeded)."""
     Q0 = prior_second_moment(rho)

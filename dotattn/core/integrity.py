@@ -20,15 +20,40 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from dotattn.core.io import (MANIFEST_NAME, IntegrityError, csv_comment, read_csv, read_json_if_valid, to_jsonable,
-                             verify_manifest, write_manifest)
+from dotattn.core.io import (
+    MANIFEST_NAME,
+    IntegrityError,
+    csv_comment,
+    read_csv,
+    read_json_if_valid,
+    to_jsonable,
+    verify_manifest,
+    write_manifest,
+)
 from dotattn.core.validation import ParameterError
 
-__all__ = ["FolderKind", "register_kind", "registered_kinds", "folder_kind", "folders_with_manifest",
-           "verify_folder", "seal_folder",
-           "read_verified_csv", "read_verified_json", "read_record", "read_records", "check_matrix", "check_finite",
-           "on_grid", "check_provenance_line", "first_difference", "MATRIX_BOUND", "GRID_TOL", "check_output_folder",
-           "SETTING_FREE_KEYS"]
+__all__ = [
+    "FolderKind",
+    "register_kind",
+    "registered_kinds",
+    "folder_kind",
+    "folders_with_manifest",
+    "verify_folder",
+    "seal_folder",
+    "read_verified_csv",
+    "read_verified_json",
+    "read_record",
+    "read_records",
+    "check_matrix",
+    "check_finite",
+    "on_grid",
+    "check_provenance_line",
+    "first_difference",
+    "MATRIX_BOUND",
+    "GRID_TOL",
+    "check_output_folder",
+    "SETTING_FREE_KEYS",
+]
 
 MATRIX_BOUND = 1e12
 """Largest matrix entry a row may hold (overlaps, order parameters): every theory's matrices are O(1)
@@ -48,6 +73,7 @@ class FolderKind:
     an extra test where two kinds share a marker file. ``meta_file``: the JSON file holding the
     provenance (read when a folder is sealed).
     """
+
     name: str
     files: tuple[str, ...]
     check: Callable[[Path, Mapping[str, Any] | None], None]
@@ -90,7 +116,9 @@ def folder_kind(folder: str | os.PathLike) -> str:
     several that fit, the one with the most of its data files present wins (a restarts folder also
     holds an ERM folder's runs.csv)."""
     folder = Path(folder)
-    fits = [k for k in _KINDS.values() if (folder / k.files[0]).is_file() and (k.recognise is None or k.recognise(folder))]
+    fits = [
+        k for k in _KINDS.values() if (folder / k.files[0]).is_file() and (k.recognise is None or k.recognise(folder))
+    ]
     if not fits:
         markers = ", ".join(sorted({k.files[0] for k in _KINDS.values()}))
         raise IntegrityError(f"{folder}: not a dotattn output folder (none of {markers})")
@@ -205,8 +233,10 @@ def check_provenance_line(path: Path, parameters: Mapping[str, Any]) -> None:
         return
     diff = first_difference(dict(parameters), theirs)
     if diff is not None:
-        raise IntegrityError(f"{path}: its provenance line was made for {diff[0]} = {diff[2]}, summary.json says "
-                             f"{diff[1]} (a file from another run)")
+        raise IntegrityError(
+            f"{path}: its provenance line was made for {diff[0]} = {diff[2]}, summary.json says "
+            f"{diff[1]} (a file from another run)"
+        )
 
 
 def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str | None = None) -> str:
@@ -244,8 +274,9 @@ processes, library versions), not what it computes: a folder made with other val
 of the same settings."""
 
 
-def check_output_folder(folder: str | os.PathLike, kind: str, made_for: Mapping[str, Any] | None = None,
-                        what: str | None = None) -> None:
+def check_output_folder(
+    folder: str | os.PathLike, kind: str, made_for: Mapping[str, Any] | None = None, what: str | None = None
+) -> None:
     """Refuse (ParameterError, one line) to write a ``kind`` run made for ``made_for`` into ``folder``
     when the folder holds another command's files (another kind) or a finished run of this kind made
     for other settings (its manifest's ``made_for`` differs from ``made_for``, if given, in a key other
@@ -259,8 +290,11 @@ def check_output_folder(folder: str | os.PathLike, kind: str, made_for: Mapping[
         raise ParameterError(f"folder kind {kind!r} is not registered (known: {', '.join(sorted(_KINDS))})")
     if not folder.is_dir():
         return
-    fits = [k.name for k in _KINDS.values()
-            if (folder / k.files[0]).is_file() and (k.recognise is None or k.recognise(folder))]
+    fits = [
+        k.name
+        for k in _KINDS.values()
+        if (folder / k.files[0]).is_file() and (k.recognise is None or k.recognise(folder))
+    ]
     if not fits:
         return
     try:
@@ -268,24 +302,30 @@ def check_output_folder(folder: str | os.PathLike, kind: str, made_for: Mapping[
     except IntegrityError:  # the files of several kinds (e.g. a comparison written into an ERM folder)
         found = kind if kind in fits else fits[0]
     if found != kind:
-        raise ParameterError(f"{what}: --out {str(folder)!r} holds another command's output (a folder of kind {found}); "
-                             f"choose another --out")
+        raise ParameterError(
+            f"{what}: --out {str(folder)!r} holds another command's output (a folder of kind {found}); "
+            f"choose another --out"
+        )
     man = read_json_if_valid(folder / MANIFEST_NAME)
     if man is None or made_for is None:
         return
     stored = man.get("made_for") if isinstance(man, dict) else None
     if not isinstance(stored, dict):
-        raise ParameterError(f"{what}: --out {str(folder)!r} holds a {kind} run whose manifest is unreadable; "
-                             f"choose another --out or remove that folder")
+        raise ParameterError(
+            f"{what}: --out {str(folder)!r} holds a {kind} run whose manifest is unreadable; "
+            f"choose another --out or remove that folder"
+        )
     asked = {k: v for k, v in to_jsonable(dict(made_for)).items() if k not in SETTING_FREE_KEYS}
     diff = first_difference(asked, {k: v for k, v in stored.items() if k not in SETTING_FREE_KEYS})
     if diff is None:
         diff = first_difference({k: v for k, v in stored.items() if k not in SETTING_FREE_KEYS}, asked)
         diff = None if diff is None else (diff[0], diff[2], diff[1])
     if diff is not None:
-        raise ParameterError(f"{what}: --out {str(folder)!r} holds a finished run made for other settings "
-                             f"({diff[0]} = {_short(diff[2])} there, {_short(diff[1])} now); choose another --out "
-                             f"or remove that folder")
+        raise ParameterError(
+            f"{what}: --out {str(folder)!r} holds a finished run made for other settings "
+            f"({diff[0]} = {_short(diff[2])} there, {_short(diff[1])} now); choose another --out "
+            f"or remove that folder"
+        )
 
 
 def _short(value: Any) -> str:
@@ -315,14 +355,27 @@ def seal_folder(folder: str | os.PathLike, command: str | None = None) -> Path:
     meta = read_verified_json(folder / _KINDS[kind].meta_file)
     prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else meta
     made_for = prov.get("parameters") if isinstance(prov.get("parameters"), dict) else {}
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".csv", ".json", ".png")
-                   and p.name != MANIFEST_NAME and not p.name.startswith("."))
+    files = sorted(
+        p
+        for p in folder.iterdir()
+        if p.is_file()
+        and p.suffix in (".csv", ".json", ".png")
+        and p.name != MANIFEST_NAME
+        and not p.name.startswith(".")
+    )
     from dotattn.core.io import provenance
-    sealer = provenance({})
-    return write_manifest(folder, files, made_for, command=command,
-                          provenance_record={"git_commit": prov.get("git_commit"),
-                                             "dotattn_version": prov.get("dotattn_version"),
-                                             "created_utc": prov.get("created_utc")},
-                          note=f"sealed after the fact by dotattn verify --seal at commit {sealer['git_commit']} "
-                               f"({sealer['created_utc']}); the rows passed every consistency check then")
 
+    sealer = provenance({})
+    return write_manifest(
+        folder,
+        files,
+        made_for,
+        command=command,
+        provenance_record={
+            "git_commit": prov.get("git_commit"),
+            "dotattn_version": prov.get("dotattn_version"),
+            "created_utc": prov.get("created_utc"),
+        },
+        note=f"sealed after the fact by dotattn verify --seal at commit {sealer['git_commit']} "
+        f"({sealer['created_utc']}); the rows passed every consistency check then",
+    )

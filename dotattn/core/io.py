@@ -20,11 +20,35 @@ import numpy as np
 
 from dotattn.core.validation import ParameterError
 
-__all__ = ["signals_deferred", "defer_stop", "provenance", "git_commit", "atomic_write_text", "atomic_write_bytes", "write_json",
-           "write_csv", "read_csv", "read_json_if_valid", "remove_stale_tmp", "save_figure", "ensure_writable_dir",
-           "to_jsonable", "IntegrityError", "MANIFEST_NAME", "sha256_file", "csv_data_rows", "csv_comment",
-           "write_manifest", "verify_manifest", "invocation", "write_checked_json", "read_checked_json", "cache_notice",
-           "read_cache_unit", "write_cache_unit"]
+__all__ = [
+    "signals_deferred",
+    "defer_stop",
+    "provenance",
+    "git_commit",
+    "atomic_write_text",
+    "atomic_write_bytes",
+    "write_json",
+    "write_csv",
+    "read_csv",
+    "read_json_if_valid",
+    "remove_stale_tmp",
+    "save_figure",
+    "ensure_writable_dir",
+    "to_jsonable",
+    "IntegrityError",
+    "MANIFEST_NAME",
+    "sha256_file",
+    "csv_data_rows",
+    "csv_comment",
+    "write_manifest",
+    "verify_manifest",
+    "invocation",
+    "write_checked_json",
+    "read_checked_json",
+    "cache_notice",
+    "read_cache_unit",
+    "write_cache_unit",
+]
 
 MANIFEST_NAME = "manifest.json"
 """The manifest of an output folder: every file's SHA-256, size and data-row count, the parameters
@@ -44,16 +68,23 @@ def git_commit() -> str | None:
     """
     for root in (Path(__file__).resolve().parent.parent, Path.cwd()):
         try:
-            top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True,
-                                 text=True, timeout=5).stdout.strip()
+            top = subprocess.run(
+                ["git", "rev-parse", "--show-toplevel"], cwd=root, capture_output=True, text=True, timeout=5
+            ).stdout.strip()
             if not top or not (Path(top) / "dotattn" / "__init__.py").exists():
                 continue
-            sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=top, capture_output=True, text=True,
-                                 timeout=5).stdout.strip()
+            sha = subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=top, capture_output=True, text=True, timeout=5
+            ).stdout.strip()
             if not sha:
                 continue
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=top,
-                                   capture_output=True, text=True, timeout=5).stdout.strip()
+            dirty = subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no"],
+                cwd=top,
+                capture_output=True,
+                text=True,
+                timeout=5,
+            ).stdout.strip()
             return sha + ("-dirty" if dirty else "")
         except (OSError, subprocess.SubprocessError):
             continue
@@ -63,10 +94,15 @@ def git_commit() -> str | None:
 def provenance(parameters: Mapping[str, Any], seconds: float | None = None) -> dict[str, Any]:
     """Parameters plus package version, git commit, host and UTC time."""
     from dotattn import __version__
-    out = {"parameters": to_jsonable(dict(parameters)), "dotattn_version": __version__,
-           "git_commit": git_commit(), "python": platform.python_version(),
-           "machine": f"{platform.machine()} {os.cpu_count()} cpu",
-           "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+
+    out = {
+        "parameters": to_jsonable(dict(parameters)),
+        "dotattn_version": __version__,
+        "git_commit": git_commit(),
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()} {os.cpu_count()} cpu",
+        "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
     if seconds is not None:
         out["seconds"] = round(float(seconds), 3)
     return out
@@ -92,6 +128,7 @@ def to_jsonable(obj: Any) -> Any:
 
 class _Deferral:
     """State of :func:`signals_deferred` (signal handlers run in the main thread only)."""
+
     depth = 0
     pending: list[Callable[[], None]] = []
 
@@ -176,8 +213,9 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n")
 
 
-def write_csv(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]], columns: Sequence[str],
-              comment: str | None = None) -> None:
+def write_csv(
+    path: str | os.PathLike, rows: Iterable[Mapping[str, Any]], columns: Sequence[str], comment: str | None = None
+) -> None:
     """Atomically write rows as CSV; ``comment`` lines (e.g. provenance) are prefixed with '#'."""
     buf = io.StringIO()
     if comment:
@@ -255,9 +293,15 @@ def csv_comment(path: str | os.PathLike) -> str:
     return "\n".join(out)
 
 
-def write_manifest(folder: str | os.PathLike, files: Iterable[str | os.PathLike], made_for: Mapping[str, Any],
-                   *, command: str | None = None, provenance_record: Mapping[str, Any] | None = None,
-                   note: str | None = None) -> Path:
+def write_manifest(
+    folder: str | os.PathLike,
+    files: Iterable[str | os.PathLike],
+    made_for: Mapping[str, Any],
+    *,
+    command: str | None = None,
+    provenance_record: Mapping[str, Any] | None = None,
+    note: str | None = None,
+) -> Path:
     """Write ``folder/manifest.json`` last, atomically: for every file its SHA-256, size and (CSV)
     data-row count, plus ``made_for`` (the problem and settings it was made for) and provenance.
 
@@ -275,14 +319,23 @@ def write_manifest(folder: str | os.PathLike, files: Iterable[str | os.PathLike]
             p = folder / p
         p = p.resolve()
         name = p.relative_to(root).as_posix()
-        entries[name] = {"sha256": sha256_file(p), "bytes": p.stat().st_size,
-                         "rows": csv_data_rows(p) if p.suffix == ".csv" else None}
+        entries[name] = {
+            "sha256": sha256_file(p),
+            "bytes": p.stat().st_size,
+            "rows": csv_data_rows(p) if p.suffix == ".csv" else None,
+        }
     prov = dict(provenance_record) if provenance_record is not None else provenance(made_for)
     if command is None:
         command = invocation()
-    body = {"manifest_version": 1, "files": dict(sorted(entries.items())), "made_for": to_jsonable(dict(made_for)),
-            "git_commit": prov.get("git_commit"), "dotattn_version": prov.get("dotattn_version"),
-            "created_utc": prov.get("created_utc"), "command": command}
+    body = {
+        "manifest_version": 1,
+        "files": dict(sorted(entries.items())),
+        "made_for": to_jsonable(dict(made_for)),
+        "git_commit": prov.get("git_commit"),
+        "dotattn_version": prov.get("dotattn_version"),
+        "created_utc": prov.get("created_utc"),
+        "command": command,
+    }
     if note:
         body["note"] = note
     path = folder / MANIFEST_NAME
@@ -308,14 +361,17 @@ def invocation() -> str | None:
     if prog != "dotattn":
         return None
     import shlex
+
     return " ".join(["dotattn", *(shlex.quote(a) for a in sys.argv[1:])])
 
 
 def _commit_in_comment(comment: str) -> str | None:
     """The commit named in a CSV's provenance comment (``commit X`` or a JSON ``"git_commit": X``)."""
     import re
-    m = re.search(r'"git_commit":\s*"?([0-9a-f]{7,40}(?:-dirty)?|null)', comment) or \
-        re.search(r"\bcommit ([0-9a-f]{7,40}(?:-dirty)?|None)\b", comment)
+
+    m = re.search(r'"git_commit":\s*"?([0-9a-f]{7,40}(?:-dirty)?|null)', comment) or re.search(
+        r"\bcommit ([0-9a-f]{7,40}(?:-dirty)?|None)\b", comment
+    )
     if not m:
         return None
     return None if m.group(1) in ("None", "null") else m.group(1)
@@ -328,12 +384,13 @@ def verify_manifest(folder: str | os.PathLike, required: Sequence[str]) -> dict[
     folder = Path(folder)
     mpath = folder / MANIFEST_NAME
     if not mpath.is_file():
-        raise IntegrityError(f"{mpath}: missing, so the folder's files cannot be verified (written by an older "
-                             f"dotattn or by hand): rerun the command that made it, or check it and seal it with "
-                             f"'dotattn verify --seal {folder}'")
+        raise IntegrityError(
+            f"{mpath}: missing, so the folder's files cannot be verified (written by an older "
+            f"dotattn or by hand): rerun the command that made it, or check it and seal it with "
+            f"'dotattn verify --seal {folder}'"
+        )
     man = read_json_if_valid(mpath)
-    if not isinstance(man, dict) or not isinstance(man.get("files"), dict) or not isinstance(man.get("made_for"),
-                                                                                            dict):
+    if not isinstance(man, dict) or not isinstance(man.get("files"), dict) or not isinstance(man.get("made_for"), dict):
         raise IntegrityError(f"{mpath}: not a dotattn manifest (unreadable, or no 'files' and 'made_for')")
     for name in required:
         p = folder / name
@@ -348,15 +405,18 @@ def verify_manifest(folder: str | os.PathLike, required: Sequence[str]) -> dict[
             except (OSError, UnicodeDecodeError, csv.Error) as err:
                 raise IntegrityError(f"{p}: unreadable ({err})") from None
             if entry.get("rows") is not None and rows != entry["rows"]:
-                raise IntegrityError(f"{p}: {rows} data rows, the manifest lists {entry['rows']} (cut short or "
-                                     f"extended after it was written)")
+                raise IntegrityError(
+                    f"{p}: {rows} data rows, the manifest lists {entry['rows']} (cut short or "
+                    f"extended after it was written)"
+                )
             commit = _commit_in_comment(csv_comment(p))
             if commit is not None and man.get("git_commit") is not None and commit != man["git_commit"]:
-                raise IntegrityError(f"{p}: its provenance line names commit {commit}, the manifest "
-                                     f"{man['git_commit']} (a file from another run)")
+                raise IntegrityError(
+                    f"{p}: its provenance line names commit {commit}, the manifest "
+                    f"{man['git_commit']} (a file from another run)"
+                )
         if sha256_file(p) != entry["sha256"]:
-            raise IntegrityError(f"{p}: SHA-256 differs from {MANIFEST_NAME} (edited or replaced after it was "
-                                 f"written)")
+            raise IntegrityError(f"{p}: SHA-256 differs from {MANIFEST_NAME} (edited or replaced after it was written)")
     return man
 
 

@@ -36,6 +36,8 @@ def check_memory(need: int, what: str, advice: str, memory: int | None = -1) -> 
 
     memory = available_memory() if memory == -1 else memory
     if memory is not None and need > MEMORY_FRACTION * memory:
-        raise ParameterError(f"{what} needs about {need / 2**30:.1f} GiB, allowed {MEMORY_FRACTION:.0%} of the "
-                             f"{memory / 2**30:.1f} GiB available; {advice}")
+        raise ParameterError(
+            f"{what} needs about {need / 2**30:.1f} GiB, allowed {MEMORY_FRACTION:.0%} of the "
+            f"{memory / 2**30:.1f} GiB available; {advice}"
+        )
     return need

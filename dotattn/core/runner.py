@@ -40,8 +40,22 @@ from typing import Any, Callable, Iterator, Sequence, TextIO
 from dotattn.core.io import defer_stop, signals_deferred
 from dotattn.core.validation import ParameterError, check_dask_scheme, check_int
 
-__all__ = ["run_isolated", "DASK_TIMEOUT", "MAX_WORKERS", "check_dask_address", "connect_dask", "check_workers", "Interrupted", "stop_on_signals", "run_tasks", "RunLock", "RunLockedError", "ProgressState",
-           "ProgressReporter", "format_duration"]
+__all__ = [
+    "run_isolated",
+    "DASK_TIMEOUT",
+    "MAX_WORKERS",
+    "check_dask_address",
+    "connect_dask",
+    "check_workers",
+    "Interrupted",
+    "stop_on_signals",
+    "run_tasks",
+    "RunLock",
+    "RunLockedError",
+    "ProgressState",
+    "ProgressReporter",
+    "format_duration",
+]
 
 POLL_SECONDS = 0.2
 """How often the main process looks at finished tasks and progress messages (s)."""
@@ -125,6 +139,7 @@ def _set_parent_death_signal(signum: int = signal.SIGKILL) -> bool:
         return False
     try:
         import ctypes
+
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(1, int(signum), 0, 0, 0) == 0  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):
@@ -136,6 +151,7 @@ def watch_parent(parent_pid: int, poll: float = PARENT_POLL_SECONDS) -> None:
     died, whatever the cause (SIGKILL included), and this process was re-parented. Checked now and
     then every ``poll`` seconds by a daemon thread; the parent-death signal, where the kernel has it,
     acts even sooner."""
+
     def gone() -> bool:
         return os.getppid() != parent_pid
 
@@ -217,8 +233,12 @@ def run_isolated(fn: Callable[..., Any], *args: Any) -> Any:
     handling signals while it waits, so :func:`stop_on_signals`' :class:`Interrupted` arrives here at
     once and the child is terminated before it propagates. ``fn`` must be a module-level function
     and ``args`` picklable."""
-    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=(None, os.getpid()))
+    pool = ProcessPoolExecutor(
+        max_workers=1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=(None, os.getpid()),
+    )
     ok = False
     try:
         future = pool.submit(fn, *args)
@@ -236,8 +256,10 @@ def run_isolated(fn: Callable[..., Any], *args: Any) -> Any:
 
 DASK_TIMEOUT = 5.0
 """Seconds to wait for a Dask scheduler before giving up (one line, exit status 2 in the CLI)."""
-_DASK_ADDRESS = re.compile(r"^((tcp|tls|ucx|ws|wss)://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$"
-                           r"|^inproc://\S+$")
+_DASK_ADDRESS = re.compile(
+    r"^((tcp|tls|ucx|ws|wss)://)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):[0-9]{1,5}$"
+    r"|^inproc://\S+$"
+)
 
 
 def check_dask_address(address: Any) -> str:
@@ -246,7 +268,9 @@ def check_dask_address(address: Any) -> str:
     text = check_dask_scheme(address)  # tcp, ws (and inproc): the schemes that work without configuration
     m = _DASK_ADDRESS.match(text)
     if m is None or (not text.startswith("inproc://") and not 1 <= int(text.rsplit(":", 1)[1]) <= 65535):
-        raise ParameterError(f"dask must be a scheduler address [tcp://]host:port (port in [1, 65535]), got {address!r}")
+        raise ParameterError(
+            f"dask must be a scheduler address [tcp://]host:port (port in [1, 65535]), got {address!r}"
+        )
     return text
 
 
@@ -261,8 +285,9 @@ def connect_dask(address: str, timeout: float = DASK_TIMEOUT) -> Any:
     try:
         return Client(text, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as err:
-        raise ParameterError(f"dask: no scheduler answered at {text} within {timeout:g} s "
-                             f"({type(err).__name__})") from None
+        raise ParameterError(
+            f"dask: no scheduler answered at {text} within {timeout:g} s ({type(err).__name__})"
+        ) from None
 
 
 MAX_WORKERS = 1024
@@ -273,9 +298,15 @@ def check_workers(workers: Any) -> int:
     return check_int("workers", workers, 1, MAX_WORKERS)
 
 
-def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, workers: int = 1, dask_address: Any = None,
-              on_result: Callable[[int, Any], None] | None = None,
-              on_unit: Callable[[int], None] | None = None) -> None:
+def run_tasks(
+    fn: Callable[..., Any],
+    tasks: Sequence[tuple],
+    *,
+    workers: int = 1,
+    dask_address: Any = None,
+    on_result: Callable[[int, Any], None] | None = None,
+    on_unit: Callable[[int], None] | None = None,
+) -> None:
     """Run ``fn(*task, report=callable_or_None)`` for each task; see the module docstring.
 
     ``workers`` <= 1 (or a single task): in this process. ``dask_address``: a scheduler address or
@@ -295,8 +326,9 @@ def run_tasks(fn: Callable[..., Any], tasks: Sequence[tuple], *, workers: int = 
         return
     ctx = pool_context()
     q = ctx.Queue()
-    pool = ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=ctx, initializer=_init_worker,
-                               initargs=(q, os.getpid()))
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(tasks)), mp_context=ctx, initializer=_init_worker, initargs=(q, os.getpid())
+    )
     ok = False
     try:
         futures = {pool.submit(_pool_call, fn, i, t): i for i, t in enumerate(tasks)}
@@ -340,6 +372,7 @@ def _drain(q: Any, on_unit: Callable[[int], None]) -> set[int]:
 def _run_dask(fn: Callable, tasks: Sequence[tuple], address: Any, on_result: Callable[[int, Any], None]) -> None:
     client = connect_dask(address) if isinstance(address, str) else address
     from distributed import as_completed as dask_completed
+
     futures = []
     try:
         futures = [client.submit(fn, *t, pure=False) for t in tasks]
@@ -379,10 +412,10 @@ def _pid_alive(pid: int) -> bool:
 class RunLock:
     """``with RunLock(folder, what):`` one run at a time in ``folder`` (file ``.dotattn.lock``).
 
-    The lock file holds ``pid host``, created atomically with its content (a hard link of a written
-temporary file). If it exists
-    and its owner is alive (or on another host, where we cannot tell), :class:`RunLockedError`;
-    if its owner is dead, the lock is stale and is taken over. Removed on exit.
+        The lock file holds ``pid host``, created atomically with its content (a hard link of a written
+    temporary file). If it exists
+        and its owner is alive (or on another host, where we cannot tell), :class:`RunLockedError`;
+        if its owner is dead, the lock is stale and is taken over. Removed on exit.
     """
 
     NAME = ".dotattn.lock"
@@ -439,9 +472,11 @@ temporary file). If it exists
                     pid, host = self._owner()
                 if pid is not None and (host != socket.gethostname() or _pid_alive(pid)):
                     where = f"pid {pid}" + (f" on {host}" if host and host != socket.gethostname() else "")
-                    raise RunLockedError(f"{self.what}: {self.path.parent} is in use by another run ({where}); "
-                                         f"wait for it to finish or choose another --out (remove {self.path} "
-                                         f"if no such run exists)") from None
+                    raise RunLockedError(
+                        f"{self.what}: {self.path.parent} is in use by another run ({where}); "
+                        f"wait for it to finish or choose another --out (remove {self.path} "
+                        f"if no such run exists)"
+                    ) from None
                 with contextlib.suppress(FileNotFoundError):
                     self.path.unlink()  # stale: its owner is dead
                 continue
@@ -517,8 +552,15 @@ class ProgressReporter:
     every ``interval`` seconds (and at the end). ``quiet``: nothing.
     """
 
-    def __init__(self, label: str, *, quiet: bool = False, stream: TextIO | None = None,
-                 interval: float = 5.0, tty: bool | None = None) -> None:
+    def __init__(
+        self,
+        label: str,
+        *,
+        quiet: bool = False,
+        stream: TextIO | None = None,
+        interval: float = 5.0,
+        tty: bool | None = None,
+    ) -> None:
         self.label, self.quiet, self.interval = label, quiet, interval
         self.stream = stream if stream is not None else sys.stderr
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)()) if tty is None else tty
@@ -526,9 +568,13 @@ class ProgressReporter:
         self._drawn = False
 
     def line(self, s: ProgressState) -> str:
-        tasks = f"{s.tasks_done} of {s.tasks_total} {s.task}" + (f" ({s.tasks_cached} cached)" if s.tasks_cached else "")
-        return (f"{self.label}: {s.units_done}/{s.units_total} {s.unit}, {tasks}, "
-                f"{format_duration(s.elapsed)} elapsed, ETA {format_duration(s.eta)}")
+        tasks = f"{s.tasks_done} of {s.tasks_total} {s.task}" + (
+            f" ({s.tasks_cached} cached)" if s.tasks_cached else ""
+        )
+        return (
+            f"{self.label}: {s.units_done}/{s.units_total} {s.unit}, {tasks}, "
+            f"{format_duration(s.elapsed)} elapsed, ETA {format_duration(s.eta)}"
+        )
 
     def __call__(self, s: ProgressState) -> None:
         if self.quiet:
@@ -539,8 +585,10 @@ class ProgressReporter:
             frac = min(1.0, s.units_done / s.units_total) if s.units_total else 1.0
             bar = "#" * int(round(frac * width))
             tasks = f"{s.tasks_done}/{s.tasks_total} {s.task}"
-            self.stream.write(f"\r{self.label} [{bar:<{width}}] {s.units_done}/{s.units_total} {s.unit}, {tasks}, "
-                              f"ETA {format_duration(s.eta)}   ")
+            self.stream.write(
+                f"\r{self.label} [{bar:<{width}}] {s.units_done}/{s.units_total} {s.unit}, {tasks}, "
+                f"ETA {format_duration(s.eta)}   "
+            )
             if final:
                 self.stream.write("\n")
             self._drawn = not final

@@ -19,8 +19,18 @@ Statuses (theory and ERM alike):
 
 from __future__ import annotations
 
-__all__ = ["CONVERGED", "STATUS_CONVERGED", "NOT_CONVERGED", "INVALID", "DIVERGED", "ABSENT", "STALLED", "STATUSES",
-           "ERM_STATUSES", "from_training"]
+__all__ = [
+    "CONVERGED",
+    "STATUS_CONVERGED",
+    "NOT_CONVERGED",
+    "INVALID",
+    "DIVERGED",
+    "ABSENT",
+    "STALLED",
+    "STATUSES",
+    "ERM_STATUSES",
+    "from_training",
+]
 
 CONVERGED, NOT_CONVERGED, INVALID, DIVERGED, ABSENT = "converged", "not_converged", "invalid", "diverged", "absent"
 STALLED = "stalled"

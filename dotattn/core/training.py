@@ -85,8 +85,17 @@ import torch
 from dotattn.core.optimizers import DEFAULT_LR, OPTIMIZERS
 from dotattn.core.status import DIVERGED, STALLED, STATUS_CONVERGED
 
-__all__ = ["OPTIMIZERS", "DEFAULT_LR", "STATUS", "STATUS_CONVERGED", "TrainOutcome", "train", "progress_chunk",
-           "relative_stationarity", "LBFGS_HISTORY"]
+__all__ = [
+    "OPTIMIZERS",
+    "DEFAULT_LR",
+    "STATUS",
+    "STATUS_CONVERGED",
+    "TrainOutcome",
+    "train",
+    "progress_chunk",
+    "relative_stationarity",
+    "LBFGS_HISTORY",
+]
 
 STATUS: tuple[str, ...] = ("max_steps", STATUS_CONVERGED, DIVERGED, STALLED)
 """The training loop's status words by index (``max_steps`` is the shared ``not_converged``:
@@ -141,18 +150,27 @@ def relative_stationarity(grad: torch.Tensor, Q: torch.Tensor, ridge: float) -> 
     return g / scale.clamp_min(torch.finfo(g.dtype).tiny)
 
 
-def _value_and_grad(loss_fn: Callable[[torch.Tensor], torch.Tensor],
-                    Q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _value_and_grad(
+    loss_fn: Callable[[torch.Tensor], torch.Tensor], Q: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     Q = Q.detach().requires_grad_(True)
     R = loss_fn(Q)
     (grad,) = torch.autograd.grad(R.sum(), Q)
     return R.detach(), grad
 
 
-def train(loss_fn: Callable[[torch.Tensor], torch.Tensor], Q0: torch.Tensor, *, optimizer: str = "gd",
-          steps: int = 5000, lr: float = 0.15, tol: float = 1e-9, ridge: float | None = None,
-          progress: Callable[[int], None] | None = None,
-          finished: Callable[[torch.Tensor], None] | None = None) -> TrainOutcome:
+def train(
+    loss_fn: Callable[[torch.Tensor], torch.Tensor],
+    Q0: torch.Tensor,
+    *,
+    optimizer: str = "gd",
+    steps: int = 5000,
+    lr: float = 0.15,
+    tol: float = 1e-9,
+    ridge: float | None = None,
+    progress: Callable[[int], None] | None = None,
+    finished: Callable[[torch.Tensor], None] | None = None,
+) -> TrainOutcome:
     """Minimise independent risks ``loss_fn(Q)`` (shape ``run_shape``) from ``Q0`` (``run_shape + (a, b)``).
 
     ``optimizer`` is one of :data:`OPTIMIZERS`; ``progress(k)`` is called after every chunk of
@@ -228,9 +246,16 @@ def train(loss_fn: Callable[[torch.Tensor], torch.Tensor], Q0: torch.Tensor, *, 
     else:
         evaluations += 1
     stat = None if ridge is None else relative_stationarity(grad, Q, ridge)
-    return TrainOutcome(Q=Q.detach(), loss=R, status=state["status"], steps=state["steps"],
-                        rel_change=state["rel"], grad_norm=grad.flatten(-2).norm(dim=-1), stationarity=stat,
-                        evaluations=evaluations)
+    return TrainOutcome(
+        Q=Q.detach(),
+        loss=R,
+        status=state["status"],
+        steps=state["steps"],
+        rel_change=state["rel"],
+        grad_norm=grad.flatten(-2).norm(dim=-1),
+        stationarity=stat,
+        evaluations=evaluations,
+    )
 
 
 class _Ends:
@@ -263,8 +288,9 @@ class _Ends:
             self.finished(new)
 
 
-def _two_loop(g: torch.Tensor, S: torch.Tensor, Y: torch.Tensor, rho: torch.Tensor, gamma: torch.Tensor,
-              order: list[int]) -> torch.Tensor:
+def _two_loop(
+    g: torch.Tensor, S: torch.Tensor, Y: torch.Tensor, rho: torch.Tensor, gamma: torch.Tensor, order: list[int]
+) -> torch.Tensor:
     """L-BFGS product ``H g`` per run: ``g (*runs, D)``, history ``S, Y (m, *runs, D)``, ``rho (m, *runs)``,
     ``gamma (*runs)`` (initial inverse-Hessian scale); ``order`` lists slots newest first."""
     q = g.clone()
@@ -284,8 +310,8 @@ def _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress
     """Per-run L-BFGS with a per-run backtracking line search (module docstring); returns ``(Q, evaluations)``."""
     run_shape, mat = Q.shape[:-2], Q.shape[-2:]
     D = mat[0] * mat[1]
-    flat = (lambda T: T.reshape(*run_shape, D))
-    unflat = (lambda T: T.reshape(*run_shape, *mat))
+    flat = lambda T: T.reshape(*run_shape, D)
+    unflat = lambda T: T.reshape(*run_shape, *mat)
 
     def vg(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         R, g = _value_and_grad(loss_fn, unflat(x))
@@ -374,8 +400,15 @@ def _run_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress, ends) 
     """torch's L-BFGS on ``Σ_runs R``; per-run statuses by relative stationarity, a step that does not
     lower ``Σ R`` stalls the runs not converged (module docstring). Returns ``(Q, evaluations)``."""
     param = Q.requires_grad_(True)
-    opt = torch.optim.LBFGS([param], lr=lr, max_iter=1, history_size=20, tolerance_grad=0.0,
-                            tolerance_change=0.0, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [param],
+        lr=lr,
+        max_iter=1,
+        history_size=20,
+        tolerance_grad=0.0,
+        tolerance_change=0.0,
+        line_search_fn="strong_wolfe",
+    )
     start: dict[str, torch.Tensor] = {}
     evals = 0
 

@@ -11,9 +11,21 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ParameterError", "readonly_array", "parse_matrix", "check_number", "check_int", "check_alpha",
-           "check_instance", "check_dask_scheme", "check_out_dir", "DASK_SCHEMES", "ALPHA_MAX", "NAME_MAX",
-           "PATH_MAX"]
+__all__ = [
+    "ParameterError",
+    "readonly_array",
+    "parse_matrix",
+    "check_number",
+    "check_int",
+    "check_alpha",
+    "check_instance",
+    "check_dask_scheme",
+    "check_out_dir",
+    "DASK_SCHEMES",
+    "ALPHA_MAX",
+    "NAME_MAX",
+    "PATH_MAX",
+]
 
 ALPHA_MAX: float = 1e4
 """Largest sample complexity α = n/d accepted. The physics of interest is at α = O(1) (α_c ≤ 2.2 for
@@ -46,8 +58,15 @@ def parse_matrix(text: str) -> list[list[float]]:
         raise ParameterError(f"matrix {text!r} must be numbers, rows separated by ';'") from None
 
 
-def check_number(name: str, value: Any, low: float | None, low_open: bool,
-                 high: float | None = None, allowed: str = "", high_open: bool = False) -> float:
+def check_number(
+    name: str,
+    value: Any,
+    low: float | None,
+    low_open: bool,
+    high: float | None = None,
+    allowed: str = "",
+    high_open: bool = False,
+) -> float:
     """``value`` as a finite float in the range described by ``allowed`` (ParameterError naming ``name``)."""
     try:
         x = float(value)
@@ -98,9 +117,11 @@ DASK_SCHEMES: tuple[str, ...] = ("tcp", "ws")
 """Dask comm schemes a ``--dask`` address may use, each tested against a local cluster (tcp also
 when no scheme is written). ``tls``/``wss`` need certificates (a ``distributed.Security``) and
 ``ucx`` needs UCX-Py and its configuration, neither of which dotattn takes: refused, not crashed."""
-_DASK_REFUSED = {"tls": "TLS certificates (a distributed.Security configuration)",
-                 "wss": "TLS certificates (a distributed.Security configuration)",
-                 "ucx": "UCX-Py and a UCX configuration"}
+_DASK_REFUSED = {
+    "tls": "TLS certificates (a distributed.Security configuration)",
+    "wss": "TLS certificates (a distributed.Security configuration)",
+    "ucx": "UCX-Py and a UCX configuration",
+}
 
 
 def check_dask_scheme(address: Any, inproc: bool = True) -> str:
@@ -112,14 +133,20 @@ def check_dask_scheme(address: Any, inproc: bool = True) -> str:
     if scheme in DASK_SCHEMES or (scheme == "inproc" and inproc):
         return text
     if scheme == "inproc":
-        raise ParameterError("dask: an inproc:// scheduler lives inside one Python process and cannot be reached "
-                             "from a command; give a tcp:// or ws:// scheduler address (or, in Python, "
-                             "dask_address=<distributed.Client>)")
+        raise ParameterError(
+            "dask: an inproc:// scheduler lives inside one Python process and cannot be reached "
+            "from a command; give a tcp:// or ws:// scheduler address (or, in Python, "
+            "dask_address=<distributed.Client>)"
+        )
     if scheme in _DASK_REFUSED:
-        raise ParameterError(f"dask: {scheme}:// addresses need {_DASK_REFUSED[scheme]}, which dotattn does not "
-                             f"take; give a {' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address")
-    raise ParameterError(f"dask: unknown scheme {scheme!r} in {text!r}; give a "
-                         f"{' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address")
+        raise ParameterError(
+            f"dask: {scheme}:// addresses need {_DASK_REFUSED[scheme]}, which dotattn does not "
+            f"take; give a {' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address"
+        )
+    raise ParameterError(
+        f"dask: unknown scheme {scheme!r} in {text!r}; give a "
+        f"{' or '.join(s + '://' for s in DASK_SCHEMES)} scheduler address"
+    )
 
 
 NAME_MAX, PATH_MAX = 255, 3800
@@ -136,18 +163,25 @@ def check_out_dir(value: Any, name: str = "out") -> str:
         raise ParameterError(f"{name} must be a folder path, got {value!r}")
     text = str(value.__fspath__() if hasattr(value, "__fspath__") else value)
     if not text.strip():
-        raise ParameterError(f"{name} must be a non-empty folder path (use '.' for the working directory), got {text!r}")
+        raise ParameterError(
+            f"{name} must be a non-empty folder path (use '.' for the working directory), got {text!r}"
+        )
     if "\0" in text:
         raise ParameterError(f"{name} must be a folder path without NUL characters")
     import os
     from pathlib import Path
+
     if Path(text).absolute() == Path(Path(text).absolute().anchor):
-        raise ParameterError(f"{name} must be a folder below the file-system root, got {text!r} (its files would be "
-                             f"written into the root)")
+        raise ParameterError(
+            f"{name} must be a folder below the file-system root, got {text!r} (its files would be "
+            f"written into the root)"
+        )
     long = next((part for part in Path(text).parts if len(os.fsencode(part)) > NAME_MAX), None)
     if long is not None:
-        raise ParameterError(f"{name}: the folder name {long[:20]}... has {len(os.fsencode(long))} bytes, at most "
-                             f"{NAME_MAX} are allowed in one name")
+        raise ParameterError(
+            f"{name}: the folder name {long[:20]}... has {len(os.fsencode(long))} bytes, at most "
+            f"{NAME_MAX} are allowed in one name"
+        )
     if len(os.fsencode(str(Path(text).absolute()))) > PATH_MAX:
         raise ParameterError(f"{name} must be a path of at most {PATH_MAX} bytes")
     return text

@@ -17,21 +17,52 @@ from dotattn.erm.config import INIT_CHOICES, VALUES, ErmConfig, WeightLayout
 from dotattn.erm.records import COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, RunRecord
 
 _LAZY = {
-    "ErmResult": "dotattn.erm.experiment", "initial_weights": "dotattn.erm.experiment",
+    "ErmResult": "dotattn.erm.experiment",
+    "initial_weights": "dotattn.erm.experiment",
     "initial_student": "dotattn.erm.experiment",
-    "resolve_device": "dotattn.erm.experiment", "run_config": "dotattn.erm.experiment",
+    "resolve_device": "dotattn.erm.experiment",
+    "run_config": "dotattn.erm.experiment",
     "run_erm": "dotattn.erm.experiment",
-    "Dataset": "dotattn.erm.data", "make_dataset": "dotattn.erm.data", "positional_embeddings": "dotattn.erm.data",
-    "targets": "dotattn.erm.data", "teacher_weights": "dotattn.erm.data",
-    "attention": "dotattn.erm.models", "fit_linear_baseline": "dotattn.erm.models",
-    "linear_predict": "dotattn.erm.models", "residual_sq_norm": "dotattn.erm.models",
-    "TrainOutcome": "dotattn.core.training", "train": "dotattn.core.training",
+    "Dataset": "dotattn.erm.data",
+    "make_dataset": "dotattn.erm.data",
+    "positional_embeddings": "dotattn.erm.data",
+    "targets": "dotattn.erm.data",
+    "teacher_weights": "dotattn.erm.data",
+    "attention": "dotattn.erm.models",
+    "fit_linear_baseline": "dotattn.erm.models",
+    "linear_predict": "dotattn.erm.models",
+    "residual_sq_norm": "dotattn.erm.models",
+    "TrainOutcome": "dotattn.core.training",
+    "train": "dotattn.core.training",
 }
 
-__all__ = ["run_erm", "run_config", "ErmConfig", "WeightLayout", "VALUES", "initial_student", "ErmResult", "RunRecord", "RUN_COLUMNS", "SUMMARY_COLUMNS",
-           "COLUMN_DOCS", "INIT_CHOICES", "resolve_device", "initial_weights",
-           "Dataset", "make_dataset", "positional_embeddings", "teacher_weights", "targets", "attention",
-           "fit_linear_baseline", "linear_predict", "residual_sq_norm", "TrainOutcome", "train"]
+__all__ = [
+    "run_erm",
+    "run_config",
+    "ErmConfig",
+    "WeightLayout",
+    "VALUES",
+    "initial_student",
+    "ErmResult",
+    "RunRecord",
+    "RUN_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "COLUMN_DOCS",
+    "INIT_CHOICES",
+    "resolve_device",
+    "initial_weights",
+    "Dataset",
+    "make_dataset",
+    "positional_embeddings",
+    "teacher_weights",
+    "targets",
+    "attention",
+    "fit_linear_baseline",
+    "linear_predict",
+    "residual_sq_norm",
+    "TrainOutcome",
+    "train",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -21,13 +21,29 @@ from dotattn.core.optimizers import DEFAULT_LR, DEFAULT_TOL, OPTIMIZERS
 from dotattn.core.resources import MEMORY_FRACTION, available_memory
 from dotattn.positional_semantic.problem import Problem, check_problem
 
-__all__ = ["ErmConfig", "VALUES", "MAX_VALUE_RANK", "WeightLayout", "INIT_KINDS", "INIT_CHOICES", "INFORMED", "DTYPE_NAMES", "DEVICE_CHOICES",
-           "TEACHERS", "check_device_name", "MAX_STEPS"]
+__all__ = [
+    "ErmConfig",
+    "VALUES",
+    "MAX_VALUE_RANK",
+    "WeightLayout",
+    "INIT_KINDS",
+    "INIT_CHOICES",
+    "INFORMED",
+    "DTYPE_NAMES",
+    "DEVICE_CHOICES",
+    "TEACHERS",
+    "check_device_name",
+    "MAX_STEPS",
+]
 
 INIT_KINDS: tuple[str, ...] = ("semantic", "positional", "random")
 INIT_CHOICES: dict[str, tuple[str, ...]] = {
-    "semantic": ("semantic",), "positional": ("positional",), "random": ("random",),
-    "both": ("semantic", "positional"), "all": ("semantic", "positional", "random")}
+    "semantic": ("semantic",),
+    "positional": ("positional",),
+    "random": ("random",),
+    "both": ("semantic", "positional"),
+    "all": ("semantic", "positional", "random"),
+}
 INFORMED: tuple[str, ...] = ("semantic", "positional")
 DTYPE_NAMES: tuple[str, ...] = ("float64", "float32")
 DEVICE_CHOICES = "auto, cpu, cuda or cuda:N"
@@ -45,6 +61,8 @@ MAX_SEEDS = 10_000
 """Most seeds in one batch of runs."""
 MAX_TEST_SAMPLES = 10**7
 """Most fresh test samples per run (the test error's standard error is then ~3e-4 relative)."""
+
+
 def _gib(x: float) -> str:
     return f"{x / 2**30:,.1f} GiB"
 
@@ -61,7 +79,9 @@ def _normalise_inits(inits: str | Sequence[str]) -> tuple[str, ...]:
     try:
         names = [inits] if isinstance(inits, str) else list(inits)
     except TypeError:
-        raise ParameterError(f"init must be one of {', '.join(INIT_CHOICES)} or a list of them, got {inits!r}") from None
+        raise ParameterError(
+            f"init must be one of {', '.join(INIT_CHOICES)} or a list of them, got {inits!r}"
+        ) from None
     out: list[str] = []
     for name in names:
         key = str(name).strip().lower()
@@ -175,7 +195,9 @@ class ErmConfig:
         object.__setattr__(self, "tol", tol)
         object.__setattr__(self, "test_samples", _integer("test_samples", self.test_samples, 1))
         if self.test_samples > MAX_TEST_SAMPLES:
-            raise ParameterError(f"test_samples must be an integer in [1, {MAX_TEST_SAMPLES:g}], got {self.test_samples}")
+            raise ParameterError(
+                f"test_samples must be an integer in [1, {MAX_TEST_SAMPLES:g}], got {self.test_samples}"
+            )
         if self.dtype not in DTYPE_NAMES:
             raise ParameterError(f"dtype must be one of {', '.join(DTYPE_NAMES)}, got {self.dtype!r}")
         check_device_name(self.device)
@@ -197,8 +219,12 @@ class ErmConfig:
 
     def layout(self, problem: Problem) -> "WeightLayout":
         """The rows of the trained weight tensor for ``problem``'s student and this value option."""
-        return WeightLayout(rank=problem.rank, untied=problem.student == "untied", value=self.value,
-                            value_rank=self.value_rank if self.value == "low-rank" else 0)
+        return WeightLayout(
+            rank=problem.rank,
+            untied=problem.student == "untied",
+            value=self.value,
+            value_rank=self.value_rank if self.value == "low-rank" else 0,
+        )
 
     @property
     def ns(self) -> tuple[int, ...]:
@@ -215,8 +241,11 @@ class ErmConfig:
         L, d = problem.L, self.d
         r = self.layout(problem).rows
         nt = min(self.test_batch, self.test_samples)
-        return int(item * (S * N * L * d + 8 * S * N * L * L + 4 * S * A * I * N * L * (r + L) + 6 * S * A * I * r * d)
-                   + 24 * N * L * d + S * nt * L * d * (24 + item))
+        return int(
+            item * (S * N * L * d + 8 * S * N * L * L + 4 * S * A * I * N * L * (r + L) + 6 * S * A * I * r * d)
+            + 24 * N * L * d
+            + S * nt * L * d * (24 + item)
+        )
 
     def check(self, problem: Problem, memory: int | None = -1) -> None:
         """Checks that involve the problem (ParameterError), and that the runs fit in ``MEMORY_FRACTION``
@@ -229,20 +258,36 @@ class ErmConfig:
         memory = available_memory() if memory == -1 else memory
         need = self.memory_bytes(problem)
         if memory is not None and need > MEMORY_FRACTION * memory:
-            raise ParameterError(f"d x alpha x seeds must fit in memory: these runs need about {_gib(need)} "
-                                 f"(d = {self.d}, n = {max(self.ns):,} samples, {len(self.seeds)} seeds, "
-                                 f"{self.dtype}), allowed {MEMORY_FRACTION:.0%} of the {_gib(memory)} available; "
-                                 f"lower d, alpha or seeds")
+            raise ParameterError(
+                f"d x alpha x seeds must fit in memory: these runs need about {_gib(need)} "
+                f"(d = {self.d}, n = {max(self.ns):,} samples, {len(self.seeds)} seeds, "
+                f"{self.dtype}), allowed {MEMORY_FRACTION:.0%} of the {_gib(memory)} available; "
+                f"lower d, alpha or seeds"
+            )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"d": self.d, "alphas": list(self.alphas), "n": list(self.ns), "inits": list(self.inits),
-                "seeds": list(self.seeds), "optimizer": self.optimizer, "steps": self.steps, "lr": self.lr,
-                "tol": self.tol, "test_samples": self.test_samples, "dtype": self.dtype, "device": self.device,
-                "positional_m0": self.positional_m0, "random_scale": self.random_scale,
-                "baseline_ridge": self.baseline_ridge, "test_batch": self.test_batch, "teacher": self.teacher,
-                "train_offset": self.train_offset,
-                **({"value": self.value} if self.value != "none" else {}),
-                **({"value_rank": self.value_rank} if self.value == "low-rank" else {})}
+        return {
+            "d": self.d,
+            "alphas": list(self.alphas),
+            "n": list(self.ns),
+            "inits": list(self.inits),
+            "seeds": list(self.seeds),
+            "optimizer": self.optimizer,
+            "steps": self.steps,
+            "lr": self.lr,
+            "tol": self.tol,
+            "test_samples": self.test_samples,
+            "dtype": self.dtype,
+            "device": self.device,
+            "positional_m0": self.positional_m0,
+            "random_scale": self.random_scale,
+            "baseline_ridge": self.baseline_ridge,
+            "test_batch": self.test_batch,
+            "teacher": self.teacher,
+            "train_offset": self.train_offset,
+            **({"value": self.value} if self.value != "none" else {}),
+            **({"value_rank": self.value_rank} if self.value == "low-rank" else {}),
+        }
 
 
 @dataclass(frozen=True)
@@ -289,5 +334,3 @@ class WeightLayout:
     @property
     def rows(self) -> int:
         return self.field_rows + (1 if self.has_scale else 0)
-
-

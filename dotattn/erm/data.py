@@ -32,9 +32,24 @@ from dotattn.erm.config import TEACHERS
 from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.problem import STUDENTS, Problem, require_variant
 
-__all__ = ["BLOCK", "TEACHERS", "STREAM_TEACHER", "STREAM_TRAIN", "STREAM_TEST", "STREAM_INIT", "generator",
-           "positional_basis", "positional_embeddings", "teacher_weights", "content_noise", "token_cholesky",
-           "teacher_attention", "targets", "Dataset", "make_dataset"]
+__all__ = [
+    "BLOCK",
+    "TEACHERS",
+    "STREAM_TEACHER",
+    "STREAM_TRAIN",
+    "STREAM_TEST",
+    "STREAM_INIT",
+    "generator",
+    "positional_basis",
+    "positional_embeddings",
+    "teacher_weights",
+    "content_noise",
+    "token_cholesky",
+    "teacher_attention",
+    "targets",
+    "Dataset",
+    "make_dataset",
+]
 
 BLOCK = 256
 """Samples per independently seeded block."""
@@ -50,8 +65,9 @@ def generator(seed: int, stream: int, block: int = 0) -> torch.Generator:
     return g
 
 
-def positional_basis(d: int, k: int, dtype: torch.dtype = torch.float64,
-                     device: torch.device | str = "cpu") -> torch.Tensor:
+def positional_basis(
+    d: int, k: int, dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """The first ``k`` orthonormal DCT-II vectors of ``R^d``, shape ``(d, k)``; column 0 is ``1/√d``."""
     if k > d:
         raise ParameterError(f"d must be >= L = {k} to embed L orthonormal positional directions, got d = {d}")
@@ -62,8 +78,9 @@ def positional_basis(d: int, k: int, dtype: torch.dtype = torch.float64,
     return torch.stack(cols, dim=1).to(dtype=dtype, device=device)
 
 
-def positional_embeddings(G: np.ndarray, d: int, dtype: torch.dtype = torch.float64,
-                          device: torch.device | str = "cpu") -> torch.Tensor:
+def positional_embeddings(
+    G: np.ndarray, d: int, dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu"
+) -> torch.Tensor:
     """Positional embeddings ``P`` (shape ``(L, d)``) with ``P Pᵀ = G``.
 
     ``P = U Λ^{1/2} Eᵀ`` from the eigendecomposition ``G = U Λ Uᵀ`` (eigenvalues descending,
@@ -86,8 +103,14 @@ def positional_embeddings(G: np.ndarray, d: int, dtype: torch.dtype = torch.floa
     return (coef @ E.T).to(dtype=dtype, device=device)
 
 
-def teacher_weights(d: int, teacher_rank: int, seed: int, dtype: torch.dtype = torch.float64,
-                    device: torch.device | str = "cpu", kind: str = "gaussian") -> torch.Tensor:
+def teacher_weights(
+    d: int,
+    teacher_rank: int,
+    seed: int,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str = "cpu",
+    kind: str = "gaussian",
+) -> torch.Tensor:
     """Teacher ``Q*``, shape ``(d, r_t)``: ``kind`` one of :data:`TEACHERS`.
 
     ``gaussian``: i.i.d. N(0, 1) entries (SPEC section 1). ``orthonormal``: ``√d`` times the
@@ -113,9 +136,18 @@ def token_cholesky(L: int, correlation: float) -> torch.Tensor:
     return torch.as_tensor(np.linalg.cholesky(C), dtype=torch.float64)
 
 
-def content_noise(n: int, L: int, d: int, sigma: float, seed: int, stream: int, start: int = 0,
-                  dtype: torch.dtype = torch.float64, device: torch.device | str = "cpu",
-                  correlation: float = 0.0) -> torch.Tensor:
+def content_noise(
+    n: int,
+    L: int,
+    d: int,
+    sigma: float,
+    seed: int,
+    stream: int,
+    start: int = 0,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str = "cpu",
+    correlation: float = 0.0,
+) -> torch.Tensor:
     """Content ``Z`` for samples ``start .. start+n-1`` of a stream, shape ``(n, L, d)``, entries N(0, σ²),
     with ``E[z_l z_l'ᵀ] = σ² C_ll' I_d`` (``C`` of :func:`token_cholesky`; ``correlation`` = c).
 
@@ -125,9 +157,11 @@ def content_noise(n: int, L: int, d: int, sigma: float, seed: int, stream: int, 
     if n <= 0:
         return torch.zeros(0, L, d, dtype=dtype, device=device)
     first, last = start // BLOCK, (start + n - 1) // BLOCK
-    parts = [torch.randn(BLOCK, L, d, generator=generator(seed, stream, b), dtype=torch.float64)
-             for b in range(first, last + 1)]
-    Z = torch.cat(parts, dim=0)[start - first * BLOCK: start - first * BLOCK + n]
+    parts = [
+        torch.randn(BLOCK, L, d, generator=generator(seed, stream, b), dtype=torch.float64)
+        for b in range(first, last + 1)
+    ]
+    Z = torch.cat(parts, dim=0)[start - first * BLOCK : start - first * BLOCK + n]
     if correlation != 0.0:
         Z = token_cholesky(L, correlation) @ Z  # z_l = Σ_l' (L_C)_ll' e_l'
     return (sigma * Z).to(dtype=dtype, device=device)
@@ -188,16 +222,24 @@ class Dataset:
         return Dataset(self.X[:n], self.P, self.T[:n], self.Cpz[:n], self.Czz[:n])
 
 
-def make_dataset(problem: Problem, Q_star: torch.Tensor, P: torch.Tensor, n: int, seed: int,
-                 stream: int = STREAM_TRAIN, start: int = 0) -> Dataset:
+def make_dataset(
+    problem: Problem,
+    Q_star: torch.Tensor,
+    P: torch.Tensor,
+    n: int,
+    seed: int,
+    stream: int = STREAM_TRAIN,
+    start: int = 0,
+) -> Dataset:
     """Samples ``start .. start+n-1`` of a seeded stream for teacher ``Q*`` (dtype/device of ``Q*``).
 
     The teacher does not depend on the student architecture; the contents ``Z`` carry the problem's
     token correlation, and the Gram matrices ``Cpz = P Zᵀ``, ``Czz = Z Zᵀ`` are those of these ``Z``."""
     require_variant(problem, "ERM", students=STUDENTS, correlated=True)
     L, d = P.shape
-    Z = content_noise(n, L, d, problem.sigma, seed, stream, start, Q_star.dtype, Q_star.device,
-                      problem.token_correlation)
+    Z = content_noise(
+        n, L, d, problem.sigma, seed, stream, start, Q_star.dtype, Q_star.device, problem.token_correlation
+    )
     A = torch.tensor(np.array(problem.A), dtype=Q_star.dtype, device=Q_star.device)
     T = teacher_attention(Z, Q_star, A, problem.omega)
     X = Z + P

@@ -31,23 +31,69 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from dotattn.erm.config import (DEVICE_CHOICES, INFORMED, INIT_CHOICES, INIT_KINDS,
-                               ErmConfig, WeightLayout, check_device_name)
-from dotattn.erm.data import (STREAM_INIT, STREAM_TEST, STREAM_TRAIN, generator, make_dataset,
-                              positional_embeddings, teacher_weights)
-from dotattn.erm.models import (attention_matrix_pf, fit_linear_baseline, quadratic_residual_pf, value_residual_pf,
-                                residual_sq_norm, sample_stats)
-from dotattn.erm.records import (BRANCH_M, BRANCH_THETA, COLUMN_DOCS, RUN_COLUMNS, SUMMARY_COLUMNS, SUMMARY_METRICS,
-                                 RunRecord, SummaryRecord, run_branch)
+from dotattn.erm.config import (
+    DEVICE_CHOICES,
+    INFORMED,
+    INIT_CHOICES,
+    INIT_KINDS,
+    ErmConfig,
+    WeightLayout,
+    check_device_name,
+)
+from dotattn.erm.data import (
+    STREAM_INIT,
+    STREAM_TEST,
+    STREAM_TRAIN,
+    generator,
+    make_dataset,
+    positional_embeddings,
+    teacher_weights,
+)
+from dotattn.erm.models import (
+    attention_matrix_pf,
+    fit_linear_baseline,
+    quadratic_residual_pf,
+    value_residual_pf,
+    residual_sq_norm,
+    sample_stats,
+)
+from dotattn.erm.records import (
+    BRANCH_M,
+    BRANCH_THETA,
+    COLUMN_DOCS,
+    RUN_COLUMNS,
+    SUMMARY_COLUMNS,
+    SUMMARY_METRICS,
+    RunRecord,
+    SummaryRecord,
+    run_branch,
+)
 from dotattn.core.training import STATUS, train
 from dotattn.core.validation import ParameterError, check_instance, readonly_array
 from dotattn.positional_semantic.problem import Problem
 from dotattn.core.rows import matrix_cell
 from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, STALLED, from_training
 
-__all__ = ["INIT_KINDS", "INIT_CHOICES", "DTYPES", "DEVICE_CHOICES", "BRANCH_THETA", "BRANCH_M",
-           "RUN_COLUMNS", "SUMMARY_COLUMNS", "COLUMN_DOCS", "ErmConfig", "RunRecord", "ErmResult",
-           "resolve_device", "initial_weights", "initial_student", "value_scale", "run_erm", "run_config"]
+__all__ = [
+    "INIT_KINDS",
+    "INIT_CHOICES",
+    "DTYPES",
+    "DEVICE_CHOICES",
+    "BRANCH_THETA",
+    "BRANCH_M",
+    "RUN_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "COLUMN_DOCS",
+    "ErmConfig",
+    "RunRecord",
+    "ErmResult",
+    "resolve_device",
+    "initial_weights",
+    "initial_student",
+    "value_scale",
+    "run_erm",
+    "run_config",
+]
 
 DTYPES: dict[str, torch.dtype] = {"float64": torch.float64, "float32": torch.float32}
 
@@ -60,8 +106,9 @@ def resolve_device(name: str) -> torch.device:
     if key == "cpu":
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        raise ParameterError(f"device must be auto or cpu here: {name!r} requested but "
-                             "torch.cuda.is_available() is False")
+        raise ParameterError(
+            f"device must be auto or cpu here: {name!r} requested but torch.cuda.is_available() is False"
+        )
     if ":" in key and int(key[5:]) >= torch.cuda.device_count():
         raise ParameterError(f"device index must be < {torch.cuda.device_count()}, got {name!r}")
     return torch.device(key)
@@ -81,8 +128,9 @@ class ErmResult:
     seconds: float
     threads: int = field(default=1)
 
-    def select(self, alpha: float | None = None, init: str | None = None,
-               seed: int | None = None) -> tuple[RunRecord, ...]:
+    def select(
+        self, alpha: float | None = None, init: str | None = None, seed: int | None = None
+    ) -> tuple[RunRecord, ...]:
         """Runs matching the given alpha (to 1e-9), init ('selected' for selected runs) and seed."""
         out = []
         for r in self.runs:
@@ -114,8 +162,13 @@ class ErmResult:
 
     def parameters(self) -> dict[str, Any]:
         """Problem and configuration, JSON-ready (for provenance)."""
-        return {"problem": self.problem.to_dict(), "erm": self.config.to_dict(), "resolved_device": self.device,
-                "torch_threads": self.threads, "torch_version": torch.__version__}
+        return {
+            "problem": self.problem.to_dict(),
+            "erm": self.config.to_dict(),
+            "resolved_device": self.device,
+            "torch_threads": self.threads,
+            "torch_version": torch.__version__,
+        }
 
 
 def _counts(labels: Sequence[str]) -> str:
@@ -130,19 +183,34 @@ def _summarise(runs: Sequence[RunRecord], alpha: float, n: int, d: int, init: st
         sd = vals.std(axis=0, ddof=1) if len(runs) > 1 else np.full(vals.shape[1:], np.nan)
         cell = (lambda a: float(a)) if vals.ndim == 1 else matrix_cell  # noqa: E731
         mean[k], std[k] = cell(vals.mean(axis=0)), cell(sd)
-    return SummaryRecord(alpha=alpha, n=n, d=d, init=init, runs=len(runs),
-                         converged=sum(r.status == CONVERGED for r in runs),
-                         not_converged=sum(r.status == NOT_CONVERGED for r in runs),
-                         diverged=sum(r.status == DIVERGED for r in runs),
-                         stalled=sum(r.status == STALLED for r in runs),
-                         branches=_counts([r.branch for r in runs]),
-                         selected_inits=_counts([r.init for r in runs]) if init == "selected" else "",
-                         mean=mean, std=std)
+    return SummaryRecord(
+        alpha=alpha,
+        n=n,
+        d=d,
+        init=init,
+        runs=len(runs),
+        converged=sum(r.status == CONVERGED for r in runs),
+        not_converged=sum(r.status == NOT_CONVERGED for r in runs),
+        diverged=sum(r.status == DIVERGED for r in runs),
+        stalled=sum(r.status == STALLED for r in runs),
+        branches=_counts([r.branch for r in runs]),
+        selected_inits=_counts([r.init for r in runs]) if init == "selected" else "",
+        mean=mean,
+        std=std,
+    )
 
 
 # ----------------------------------------------------------------------------------------------
-def initial_weights(kind: str, Q_star: torch.Tensor, P: torch.Tensor, rank: int, seed: int,
-                    positional_m0: float = 0.3, random_scale: float = 0.1, part: int = 0) -> torch.Tensor:
+def initial_weights(
+    kind: str,
+    Q_star: torch.Tensor,
+    P: torch.Tensor,
+    rank: int,
+    seed: int,
+    positional_m0: float = 0.3,
+    random_scale: float = 0.1,
+    part: int = 0,
+) -> torch.Tensor:
     """Initial ``Q`` (shape ``(d, r)``) of one kind for teacher ``Q*`` ``(d, r_t)`` and embeddings ``P`` ``(L, d)``.
 
     ``part`` selects the noise stream: 0 for ``Q`` (the streams of tied runs), 1 for the untied
@@ -150,8 +218,9 @@ def initial_weights(kind: str, Q_star: torch.Tensor, P: torch.Tensor, rank: int,
     d, rt = Q_star.shape
     dt, dev = Q_star.dtype, Q_star.device
     stream = 1 + INIT_KINDS.index(kind) + part * len(INIT_KINDS)
-    noise = random_scale * torch.randn(d, rank, generator=generator(seed, STREAM_INIT, stream),
-                                       dtype=torch.float64).to(dtype=dt, device=dev)
+    noise = random_scale * torch.randn(d, rank, generator=generator(seed, STREAM_INIT, stream), dtype=torch.float64).to(
+        dtype=dt, device=dev
+    )
     if kind == "random":
         return noise
     Q = noise.clone()
@@ -173,8 +242,15 @@ def initial_weights(kind: str, Q_star: torch.Tensor, P: torch.Tensor, rank: int,
     raise ParameterError(f"init must be one of {', '.join(INIT_KINDS)}, got {kind!r}")
 
 
-def initial_student(kind: str, Q_star: torch.Tensor, P: torch.Tensor, layout: WeightLayout, seed: int,
-                    positional_m0: float = 0.3, random_scale: float = 0.1) -> torch.Tensor:
+def initial_student(
+    kind: str,
+    Q_star: torch.Tensor,
+    P: torch.Tensor,
+    layout: WeightLayout,
+    seed: int,
+    positional_m0: float = 0.3,
+    random_scale: float = 0.1,
+) -> torch.Tensor:
     """Initial weight rows ``W`` (shape ``(layout.rows, d)``, :class:`dotattn.erm.config.WeightLayout`) of one kind.
 
     ``Qᵀ`` from :func:`initial_weights`; the untied student's ``Kᵀ`` likewise (same informed direction:
@@ -188,8 +264,11 @@ def initial_student(kind: str, Q_star: torch.Tensor, P: torch.Tensor, layout: We
         rows.append(initial_weights(kind, Q_star, P, r, seed, positional_m0, random_scale, part=1).T)
     if layout.value_rank:
         g = generator(seed, STREAM_INIT, 1 + INIT_KINDS.index(kind) + 2 * len(INIT_KINDS))
-        rows.append((random_scale * torch.randn(2 * layout.value_rank, d, generator=g, dtype=torch.float64))
-                    .to(dtype=Q_star.dtype, device=Q_star.device))
+        rows.append(
+            (random_scale * torch.randn(2 * layout.value_rank, d, generator=g, dtype=torch.float64)).to(
+                dtype=Q_star.dtype, device=Q_star.device
+            )
+        )
     if layout.has_scale:
         rows.append(Q_star.new_zeros(1, d))
     return torch.cat(rows, dim=0)
@@ -202,9 +281,16 @@ def value_scale(W: torch.Tensor, layout: WeightLayout) -> torch.Tensor | float:
     return 1.0 + W[..., -1, 0] / math.sqrt(W.shape[-1])
 
 
-def _sample_errors(W: torch.Tensor, X: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor,
-                   cyy: torch.Tensor, layout: WeightLayout | None = None, T: torch.Tensor | None = None,
-                   P: torch.Tensor | None = None) -> torch.Tensor:
+def _sample_errors(
+    W: torch.Tensor,
+    X: torch.Tensor,
+    Cxx: torch.Tensor,
+    Cyx: torch.Tensor,
+    cyy: torch.Tensor,
+    layout: WeightLayout | None = None,
+    T: torch.Tensor | None = None,
+    P: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``‖ŷ − y‖²_F`` of every run on every sample of its seed.
 
     ``W (S, R, rows, d)`` holds the weight rows of ``R`` runs per seed (``layout``; default: tied ``Qᵀ``
@@ -232,8 +318,9 @@ def _sample_errors(W: torch.Tensor, X: torch.Tensor, Cxx: torch.Tensor, Cyx: tor
     return err
 
 
-def test_batches(problem: Problem, Q_star: torch.Tensor, P: torch.Tensor, seeds: Sequence[int], test_samples: int,
-                 test_batch: int) -> Iterator[tuple]:
+def test_batches(
+    problem: Problem, Q_star: torch.Tensor, P: torch.Tensor, seeds: Sequence[int], test_samples: int, test_batch: int
+) -> Iterator[tuple]:
     """Fresh test samples of every seed (teacher ``Q_star[k]`` for ``seeds[k]``), ``test_batch`` at a time:
     yields ``(X, T, Cpz, Czz, (Cxx, Cyx, cyy))``, each with a leading seed axis (``(S, nb, ...)``)."""
     G = P @ P.T
@@ -245,9 +332,17 @@ def test_batches(problem: Problem, Q_star: torch.Tensor, P: torch.Tensor, seeds:
         yield Xt, Tt, Cpzt, Czzt, sample_stats(Tt, G, Cpzt, Czzt)
 
 
-def _risk_function(X: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor, cyy: torch.Tensor,
-                   ns: Sequence[int], ridge: float, layout: WeightLayout | None = None, T: torch.Tensor | None = None,
-                   P: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+def _risk_function(
+    X: torch.Tensor,
+    Cxx: torch.Tensor,
+    Cyx: torch.Tensor,
+    cyy: torch.Tensor,
+    ns: Sequence[int],
+    ridge: float,
+    layout: WeightLayout | None = None,
+    T: torch.Tensor | None = None,
+    P: torch.Tensor | None = None,
+) -> Callable[[torch.Tensor], torch.Tensor]:
     """``W (S, A, I, rows, d) -> R (S, A, I)``: run ``(s, a, i)`` sees the first ``ns[a]`` samples of seed ``s``.
 
     ``ns`` is increasing. Samples ``ns[j-1] .. ns[j]-1`` are used by the alphas ``a >= j`` only,
@@ -262,9 +357,16 @@ def _risk_function(X: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor, cyy: t
         S, A, I, r, d = W.shape
         data = W.new_zeros(S, A, I)
         for j, lo, hi in blocks:
-            err = _sample_errors(W[:, j:].reshape(S, (A - j) * I, r, d), X[:, lo:hi], Cxx[..., lo:hi],
-                                 Cyx[..., lo:hi], cyy[:, lo:hi], layout, None if T is None else T[..., lo:hi],
-                                 P)  # (S, (A-j) I, n_block)
+            err = _sample_errors(
+                W[:, j:].reshape(S, (A - j) * I, r, d),
+                X[:, lo:hi],
+                Cxx[..., lo:hi],
+                Cyx[..., lo:hi],
+                cyy[:, lo:hi],
+                layout,
+                None if T is None else T[..., lo:hi],
+                P,
+            )  # (S, (A-j) I, n_block)
             data = data + torch.nn.functional.pad(err.sum(-1).reshape(S, A - j, I), (0, 0, j, 0))
         return data / (2 * d) + 0.5 * ridge * W.square().sum((-1, -2))
 
@@ -284,24 +386,52 @@ def _variant_fields(arr: dict[str, np.ndarray], idx: tuple[int, int, int], sig2:
     return out
 
 
-def run_erm(problem: Problem, d: int, alphas: float | Sequence[float], inits: str | Sequence[str] = "both",
-            seeds: int | Sequence[int] = 4, *, optimizer: str = "gd", steps: int = 5000,
-            lr: float | None = None, tol: float | None = None, test_samples: int = 10_000,
-            dtype: str = "float64", device: str = "auto",
-            progress: Callable[[int], None] | None = None, **options: Any) -> ErmResult:
+def run_erm(
+    problem: Problem,
+    d: int,
+    alphas: float | Sequence[float],
+    inits: str | Sequence[str] = "both",
+    seeds: int | Sequence[int] = 4,
+    *,
+    optimizer: str = "gd",
+    steps: int = 5000,
+    lr: float | None = None,
+    tol: float | None = None,
+    test_samples: int = 10_000,
+    dtype: str = "float64",
+    device: str = "auto",
+    progress: Callable[[int], None] | None = None,
+    **options: Any,
+) -> ErmResult:
     """Train and measure every (alpha, init, seed) run at dimension ``d``; see :class:`ErmConfig`.
 
     ``options`` are the remaining :class:`ErmConfig` fields (``positional_m0``, ``random_scale``,
     ``baseline_ridge``, ``test_batch``). ``progress(k)`` is called after each chunk of ``k`` steps.
     All validation happens before any computation (ParameterError).
     """
-    config = ErmConfig(d=d, alphas=alphas, inits=inits, seeds=seeds, optimizer=optimizer, steps=steps, lr=lr,
-                       tol=tol, test_samples=test_samples, dtype=dtype, device=device, **options)
+    config = ErmConfig(
+        d=d,
+        alphas=alphas,
+        inits=inits,
+        seeds=seeds,
+        optimizer=optimizer,
+        steps=steps,
+        lr=lr,
+        tol=tol,
+        test_samples=test_samples,
+        dtype=dtype,
+        device=device,
+        **options,
+    )
     return run_config(problem, config, progress)
 
 
-def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], None] | None = None,
-               finished: Callable[[np.ndarray], None] | None = None) -> ErmResult:
+def run_config(
+    problem: Problem,
+    config: ErmConfig,
+    progress: Callable[[int], None] | None = None,
+    finished: Callable[[np.ndarray], None] | None = None,
+) -> ErmResult:
     """:func:`run_erm` for a ready :class:`ErmConfig`.
 
     ``finished(mask)``: called as runs stop training (any status), with a boolean array of shape
@@ -318,8 +448,9 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
 
     P = positional_embeddings(problem.G, d, dt, dev)
     G = P @ P.T
-    Q_star = torch.stack([teacher_weights(d, problem.teacher_rank, s, dt, dev, config.teacher)
-                          for s in seeds])  # (S, d, r_t)
+    Q_star = torch.stack(
+        [teacher_weights(d, problem.teacher_rank, s, dt, dev, config.teacher) for s in seeds]
+    )  # (S, d, r_t)
     X = torch.empty(S, N, L, d, dtype=dt, device=dev)
     T, Cpz, Czz = (torch.empty(S, N, L, L, dtype=dt, device=dev) for _ in range(3))
     for k, s in enumerate(seeds):
@@ -327,19 +458,34 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
         X[k], T[k], Cpz[k], Czz[k] = ds.X, ds.T, ds.Cpz, ds.Czz
         del ds
     Cxx, Cyx, cyy = sample_stats(T, G, Cpz, Czz)
-    pf = (lambda M: M.permute(2, 3, 0, 1).contiguous())  # (S, N, L, L) -> positions-first (L, L, S, N)
+    pf = lambda M: M.permute(2, 3, 0, 1).contiguous()  # (S, N, L, L) -> positions-first (L, L, S, N)
     layout = config.layout(problem)
-    risk = _risk_function(X, pf(Cxx), pf(Cyx), cyy, ns, problem.ridge, layout,
-                          pf(T) if layout.value_rank else None, P)
+    risk = _risk_function(X, pf(Cxx), pf(Cyx), cyy, ns, problem.ridge, layout, pf(T) if layout.value_rank else None, P)
 
     rows = layout.rows
-    W0 = torch.stack([torch.stack([initial_student(kind, Q_star[k], P, layout, s, config.positional_m0,
-                                                   config.random_scale) for kind in inits])
-                      for k, s in enumerate(seeds)])  # (S, I, rows, d)
+    W0 = torch.stack(
+        [
+            torch.stack(
+                [
+                    initial_student(kind, Q_star[k], P, layout, s, config.positional_m0, config.random_scale)
+                    for kind in inits
+                ]
+            )
+            for k, s in enumerate(seeds)
+        ]
+    )  # (S, I, rows, d)
     W0 = W0[:, None].expand(S, A, I, rows, d).contiguous()
-    out = train(risk, W0, optimizer=config.optimizer, steps=config.steps, lr=config.lr, tol=config.tol,
-                ridge=problem.ridge, progress=progress,
-                finished=None if finished is None else (lambda mask: finished(mask.cpu().numpy())))
+    out = train(
+        risk,
+        W0,
+        optimizer=config.optimizer,
+        steps=config.steps,
+        lr=config.lr,
+        tol=config.tol,
+        ridge=problem.ridge,
+        progress=progress,
+        finished=None if finished is None else (lambda mask: finished(mask.cpu().numpy())),
+    )
 
     with torch.no_grad():
         Wt = out.Q  # (S, A, I, rows, d)
@@ -356,23 +502,29 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
         mu = torch.einsum("ld,saidr->sailr", P, Q) / math.sqrt(d)  # (S, A, I, L, r)
         extra = {}
         if layout.untied:
-            extra.update(theta_k=torch.einsum("saidr,sdt->sairt", K, Q_star) / d, q_kk=K.transpose(-1, -2) @ K / d,
-                         q_qk=Q.transpose(-1, -2) @ K / d, mu_k=torch.einsum("ld,saidr->sailr", P, K) / math.sqrt(d))
+            extra.update(
+                theta_k=torch.einsum("saidr,sdt->sairt", K, Q_star) / d,
+                q_kk=K.transpose(-1, -2) @ K / d,
+                q_qk=Q.transpose(-1, -2) @ K / d,
+                mu_k=torch.einsum("ld,saidr->sailr", P, K) / math.sqrt(d),
+            )
         if layout.has_scale:
             extra["value_scale"] = value_scale(Wt, layout)
         if layout.value_rank:
             U, Wv = Wt[..., layout.u_rows, :], Wt[..., layout.w_rows, :]  # (S, A, I, k, d)
             # ‖U Wᵥᵀ‖_F² = Tr(UᵀU WᵥᵀWᵥ)
-            extra["value_correction"] = ((U @ U.transpose(-1, -2)) * (Wv @ Wv.transpose(-1, -2))).sum((-1, -2)
-                                                                                                   ).sqrt() / d
+            extra["value_correction"] = ((U @ U.transpose(-1, -2)) * (Wv @ Wv.transpose(-1, -2))).sum(
+                (-1, -2)
+            ).sqrt() / d
         n_t = torch.tensor(ns, device=dev)
         mask = (torch.arange(N, device=dev)[None, :] < n_t[:, None]).to(dt)  # (A, N)
         train_loss = out.loss / d
         train_error = (out.loss - 0.5 * problem.ridge * Wt.square().sum((-1, -2))) / n_t.to(dt)[None, :, None]
 
         # linear baseline per (seed, alpha), fitted on the same training prefixes
-        B = fit_linear_baseline(torch.einsum("an,snij->saij", mask, Cyx), torch.einsum("an,snij->saij", mask, Cxx),
-                                d, config.baseline_ridge)  # (S, A, L, L)
+        B = fit_linear_baseline(
+            torch.einsum("an,snij->saij", mask, Cyx), torch.einsum("an,snij->saij", mask, Cxx), d, config.baseline_ridge
+        )  # (S, A, L, L)
         lin_err = residual_sq_norm(B[:, :, None], T[:, None], G, Cpz[:, None], Czz[:, None])  # (S, A, N)
         lin_train = (lin_err * mask).sum(-1) / (2 * d) / n_t.to(dt)
         del X, T, Cpz, Czz, Cxx, Cyx, cyy
@@ -381,14 +533,18 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
         test_sq = torch.zeros_like(test_sum)
         lin_test = torch.zeros(S, A, dtype=torch.float64, device=dev)
         W = Wt.reshape(S, A * I, rows, d)
-        for Xt, Tt, Cpzt, Czzt, (Cxxt, Cyxt, cyyt) in test_batches(problem, Q_star, P, seeds, config.test_samples,
-                                                                  config.test_batch):
-            err = _sample_errors(W, Xt, pf(Cxxt), pf(Cyxt), cyyt, layout, pf(Tt) if layout.value_rank else None,
-                                 P).to(torch.float64) / (2 * d)  # (S, A I, nb)
+        for Xt, Tt, Cpzt, Czzt, (Cxxt, Cyxt, cyyt) in test_batches(
+            problem, Q_star, P, seeds, config.test_samples, config.test_batch
+        ):
+            err = _sample_errors(W, Xt, pf(Cxxt), pf(Cyxt), cyyt, layout, pf(Tt) if layout.value_rank else None, P).to(
+                torch.float64
+            ) / (2 * d)  # (S, A I, nb)
             test_sum += err.sum(-1)
             test_sq += err.square().sum(-1)
-            lin_test += (residual_sq_norm(B[:, :, None], Tt[:, None], G, Cpzt[:, None], Czzt[:, None])
-                         .to(torch.float64) / (2 * d)).sum(-1)
+            lin_test += (
+                residual_sq_norm(B[:, :, None], Tt[:, None], G, Cpzt[:, None], Czzt[:, None]).to(torch.float64)
+                / (2 * d)
+            ).sum(-1)
         nt = config.test_samples
         test_err = (test_sum / nt).reshape(S, A, I)
         test_se = ((test_sq / nt - (test_sum / nt).square()).clamp_min(0) / max(nt - 1, 1)).sqrt().reshape(S, A, I)
@@ -400,29 +556,64 @@ def run_config(problem: Problem, config: ErmConfig, progress: Callable[[int], No
         chosen = masked.argmin(-1)  # (S, A)
         selected = (torch.arange(I, device=dev) == chosen[..., None]) & informed
 
-    arr = {k: v.detach().cpu().to(torch.float64).numpy() for k, v in dict(
-        train_loss=train_loss, train_error=train_error, test_err=test_err, test_se=test_se, lin_train=lin_train,
-        lin_test=lin_test, theta_s2=theta_s2, q_s2=q_s2, mu=mu, rel=out.rel_change, grad=out.grad_norm,
-        **extra).items()}
+    arr = {
+        k: v.detach().cpu().to(torch.float64).numpy()
+        for k, v in dict(
+            train_loss=train_loss,
+            train_error=train_error,
+            test_err=test_err,
+            test_se=test_se,
+            lin_train=lin_train,
+            lin_test=lin_test,
+            theta_s2=theta_s2,
+            q_s2=q_s2,
+            mu=mu,
+            rel=out.rel_change,
+            grad=out.grad_norm,
+            **extra,
+        ).items()
+    }
     status = out.status.cpu().numpy()
     steps_done = out.steps.cpu().numpy()
     sel = selected.cpu().numpy()
-    sig2 = problem.sigma ** 2
+    sig2 = problem.sigma**2
     runs = []
     for a, (alpha, n) in enumerate(zip(alphas, ns)):
         for i, kind in enumerate(inits):
             for k, s in enumerate(seeds):
                 th, qq, mu_k = arr["theta_s2"][k, a, i], arr["q_s2"][k, a, i], arr["mu"][k, a, i]
-                runs.append(RunRecord(
-                    alpha=float(alpha), n=int(n), init=kind, seed=int(s),
-                    status=from_training(STATUS[int(status[k, a, i])]),
-                    steps=int(steps_done[k, a, i]), rel_change=float(arr["rel"][k, a, i]),
-                    grad_norm=float(arr["grad"][k, a, i]), train_loss=float(arr["train_loss"][k, a, i]),
-                    train_error=float(arr["train_error"][k, a, i]), test_error=float(arr["test_err"][k, a, i]),
-                    test_error_se=float(arr["test_se"][k, a, i]), linear_train_error=float(arr["lin_train"][k, a]),
-                    linear_test_error=float(arr["lin_test"][k, a]), mu=readonly_array(mu_k),
-                    theta=readonly_array(sig2 * th), q=readonly_array(sig2 * qq), theta_over_sigma2=readonly_array(th),
-                    q_over_sigma2=readonly_array(qq), branch=run_branch(th, mu_k), selected=bool(sel[k, a, i]), d=d,
-                    **_variant_fields(arr, (k, a, i), sig2)))
-    return ErmResult(problem=problem, config=config, runs=tuple(runs), device=str(dev),
-                     seconds=time.perf_counter() - t0, threads=torch.get_num_threads())
+                runs.append(
+                    RunRecord(
+                        alpha=float(alpha),
+                        n=int(n),
+                        init=kind,
+                        seed=int(s),
+                        status=from_training(STATUS[int(status[k, a, i])]),
+                        steps=int(steps_done[k, a, i]),
+                        rel_change=float(arr["rel"][k, a, i]),
+                        grad_norm=float(arr["grad"][k, a, i]),
+                        train_loss=float(arr["train_loss"][k, a, i]),
+                        train_error=float(arr["train_error"][k, a, i]),
+                        test_error=float(arr["test_err"][k, a, i]),
+                        test_error_se=float(arr["test_se"][k, a, i]),
+                        linear_train_error=float(arr["lin_train"][k, a]),
+                        linear_test_error=float(arr["lin_test"][k, a]),
+                        mu=readonly_array(mu_k),
+                        theta=readonly_array(sig2 * th),
+                        q=readonly_array(sig2 * qq),
+                        theta_over_sigma2=readonly_array(th),
+                        q_over_sigma2=readonly_array(qq),
+                        branch=run_branch(th, mu_k),
+                        selected=bool(sel[k, a, i]),
+                        d=d,
+                        **_variant_fields(arr, (k, a, i), sig2),
+                    )
+                )
+    return ErmResult(
+        problem=problem,
+        config=config,
+        runs=tuple(runs),
+        device=str(dev),
+        seconds=time.perf_counter() - t0,
+        threads=torch.get_num_threads(),
+    )

@@ -7,8 +7,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from dotattn.core.integrity import (FolderKind, check_finite, check_matrix, check_provenance_line, on_grid,
-                                    read_records, read_verified_json, register_kind)
+from dotattn.core.integrity import (
+    FolderKind,
+    check_finite,
+    check_matrix,
+    check_provenance_line,
+    on_grid,
+    read_records,
+    read_verified_json,
+    register_kind,
+)
 from dotattn.core.io import IntegrityError
 from dotattn.core.status import ERM_STATUSES
 from dotattn.erm.records import RunRecord
@@ -43,23 +51,27 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
         _check_status(path, i, run.status)
         key = (ia, run.init, run.seed)
         if key in seen:
-            raise IntegrityError(f"{path}: row {i}: a second row for alpha = {run.alpha:g}, init {run.init}, "
-                                 f"seed {run.seed}")
+            raise IntegrityError(
+                f"{path}: row {i}: a second row for alpha = {run.alpha:g}, init {run.init}, seed {run.seed}"
+            )
         seen.add(key)
         for name, val, shape in (("mu", run.mu, (L, r)), ("theta", run.theta, (r, rt)), ("q", run.q, (r, r))):
             check_matrix(path, i, name, val, shape, finite=True)
         untied = problem.student == "untied"
         for name, shape in (("mu_k", (L, r)), ("theta_k", (r, rt)), ("q_kk", (r, r)), ("q_qk", (r, r))):
             if (getattr(run, name) is None) == untied:
-                raise IntegrityError(f"{path}: row {i}: {name} is {'missing' if untied else 'present'} but the "
-                                     f"student is {problem.student}")
+                raise IntegrityError(
+                    f"{path}: row {i}: {name} is {'missing' if untied else 'present'} but the "
+                    f"student is {problem.student}"
+                )
             if untied:
                 check_matrix(path, i, name, getattr(run, name), shape, finite=True)
         value = str(erm.get("value", "none"))
         for name, wanted in (("value_scale", value != "none"), ("value_correction", value == "low-rank")):
             if (getattr(run, name) is None) == wanted:
-                raise IntegrityError(f"{path}: row {i}: {name} is {'missing' if wanted else 'present'} but the "
-                                     f"value option is {value}")
+                raise IntegrityError(
+                    f"{path}: row {i}: {name} is {'missing' if wanted else 'present'} but the value option is {value}"
+                )
             if wanted:
                 check_finite(path, i, name, float(getattr(run, name)))
         for name in ("train_loss", "test_error"):
@@ -67,8 +79,10 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
     missing = want - seen
     if missing:
         ia, init, s = sorted(missing)[0]
-        raise IntegrityError(f"{path}: {len(runs)} rows, the run's parameters need {len(want)} (no row for "
-                             f"alpha = {alphas[ia]:g}, init {init}, seed {s})")
+        raise IntegrityError(
+            f"{path}: {len(runs)} rows, the run's parameters need {len(want)} (no row for "
+            f"alpha = {alphas[ia]:g}, init {init}, seed {s})"
+        )
 
 
 def _check_status(path: Path, row: int, status: str) -> None:
@@ -101,9 +115,11 @@ def _check_restarts(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     path = folder / "runs.csv"
     for i, run in enumerate(read_records(path, RestartRecord), start=1):
         _check_status(path, i, run.status)
-        for name, val, shape in (("mu", run.mu, (problem.L, problem.rank)),
-                                 ("theta", run.theta, (problem.rank, problem.teacher_rank)),
-                                 ("q", run.q, (problem.rank, problem.rank))):
+        for name, val, shape in (
+            ("mu", run.mu, (problem.L, problem.rank)),
+            ("theta", run.theta, (problem.rank, problem.teacher_rank)),
+            ("q", run.q, (problem.rank, problem.rank)),
+        ):
             check_matrix(path, i, name, val, shape, finite=True)
         check_finite(path, i, "train_loss", float(run.train_loss))
     read_records(folder / "pairs.csv", PairRecord)

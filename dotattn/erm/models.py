@@ -24,9 +24,19 @@ import math
 
 import torch
 
-__all__ = ["fields", "attention_matrix", "attention", "residual_sq_norm", "sample_stats",
-           "attention_matrix_pf", "quadratic_residual_pf", "value_residual_pf", "linear_normal_equations", "fit_linear_baseline",
-           "linear_predict"]
+__all__ = [
+    "fields",
+    "attention_matrix",
+    "attention",
+    "residual_sq_norm",
+    "sample_stats",
+    "attention_matrix_pf",
+    "quadratic_residual_pf",
+    "value_residual_pf",
+    "linear_normal_equations",
+    "fit_linear_baseline",
+    "linear_predict",
+]
 
 
 def fields(X: torch.Tensor, Q: torch.Tensor) -> torch.Tensor:
@@ -56,15 +66,17 @@ def _bilinear_trace(A: torch.Tensor, C: torch.Tensor, B: torch.Tensor) -> torch.
     return (AC * B).sum((-1, -2))
 
 
-def residual_sq_norm(S: torch.Tensor, T: torch.Tensor, G: torch.Tensor, Cpz: torch.Tensor,
-                     Czz: torch.Tensor) -> torch.Tensor:
+def residual_sq_norm(
+    S: torch.Tensor, T: torch.Tensor, G: torch.Tensor, Cpz: torch.Tensor, Czz: torch.Tensor
+) -> torch.Tensor:
     """``‖S X − T Z‖²_F`` from Gram matrices (module docstring); all ``(..., L, L)``, broadcast -> ``(...)``."""
     D = S - T
     return _bilinear_trace(S, G, S) + 2.0 * _bilinear_trace(S, Cpz, D) + _bilinear_trace(D, Czz, D)
 
 
-def sample_stats(T: torch.Tensor, G: torch.Tensor, Cpz: torch.Tensor,
-                 Czz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def sample_stats(
+    T: torch.Tensor, G: torch.Tensor, Cpz: torch.Tensor, Czz: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-sample ``(Cxx, Cyx, ‖y‖²) = (X Xᵀ, y Xᵀ, Tr(T Czz Tᵀ))``: ``(..., L, L)`` inputs -> two ``(..., L, L)`` and ``(...)``."""
     Cyx, Cxx = linear_normal_equations(T, G, Cpz, Czz)
     return Cxx, Cyx, _bilinear_trace(T, Czz, T)
@@ -81,8 +93,15 @@ def _left_pf(S: torch.Tensor, a: torch.Tensor) -> torch.Tensor:
     return (S.unsqueeze(2) * a.unsqueeze(0)).sum(1)
 
 
-def value_residual_pf(S: torch.Tensor, a: torch.Tensor, b: torch.Tensor, pi: torch.Tensor, M: torch.Tensor,
-                      T: torch.Tensor, v: torch.Tensor | float) -> torch.Tensor:
+def value_residual_pf(
+    S: torch.Tensor,
+    a: torch.Tensor,
+    b: torch.Tensor,
+    pi: torch.Tensor,
+    M: torch.Tensor,
+    T: torch.Tensor,
+    v: torch.Tensor | float,
+) -> torch.Tensor:
     """What the low-rank value correction adds to ``‖v S X − T Z‖²_F``, positions-first.
 
     With ``V = v I + U Wᵥᵀ/d``, ``a = X U/√d``, ``b = X Wᵥ/√d`` (fields, ``(L, k, ...)``), ``π = P Wᵥ/√d``
@@ -108,8 +127,9 @@ def quadratic_residual_pf(S: torch.Tensor, Cxx: torch.Tensor, Cyx: torch.Tensor,
     return ((SC - 2.0 * Cyx) * S).sum((0, 1)) + cyy
 
 
-def linear_normal_equations(T: torch.Tensor, G: torch.Tensor, Cpz: torch.Tensor,
-                            Czz: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def linear_normal_equations(
+    T: torch.Tensor, G: torch.Tensor, Cpz: torch.Tensor, Czz: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-sample ``(y Xᵀ, X Xᵀ)`` of the least-squares problem for ``B``, each ``(..., L, L)``.
 
     ``X Xᵀ = G + Cpz + Cpzᵀ + Czz`` and ``y Xᵀ = T Z (P + Z)ᵀ = T (Cpzᵀ + Czz)``.

@@ -18,8 +18,19 @@ import numpy as np
 from dotattn.core.rows import matrix_cell, read_bool, read_float, read_int, read_matrix, read_text
 from dotattn.positional_semantic.labels import branch_label
 
-__all__ = ["RunRecord", "SummaryRecord", "RUN_COLUMNS", "VARIANT_COLUMNS", "run_columns", "SUMMARY_COLUMNS", "SUMMARY_METRICS", "COLUMN_DOCS", "BRANCH_THETA",
-           "BRANCH_M", "run_branch"]
+__all__ = [
+    "RunRecord",
+    "SummaryRecord",
+    "RUN_COLUMNS",
+    "VARIANT_COLUMNS",
+    "run_columns",
+    "SUMMARY_COLUMNS",
+    "SUMMARY_METRICS",
+    "COLUMN_DOCS",
+    "BRANCH_THETA",
+    "BRANCH_M",
+    "run_branch",
+]
 
 BRANCH_THETA = 0.1
 """A run counts as semantic when ``‖QᵀQ*‖_F/d = ‖θ‖_F/σ² ≥ BRANCH_THETA``."""
@@ -38,15 +49,25 @@ def run_branch(theta_over_sigma2: np.ndarray, mu: np.ndarray) -> str:
     mu = np.asarray(mu, dtype=float)
     m_ratio = float(np.linalg.norm(mu, axis=1).max()) / BRANCH_M
     theta_ratio = float(np.linalg.norm(theta_over_sigma2)) / BRANCH_THETA
-    return branch_label(positional=m_ratio >= 1, semantic=theta_ratio >= 1, rank=mu.shape[1],
-                        positional_dominant=m_ratio >= theta_ratio)
+    return branch_label(
+        positional=m_ratio >= 1, semantic=theta_ratio >= 1, rank=mu.shape[1], positional_dominant=m_ratio >= theta_ratio
+    )
 
 
 _MATRICES = ("mu", "theta", "q", "theta_over_sigma2", "q_over_sigma2")
 _VARIANT_MATRICES = ("mu_k", "theta_k", "q_kk", "q_qk")
 _VARIANT_FLOATS = ("value_scale", "value_correction")
-_FLOATS = ("alpha", "rel_change", "grad_norm", "train_loss", "train_error", "test_error", "test_error_se",
-           "linear_train_error", "linear_test_error")
+_FLOATS = (
+    "alpha",
+    "rel_change",
+    "grad_norm",
+    "train_loss",
+    "train_error",
+    "test_error",
+    "test_error_se",
+    "linear_train_error",
+    "linear_test_error",
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,11 +140,17 @@ class RunRecord:
         """Inverse of :meth:`to_row` for JSON and CSV rows (``m``, ``m_norm`` are recomputed from ``mu``)."""
         kw: dict[str, Any] = {k: read_float(row[k]) for k in _FLOATS}
         kw.update({k: read_matrix(row[k], column=(k == "mu")) for k in _MATRICES})
-        kw.update(n=read_int(row["n"]), seed=read_int(row["seed"]), steps=read_int(row["steps"]),
-                  d=read_int(row["d"]) if row.get("d") not in (None, "") else None,
-                  init=read_text(row["init"]), status=read_text(row["status"]), branch=read_text(row["branch"]),
-                  selected=read_bool(row["selected"]))
-        present = (lambda k: row.get(k) not in (None, ""))  # noqa: E731
+        kw.update(
+            n=read_int(row["n"]),
+            seed=read_int(row["seed"]),
+            steps=read_int(row["steps"]),
+            d=read_int(row["d"]) if row.get("d") not in (None, "") else None,
+            init=read_text(row["init"]),
+            status=read_text(row["status"]),
+            branch=read_text(row["branch"]),
+            selected=read_bool(row["selected"]),
+        )
+        present = lambda k: row.get(k) not in (None, "")  # noqa: E731
         kw.update({k: read_matrix(row[k], column=(k == "mu_k")) for k in _VARIANT_MATRICES if present(k)})
         kw.update({k: read_float(row[k]) for k in _VARIANT_FLOATS if present(k)})
         return cls(**kw)
@@ -135,9 +162,31 @@ class RunRecord:
 
 
 RUN_COLUMNS: tuple[str, ...] = (
-    "alpha", "n", "d", "init", "seed", "status", "steps", "rel_change", "grad_norm", "train_loss",
-    "train_error", "test_error", "test_error_se", "linear_train_error", "linear_test_error", "m", "m_norm", "mu",
-    "theta_over_sigma2", "q_over_sigma2", "theta", "q", "branch", "selected")
+    "alpha",
+    "n",
+    "d",
+    "init",
+    "seed",
+    "status",
+    "steps",
+    "rel_change",
+    "grad_norm",
+    "train_loss",
+    "train_error",
+    "test_error",
+    "test_error_se",
+    "linear_train_error",
+    "linear_test_error",
+    "m",
+    "m_norm",
+    "mu",
+    "theta_over_sigma2",
+    "q_over_sigma2",
+    "theta",
+    "q",
+    "branch",
+    "selected",
+)
 VARIANT_COLUMNS: tuple[str, ...] = _VARIANT_MATRICES + _VARIANT_FLOATS
 """Columns written after :data:`RUN_COLUMNS` when the runs have them (untied student, value option);
 folders written without them read back with these fields None."""
@@ -150,12 +199,33 @@ def run_columns(runs: Any) -> tuple[str, ...]:
 
 
 SUMMARY_METRICS: tuple[str, ...] = (
-    "m", "m_norm", "theta_over_sigma2", "q_over_sigma2", "theta", "q", "train_loss", "train_error", "test_error",
-    "linear_train_error", "linear_test_error", "steps", "grad_norm")
+    "m",
+    "m_norm",
+    "theta_over_sigma2",
+    "q_over_sigma2",
+    "theta",
+    "q",
+    "train_loss",
+    "train_error",
+    "test_error",
+    "linear_train_error",
+    "linear_test_error",
+    "steps",
+    "grad_norm",
+)
 SUMMARY_COLUMNS: tuple[str, ...] = (
-    ("alpha", "n", "d", "init", "runs", "converged", "not_converged", "diverged", "stalled", "branches",
-     "selected_inits")
-    + tuple(f"{k}_{s}" for k in SUMMARY_METRICS for s in ("mean", "std")))
+    "alpha",
+    "n",
+    "d",
+    "init",
+    "runs",
+    "converged",
+    "not_converged",
+    "diverged",
+    "stalled",
+    "branches",
+    "selected_inits",
+) + tuple(f"{k}_{s}" for k in SUMMARY_METRICS for s in ("mean", "std"))
 
 
 @dataclass(frozen=True, eq=False)
@@ -191,14 +261,20 @@ class SummaryRecord:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "SummaryRecord":
         """Inverse of :meth:`to_row` (JSON or CSV cells; rows written before the ``stalled`` column have none)."""
+
         def metric(x: Any) -> Any:  # a nested list (matrix metric) or a number
             return read_matrix(x).tolist() if isinstance(x, list) or str(x).lstrip().startswith("[") else read_float(x)
-        return cls(alpha=read_float(row["alpha"]), init=read_text(row["init"]), branches=read_text(row["branches"]),
-                   selected_inits=read_text(row["selected_inits"]),
-                   **{k: read_int(row[k]) for k in ("n", "d", "runs", "converged", "not_converged", "diverged")},
-                   stalled=read_int(row["stalled"]) if row.get("stalled") not in (None, "") else 0,
-                   mean={k: metric(row[f"{k}_mean"]) for k in SUMMARY_METRICS},
-                   std={k: metric(row[f"{k}_std"]) for k in SUMMARY_METRICS})
+
+        return cls(
+            alpha=read_float(row["alpha"]),
+            init=read_text(row["init"]),
+            branches=read_text(row["branches"]),
+            selected_inits=read_text(row["selected_inits"]),
+            **{k: read_int(row[k]) for k in ("n", "d", "runs", "converged", "not_converged", "diverged")},
+            stalled=read_int(row["stalled"]) if row.get("stalled") not in (None, "") else 0,
+            mean={k: metric(row[f"{k}_mean"]) for k in SUMMARY_METRICS},
+            std={k: metric(row[f"{k}_std"]) for k in SUMMARY_METRICS},
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, SummaryRecord) and json.dumps(self.to_row()) == json.dumps(other.to_row())
@@ -209,10 +285,10 @@ class SummaryRecord:
 COLUMN_DOCS: dict[str, str] = {
     "alpha": "sample ratio; n = round(alpha*d) training samples",
     "init": "initialisation (semantic: Q=Q*, positional: Q along p_1, random: small N(0,1)); "
-            "'selected' rows: per seed, the informed run of lower train_loss",
+    "'selected' rows: per seed, the informed run of lower train_loss",
     "status": "converged (gd, adam: |dR|/|R| <= tol; lbfgs, batched-lbfgs: relative stationarity <= tol), "
-              "not_converged (step budget spent; training's max_steps), stalled (the line search found no lower "
-              "risk before tol was met) or diverged (R not finite); the vocabulary of dotattn.core.status",
+    "not_converged (step budget spent; training's max_steps), stalled (the line search found no lower "
+    "risk before tol was met) or diverged (R not finite); the vocabulary of dotattn.core.status",
     "steps": "optimisation steps applied",
     "rel_change": "last relative change of R per step",
     "grad_norm": "||grad_Q R||_F at the final Q",
@@ -226,18 +302,18 @@ COLUMN_DOCS: dict[str, str] = {
     "m_norm": "||mu_1|| = ||Q^T p_1||/sqrt(d) (gauge invariant)",
     "mu": "mu_l = Q^T p_l/sqrt(d): L x r nested list (rows l = 1..L)",
     "matrices": "mu, theta, q, theta_over_sigma2, q_over_sigma2 are nested lists (rows of columns; 1x1 as [[x]]); "
-                "in CSV cells their JSON text",
+    "in CSV cells their JSON text",
     "d": "token dimension",
     "theta_over_sigma2": "Q^T Q*/d (r x r_t)",
     "q_over_sigma2": "Q^T Q/d (r x r)",
     "theta": "SPEC theta = sigma^2 Q^T Q*/d",
     "q": "SPEC q = sigma^2 Q^T Q/d",
     "branch": f"semantic if ||theta||_F/sigma^2 >= {BRANCH_THETA}, positional if max_l ||mu_l|| >= {BRANCH_M}, "
-              "mixed if both, uninformative if neither",
+    "mixed if both, uninformative if neither",
     "selected": "this run is the informed run of lower train_loss at its (alpha, seed)",
     "mu_k, theta_k, q_kk, q_qk": "untied student only: mu_k[l] = K^T p_l/sqrt(d) (L x r), theta_k = sigma^2 K^T Q*/d "
-                                 "(r x r_t), q_kk = sigma^2 K^T K/d, q_qk = sigma^2 Q^T K/d (r x r); the query's are "
-                                 "mu, theta, q",
+    "(r x r_t), q_kk = sigma^2 K^T K/d, q_qk = sigma^2 Q^T K/d (r x r); the query's are "
+    "mu, theta, q",
     "value_scale": "value option scalar or low-rank: v of the value matrix V = v I (+ U W^T/d)",
     "value_correction": "value option low-rank: ||U W^T||_F/d, the Frobenius norm of the correction of V",
     "runs": "number of seeds aggregated",
@@ -246,5 +322,3 @@ COLUMN_DOCS: dict[str, str] = {
     "selected_inits": "selected rows: how many seeds selected each informed initialisation",
     "*_mean, *_std": "mean and sample standard deviation (ddof=1) over seeds; empty std for one seed",
 }
-
-

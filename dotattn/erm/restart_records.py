@@ -11,22 +11,52 @@ import numpy as np
 from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 from dotattn.core.status import CONVERGED
 
-__all__ = ["RestartRecord", "PairRecord", "RestartSummary", "POOLED_SEED", "RESTART_SUMMARY_DOCS", "RESTART_COLUMNS", "PAIR_COLUMNS", "RESTART_SUMMARY_COLUMNS",
-           "SAME_MINIMUM", "summarise_restarts"]
+__all__ = [
+    "RestartRecord",
+    "PairRecord",
+    "RestartSummary",
+    "POOLED_SEED",
+    "RESTART_SUMMARY_DOCS",
+    "RESTART_COLUMNS",
+    "PAIR_COLUMNS",
+    "RESTART_SUMMARY_COLUMNS",
+    "SAME_MINIMUM",
+    "summarise_restarts",
+]
 
 _R_MATRICES = ("mu", "theta", "q", "teacher_rho", "teacher_nu")
 _R_FLOATS = ("alpha", "stationarity", "train_loss", "train_error", "test_error", "test_error_se")
-RESTART_COLUMNS: tuple[str, ...] = ("d", "alpha", "n", "seed", "restart", "start", "status", "steps", "stationarity",
-                                    "train_loss", "train_error", "test_error", "test_error_se", "branch", "mu",
-                                    "theta", "q", "teacher_rho", "teacher_nu")
+RESTART_COLUMNS: tuple[str, ...] = (
+    "d",
+    "alpha",
+    "n",
+    "seed",
+    "restart",
+    "start",
+    "status",
+    "steps",
+    "stationarity",
+    "train_loss",
+    "train_error",
+    "test_error",
+    "test_error_se",
+    "branch",
+    "mu",
+    "theta",
+    "q",
+    "teacher_rho",
+    "teacher_nu",
+)
 
 
-def _read_flat(row: dict[str, Any], columns: tuple[str, ...], ints: tuple[str, ...],
-               texts: tuple[str, ...]) -> dict[str, Any]:
+def _read_flat(
+    row: dict[str, Any], columns: tuple[str, ...], ints: tuple[str, ...], texts: tuple[str, ...]
+) -> dict[str, Any]:
     """The fields of a record with scalar columns only, from a JSON or CSV row: ``ints`` as int,
     ``texts`` as str, every other column as float."""
-    return {k: read_int(row[k]) if k in ints else read_text(row[k]) if k in texts else read_float(row[k])
-            for k in columns}
+    return {
+        k: read_int(row[k]) if k in ints else read_text(row[k]) if k in texts else read_float(row[k]) for k in columns
+    }
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,8 +99,7 @@ class RestartRecord:
         return cls(**kw)
 
 
-PAIR_COLUMNS: tuple[str, ...] = ("d", "alpha", "seed", "a", "b", "branch", "distance", "overlap",
-                                 "train_loss_diff")
+PAIR_COLUMNS: tuple[str, ...] = ("d", "alpha", "seed", "a", "b", "branch", "distance", "overlap", "train_loss_diff")
 
 
 @dataclass(frozen=True)
@@ -103,14 +132,30 @@ POOLED_SEED = -1
 RESTART_SUMMARY_DOCS: dict[str, str] = {
     "seed": f"data seed (teacher + data) of the row; {POOLED_SEED}: every seed of the branch pooled",
     "minima": f"distinct minima among the converged runs (runs closer than D = {SAME_MINIMUM:g} are one); "
-              f"pooled rows: summed over the seeds",
+    f"pooled rows: summed over the seeds",
     "distance_mean": "mean distance D_ab between two converged restarts of one seed on the branch",
 }
 """Column notes of ``summary.csv`` written into ``summary.json["columns"]``."""
 RESTART_SUMMARY_COLUMNS: tuple[str, ...] = (
-    "d", "alpha", "seed", "branch", "runs", "converged", "minima", "train_loss_mean", "train_loss_std",
-    "train_loss_min", "train_loss_max", "test_error_mean", "test_error_std", "pairs", "distance_mean",
-    "distance_max", "distance_min", "overlap_mean")
+    "d",
+    "alpha",
+    "seed",
+    "branch",
+    "runs",
+    "converged",
+    "minima",
+    "train_loss_mean",
+    "train_loss_std",
+    "train_loss_min",
+    "train_loss_max",
+    "test_error_mean",
+    "test_error_std",
+    "pairs",
+    "distance_mean",
+    "distance_max",
+    "distance_min",
+    "overlap_mean",
+)
 
 
 @dataclass(frozen=True)
@@ -143,8 +188,14 @@ class RestartSummary:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "RestartSummary":
-        return cls(**_read_flat(row, RESTART_SUMMARY_COLUMNS, ints=("d", "seed", "runs", "converged", "minima", "pairs"),
-                                texts=("branch",)))
+        return cls(
+            **_read_flat(
+                row,
+                RESTART_SUMMARY_COLUMNS,
+                ints=("d", "seed", "runs", "converged", "minima", "pairs"),
+                texts=("branch",),
+            )
+        )
 
 
 def _clusters(members: list[int], pairs: list[PairRecord]) -> int:
@@ -196,9 +247,26 @@ def summarise_restarts(runs: list[RestartRecord], pairs: list[PairRecord]) -> li
             eg = _stats([r.test_error for r in conv])
             D = _stats([p.distance for p in prs])
             ov = _stats([p.overlap for p in prs])
-            out.append(RestartSummary(d=d, alpha=alpha, seed=seed, branch=branch, runs=len(mine), converged=len(conv),
-                                      minima=minima, train_loss_mean=et[0], train_loss_std=et[1],
-                                      train_loss_min=et[2], train_loss_max=et[3], test_error_mean=eg[0],
-                                      test_error_std=eg[1], pairs=len(prs), distance_mean=D[0],
-                                      distance_max=D[3], distance_min=D[2], overlap_mean=ov[0]))
+            out.append(
+                RestartSummary(
+                    d=d,
+                    alpha=alpha,
+                    seed=seed,
+                    branch=branch,
+                    runs=len(mine),
+                    converged=len(conv),
+                    minima=minima,
+                    train_loss_mean=et[0],
+                    train_loss_std=et[1],
+                    train_loss_min=et[2],
+                    train_loss_max=et[3],
+                    test_error_mean=eg[0],
+                    test_error_std=eg[1],
+                    pairs=len(prs),
+                    distance_mean=D[0],
+                    distance_max=D[3],
+                    distance_min=D[2],
+                    overlap_mean=ov[0],
+                )
+            )
     return out

@@ -36,10 +36,8 @@ import torch
 
 from dotattn.core.resources import MEMORY_FRACTION, available_memory
 from dotattn.erm.config import TEACHERS, ErmConfig, _integer, _normalise_seeds, _positive
-from dotattn.erm.data import (STREAM_INIT, STREAM_TRAIN, generator, make_dataset,
-                              positional_embeddings, teacher_weights)
-from dotattn.erm.experiment import (DTYPES, _risk_function, _sample_errors, initial_weights, resolve_device,
-                                   test_batches)
+from dotattn.erm.data import STREAM_INIT, STREAM_TRAIN, generator, make_dataset, positional_embeddings, teacher_weights
+from dotattn.erm.experiment import DTYPES, _risk_function, _sample_errors, initial_weights, resolve_device, test_batches
 from dotattn.erm.models import sample_stats
 from dotattn.erm.records import run_branch
 from dotattn.erm.restart_records import PAIR_COLUMNS, RESTART_COLUMNS, PairRecord, RestartRecord
@@ -48,8 +46,18 @@ from dotattn.core.validation import ParameterError, check_alpha, check_instance,
 from dotattn.positional_semantic.problem import Problem, check_problem, require_variant
 from dotattn.core.status import CONVERGED, from_training
 
-__all__ = ["START_KINDS", "SECTORS", "RestartConfig", "RestartRecord", "PairRecord", "RestartResult", "run_restarts",
-           "pair_distance", "RESTART_COLUMNS", "PAIR_COLUMNS"]
+__all__ = [
+    "START_KINDS",
+    "SECTORS",
+    "RestartConfig",
+    "RestartRecord",
+    "PairRecord",
+    "RestartResult",
+    "run_restarts",
+    "pair_distance",
+    "RESTART_COLUMNS",
+    "PAIR_COLUMNS",
+]
 
 START_KINDS: tuple[str, ...] = ("random", "semantic", "positional")
 SECTORS: tuple[str, ...] = ("free", "semantic")
@@ -118,10 +126,21 @@ class RestartConfig:
 
     def as_erm_config(self) -> ErmConfig:
         """The equivalent :class:`ErmConfig` (one α, ``len(starts)`` runs per seed) for its checks."""
-        return ErmConfig(d=self.d, alphas=(self.alpha,), inits="random", seeds=self.seeds,
-                         optimizer="batched-lbfgs", steps=self.steps, lr=self.lr, tol=self.tol,
-                         test_samples=self.test_samples, dtype=self.dtype, device=self.device,
-                         test_batch=self.test_batch, teacher=self.teacher)
+        return ErmConfig(
+            d=self.d,
+            alphas=(self.alpha,),
+            inits="random",
+            seeds=self.seeds,
+            optimizer="batched-lbfgs",
+            steps=self.steps,
+            lr=self.lr,
+            tol=self.tol,
+            test_samples=self.test_samples,
+            dtype=self.dtype,
+            device=self.device,
+            test_batch=self.test_batch,
+            teacher=self.teacher,
+        )
 
     def check(self, problem: Problem, memory: int | None = -1) -> None:
         """Problem-dependent checks and the memory estimate (ParameterError); tied students only (the
@@ -135,24 +154,45 @@ class RestartConfig:
         need = self.memory_bytes(problem)
         memory = available_memory() if memory == -1 else memory
         if memory is not None and need > MEMORY_FRACTION * memory:
-            raise ParameterError(f"d x alpha x seeds x restarts must fit in memory: these runs need about "
-                                 f"{need / 2**30:.1f} GiB, allowed {MEMORY_FRACTION:.0%} of the "
-                                 f"{memory / 2**30:.1f} GiB available; lower d, alpha, seeds or restarts")
+            raise ParameterError(
+                f"d x alpha x seeds x restarts must fit in memory: these runs need about "
+                f"{need / 2**30:.1f} GiB, allowed {MEMORY_FRACTION:.0%} of the "
+                f"{memory / 2**30:.1f} GiB available; lower d, alpha, seeds or restarts"
+            )
 
     def memory_bytes(self, problem: Problem) -> int:
         """Estimated peak memory in bytes (as :meth:`ErmConfig.memory_bytes`, with R runs per seed)."""
         item = 8 if self.dtype == "float64" else 4
         S, R, N, L, r, d = len(self.seeds), len(self.starts), self.n, problem.L, problem.rank, self.d
         nt = min(self.test_batch, self.test_samples)
-        return int(item * (S * N * L * d + 8 * S * N * L * L + 4 * S * R * N * L * (r + L) + 6 * S * R * r * d)
-                   + 24 * N * L * d + S * nt * L * d * (24 + item) + 8 * 10 * 2 * S * R * r * d)
+        return int(
+            item * (S * N * L * d + 8 * S * N * L * L + 4 * S * R * N * L * (r + L) + 6 * S * R * r * d)
+            + 24 * N * L * d
+            + S * nt * L * d * (24 + item)
+            + 8 * 10 * 2 * S * R * r * d
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"d": self.d, "alpha": self.alpha, "n": self.n, "seeds": list(self.seeds), "starts": list(self.starts),
-                "sector": self.sector, "optimizer": "batched-lbfgs", "steps": self.steps, "tol": self.tol,
-                "lr": self.lr, "random_scale": self.random_scale, "informed_noise": self.informed_noise,
-                "positional_m0": self.positional_m0, "test_samples": self.test_samples,
-                "test_batch": self.test_batch, "teacher": self.teacher, "dtype": self.dtype, "device": self.device}
+        return {
+            "d": self.d,
+            "alpha": self.alpha,
+            "n": self.n,
+            "seeds": list(self.seeds),
+            "starts": list(self.starts),
+            "sector": self.sector,
+            "optimizer": "batched-lbfgs",
+            "steps": self.steps,
+            "tol": self.tol,
+            "lr": self.lr,
+            "random_scale": self.random_scale,
+            "informed_noise": self.informed_noise,
+            "positional_m0": self.positional_m0,
+            "test_samples": self.test_samples,
+            "test_batch": self.test_batch,
+            "teacher": self.teacher,
+            "dtype": self.dtype,
+            "device": self.device,
+        }
 
 
 @dataclass(frozen=True)
@@ -168,8 +208,13 @@ class RestartResult:
     threads: int
 
     def parameters(self) -> dict[str, Any]:
-        return {"problem": self.problem.to_dict(), "restarts": self.config.to_dict(), "resolved_device": self.device,
-                "torch_threads": self.threads, "torch_version": torch.__version__}
+        return {
+            "problem": self.problem.to_dict(),
+            "restarts": self.config.to_dict(),
+            "resolved_device": self.device,
+            "torch_threads": self.threads,
+            "torch_version": torch.__version__,
+        }
 
 
 def pair_distance(Qa: torch.Tensor, Qb: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -195,8 +240,9 @@ def _starts(config: RestartConfig, problem: Problem, Q_star: torch.Tensor, P: to
     return torch.stack(out)
 
 
-def run_restarts(problem: Problem, config: RestartConfig, progress: Callable[[int], None] | None = None
-                 ) -> RestartResult:
+def run_restarts(
+    problem: Problem, config: RestartConfig, progress: Callable[[int], None] | None = None
+) -> RestartResult:
     """Train every (seed, restart) of ``config`` and measure it (module docstring)."""
     check_instance("config", config, RestartConfig, "dotattn.erm.restarts.RestartConfig")
     config.check(problem)
@@ -216,7 +262,7 @@ def run_restarts(problem: Problem, config: RestartConfig, progress: Callable[[in
         del ds
     Cxx, Cyx, cyy = sample_stats(T, G, Cpz, Czz)
     del T, Cpz, Czz
-    pf = (lambda M: M.permute(2, 3, 0, 1).contiguous())
+    pf = lambda M: M.permute(2, 3, 0, 1).contiguous()
     base_risk = _risk_function(X, pf(Cxx), pf(Cyx), cyy, [n], problem.ridge)
     Ppinv = torch.linalg.pinv(P)  # (d, L): Q − Ppinv P Q removes the span of the embeddings
     project = config.sector == "semantic"
@@ -225,6 +271,7 @@ def run_restarts(problem: Problem, config: RestartConfig, progress: Callable[[in
         return W - (W @ Ppinv) @ P if project else W
 
     if project:
+
         def risk(W: torch.Tensor) -> torch.Tensor:
             Wp = to_sector(W)
             return base_risk(Wp) + 0.5 * problem.ridge * (W.square().sum((-1, -2)) - Wp.square().sum((-1, -2)))
@@ -233,8 +280,16 @@ def run_restarts(problem: Problem, config: RestartConfig, progress: Callable[[in
 
     Q0 = torch.stack([_starts(config, problem, Q_star[k], P, s) for k, s in enumerate(seeds)])  # (S, R, d, r)
     W0 = to_sector(Q0.transpose(-1, -2))[:, None].contiguous()  # (S, 1, R, r, d)
-    out = train(risk, W0, optimizer="batched-lbfgs", steps=config.steps, lr=config.lr, tol=config.tol,
-                ridge=problem.ridge, progress=progress)
+    out = train(
+        risk,
+        W0,
+        optimizer="batched-lbfgs",
+        steps=config.steps,
+        lr=config.lr,
+        tol=config.tol,
+        ridge=problem.ridge,
+        progress=progress,
+    )
     with torch.no_grad():
         W = to_sector(out.Q[:, 0])  # (S, R, r, d)
         Q = W.transpose(-1, -2)  # (S, R, d, r)
@@ -255,8 +310,9 @@ def run_restarts(problem: Problem, config: RestartConfig, progress: Callable[[in
         del X, Cxx, Cyx, cyy
         tsum = torch.zeros(S, R, dtype=torch.float64, device=dev)
         tsq = torch.zeros_like(tsum)
-        for Xt, _, _, _, (Cxxt, Cyxt, cyyt) in test_batches(problem, Q_star, P, seeds, config.test_samples,
-                                                            config.test_batch):
+        for Xt, _, _, _, (Cxxt, Cyxt, cyyt) in test_batches(
+            problem, Q_star, P, seeds, config.test_samples, config.test_batch
+        ):
             err = _sample_errors(W, Xt, pf(Cxxt), pf(Cyxt), cyyt).to(torch.float64) / (2 * d)
             tsum += err.sum(-1)
             tsq += err.square().sum(-1)
@@ -264,46 +320,94 @@ def run_restarts(problem: Problem, config: RestartConfig, progress: Callable[[in
         test_err = tsum / nt
         test_se = ((tsq / nt - test_err.square()).clamp_min(0) / (nt - 1)).sqrt()
 
-    arr = {k: v.detach().cpu().to(torch.float64).numpy() for k, v in dict(
-        train_loss=train_loss, train_error=train_error, test_err=test_err, test_se=test_se, theta=theta_s2,
-        q=q_s2, mu=mu, rho=rho_s2, nu=nu, stat=out.stationarity[:, 0]).items()}
+    arr = {
+        k: v.detach().cpu().to(torch.float64).numpy()
+        for k, v in dict(
+            train_loss=train_loss,
+            train_error=train_error,
+            test_err=test_err,
+            test_se=test_se,
+            theta=theta_s2,
+            q=q_s2,
+            mu=mu,
+            rho=rho_s2,
+            nu=nu,
+            stat=out.stationarity[:, 0],
+        ).items()
+    }
     status = out.status[:, 0].cpu().numpy()
     steps = out.steps[:, 0].cpu().numpy()
-    s2 = problem.sigma ** 2
+    s2 = problem.sigma**2
     runs = []
     for k, s in enumerate(seeds):
         for j, kind in enumerate(config.starts):
             th = arr["theta"][k, j]
-            runs.append(RestartRecord(
-                d=d, alpha=config.alpha, n=n, seed=int(s), restart=j, start=kind,
-                status=from_training(STATUS[int(status[k, j])]), steps=int(steps[k, j]),
-                stationarity=float(arr["stat"][k, j]), train_loss=float(arr["train_loss"][k, j]),
-                train_error=float(arr["train_error"][k, j]), test_error=float(arr["test_err"][k, j]),
-                test_error_se=float(arr["test_se"][k, j]), branch=run_branch(th, arr["mu"][k, j]),
-                mu=readonly_array(arr["mu"][k, j]), theta=readonly_array(s2 * th), q=readonly_array(s2 * arr["q"][k, j]),
-                teacher_rho=readonly_array(s2 * arr["rho"][k]), teacher_nu=readonly_array(arr["nu"][k])))
+            runs.append(
+                RestartRecord(
+                    d=d,
+                    alpha=config.alpha,
+                    n=n,
+                    seed=int(s),
+                    restart=j,
+                    start=kind,
+                    status=from_training(STATUS[int(status[k, j])]),
+                    steps=int(steps[k, j]),
+                    stationarity=float(arr["stat"][k, j]),
+                    train_loss=float(arr["train_loss"][k, j]),
+                    train_error=float(arr["train_error"][k, j]),
+                    test_error=float(arr["test_err"][k, j]),
+                    test_error_se=float(arr["test_se"][k, j]),
+                    branch=run_branch(th, arr["mu"][k, j]),
+                    mu=readonly_array(arr["mu"][k, j]),
+                    theta=readonly_array(s2 * th),
+                    q=readonly_array(s2 * arr["q"][k, j]),
+                    teacher_rho=readonly_array(s2 * arr["rho"][k]),
+                    teacher_nu=readonly_array(arr["nu"][k]),
+                )
+            )
     pairs = _pairs(runs, Q.cpu(), seeds, config)
-    return RestartResult(problem=problem, config=config, runs=tuple(runs), pairs=tuple(pairs), device=str(dev),
-                         seconds=time.perf_counter() - t0, threads=torch.get_num_threads())
+    return RestartResult(
+        problem=problem,
+        config=config,
+        runs=tuple(runs),
+        pairs=tuple(pairs),
+        device=str(dev),
+        seconds=time.perf_counter() - t0,
+        threads=torch.get_num_threads(),
+    )
 
 
-def _pairs(runs: Sequence[RestartRecord], Q: torch.Tensor, seeds: Sequence[int], config: RestartConfig
-           ) -> list[PairRecord]:
+def _pairs(
+    runs: Sequence[RestartRecord], Q: torch.Tensor, seeds: Sequence[int], config: RestartConfig
+) -> list[PairRecord]:
     """Pairs of converged runs of one seed on one branch (``Q`` of shape ``(S, R, d, r)``)."""
     out = []
     R = len(config.starts)
     for k, s in enumerate(seeds):
-        mine = runs[k * R:(k + 1) * R]
+        mine = runs[k * R : (k + 1) * R]
         ia, ib = np.triu_indices(R, 1)
-        keep = [(a, b) for a, b in zip(ia, ib) if mine[a].status == CONVERGED and mine[b].status == CONVERGED
-                and mine[a].branch == mine[b].branch]
+        keep = [
+            (a, b)
+            for a, b in zip(ia, ib)
+            if mine[a].status == CONVERGED and mine[b].status == CONVERGED and mine[a].branch == mine[b].branch
+        ]
         if not keep:
             continue
         a_idx = torch.tensor([a for a, _ in keep])
         b_idx = torch.tensor([b for _, b in keep])
         D, ov = pair_distance(Q[k, a_idx], Q[k, b_idx])
         for (a, b), dab, o in zip(keep, D.tolist(), ov.tolist()):
-            out.append(PairRecord(d=config.d, alpha=config.alpha, seed=int(s), a=int(a), b=int(b),
-                                  branch=mine[a].branch, distance=float(dab), overlap=float(o),
-                                  train_loss_diff=abs(mine[a].train_loss - mine[b].train_loss)))
+            out.append(
+                PairRecord(
+                    d=config.d,
+                    alpha=config.alpha,
+                    seed=int(s),
+                    a=int(a),
+                    b=int(b),
+                    branch=mine[a].branch,
+                    distance=float(dab),
+                    overlap=float(o),
+                    train_loss_diff=abs(mine[a].train_loss - mine[b].train_loss),
+                )
+            )
     return out

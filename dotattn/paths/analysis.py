@@ -15,8 +15,17 @@ from dotattn.paths.data import PathData
 from dotattn.paths.theory import PathsModel, kernel, predict
 from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 
-__all__ = ["Evaluation", "evaluate", "PathsPoint", "POINT_COLUMNS", "head_scores", "prune_head", "prune_heads",
-           "alignment", "path_alignments"]
+__all__ = [
+    "Evaluation",
+    "evaluate",
+    "PathsPoint",
+    "POINT_COLUMNS",
+    "head_scores",
+    "prune_head",
+    "prune_heads",
+    "alignment",
+    "path_alignments",
+]
 
 
 @dataclass(frozen=True)
@@ -31,12 +40,30 @@ class Evaluation:
 def evaluate(U: np.ndarray, data: PathData, model: PathsModel) -> Evaluation:
     """The predictor of order parameter U on the test set."""
     mean, var = predict(U, data.C_train, data.y_train, data.C_cross, data.C_diag, model)
-    return Evaluation(accuracy=float(np.mean(np.sign(mean) == data.y_test)),
-                      loss=float(np.mean((mean - data.y_test) ** 2)), variance=float(np.mean(var)))
+    return Evaluation(
+        accuracy=float(np.mean(np.sign(mean) == data.y_test)),
+        loss=float(np.mean((mean - data.y_test) ** 2)),
+        variance=float(np.mean(var)),
+    )
 
 
-POINT_COLUMNS = ["subset", "method", "N", "temperature", "accuracy", "accuracy_error", "loss", "loss_error",
-                 "variance", "status", "stationarity", "iterations", "seconds", "paths", "U"]
+POINT_COLUMNS = [
+    "subset",
+    "method",
+    "N",
+    "temperature",
+    "accuracy",
+    "accuracy_error",
+    "loss",
+    "loss_error",
+    "variance",
+    "status",
+    "stationarity",
+    "iterations",
+    "seconds",
+    "paths",
+    "U",
+]
 
 
 @dataclass(frozen=True)
@@ -61,21 +88,43 @@ class PathsPoint:
     loss_error: float = 0.0
 
     def to_row(self) -> dict[str, Any]:
-        return {"subset": self.subset, "method": self.method, "N": self.N, "temperature": self.temperature,
-                "accuracy": self.accuracy, "accuracy_error": self.accuracy_error, "loss": self.loss,
-                "loss_error": self.loss_error, "variance": self.variance, "status": self.status,
-                "stationarity": self.stationarity, "iterations": self.iterations, "seconds": self.seconds,
-                "paths": "|".join(self.paths), "U": matrix_cell(self.U)}
+        return {
+            "subset": self.subset,
+            "method": self.method,
+            "N": self.N,
+            "temperature": self.temperature,
+            "accuracy": self.accuracy,
+            "accuracy_error": self.accuracy_error,
+            "loss": self.loss,
+            "loss_error": self.loss_error,
+            "variance": self.variance,
+            "status": self.status,
+            "stationarity": self.stationarity,
+            "iterations": self.iterations,
+            "seconds": self.seconds,
+            "paths": "|".join(self.paths),
+            "U": matrix_cell(self.U),
+        }
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "PathsPoint":
-        return cls(subset=read_text(row["subset"]), method=read_text(row["method"]), N=read_float(row["N"]),
-                   temperature=read_float(row["temperature"]), accuracy=read_float(row["accuracy"]),
-                   accuracy_error=read_float(row["accuracy_error"]), loss=read_float(row["loss"]),
-                   loss_error=read_float(row["loss_error"]), variance=read_float(row["variance"]),
-                   status=read_text(row["status"]), stationarity=read_float(row["stationarity"]),
-                   iterations=read_int(row["iterations"]), seconds=read_float(row["seconds"]),
-                   paths=tuple(read_text(row["paths"]).split("|")), U=read_matrix(row["U"]))
+        return cls(
+            subset=read_text(row["subset"]),
+            method=read_text(row["method"]),
+            N=read_float(row["N"]),
+            temperature=read_float(row["temperature"]),
+            accuracy=read_float(row["accuracy"]),
+            accuracy_error=read_float(row["accuracy_error"]),
+            loss=read_float(row["loss"]),
+            loss_error=read_float(row["loss_error"]),
+            variance=read_float(row["variance"]),
+            status=read_text(row["status"]),
+            stationarity=read_float(row["stationarity"]),
+            iterations=read_int(row["iterations"]),
+            seconds=read_float(row["seconds"]),
+            paths=tuple(read_text(row["paths"]).split("|")),
+            U=read_matrix(row["U"]),
+        )
 
 
 def head_scores(U: np.ndarray, data: PathData) -> list[np.ndarray]:
@@ -112,8 +161,11 @@ def prune_heads(U: np.ndarray, data: PathData, model: PathsModel, pruned: Sequen
     c = model.kernel_scale
     K = kernel(U, data.C_train, c) + model.temperature * np.eye(len(data.y_train))
     mean = kernel(Up, data.C_cross, c) @ np.linalg.solve(K, data.y_train)
-    return Evaluation(accuracy=float(np.mean(np.sign(mean) == data.y_test)),
-                      loss=float(np.mean((mean - data.y_test) ** 2)), variance=float("nan"))
+    return Evaluation(
+        accuracy=float(np.mean(np.sign(mean) == data.y_test)),
+        loss=float(np.mean((mean - data.y_test) ** 2)),
+        variance=float("nan"),
+    )
 
 
 def alignment(K: np.ndarray, y: np.ndarray) -> float:

@@ -45,9 +45,22 @@ from dotattn.paths.network import FactoredKernels
 from dotattn.paths.sampler import SampleResult, SamplerConfig
 from dotattn.paths.theory import PathsModel
 
-__all__ = ["Layout", "collapsed_layout", "MAX_COLLAPSED_N", "MAX_COLLAPSED_PARAMETERS", "check_collapsed",
-           "collapsed_memory_bytes", "log_density_fn", "order_parameters_fn", "prior_draw", "run_collapsed",
-           "DRAW_BLOCK", "PackedKernels", "pack_kernels", "gaussian_evidence"]
+__all__ = [
+    "Layout",
+    "collapsed_layout",
+    "MAX_COLLAPSED_N",
+    "MAX_COLLAPSED_PARAMETERS",
+    "check_collapsed",
+    "collapsed_memory_bytes",
+    "log_density_fn",
+    "order_parameters_fn",
+    "prior_draw",
+    "run_collapsed",
+    "DRAW_BLOCK",
+    "PackedKernels",
+    "pack_kernels",
+    "gaussian_evidence",
+]
 
 MAX_COLLAPSED_N = 10**6
 """Largest width: the Bartlett diagonal log B_ii has prior spread ≈ (2N)^{-1/2}; at N = 1e6 that is 7e-4,
@@ -107,12 +120,14 @@ def check_collapsed(model: PathsModel, config: SamplerConfig) -> int:
     coordinates (ParameterError naming the parameter otherwise)."""
     N = model.N
     if not float(N).is_integer() or not 1 <= N <= MAX_COLLAPSED_N:
-        raise ParameterError(f"N (width) for collapsed sampling must be an integer in [1, {MAX_COLLAPSED_N}], "
-                             f"got {N:g}")
+        raise ParameterError(
+            f"N (width) for collapsed sampling must be an integer in [1, {MAX_COLLAPSED_N}], got {N:g}"
+        )
     dim = collapsed_layout(model.heads, int(N)).n_params
     if dim > MAX_COLLAPSED_PARAMETERS:
-        raise ParameterError(f"heads {model.heads} at N = {N:g} give {dim} collapsed coordinates; "
-                             f"at most {MAX_COLLAPSED_PARAMETERS}")
+        raise ParameterError(
+            f"heads {model.heads} at N = {N:g} give {dim} collapsed coordinates; at most {MAX_COLLAPSED_PARAMETERS}"
+        )
     return int(N)
 
 
@@ -121,8 +136,7 @@ def collapsed_memory_bytes(n_paths: int, P: int, config: SamplerConfig) -> int:
     few P × P work arrays per chain while packing and evaluating, and the kept draws of U
     (chains × draws × n²). Dense kernels the caller passes in are already in memory and not counted."""
     packed = 8 * (n_paths * (n_paths + 1) // 2) * (P * (P + 1) // 2)
-    return packed + 8 * (6 + 2 * config.chains) * P**2 + 8 * config.chains * config.draws * n_paths**2 * 3 \
-        + 200 * 2**20
+    return packed + 8 * (6 + 2 * config.chains) * P**2 + 8 * config.chains * config.draws * n_paths**2 * 3 + 200 * 2**20
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,8 +154,9 @@ class PackedKernels:
     def __post_init__(self) -> None:
         m, t = self.n * (self.n + 1) // 2, self.P * (self.P + 1) // 2
         if self.S.shape != (m, t):
-            raise ParameterError(f"packed kernels of {self.n} paths at P = {self.P} must have shape ({m}, {t}), "
-                                 f"got {self.S.shape}")
+            raise ParameterError(
+                f"packed kernels of {self.n} paths at P = {self.P} must have shape ({m}, {t}), got {self.S.shape}"
+            )
 
     @property
     def pairs(self) -> tuple[np.ndarray, np.ndarray]:
@@ -182,8 +197,9 @@ def pack_kernels(C: np.ndarray | FactoredKernels | PackedKernels) -> PackedKerne
     return PackedKernels(S=S, n=n, P=P)
 
 
-def gaussian_evidence(packed: PackedKernels, y: np.ndarray, scale: float, temperature: float,
-                      u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gaussian_evidence(
+    packed: PackedKernels, y: np.ndarray, scale: float, temperature: float, u: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """ln N(y; 0, K + 𝒯I) + (P/2) ln 2π = −½ ln det(K + 𝒯I) − ½ yᵀ(K + 𝒯I)⁻¹y and its gradient in u, for
     K = scale · (u @ S unpacked), each row of ``u`` (B, m) one chain; all rows' kernels in one product,
     then per row a LAPACK Cholesky factorisation, solve and inverse A = (K + 𝒯I)⁻¹. With α = Ay and
@@ -270,7 +286,7 @@ def _factors(z: Any, layout: Layout, sigma2: float) -> tuple[list[Any], Any]:
     sig, N = math.sqrt(sigma2), layout.N
     factors, logp, F = [], 0.0, None
     for lv, p0, rows, cols, nu in _indices(layout):
-        v = z[p0:p0 + len(rows)]
+        v = z[p0 : p0 + len(rows)]
         diag = rows == cols
         centre, scale = _diagonal_map(nu)
         t = centre + scale * v  # log B_ii on the diagonal (unused off it)
@@ -292,6 +308,7 @@ def order_parameters_fn(layout: Layout, sigma2: float) -> Callable[[Any], list[A
     def levels(z: Any) -> list[Any]:
         factors, _ = _factors(z, layout, sigma2)
         return [F @ F.T for F in reversed(factors)]
+
     return levels
 
 
@@ -307,8 +324,9 @@ def _log_density(packed: PackedKernels, y: np.ndarray, layout: Layout, model: Pa
     return logdensity
 
 
-def log_density_fn(C: np.ndarray | FactoredKernels | PackedKernels, y: np.ndarray, model: PathsModel
-                   ) -> tuple[Layout, Callable[[Any], Any]]:
+def log_density_fn(
+    C: np.ndarray | FactoredKernels | PackedKernels, y: np.ndarray, model: PathsModel
+) -> tuple[Layout, Callable[[Any], Any]]:
     """(layout, z ↦ log density of the collapsed posterior in the Bartlett coordinates, up to a constant).
 
     ``C``: path kernels on the training set (n, n, P, P), dense, factored or packed; ``y``: labels (P,).
@@ -333,8 +351,13 @@ def prior_draw(layout: Layout, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def run_collapsed(C: np.ndarray | FactoredKernels | PackedKernels, y: np.ndarray, model: PathsModel,
-                  config: SamplerConfig, progress: Callable[[str], None] | None = None) -> SampleResult:
+def run_collapsed(
+    C: np.ndarray | FactoredKernels | PackedKernels,
+    y: np.ndarray,
+    model: PathsModel,
+    config: SamplerConfig,
+    progress: Callable[[str], None] | None = None,
+) -> SampleResult:
     """NUTS on the collapsed posterior (float64; dense mass matrix up to DENSE_MASS_MAX_DIM coordinates,
     diagonal above; chains vectorised), draws kept in blocks of DRAW_BLOCK so that a SIGINT/SIGTERM (raised
     by :func:`dotattn.core.runner.stop_on_signals`) stops between blocks, never inside a compiled call.
@@ -346,10 +369,12 @@ def run_collapsed(C: np.ndarray | FactoredKernels | PackedKernels, y: np.ndarray
     n = model.n_paths
     shape = (C.n, C.n, C.P, C.P) if isinstance(C, PackedKernels) else tuple(C.shape)
     if len(shape) != 4 or shape[:2] != (n, n) or shape[2] != shape[3] or shape[2] != len(y):
-        raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, "
-                             f"got {shape}")
-    check_memory(collapsed_memory_bytes(n, len(y), config), f"collapsed sampling of {n} paths at P = {len(y)}",
-                 "choose a smaller P or fewer draws")
+        raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, got {shape}")
+    check_memory(
+        collapsed_memory_bytes(n, len(y), config),
+        f"collapsed sampling of {n} paths at P = {len(y)}",
+        "choose a smaller P or fewer draws",
+    )
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
@@ -362,10 +387,17 @@ def run_collapsed(C: np.ndarray | FactoredKernels | PackedKernels, y: np.ndarray
     init_kernel, sample_kernel = hmc(potential_fn=lambda z: -logdensity(z), algo="NUTS")
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, 29]))
     keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
-    states = [init_kernel(jnp.asarray(prior_draw(layout, rng)), config.warmup,
-                          dense_mass=layout.n_params <= DENSE_MASS_MAX_DIM,
-                          target_accept_prob=config.target_accept, max_tree_depth=config.max_tree_depth,
-                          rng_key=keys[c]) for c in range(config.chains)]
+    states = [
+        init_kernel(
+            jnp.asarray(prior_draw(layout, rng)),
+            config.warmup,
+            dense_mass=layout.n_params <= DENSE_MASS_MAX_DIM,
+            target_accept_prob=config.target_accept,
+            max_tree_depth=config.max_tree_depth,
+            rng_key=keys[c],
+        )
+        for c in range(config.chains)
+    ]
     state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
     block = min(DRAW_BLOCK, config.warmup + config.draws)
 
@@ -374,6 +406,7 @@ def run_collapsed(C: np.ndarray | FactoredKernels | PackedKernels, y: np.ndarray
         def body(s: Any, _: Any) -> Any:
             s = jax.vmap(sample_kernel)(s)
             return s, (s.z, s.diverging, s.num_steps)
+
         return jax.lax.scan(body, state, None, length=block)
 
     to_U = jax.jit(jax.vmap(jax.vmap(lambda z: order_parameters_fn(layout, model.sigma2)(z)[0])))
@@ -388,16 +421,26 @@ def run_collapsed(C: np.ndarray | FactoredKernels | PackedKernels, y: np.ndarray
         done += block
         if progress:
             kept = max(0, min(done, total) - config.warmup)
-            progress(f"collapsed N={N:g}: {min(done, config.warmup)}/{config.warmup} warm-up and {kept}/{config.draws} "
-                     f"draws per chain, {int(sum(d.sum() for d in divs))} divergences, "
-                     f"{time.perf_counter() - t0:.0f} s")
+            progress(
+                f"collapsed N={N:g}: {min(done, config.warmup)}/{config.warmup} warm-up and {kept}/{config.draws} "
+                f"draws per chain, {int(sum(d.sum() for d in divs))} divergences, "
+                f"{time.perf_counter() - t0:.0f} s"
+            )
     z = np.swapaxes(np.concatenate(zs, axis=0), 0, 1)  # (chains, draws, dim)
     U = np.asarray(to_U(jnp.asarray(z)), dtype=float)
     rhat = np.asarray(split_gelman_rubin(U), dtype=float)
     ess = np.asarray(effective_sample_size(U), dtype=float)
     step_size = np.asarray(state.adapt_state.step_size, dtype=float).reshape(-1)
-    return SampleResult(N=N, U=U, divergences=int(np.sum(np.concatenate(divs))), rhat_max=float(np.nanmax(rhat)),
-                        ess_min=float(np.nanmin(ess)), rhat=rhat, ess=ess,
-                        mean_steps=float(np.mean(np.concatenate(steps))),
-                        step_sizes=tuple(float(s) for s in step_size), seconds=time.perf_counter() - t0,
-                        method="collapsed")
+    return SampleResult(
+        N=N,
+        U=U,
+        divergences=int(np.sum(np.concatenate(divs))),
+        rhat_max=float(np.nanmax(rhat)),
+        ess_min=float(np.nanmin(ess)),
+        rhat=rhat,
+        ess=ess,
+        mean_steps=float(np.mean(np.concatenate(steps))),
+        step_sizes=tuple(float(s) for s in step_size),
+        seconds=time.perf_counter() - t0,
+        method="collapsed",
+    )

@@ -64,11 +64,16 @@ class PathData:
             raise ParameterError(f"keep one or more heads in each of the {len(self.head_names)} layers")
         idx = [self.path_keys.index(tuple(p)) for p in itertools.product(*keep)]
         ix = np.ix_(idx, idx)
-        return PathData(head_names=tuple(tuple(self.head_names[l][h] for h in k) for l, k in enumerate(keep)),
-                        path_keys=tuple(self.path_keys[i] for i in idx),
-                        path_names=tuple(self.path_names[i] for i in idx),
-                        C_train=self.C_train[ix], y_train=self.y_train, C_cross=self.C_cross[ix],
-                        C_diag=self.C_diag[ix], y_test=self.y_test)
+        return PathData(
+            head_names=tuple(tuple(self.head_names[l][h] for h in k) for l, k in enumerate(keep)),
+            path_keys=tuple(self.path_keys[i] for i in idx),
+            path_names=tuple(self.path_names[i] for i in idx),
+            C_train=self.C_train[ix],
+            y_train=self.y_train,
+            C_cross=self.C_cross[ix],
+            C_diag=self.C_diag[ix],
+            y_test=self.y_test,
+        )
 
 
 def markov_path_data(task: MarkovTask) -> PathData:
@@ -82,9 +87,16 @@ def markov_path_data(task: MarkovTask) -> PathData:
     xi, xit = path_inputs(x, om, "last"), path_inputs(xt, omt, "last")
     keys = tuple(itertools.product(*[range(len(layer)) for layer in heads]))
     names = tuple(PATH_NAMES[task.variant].get(k, ">".join(map(str, k))) for k in keys)
-    return PathData(head_names=tuple(tuple(n for n, _ in layer) for layer in heads), path_keys=keys,
-                    path_names=names, C_train=path_kernels(xi, xi), y_train=y, C_cross=path_kernels(xit, xi),
-                    C_diag=path_kernel_diagonal(xit), y_test=yt)
+    return PathData(
+        head_names=tuple(tuple(n for n, _ in layer) for layer in heads),
+        path_keys=keys,
+        path_names=names,
+        C_train=path_kernels(xi, xi),
+        y_train=y,
+        C_cross=path_kernels(xit, xi),
+        C_diag=path_kernel_diagonal(xit),
+        y_test=yt,
+    )
 
 
 def path_data_bytes(task: MarkovTask) -> int:
@@ -96,6 +108,6 @@ def path_data_bytes(task: MarkovTask) -> int:
     n, P, Pt = 4, task.P, task.P_test
     sequences = (P + Pt) * task.N0 * task.tokens
     generation = 7 * max(P, Pt) * task.width * task.T
-    heads = 4 * (P + Pt) * task.tokens ** 2 + n * (P + Pt) * task.N0
+    heads = 4 * (P + Pt) * task.tokens**2 + n * (P + Pt) * task.N0
     kernels = n * n * (P * P + Pt * P + Pt)
     return 8 * (sequences + generation + heads + kernels)

@@ -25,8 +25,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from dotattn.core.status import CONVERGED, INVALID
-from dotattn.paths.theory import (PathsModel, TheoryResult, _theta_objective, level_dims,
-                                  levels_from_theta, theta_from_levels, theta_hessian)
+from dotattn.paths.theory import (
+    PathsModel,
+    TheoryResult,
+    _theta_objective,
+    level_dims,
+    levels_from_theta,
+    theta_from_levels,
+    theta_hessian,
+)
 
 __all__ = ["MeanEstimate", "laplace_mean", "psi_gradient", "COORDINATES"]
 
@@ -62,8 +69,12 @@ def laplace_mean(result: TheoryResult, C: np.ndarray, y: np.ndarray, model: Path
     if result.status != CONVERGED:
         return MeanEstimate(INVALID, np.full_like(U0, np.nan), U0, "saddle point not converged")
     if model.N < max(level_dims(model.heads)):
-        return MeanEstimate(INVALID, np.full_like(U0, np.nan), U0,
-                            f"N = {model.N:g} < {max(level_dims(model.heads))}: some U_k is rank-deficient")
+        return MeanEstimate(
+            INVALID,
+            np.full_like(U0, np.nan),
+            U0,
+            f"N = {model.N:g} < {max(level_dims(model.heads))}: some U_k is rank-deficient",
+        )
     N = model.N
     theta = theta_from_levels(result.levels)
     grad = lambda th: 0.5 * _theta_objective(th, C, y, model)[1]  # ∇φ  # noqa: E731

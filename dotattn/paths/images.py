@@ -37,10 +37,29 @@ import numpy as np
 
 from dotattn.core.validation import ParameterError, check_int, check_number
 
-__all__ = ["IMAGE_SIZE", "PATCH", "N_PATCHES", "ROLES", "TOKENS", "N0", "ImageSet", "standardise_image",
-           "read_omniglot", "read_idx_set", "read_fashion_mnist", "read_digits", "CharacterSplit",
-           "split_characters", "Episodes", "make_episodes", "episode_tokens", "FASHION_CLASSES", "DIGIT_CLASSES",
-           "DEFAULT_FASHION_MNIST", "EMBEDDING_SCALE"]
+__all__ = [
+    "IMAGE_SIZE",
+    "PATCH",
+    "N_PATCHES",
+    "ROLES",
+    "TOKENS",
+    "N0",
+    "ImageSet",
+    "standardise_image",
+    "read_omniglot",
+    "read_idx_set",
+    "read_fashion_mnist",
+    "read_digits",
+    "CharacterSplit",
+    "split_characters",
+    "Episodes",
+    "make_episodes",
+    "episode_tokens",
+    "FASHION_CLASSES",
+    "DIGIT_CLASSES",
+    "DEFAULT_FASHION_MNIST",
+    "EMBEDDING_SCALE",
+]
 
 IMAGE_SIZE = 32
 PATCH = 8
@@ -57,8 +76,7 @@ FASHION_CLASSES: tuple[int, int] = (0, 1)
 DIGIT_CLASSES: tuple[int, int] = (0, 1)
 DEFAULT_FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 """Where Debian's ``dataset-fashion-mnist`` package puts the four IDX files."""
-IDX_FILES = ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", "train-images-idx3-ubyte",
-             "train-labels-idx1-ubyte")
+IDX_FILES = ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", "train-images-idx3-ubyte", "train-labels-idx1-ubyte")
 
 
 @dataclass(frozen=True)
@@ -95,6 +113,7 @@ def standardise_image(pixels: np.ndarray) -> np.ndarray:
 
 
 # -- Omniglot ---------------------------------------------------------------------------------------
+
 
 def _png_entries(root: Path) -> Iterator[tuple[str, tuple[str, ...], bytes]]:
     """(where, path parts, bytes) of every .png in ``root``: a .zip file, or a folder holding .zip files
@@ -145,8 +164,10 @@ def read_omniglot(path: str | Path) -> ImageSet:
     background "small" sets) is read once; the same name with other bytes is refused."""
     root = Path(path)
     if not root.exists():
-        raise ParameterError(f"--omniglot: {str(root)!r} does not exist (expected a folder or .zip with "
-                             f"<set>/<alphabet>/characterNN/*.png)")
+        raise ParameterError(
+            f"--omniglot: {str(root)!r} does not exist (expected a folder or .zip with "
+            f"<set>/<alphabet>/characterNN/*.png)"
+        )
     _check_sums(root)
     seen: dict[tuple[str, str, str], str] = {}
     chars: dict[tuple[str, str], list[tuple[int, str, np.ndarray]]] = {}
@@ -168,14 +189,18 @@ def read_omniglot(path: str | Path) -> ImageSet:
             raise ParameterError(f"--omniglot: {where}: file name is not <id>_<drawer>.png") from None
         chars.setdefault((alphabet, char), []).append((drawer, fname, _decode_png(where, data)))
     if not chars:
-        raise ParameterError(f"--omniglot: no .png images under {str(root)!r} (expected <set>/<alphabet>/"
-                             f"characterNN/<id>_<drawer>.png, extracted or in .zip files)")
+        raise ParameterError(
+            f"--omniglot: no .png images under {str(root)!r} (expected <set>/<alphabet>/"
+            f"characterNN/<id>_<drawer>.png, extracted or in .zip files)"
+        )
     images, classes, drawers, names = [], [], [], []
     for c, key in enumerate(sorted(chars)):
         items = sorted(chars[key], key=lambda t: (t[0], t[1]))
         if len({d for d, _, _ in items}) < 2:
-            raise ParameterError(f"--omniglot: character {key[0]}/{key[1]} has images of fewer than 2 drawers "
-                                 f"(an episode needs a support and a query by different drawers)")
+            raise ParameterError(
+                f"--omniglot: character {key[0]}/{key[1]} has images of fewer than 2 drawers "
+                f"(an episode needs a support and a query by different drawers)"
+            )
         names.append(f"{key[0]}/{key[1]}")
         for d, fname, px in items:
             try:
@@ -189,6 +214,7 @@ def read_omniglot(path: str | Path) -> ImageSet:
 
 # -- IDX (FashionMNIST) and scikit-learn's digits ---------------------------------------------------
 
+
 def _read_idx(path: Path) -> np.ndarray:
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
@@ -199,11 +225,13 @@ def _read_idx(path: Path) -> np.ndarray:
     if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] != 0x08:
         raise ParameterError(f"--fashion-mnist: {path} is not an IDX file of unsigned bytes")
     ndim = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    dims = [int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim)]
     size = int(np.prod(dims))
     if len(raw) != 4 + 4 * ndim + size:
-        raise ParameterError(f"--fashion-mnist: {path} holds {len(raw) - 4 - 4 * ndim} bytes of data, its header "
-                             f"says {size} (truncated file?)")
+        raise ParameterError(
+            f"--fashion-mnist: {path} holds {len(raw) - 4 - 4 * ndim} bytes of data, its header "
+            f"says {size} (truncated file?)"
+        )
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
@@ -211,17 +239,24 @@ def _idx_file(folder: Path, stem: str) -> Path:
     for name in (stem, stem + ".gz"):
         if (folder / name).is_file():
             return folder / name
-    raise ParameterError(f"--fashion-mnist: {folder} lacks {stem}[.gz] (expected the four IDX files "
-                         f"{', '.join(IDX_FILES)}; Debian: apt-get install dataset-fashion-mnist)")
+    raise ParameterError(
+        f"--fashion-mnist: {folder} lacks {stem}[.gz] (expected the four IDX files "
+        f"{', '.join(IDX_FILES)}; Debian: apt-get install dataset-fashion-mnist)"
+    )
 
 
-def read_idx_set(folder: str | Path, classes: tuple[int, int] = FASHION_CLASSES, name: str = "fashion_mnist",
-                 class_names: tuple[str, str] = ("T-shirt/top", "trouser")) -> ImageSet:
+def read_idx_set(
+    folder: str | Path,
+    classes: tuple[int, int] = FASHION_CLASSES,
+    name: str = "fashion_mnist",
+    class_names: tuple[str, str] = ("T-shirt/top", "trouser"),
+) -> ImageSet:
     """The test half (t10k) of an IDX image set, images of the two ``classes`` only, intensities / 255."""
     f = Path(folder)
     if not f.is_dir():
-        raise ParameterError(f"--fashion-mnist: {str(f)!r} is not a folder (expected the four IDX files "
-                             f"{', '.join(IDX_FILES)})")
+        raise ParameterError(
+            f"--fashion-mnist: {str(f)!r} is not a folder (expected the four IDX files {', '.join(IDX_FILES)})"
+        )
     paths = {stem: _idx_file(f, stem) for stem in IDX_FILES}
     X = _read_idx(paths["t10k-images-idx3-ubyte"])
     y = _read_idx(paths["t10k-labels-idx1-ubyte"])
@@ -256,6 +291,7 @@ def read_digits(classes: tuple[int, int] = DIGIT_CLASSES) -> ImageSet:
 
 # -- split, episodes, tokens ------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CharacterSplit:
     """Classes (characters) of the training, validation and test parts, sorted, and the seed."""
@@ -266,8 +302,12 @@ class CharacterSplit:
     seed: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seed": self.seed, "train": list(self.train), "validation": list(self.validation),
-                "test": list(self.test)}
+        return {
+            "seed": self.seed,
+            "train": list(self.train),
+            "validation": list(self.validation),
+            "test": list(self.test),
+        }
 
 
 MIN_CLASSES = 2
@@ -286,11 +326,17 @@ def split_characters(n_classes: int, fractions: tuple[float, float] = (0.6, 0.2)
     a = int(round(ft * n))
     b = a + int(round(fv * n))
     if min(a, b - a, n - b) < MIN_CLASSES:
-        raise ParameterError(f"too few characters for the split: {n} give {a} / {b - a} / {n - b} (train / "
-                             f"validation / test); each part needs at least {MIN_CLASSES}")
+        raise ParameterError(
+            f"too few characters for the split: {n} give {a} / {b - a} / {n - b} (train / "
+            f"validation / test); each part needs at least {MIN_CLASSES}"
+        )
     perm = np.random.default_rng(np.random.SeedSequence([seed, 0x5F17])).permutation(n)
-    return CharacterSplit(tuple(sorted(int(i) for i in perm[:a])), tuple(sorted(int(i) for i in perm[a:b])),
-                          tuple(sorted(int(i) for i in perm[b:])), seed)
+    return CharacterSplit(
+        tuple(sorted(int(i) for i in perm[:a])),
+        tuple(sorted(int(i) for i in perm[a:b])),
+        tuple(sorted(int(i) for i in perm[b:])),
+        seed,
+    )
 
 
 @dataclass(frozen=True)
@@ -304,8 +350,9 @@ class Episodes:
         return len(self.y)
 
 
-def make_episodes(images: ImageSet, classes: tuple[int, ...] | np.ndarray, n: int, rng: np.random.Generator
-                  ) -> Episodes:
+def make_episodes(
+    images: ImageSet, classes: tuple[int, ...] | np.ndarray, n: int, rng: np.random.Generator
+) -> Episodes:
     """``n`` episodes over the given classes: labels balanced (⌈n/2⌉ of +1, shuffled); for each, two
     different classes a (the query's) and b, a support of a and a query of a by different drawers, a
     support of b; the support of a is support 1 when y = +1."""
@@ -343,6 +390,6 @@ def episode_tokens(images: ImageSet, episodes: Episodes) -> np.ndarray:
         patches = im.reshape(n, g, PATCH, g, PATCH).transpose(0, 1, 3, 2, 4).reshape(n, N_PATCHES, pix)
         cols = slice(r * N_PATCHES, (r + 1) * N_PATCHES)
         x[:, :pix, cols] = patches.transpose(0, 2, 1)
-        x[:, pix:pix + N_PATCHES, cols] = EMBEDDING_SCALE * np.eye(N_PATCHES)[None]
+        x[:, pix : pix + N_PATCHES, cols] = EMBEDDING_SCALE * np.eye(N_PATCHES)[None]
         x[:, pix + N_PATCHES + r, cols] = EMBEDDING_SCALE
     return x

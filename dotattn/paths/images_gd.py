@@ -21,8 +21,16 @@ import numpy as np
 
 from dotattn.core.validation import ParameterError, check_int, check_number
 
-__all__ = ["GDConfig", "GDResult", "AttentionNetwork", "train_network", "predict_network", "prune_mask",
-           "key_query_matrices", "CHECKPOINT_NAME"]
+__all__ = [
+    "GDConfig",
+    "GDResult",
+    "AttentionNetwork",
+    "train_network",
+    "predict_network",
+    "prune_mask",
+    "key_query_matrices",
+    "CHECKPOINT_NAME",
+]
 
 CHECKPOINT_NAME = "gd_checkpoint.pt"
 
@@ -66,6 +74,7 @@ class GDConfig:
 
 def _torch():
     import torch
+
     return torch
 
 
@@ -132,8 +141,9 @@ def _state_arrays(net) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy().astype(np.float64) for k, v in net.named_parameters()}
 
 
-def predict_network(weights: dict[str, np.ndarray], config: GDConfig, x: np.ndarray,
-                    mask: np.ndarray | None = None, batch: int = 500) -> np.ndarray:
+def predict_network(
+    weights: dict[str, np.ndarray], config: GDConfig, x: np.ndarray, mask: np.ndarray | None = None, batch: int = 500
+) -> np.ndarray:
     """Outputs f (P,) of the network with ``weights`` on token matrices x (P, N0, T), head ``mask``."""
     torch = _torch()
     net = AttentionNetwork(config, x.shape[1])
@@ -142,7 +152,7 @@ def predict_network(weights: dict[str, np.ndarray], config: GDConfig, x: np.ndar
             p.copy_(torch.as_tensor(weights[k], dtype=torch.float32))
         if mask is not None:
             net.mask.copy_(torch.as_tensor(mask, dtype=torch.float32))
-        out = [net(torch.as_tensor(x[i:i + batch], dtype=torch.float32)).numpy() for i in range(0, len(x), batch)]
+        out = [net(torch.as_tensor(x[i : i + batch], dtype=torch.float32)).numpy() for i in range(0, len(x), batch)]
     return np.concatenate(out).astype(float)
 
 
@@ -160,9 +170,14 @@ class GDResult:
     seconds: float
 
 
-def train_network(config: GDConfig, sample_epoch: Callable[[int], tuple[np.ndarray, np.ndarray]],
-                  x_val: np.ndarray, y_val: np.ndarray, checkpoint: Path | None = None,
-                  progress: Callable[[str], None] | None = None) -> GDResult:
+def train_network(
+    config: GDConfig,
+    sample_epoch: Callable[[int], tuple[np.ndarray, np.ndarray]],
+    x_val: np.ndarray,
+    y_val: np.ndarray,
+    checkpoint: Path | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> GDResult:
     """Adam on the mean-squared error, batches of fresh episodes ``sample_epoch(epoch)`` (x, y) each epoch,
     validation accuracy after each epoch; stops after ``patience`` epochs without improvement (status
     ``converged``) or at ``max_epochs`` (``not_converged``); a non-finite loss stops it (``diverged``).
@@ -199,7 +214,7 @@ def train_network(config: GDConfig, sample_epoch: Callable[[int], tuple[np.ndarr
         perm = torch.randperm(len(yt), generator=torch.Generator().manual_seed(config.seed * 100_003 + epoch))
         losses, correct = [], 0
         for i in range(0, len(yt), config.batch):
-            idx = perm[i:i + config.batch]
+            idx = perm[i : i + config.batch]
             f = net(xt[idx])
             loss = ((f - yt[idx]) ** 2).mean()
             opt.zero_grad()
@@ -214,25 +229,53 @@ def train_network(config: GDConfig, sample_epoch: Callable[[int], tuple[np.ndarr
         with torch.no_grad():
             acc = float(np.mean(np.sign(net(xv).numpy()) == yv))
         seconds = prior_seconds + time.perf_counter() - t0
-        history.append({"epoch": epoch, "train_loss": train_loss, "train_accuracy": correct / len(yt),
-                        "validation_accuracy": acc, "seconds": seconds})
+        history.append(
+            {
+                "epoch": epoch,
+                "train_loss": train_loss,
+                "train_accuracy": correct / len(yt),
+                "validation_accuracy": acc,
+                "seconds": seconds,
+            }
+        )
         if acc > best[0]:
             best, bad = (acc, epoch, _state_arrays(net)), 0
         else:
             bad += 1
         if progress:
-            progress(f"gd: epoch {epoch:3d} loss {train_loss:.4f} training accuracy {correct / len(yt):.3f} "
-                     f"validation accuracy {acc:.3f} "
-                     f"(best {best[0]:.3f} at {best[1]}) {seconds:.0f} s")
+            progress(
+                f"gd: epoch {epoch:3d} loss {train_loss:.4f} training accuracy {correct / len(yt):.3f} "
+                f"validation accuracy {acc:.3f} "
+                f"(best {best[0]:.3f} at {best[1]}) {seconds:.0f} s"
+            )
         if checkpoint is not None:
             from dotattn.core.io import atomic_write_bytes
             import io as _io
+
             buf = _io.BytesIO()
-            torch.save({"config": config.to_dict(), "net": net.state_dict(), "opt": opt.state_dict(),
-                        "history": history, "epoch": epoch, "bad": bad, "best_acc": best[0],
-                        "best_epoch": best[1], "best_weights": best[2], "seconds": seconds}, buf)
+            torch.save(
+                {
+                    "config": config.to_dict(),
+                    "net": net.state_dict(),
+                    "opt": opt.state_dict(),
+                    "history": history,
+                    "epoch": epoch,
+                    "bad": bad,
+                    "best_acc": best[0],
+                    "best_epoch": best[1],
+                    "best_weights": best[2],
+                    "seconds": seconds,
+                },
+                buf,
+            )
             atomic_write_bytes(checkpoint, buf.getvalue())
     else:
         status = CONVERGED if bad >= config.patience else NOT_CONVERGED
-    return GDResult(weights=best[2], best_epoch=best[1], best_validation_accuracy=best[0], history=tuple(history),
-                    status=status, seconds=prior_seconds + time.perf_counter() - t0)
+    return GDResult(
+        weights=best[2],
+        best_epoch=best[1],
+        best_validation_accuracy=best[0],
+        history=tuple(history),
+        status=status,
+        seconds=prior_seconds + time.perf_counter() - t0,
+    )

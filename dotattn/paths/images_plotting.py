@@ -9,8 +9,11 @@ from matplotlib.figure import Figure
 
 __all__ = ["figure_episodes", "figure_accuracy_vs_N", "figure_U", "figure_heads"]
 
-SET_TITLES = {"test": "Omniglot, test characters (in distribution)", "fashion_mnist": "FashionMNIST T-shirt vs trouser",
-              "digits": "digits 0 vs 1 (scikit-learn)"}
+SET_TITLES = {
+    "test": "Omniglot, test characters (in distribution)",
+    "fashion_mnist": "FashionMNIST T-shirt vs trouser",
+    "digits": "digits 0 vs 1 (scikit-learn)",
+}
 
 
 def figure_episodes(rows: Sequence[tuple[str, np.ndarray, float]]) -> Figure:
@@ -33,8 +36,9 @@ def figure_episodes(rows: Sequence[tuple[str, np.ndarray, float]]) -> Figure:
     return fig
 
 
-def figure_accuracy_vs_N(per_N: dict[str, Any], gd_eval: dict[str, Any], sets: Sequence[str],
-                         sample: dict[str, Any] | None = None) -> Figure:
+def figure_accuracy_vs_N(
+    per_N: dict[str, Any], gd_eval: dict[str, Any], sets: Sequence[str], sample: dict[str, Any] | None = None
+) -> Figure:
     """Test accuracy against the width N for each evaluation set: finite-width theory (points with
     binomial errors), GP limit (band), the gradient-descent network (dotted line and band)."""
     fig = Figure(figsize=(4.2 * len(sets), 3.6))
@@ -47,19 +51,34 @@ def figure_accuracy_vs_N(per_N: dict[str, Any], gd_eval: dict[str, Any], sets: S
         ax.errorbar(Ns, acc, yerr=err, fmt="-o", color="tab:blue", ms=4, capsize=2, label="finite-width theory")
         if "gp" in per_N and "temperature" in per_N["gp"]:
             g = per_N["gp"][part]
-            ax.axhspan(g["accuracy"] - g["accuracy_error"], g["accuracy"] + g["accuracy_error"], color="tab:orange",
-                       alpha=0.25)
+            ax.axhspan(
+                g["accuracy"] - g["accuracy_error"], g["accuracy"] + g["accuracy_error"], color="tab:orange", alpha=0.25
+            )
             ax.axhline(g["accuracy"], color="tab:orange", ls="--", label="GP limit (N → ∞)")
         if part in gd_eval:
             e = gd_eval[part]
             ax.axhspan(e["accuracy"] - e["accuracy_error"], e["accuracy"] + e["accuracy_error"], color="k", alpha=0.1)
             ax.axhline(e["accuracy"], color="k", ls=":", label="trained network (gradient descent)")
         if sample is not None and part == "test":
-            ax.errorbar([sample["N"]], [sample["accuracy_sampled"]], yerr=[sample["accuracy_sampled_error"]],
-                        fmt="s", mfc="none", color="tab:green", ms=8, capsize=3,
-                        label=f"posterior samples (P = {sample['P']})")
-            ax.plot([sample["N"]], [sample["accuracy_theory"]], "x", color="tab:green", ms=8,
-                    label=f"theory at P = {sample['P']}")
+            ax.errorbar(
+                [sample["N"]],
+                [sample["accuracy_sampled"]],
+                yerr=[sample["accuracy_sampled_error"]],
+                fmt="s",
+                mfc="none",
+                color="tab:green",
+                ms=8,
+                capsize=3,
+                label=f"posterior samples (P = {sample['P']})",
+            )
+            ax.plot(
+                [sample["N"]],
+                [sample["accuracy_theory"]],
+                "x",
+                color="tab:green",
+                ms=8,
+                label=f"theory at P = {sample['P']}",
+            )
         ax.axhline(0.5, color="0.6", lw=0.8)
         ax.set_xscale("log")
         ax.set_xlabel("width N")
@@ -98,8 +117,10 @@ def figure_heads(heads: Sequence[dict[str, Any]], pruning: dict[str, Any], sets:
             ax.annotate(f"L{h['layer']}H{h['head']}", (si, di), fontsize=7, xytext=(3, 3), textcoords="offset points")
         sp = pruning.get(part, {}).get("spearman_score_vs_gd_drop", {})
         if sp:
-            ax.set_title(f"{SET_TITLES.get(part, part)}\nSpearman {sp['spearman']:.2f} "
-                         f"[{sp['low']:.2f}, {sp['high']:.2f}]", fontsize=8)
+            ax.set_title(
+                f"{SET_TITLES.get(part, part)}\nSpearman {sp['spearman']:.2f} [{sp['low']:.2f}, {sp['high']:.2f}]",
+                fontsize=8,
+            )
         ax.axhline(0, color="0.6", lw=0.8)
         ax.set_xlabel("head score (theory, smallest N; blue layer 1, red layer 2)")
         ax.set_ylabel("accuracy drop when pruned (trained network)")

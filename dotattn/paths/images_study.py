@@ -21,24 +21,64 @@ from dotattn.core.status import CONVERGED
 from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.paths.analysis import POINT_COLUMNS, PathsPoint, head_scores, prune_heads
 from dotattn.paths.data import PathData
-from dotattn.paths.images import (EMBEDDING_SCALE, N0, ROLES, CharacterSplit, Episodes, ImageSet, episode_tokens,
-                                  make_episodes, read_digits, read_fashion_mnist, read_omniglot, split_characters)
+from dotattn.paths.images import (
+    EMBEDDING_SCALE,
+    N0,
+    ROLES,
+    CharacterSplit,
+    Episodes,
+    ImageSet,
+    episode_tokens,
+    make_episodes,
+    read_digits,
+    read_fashion_mnist,
+    read_omniglot,
+    split_characters,
+)
 from dotattn.paths.network import FactoredKernels, attention, path_inputs, path_kernel_diagonal, path_kernels
-from dotattn.paths.theory import N_RANGE, TEMPERATURE_RANGE, PathsModel, TheoryResult, gp_order_parameters, \
-    minimise_action, predict
+from dotattn.paths.theory import (
+    N_RANGE,
+    TEMPERATURE_RANGE,
+    PathsModel,
+    TheoryResult,
+    gp_order_parameters,
+    minimise_action,
+    predict,
+)
 
-__all__ = ["ImageStudyConfig", "ImageData", "load_image_data", "run_image_study", "EVAL_SETS", "GD_FILE",
-           "HEAD_COLUMNS", "gibbs", "paired_difference", "spearman_bootstrap", "IMAGE_STUDY_FILES"]
+__all__ = [
+    "ImageStudyConfig",
+    "ImageData",
+    "load_image_data",
+    "run_image_study",
+    "EVAL_SETS",
+    "GD_FILE",
+    "HEAD_COLUMNS",
+    "gibbs",
+    "paired_difference",
+    "spearman_bootstrap",
+    "IMAGE_STUDY_FILES",
+]
 
 EVAL_SETS: tuple[str, ...] = ("test", "fashion_mnist", "digits")
 """Where accuracies are reported: Omniglot test characters (in distribution) and the two OOD sets."""
 GD_FILE = "gd_network.npz"
-HEAD_COLUMNS = ["layer", "head", "score", "rank"] + [f"{w}_{s}" for w in ("gd_accuracy_pruned", "gd_drop",
-                                                                          "theory_accuracy_pruned", "theory_drop")
-                                                     for s in EVAL_SETS]
-IMAGE_STUDY_FILES = ("summary.json", "points.csv", "selection.csv", "fixed_temperature.csv", "heads.csv",
-                     "gd_history.csv", GD_FILE,
-                     "episodes.png", "accuracy_vs_N.png", "U_smallest_N.png", "head_scores_pruning.png")
+HEAD_COLUMNS = ["layer", "head", "score", "rank"] + [
+    f"{w}_{s}" for w in ("gd_accuracy_pruned", "gd_drop", "theory_accuracy_pruned", "theory_drop") for s in EVAL_SETS
+]
+IMAGE_STUDY_FILES = (
+    "summary.json",
+    "points.csv",
+    "selection.csv",
+    "fixed_temperature.csv",
+    "heads.csv",
+    "gd_history.csv",
+    GD_FILE,
+    "episodes.png",
+    "accuracy_vs_N.png",
+    "U_smallest_N.png",
+    "head_scores_pruning.png",
+)
 P_RANGE = (10, 5000)
 """Training episodes of the theory: below 10 the temperature choice is noise; the factored kernels
 make P = 5000 cost ~25 s per action evaluation (a P × P Cholesky factorisation and two P × P × 16·N0
@@ -85,14 +125,21 @@ class ImageStudyConfig:
         if not self.widths:
             raise ParameterError("N grid is empty; give at least one width")
         lo, hi = N_RANGE
-        object.__setattr__(self, "widths", tuple(sorted(check_number("N (width)", N, lo, False, hi,
-                                                                     f"in [{lo:g}, {hi:g}]") for N in self.widths)))
+        object.__setattr__(
+            self,
+            "widths",
+            tuple(sorted(check_number("N (width)", N, lo, False, hi, f"in [{lo:g}, {hi:g}]") for N in self.widths)),
+        )
         if not self.temperatures:
             raise ParameterError("temperature grid is empty; give at least one temperature")
         lo, hi = TEMPERATURE_RANGE
-        object.__setattr__(self, "temperatures", tuple(sorted(check_number("temperature", t, lo, False, hi,
-                                                                           f"in [{lo:g}, {hi:g}]")
-                                                              for t in self.temperatures)))
+        object.__setattr__(
+            self,
+            "temperatures",
+            tuple(
+                sorted(check_number("temperature", t, lo, False, hi, f"in [{lo:g}, {hi:g}]") for t in self.temperatures)
+            ),
+        )
         object.__setattr__(self, "sigma2", check_number("sigma2", self.sigma2, 1e-4, False, 1e4, "in [1e-4, 1e4]"))
         for name in ("split_seed", "seed"):
             object.__setattr__(self, name, check_int(name.replace("_", "-"), getattr(self, name), 0, 2**32 - 1))
@@ -105,17 +152,22 @@ class ImageStudyConfig:
         object.__setattr__(self, "sample_tree_depth", check_int("sample-tree-depth", self.sample_tree_depth, 1, 15))
         if not isinstance(self.sample_collapsed, bool):
             raise ParameterError(f"sample-collapsed must be true or false, got {self.sample_collapsed!r}")
-        object.__setattr__(self, "theory_tol", check_number("theory-tol", self.theory_tol, 1e-14, False, 1e-2,
-                                                            "in [1e-14, 1e-2]"))
+        object.__setattr__(
+            self, "theory_tol", check_number("theory-tol", self.theory_tol, 1e-14, False, 1e-2, "in [1e-14, 1e-2]")
+        )
         if self.gd is None:
             from dotattn.paths.images_gd import GDConfig
+
             object.__setattr__(self, "gd", GDConfig())
         if self.sample_collapsed and self.sample_N:
             from dotattn.paths.collapsed import MAX_COLLAPSED_PARAMETERS, collapsed_layout
+
             dim = collapsed_layout((self.gd.heads,) * self.gd.layers, self.sample_N).n_params
             if dim > MAX_COLLAPSED_PARAMETERS:
-                raise ParameterError(f"sample-N: {self.gd.layers} layers x {self.gd.heads} heads at N = {self.sample_N} "
-                                     f"give {dim} collapsed coordinates; at most {MAX_COLLAPSED_PARAMETERS}")
+                raise ParameterError(
+                    f"sample-N: {self.gd.layers} layers x {self.gd.heads} heads at N = {self.sample_N} "
+                    f"give {dim} collapsed coordinates; at most {MAX_COLLAPSED_PARAMETERS}"
+                )
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if k != "gd"}
@@ -134,11 +186,18 @@ class ImageData:
     tokens: dict[str, np.ndarray]
 
     def counts(self) -> dict[str, Any]:
-        return {"characters": {"train": len(self.split.train), "validation": len(self.split.validation),
-                               "test": len(self.split.test)},
-                "images": {"omniglot": int(len(self.omniglot.images)),
-                           **{k: int(len(v.images)) for k, v in self.ood.items()}},
-                "episodes": {k: int(len(e)) for k, (_, e) in self.episodes.items()}}
+        return {
+            "characters": {
+                "train": len(self.split.train),
+                "validation": len(self.split.validation),
+                "test": len(self.split.test),
+            },
+            "images": {
+                "omniglot": int(len(self.omniglot.images)),
+                **{k: int(len(v.images)) for k, v in self.ood.items()},
+            },
+            "episodes": {k: int(len(e)) for k, (_, e) in self.episodes.items()},
+        }
 
 
 def _rng(seed: int, stream: str) -> np.random.Generator:
@@ -153,9 +212,11 @@ def load_image_data(config: ImageStudyConfig) -> ImageData:
     om = read_omniglot(config.omniglot)
     ood = {"fashion_mnist": read_fashion_mnist(config.fashion_mnist), "digits": read_digits()}
     sp = split_characters(om.n_classes, (config.train_fraction, config.validation_fraction), config.split_seed)
-    eps = {"theory_train": (om, make_episodes(om, sp.train, config.P, _rng(config.seed, "theory_train"))),
-           "validation": (om, make_episodes(om, sp.validation, config.P_validation, _rng(config.seed, "validation"))),
-           "test": (om, make_episodes(om, sp.test, config.P_test, _rng(config.seed, "test")))}
+    eps = {
+        "theory_train": (om, make_episodes(om, sp.train, config.P, _rng(config.seed, "theory_train"))),
+        "validation": (om, make_episodes(om, sp.validation, config.P_validation, _rng(config.seed, "validation"))),
+        "test": (om, make_episodes(om, sp.test, config.P_test, _rng(config.seed, "test"))),
+    }
     for name, s in ood.items():
         eps[name] = (s, make_episodes(s, np.arange(s.n_classes), config.P_ood, _rng(config.seed, name)))
     tokens = {k: episode_tokens(s, e) for k, (s, e) in eps.items()}
@@ -165,10 +226,12 @@ def load_image_data(config: ImageStudyConfig) -> ImageData:
 def gd_epoch_sampler(data: ImageData, config: ImageStudyConfig) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
     """Fresh training-character episodes for each GD epoch (seeded by the epoch, so a resumed run
     sees the same episodes)."""
+
     def sample(epoch: int) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(np.random.SeedSequence([config.seed, 5, epoch]))
         ep = make_episodes(data.omniglot, data.split.train, config.gd.epoch_episodes, rng)
         return episode_tokens(data.omniglot, ep), ep.y
+
     return sample
 
 
@@ -178,9 +241,14 @@ def gibbs(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> dict[str, float]:
     v = np.clip(var, 0.0, None)
     z = np.where(v > 0, y * mean / np.sqrt(np.where(v > 0, v, 1.0)), np.where(y * mean > 0, np.inf, -np.inf))
     bias2 = float(np.mean((mean - y) ** 2))
-    return {"accuracy": float(np.mean(np.sign(mean) == y)), "loss": bias2, "bias2": bias2,
-            "variance": float(np.mean(v)), "gibbs_accuracy": float(np.mean(special.ndtr(z))),
-            "gibbs_loss": bias2 + float(np.mean(v))}
+    return {
+        "accuracy": float(np.mean(np.sign(mean) == y)),
+        "loss": bias2,
+        "bias2": bias2,
+        "variance": float(np.mean(v)),
+        "gibbs_accuracy": float(np.mean(special.ndtr(z))),
+        "gibbs_loss": bias2 + float(np.mean(v)),
+    }
 
 
 def accuracy_error(acc: float, n: int) -> float:
@@ -198,21 +266,24 @@ def paired_difference(correct_a: np.ndarray, correct_b: np.ndarray) -> dict[str,
     return {"difference": float(d.mean()), "error": float(d.std(ddof=1) / math.sqrt(len(d)))}
 
 
-def spearman_bootstrap(scores: np.ndarray, correct_base: np.ndarray, correct_pruned: np.ndarray, n_boot: int,
-                       rng: np.random.Generator) -> dict[str, float]:
+def spearman_bootstrap(
+    scores: np.ndarray, correct_base: np.ndarray, correct_pruned: np.ndarray, n_boot: int, rng: np.random.Generator
+) -> dict[str, float]:
     """Spearman correlation between head scores (k,) and the accuracy drops of pruning each head,
     drop_k = mean(correct_base) − mean(correct_pruned[k]) over the episodes (``correct_*``: booleans,
     (P,) and (k, P)); 95 % percentile interval from ``n_boot`` resamples of the episodes."""
+
     def rho(idx: np.ndarray) -> float:
         drops = correct_base[idx].mean() - correct_pruned[:, idx].mean(axis=1)
         if np.ptp(drops) == 0:
             return float("nan")
         return float(stats.spearmanr(scores, drops).statistic)
+
     P = len(correct_base)
     point = rho(np.arange(P))
     boots = np.array([rho(rng.integers(0, P, P)) for _ in range(n_boot)])
     boots = boots[np.isfinite(boots)]
-    lo, hi = (np.percentile(boots, [2.5, 97.5]) if len(boots) else (float("nan"), float("nan")))
+    lo, hi = np.percentile(boots, [2.5, 97.5]) if len(boots) else (float("nan"), float("nan"))
     return {"spearman": point, "low": float(lo), "high": float(hi), "resamples": int(len(boots))}
 
 
@@ -236,14 +307,16 @@ class ImageStudy:
 
 def _path_meta(L: int, H: int) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[int, ...], ...], tuple[str, ...]]:
     import itertools
+
     head_names = tuple(tuple(f"L{l + 1}H{h + 1}" for h in range(H)) for l in range(L))
     keys = tuple(itertools.product(*[range(H) for _ in range(L)]))
     names = tuple(">".join(head_names[l][k[l]] for l in range(L)) for k in keys)
     return head_names, keys, names
 
 
-def path_data_sets(data: ImageData, weights: dict[str, np.ndarray], L: int, H: int, P_sample: int = 0,
-                   sample_factored: bool = False) -> dict[str, PathData]:
+def path_data_sets(
+    data: ImageData, weights: dict[str, np.ndarray], L: int, H: int, P_sample: int = 0, sample_factored: bool = False
+) -> dict[str, PathData]:
     """One :class:`PathData` per evaluation part (validation, test, OOD), training kernels on the
     theory's training episodes, all factored (:class:`FactoredKernels`), attention from the trained
     queries and keys. ``P_sample`` > 0: also a part ``sample`` whose training kernels are those of the
@@ -261,16 +334,28 @@ def path_data_sets(data: ImageData, weights: dict[str, np.ndarray], L: int, H: i
     y = data.episodes["theory_train"][1].y
     out = {}
     for name in ("validation",) + EVAL_SETS:
-        out[name] = PathData(head_names=head_names, path_keys=keys, path_names=names,
-                             C_train=FactoredKernels(tr, tr), y_train=y, C_cross=FactoredKernels(xi[name], tr),
-                             C_diag=path_kernel_diagonal(xi[name]), y_test=data.episodes[name][1].y)
+        out[name] = PathData(
+            head_names=head_names,
+            path_keys=keys,
+            path_names=names,
+            C_train=FactoredKernels(tr, tr),
+            y_train=y,
+            C_cross=FactoredKernels(xi[name], tr),
+            C_diag=path_kernel_diagonal(xi[name]),
+            y_test=data.episodes[name][1].y,
+        )
     if P_sample:
         sub = tr[:, :P_sample]
-        out["sample"] = PathData(head_names=head_names, path_keys=keys, path_names=names,
-                                 C_train=FactoredKernels(sub, sub) if sample_factored else path_kernels(sub, sub),
-                                 y_train=y[:P_sample],
-                                 C_cross=FactoredKernels(xi["test"], sub), C_diag=path_kernel_diagonal(xi["test"]),
-                                 y_test=data.episodes["test"][1].y)
+        out["sample"] = PathData(
+            head_names=head_names,
+            path_keys=keys,
+            path_names=names,
+            C_train=FactoredKernels(sub, sub) if sample_factored else path_kernels(sub, sub),
+            y_train=y[:P_sample],
+            C_cross=FactoredKernels(xi["test"], sub),
+            C_diag=path_kernel_diagonal(xi["test"]),
+            y_test=data.episodes["test"][1].y,
+        )
     return out
 
 
@@ -285,16 +370,36 @@ def _evaluate(U: np.ndarray, d: PathData, model: PathsModel) -> dict[str, float]
     return _scored(U, d, model)[0]
 
 
-def _point(part: str, method: str, N: float, U: np.ndarray, ev: dict[str, float], model: PathsModel,
-           names: tuple[str, ...], res: TheoryResult | None) -> PathsPoint:
-    return PathsPoint(subset=part, method=method, N=N, temperature=model.temperature, accuracy=ev["accuracy"],
-                      loss=ev["loss"], variance=ev["variance"], status=res.status if res else CONVERGED,
-                      stationarity=res.stationarity if res else 0.0, iterations=res.iterations if res else 0,
-                      seconds=res.seconds if res else 0.0, paths=names, U=U)
+def _point(
+    part: str,
+    method: str,
+    N: float,
+    U: np.ndarray,
+    ev: dict[str, float],
+    model: PathsModel,
+    names: tuple[str, ...],
+    res: TheoryResult | None,
+) -> PathsPoint:
+    return PathsPoint(
+        subset=part,
+        method=method,
+        N=N,
+        temperature=model.temperature,
+        accuracy=ev["accuracy"],
+        loss=ev["loss"],
+        variance=ev["variance"],
+        status=res.status if res else CONVERGED,
+        stationarity=res.stationarity if res else 0.0,
+        iterations=res.iterations if res else 0,
+        seconds=res.seconds if res else 0.0,
+        paths=names,
+        U=U,
+    )
 
 
-def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tuple[int, ...],
-                        progress: Callable[[str], None] | None) -> None:
+def select_and_evaluate(
+    study: ImageStudy, sets: dict[str, PathData], heads: tuple[int, ...], progress: Callable[[str], None] | None
+) -> None:
     """For every temperature: the GP limit and the saddle point at each width (largest first, each
     started from the last converged one), scored on the validation episodes; per width (and for the GP)
     the temperature of the best validation accuracy (ties: lower validation loss) is kept and evaluated
@@ -311,8 +416,9 @@ def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tup
         study.selection.append(_point("validation", "gp", float("nan"), U_gp, ev, gp_model, names, None))
         cand.setdefault(math.inf, []).append((ev["accuracy"], -ev["loss"], T, U_gp, None))
         for part in EVAL_SETS:
-            study.fixed_temperature.append(_point(part, "gp", float("nan"), U_gp, _evaluate(U_gp, sets[part], gp_model),
-                                                  gp_model, names, None))
+            study.fixed_temperature.append(
+                _point(part, "gp", float("nan"), U_gp, _evaluate(U_gp, sets[part], gp_model), gp_model, names, None)
+            )
         start = None
         for N in sorted(cfg.widths, reverse=True):
             model = PathsModel(N=N, temperature=T, sigma2=cfg.sigma2, heads=heads)
@@ -323,11 +429,14 @@ def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tup
             if res.converged:
                 cand.setdefault(N, []).append((ev["accuracy"], -ev["loss"], T, res.U, res))
                 for part in EVAL_SETS:
-                    study.fixed_temperature.append(_point(part, "theory", N, res.U, _evaluate(res.U, sets[part], model),
-                                                          model, names, res))
+                    study.fixed_temperature.append(
+                        _point(part, "theory", N, res.U, _evaluate(res.U, sets[part], model), model, names, res)
+                    )
             if progress:
-                progress(f"theory: T={T:<6g} N={N:<8g} {res.status:>13s} it={res.iterations:<4d} "
-                         f"stat={res.stationarity:.1e} validation accuracy {ev['accuracy']:.3f} ({res.seconds:.1f} s)")
+                progress(
+                    f"theory: T={T:<6g} N={N:<8g} {res.status:>13s} it={res.iterations:<4d} "
+                    f"stat={res.stationarity:.1e} validation accuracy {ev['accuracy']:.3f} ({res.seconds:.1f} s)"
+                )
     gp_correct: dict[str, np.ndarray] = {}
     for N in [math.inf] + list(cfg.widths):
         if not cand.get(N):
@@ -336,8 +445,12 @@ def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tup
         acc, negloss, T, U, res = max(cand[N], key=lambda c: (c[0], c[1]))
         method = "gp" if N == math.inf else "theory"
         model = PathsModel(N=N_RANGE[1] if N == math.inf else N, temperature=T, sigma2=cfg.sigma2, heads=heads)
-        entry: dict[str, Any] = {"temperature": T, "validation_accuracy": acc, "validation_loss": -negloss,
-                                 "status": res.status if res else CONVERGED}
+        entry: dict[str, Any] = {
+            "temperature": T,
+            "validation_accuracy": acc,
+            "validation_loss": -negloss,
+            "status": res.status if res else CONVERGED,
+        }
         for part in EVAL_SETS:
             ev, correct = _scored(U, sets[part], model)
             n = len(sets[part].y_test)
@@ -351,8 +464,14 @@ def select_and_evaluate(study: ImageStudy, sets: dict[str, PathData], heads: tup
         study.per_N["gp" if N == math.inf else f"{N:g}"] = entry
 
 
-def _pruning(study: ImageStudy, sets: dict[str, PathData], scores: np.ndarray, model: PathsModel, U: np.ndarray,
-             rng: np.random.Generator) -> None:
+def _pruning(
+    study: ImageStudy,
+    sets: dict[str, PathData],
+    scores: np.ndarray,
+    model: PathsModel,
+    U: np.ndarray,
+    rng: np.random.Generator,
+) -> None:
     """Every head of the trained network pruned alone, then the two lowest-scoring together, with no
     retraining; the same prunings in the theory (U of the smallest width); the rank correlations."""
     from dotattn.paths.images_gd import predict_network, prune_mask
@@ -367,17 +486,28 @@ def _pruning(study: ImageStudy, sets: dict[str, PathData], scores: np.ndarray, m
     for part in EVAL_SETS:
         x, y = study.data.tokens[part], sets[part].y_test
         base_correct[part] = np.sign(predict_network(study.gd.weights, cfg.gd, x)) == y
-        pruned_correct[part] = np.array([np.sign(predict_network(study.gd.weights, cfg.gd, x,
-                                                                 prune_mask(L, H, [lh]))) == y for lh in heads])
+        pruned_correct[part] = np.array(
+            [np.sign(predict_network(study.gd.weights, cfg.gd, x, prune_mask(L, H, [lh]))) == y for lh in heads]
+        )
     theory_base = {p: _evaluate(U, sets[p], model)["accuracy"] for p in EVAL_SETS}
     for k, (l, h) in enumerate(heads):
-        row: dict[str, Any] = {"layer": l + 1, "head": h + 1, "score": float(scores[k]),
-                               "rank": int(np.flatnonzero(order == k)[0]) + 1}
+        row: dict[str, Any] = {
+            "layer": l + 1,
+            "head": h + 1,
+            "score": float(scores[k]),
+            "rank": int(np.flatnonzero(order == k)[0]) + 1,
+        }
         for part in EVAL_SETS:
             g = float(pruned_correct[part][k].mean())
             t = prune_heads(U, sets[part], model, [(l, h)]).accuracy
-            row.update({f"gd_accuracy_pruned_{part}": g, f"gd_drop_{part}": float(base_correct[part].mean()) - g,
-                        f"theory_accuracy_pruned_{part}": t, f"theory_drop_{part}": theory_base[part] - t})
+            row.update(
+                {
+                    f"gd_accuracy_pruned_{part}": g,
+                    f"gd_drop_{part}": float(base_correct[part].mean()) - g,
+                    f"theory_accuracy_pruned_{part}": t,
+                    f"theory_drop_{part}": theory_base[part] - t,
+                }
+            )
         rows.append(row)
     study.heads = rows
     two = {"heads": [f"L{l + 1}H{h + 1}" for l, h in lowest]}
@@ -387,21 +517,28 @@ def _pruning(study: ImageStudy, sets: dict[str, PathData], scores: np.ndarray, m
         acc = float(np.mean(correct))
         n = len(y)
         base = float(base_correct[part].mean())
-        two[part] = {"gd_accuracy": base, "gd_accuracy_error": accuracy_error(base, n),
-                     "gd_accuracy_pruned": acc, "gd_accuracy_pruned_error": accuracy_error(acc, n),
-                     "gd_change": paired_difference(correct, base_correct[part]),
-                     "theory_accuracy": theory_base[part],
-                     "theory_accuracy_pruned": prune_heads(U, sets[part], model, lowest).accuracy}
-        two[part]["spearman_score_vs_gd_drop"] = spearman_bootstrap(scores, base_correct[part],
-                                                                    pruned_correct[part], cfg.bootstrap, rng)
+        two[part] = {
+            "gd_accuracy": base,
+            "gd_accuracy_error": accuracy_error(base, n),
+            "gd_accuracy_pruned": acc,
+            "gd_accuracy_pruned_error": accuracy_error(acc, n),
+            "gd_change": paired_difference(correct, base_correct[part]),
+            "theory_accuracy": theory_base[part],
+            "theory_accuracy_pruned": prune_heads(U, sets[part], model, lowest).accuracy,
+        }
+        two[part]["spearman_score_vs_gd_drop"] = spearman_bootstrap(
+            scores, base_correct[part], pruned_correct[part], cfg.bootstrap, rng
+        )
         td = np.array([r[f"theory_drop_{part}"] for r in rows])
-        two[part]["spearman_score_vs_theory_drop"] = float(stats.spearmanr(scores, td).statistic) \
-            if np.ptp(td) > 0 else float("nan")
+        two[part]["spearman_score_vs_theory_drop"] = (
+            float(stats.spearmanr(scores, td).statistic) if np.ptp(td) > 0 else float("nan")
+        )
     study.pruning = two
 
 
-def _sampling_check(study: ImageStudy, sets: dict[str, PathData], heads: tuple[int, ...],
-                    progress: Callable[[str], None] | None) -> None:
+def _sampling_check(
+    study: ImageStudy, sets: dict[str, PathData], heads: tuple[int, ...], progress: Callable[[str], None] | None
+) -> None:
     """NUTS at N = sample_N on the first sample_P training episodes, temperature as chosen at the
     smallest width, against the theory's saddle point on the same episodes (test accuracy): over the
     weights (a, V) with V⁰ integrated out, or, with ``sample_collapsed``, over the order parameters of the
@@ -416,34 +553,58 @@ def _sampling_check(study: ImageStudy, sets: dict[str, PathData], heads: tuple[i
     model = PathsModel(N=cfg.sample_N, temperature=T, sigma2=cfg.sigma2, heads=heads)
     th = minimise_action(d.C_train, d.y_train, model, tol=cfg.theory_tol)
     th_ev = _evaluate(th.U, d, model)
-    sc = SamplerConfig(chains=cfg.sample_chains, warmup=cfg.sample_warmup, draws=cfg.sample_draws,
-                       max_tree_depth=cfg.sample_tree_depth, seed=cfg.seed)
+    sc = SamplerConfig(
+        chains=cfg.sample_chains,
+        warmup=cfg.sample_warmup,
+        draws=cfg.sample_draws,
+        max_tree_depth=cfg.sample_tree_depth,
+        seed=cfg.seed,
+    )
     what = "collapsed posterior of U" if cfg.sample_collapsed else "weights"
     if progress:
-        progress(f"sampling: NUTS ({what}) N={cfg.sample_N} P={cfg.sample_P} T={T:g}, {cfg.sample_chains} chains "
-                 f"of {cfg.sample_warmup} + {cfg.sample_draws}")
+        progress(
+            f"sampling: NUTS ({what}) N={cfg.sample_N} P={cfg.sample_P} T={T:g}, {cfg.sample_chains} chains "
+            f"of {cfg.sample_warmup} + {cfg.sample_draws}"
+        )
     if cfg.sample_collapsed:
         from dotattn.paths.collapsed import run_collapsed
+
         res = run_collapsed(d.C_train, d.y_train, model, sc)
     else:
         res = run_nuts(d, model, sc)
     ev, acc_err, loss_err = sampled_evaluation(res, d, model)
     converged = res.rhat_max < 1.01 and res.divergences == 0 and res.ess_min >= 100
     z = (res.U_mean - th.U) / res.U_mcse
-    sampler = ("NUTS over the order parameters of the collapsed posterior" if cfg.sample_collapsed
-               else "NUTS over (a, V) with V0 integrated out")
-    study.sample = {"sampler": sampler, "N": cfg.sample_N, "P": cfg.sample_P,
-                    "temperature": T, "config": sc.to_dict(),
-                    "status": CONVERGED if converged else "not_converged",
-                    "accuracy_sampled": ev.accuracy, "accuracy_sampled_error": acc_err, "loss_sampled": ev.loss,
-                    "loss_sampled_error": loss_err, "accuracy_theory": th_ev["accuracy"],
-                    "loss_theory": th_ev["loss"], "theory_status": th.status,
-                    "U_max_abs_z": float(np.nanmax(np.abs(z))), "rhat_max": res.rhat_max, "ess_min": res.ess_min,
-                    "divergences": res.divergences, "seconds": res.seconds}
+    sampler = (
+        "NUTS over the order parameters of the collapsed posterior"
+        if cfg.sample_collapsed
+        else "NUTS over (a, V) with V0 integrated out"
+    )
+    study.sample = {
+        "sampler": sampler,
+        "N": cfg.sample_N,
+        "P": cfg.sample_P,
+        "temperature": T,
+        "config": sc.to_dict(),
+        "status": CONVERGED if converged else "not_converged",
+        "accuracy_sampled": ev.accuracy,
+        "accuracy_sampled_error": acc_err,
+        "loss_sampled": ev.loss,
+        "loss_sampled_error": loss_err,
+        "accuracy_theory": th_ev["accuracy"],
+        "loss_theory": th_ev["loss"],
+        "theory_status": th.status,
+        "U_max_abs_z": float(np.nanmax(np.abs(z))),
+        "rhat_max": res.rhat_max,
+        "ess_min": res.ess_min,
+        "divergences": res.divergences,
+        "seconds": res.seconds,
+    }
 
 
-def run_image_study(config: ImageStudyConfig, data: ImageData, out: Path,
-                    progress: Callable[[str], None] | None = None) -> ImageStudy:
+def run_image_study(
+    config: ImageStudyConfig, data: ImageData, out: Path, progress: Callable[[str], None] | None = None
+) -> ImageStudy:
     """The whole study into ``out`` (GD weights reused from ``out/gd_network.npz`` when they were made
     with the same settings; training resumes from ``out/gd_checkpoint.pt``)."""
     from dotattn.paths.images_gd import CHECKPOINT_NAME, GDResult, predict_network, train_network
@@ -453,8 +614,14 @@ def run_image_study(config: ImageStudyConfig, data: ImageData, out: Path,
     gd_path = out / GD_FILE
     gd = _read_gd(gd_path, config)
     if gd is None:
-        gd = train_network(config.gd, gd_epoch_sampler(data, config), data.tokens["validation"],
-                           data.episodes["validation"][1].y, checkpoint=out / CHECKPOINT_NAME, progress=progress)
+        gd = train_network(
+            config.gd,
+            gd_epoch_sampler(data, config),
+            data.tokens["validation"],
+            data.episodes["validation"][1].y,
+            checkpoint=out / CHECKPOINT_NAME,
+            progress=progress,
+        )
         _write_gd(gd_path, gd, config)
         (out / CHECKPOINT_NAME).unlink(missing_ok=True)
     elif progress:
@@ -468,9 +635,14 @@ def run_image_study(config: ImageStudyConfig, data: ImageData, out: Path,
         study.gd_eval[part] = {"accuracy": acc, "accuracy_error": accuracy_error(acc, len(y))}
     heads = (config.gd.heads,) * config.gd.layers
     t1 = time.perf_counter()
-    sets = path_data_sets(data, gd.weights, config.gd.layers, config.gd.heads,
-                          P_sample=min(config.sample_P, config.P) if config.sample_N else 0,
-                          sample_factored=config.sample_collapsed)
+    sets = path_data_sets(
+        data,
+        gd.weights,
+        config.gd.layers,
+        config.gd.heads,
+        P_sample=min(config.sample_P, config.P) if config.sample_N else 0,
+        sample_factored=config.sample_collapsed,
+    )
     study.path_names = sets["validation"].path_names
     select_and_evaluate(study, sets, heads, progress)
     study.timings["theory_seconds"] = time.perf_counter() - t1
@@ -505,26 +677,44 @@ def _read_gd(path: Path, config: ImageStudyConfig):
         return None
     if meta.get("key") != _gd_key(config):
         return None
-    return GDResult(weights=weights, best_epoch=int(meta["best_epoch"]),
-                    best_validation_accuracy=float(meta["best_validation_accuracy"]),
-                    history=tuple(meta["history"]), status=str(meta["status"]), seconds=float(meta["seconds"]))
+    return GDResult(
+        weights=weights,
+        best_epoch=int(meta["best_epoch"]),
+        best_validation_accuracy=float(meta["best_validation_accuracy"]),
+        history=tuple(meta["history"]),
+        status=str(meta["status"]),
+        seconds=float(meta["seconds"]),
+    )
 
 
 def _gd_key(config: ImageStudyConfig) -> dict[str, Any]:
-    return {"gd": config.gd.to_dict(), "split_seed": config.split_seed, "seed": config.seed,
-            "train_fraction": config.train_fraction, "validation_fraction": config.validation_fraction,
-            "P_validation": config.P_validation, "embedding_scale": EMBEDDING_SCALE}
+    return {
+        "gd": config.gd.to_dict(),
+        "split_seed": config.split_seed,
+        "seed": config.seed,
+        "train_fraction": config.train_fraction,
+        "validation_fraction": config.validation_fraction,
+        "P_validation": config.P_validation,
+        "embedding_scale": EMBEDDING_SCALE,
+    }
 
 
 def _write_gd(path: Path, gd: Any, config: ImageStudyConfig) -> None:
     import io
 
     from dotattn.core.io import atomic_write_bytes
-    meta = {"key": _gd_key(config), "best_epoch": gd.best_epoch,
-            "best_validation_accuracy": gd.best_validation_accuracy, "history": list(gd.history),
-            "status": gd.status, "seconds": gd.seconds, "N0": N0, "roles": list(ROLES),
-            "shapes": {"V0": "(N, N0)", "V": "(L, H, N, N)", "a": "(N,)", "WQ": "(L, H, G, N0)",
-                       "WK": "(L, H, G, N0)"}}
+
+    meta = {
+        "key": _gd_key(config),
+        "best_epoch": gd.best_epoch,
+        "best_validation_accuracy": gd.best_validation_accuracy,
+        "history": list(gd.history),
+        "status": gd.status,
+        "seconds": gd.seconds,
+        "N0": N0,
+        "roles": list(ROLES),
+        "shapes": {"V0": "(N, N0)", "V": "(L, H, N, N)", "a": "(N,)", "WQ": "(L, H, G, N0)", "WK": "(L, H, G, N0)"},
+    }
     buf = io.BytesIO()
     np.savez_compressed(buf, meta=np.array(json.dumps(meta)), **{f"w_{k}": v for k, v in gd.weights.items()})
     atomic_write_bytes(path, buf.getvalue())
@@ -561,33 +751,54 @@ def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str
     comment = "dotattn paths images; provenance: " + json.dumps(prov, separators=(",", ":"))
     write_csv(folder / "points.csv", [p.to_row() for p in study.points], POINT_COLUMNS, comment=comment)
     write_csv(folder / "selection.csv", [p.to_row() for p in study.selection], POINT_COLUMNS, comment=comment)
-    write_csv(folder / "fixed_temperature.csv", [p.to_row() for p in study.fixed_temperature], POINT_COLUMNS,
-              comment=comment)
+    write_csv(
+        folder / "fixed_temperature.csv", [p.to_row() for p in study.fixed_temperature], POINT_COLUMNS, comment=comment
+    )
     write_csv(folder / "heads.csv", study.heads, HEAD_COLUMNS, comment=comment)
-    write_csv(folder / "gd_history.csv", list(study.gd.history), ["epoch", "train_loss", "train_accuracy",
-                                                                   "validation_accuracy", "seconds"], comment=comment)
+    write_csv(
+        folder / "gd_history.csv",
+        list(study.gd.history),
+        ["epoch", "train_loss", "train_accuracy", "validation_accuracy", "seconds"],
+        comment=comment,
+    )
     summary = {
-        "provenance": prov, "temperature_selected_on": "validation",
+        "provenance": prov,
+        "temperature_selected_on": "validation",
         "selection_rule": "per width, the temperature of the grid with the highest validation accuracy "
-                          "(ties: lower validation loss) among converged saddle points",
+        "(ties: lower validation loss) among converged saddle points",
         "paired_differences": "per_N[width][part].minus_gp: the theory's accuracy minus the GP limit's on the same "
-                              "episodes (each at its own chosen temperature), with the paired standard error; "
-                              "pruning[part].gd_change: the two lowest-scoring heads pruned minus unpruned",
+        "episodes (each at its own chosen temperature), with the paired standard error; "
+        "pruning[part].gd_change: the two lowest-scoring heads pruned minus unpruned",
         "split": {**data.split.to_dict(), "class_names": list(data.omniglot.class_names)},
-        "counts": data.counts(), "tokens": {"N0": N0, "T": 48, "roles": list(ROLES),
-                                                "embedding_scale": EMBEDDING_SCALE},
+        "counts": data.counts(),
+        "tokens": {"N0": N0, "T": 48, "roles": list(ROLES), "embedding_scale": EMBEDDING_SCALE},
         "paths": list(study.path_names),
-        "gd": {"config": cfg.gd.to_dict(), "status": study.gd.status, "best_epoch": study.gd.best_epoch,
-               "epochs_run": len(study.gd.history), "seconds": study.gd.seconds, **study.gd_eval},
-        "per_N": study.per_N, "fixed_temperature": _fixed_temperature_table(study.fixed_temperature),
-        "U_smallest_N": study.U_smallest, "head_scores_N": cfg.widths[0],
-        "heads": study.heads, "pruning": study.pruning, "sampling_check": study.sample,
-        "timings": study.timings, "files": list(IMAGE_STUDY_FILES)}
+        "gd": {
+            "config": cfg.gd.to_dict(),
+            "status": study.gd.status,
+            "best_epoch": study.gd.best_epoch,
+            "epochs_run": len(study.gd.history),
+            "seconds": study.gd.seconds,
+            **study.gd_eval,
+        },
+        "per_N": study.per_N,
+        "fixed_temperature": _fixed_temperature_table(study.fixed_temperature),
+        "U_smallest_N": study.U_smallest,
+        "head_scores_N": cfg.widths[0],
+        "heads": study.heads,
+        "pruning": study.pruning,
+        "sampling_check": study.sample,
+        "timings": study.timings,
+        "files": list(IMAGE_STUDY_FILES),
+    }
     write_json(folder / "summary.json", summary)
     meta = {"command": command, "git_commit": prov["git_commit"]}
     save_figure(plots.figure_episodes(_episode_rows(data)), folder / "episodes.png", meta)
-    save_figure(plots.figure_accuracy_vs_N(study.per_N, study.gd_eval, EVAL_SETS, study.sample),
-                folder / "accuracy_vs_N.png", meta)
+    save_figure(
+        plots.figure_accuracy_vs_N(study.per_N, study.gd_eval, EVAL_SETS, study.sample),
+        folder / "accuracy_vs_N.png",
+        meta,
+    )
     save_figure(plots.figure_U(study.U_smallest, study.path_names, cfg.widths[0]), folder / "U_smallest_N.png", meta)
     save_figure(plots.figure_heads(study.heads, study.pruning, EVAL_SETS), folder / "head_scores_pruning.png", meta)
     write_manifest(folder, IMAGE_STUDY_FILES, prov["parameters"], command=command, provenance_record=prov)

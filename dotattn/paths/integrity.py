@@ -11,8 +11,18 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from dotattn.core.integrity import (MATRIX_BOUND, FolderKind, check_finite, check_matrix, check_provenance_line,
-                                    header_has, read_records, read_verified_csv, read_verified_json, register_kind)
+from dotattn.core.integrity import (
+    MATRIX_BOUND,
+    FolderKind,
+    check_finite,
+    check_matrix,
+    check_provenance_line,
+    header_has,
+    read_records,
+    read_verified_csv,
+    read_verified_json,
+    register_kind,
+)
 from dotattn.core.io import IntegrityError
 from dotattn.paths.analysis import PathsPoint
 
@@ -105,10 +115,17 @@ def _check_paths_sample(folder: Path, manifest: Mapping[str, Any] | None) -> Non
             check_finite(path, k, c, v, MATRIX_BOUND)
 
 
-PATHS_THEORY = register_kind(FolderKind("paths-theory", ("points.csv", "summary.json"), _check_paths_theory,
-                                        recognise=lambda folder: not header_has(folder / "points.csv", "mmse")))
-PATHS_SAMPLE = register_kind(FolderKind("paths-sample", ("sample.json", "U_draws.csv"), _check_paths_sample,
-                                        meta_file="sample.json"))
+PATHS_THEORY = register_kind(
+    FolderKind(
+        "paths-theory",
+        ("points.csv", "summary.json"),
+        _check_paths_theory,
+        recognise=lambda folder: not header_has(folder / "points.csv", "mmse"),
+    )
+)
+PATHS_SAMPLE = register_kind(
+    FolderKind("paths-sample", ("sample.json", "U_draws.csv"), _check_paths_sample, meta_file="sample.json")
+)
 
 
 def _check_paths_images(folder: Path, manifest: Mapping[str, Any] | None) -> None:
@@ -118,8 +135,9 @@ def _check_paths_images(folder: Path, manifest: Mapping[str, Any] | None) -> Non
     summing to 1 per layer, pruned accuracies in [0, 1]."""
     from dotattn.paths.images_study import EVAL_SETS, HEAD_COLUMNS
 
-    meta, _ = _paths_parameters(folder / "summary.json", ("points.csv", "selection.csv", "fixed_temperature.csv",
-                                                           "heads.csv", "gd_history.csv"))
+    meta, _ = _paths_parameters(
+        folder / "summary.json", ("points.csv", "selection.csv", "fixed_temperature.csv", "heads.csv", "gd_history.csv")
+    )
     if meta.get("temperature_selected_on") != "validation":
         raise IntegrityError(f"{folder / 'summary.json'}: temperature_selected_on is not 'validation'")
     n = len(meta.get("paths") or [])
@@ -156,5 +174,10 @@ def _check_paths_images(folder: Path, manifest: Mapping[str, Any] | None) -> Non
         raise IntegrityError(f"{path}: the head scores of a layer do not sum to 1 (rows removed or edited?)")
 
 
-PATHS_IMAGES = register_kind(FolderKind("paths-images", ("selection.csv", "summary.json", "points.csv", "heads.csv",
-                                                         "gd_history.csv"), _check_paths_images))
+PATHS_IMAGES = register_kind(
+    FolderKind(
+        "paths-images",
+        ("selection.csv", "summary.json", "points.csv", "heads.csv", "gd_history.csv"),
+        _check_paths_images,
+    )
+)

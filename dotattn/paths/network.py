@@ -17,8 +17,19 @@ import numpy as np
 
 from dotattn.core.validation import ParameterError
 
-__all__ = ["READOUTS", "attention", "readout_vector", "path_inputs", "path_kernels", "path_kernel_diagonal",
-           "path_labels", "network_output", "effective_weights", "order_parameter", "FactoredKernels"]
+__all__ = [
+    "READOUTS",
+    "attention",
+    "readout_vector",
+    "path_inputs",
+    "path_kernels",
+    "path_kernel_diagonal",
+    "path_labels",
+    "network_output",
+    "effective_weights",
+    "order_parameter",
+    "FactoredKernels",
+]
 
 READOUTS: tuple[str, ...] = ("last", "mean")
 
@@ -78,10 +89,16 @@ class FactoredKernels:
     xi_b: np.ndarray
 
     def __post_init__(self) -> None:
-        if self.xi_a.ndim != 3 or self.xi_b.ndim != 3 or self.xi_a.shape[0] != self.xi_b.shape[0] \
-                or self.xi_a.shape[2] != self.xi_b.shape[2]:
-            raise ParameterError(f"path inputs must have shapes (n, P_a, N0) and (n, P_b, N0), got "
-                                 f"{self.xi_a.shape} and {self.xi_b.shape}")
+        if (
+            self.xi_a.ndim != 3
+            or self.xi_b.ndim != 3
+            or self.xi_a.shape[0] != self.xi_b.shape[0]
+            or self.xi_a.shape[2] != self.xi_b.shape[2]
+        ):
+            raise ParameterError(
+                f"path inputs must have shapes (n, P_a, N0) and (n, P_b, N0), got "
+                f"{self.xi_a.shape} and {self.xi_b.shape}"
+            )
 
     @property
     def shape(self) -> tuple[int, int, int, int]:
@@ -138,8 +155,14 @@ def order_parameter(a: np.ndarray, values: Sequence[np.ndarray]) -> np.ndarray:
     return v @ v.T / a.shape[0]
 
 
-def network_output(x: np.ndarray, omegas: Sequence[np.ndarray], V0: np.ndarray, values: Sequence[np.ndarray],
-                   a: np.ndarray, readout: str = "last") -> np.ndarray:
+def network_output(
+    x: np.ndarray,
+    omegas: Sequence[np.ndarray],
+    V0: np.ndarray,
+    values: Sequence[np.ndarray],
+    a: np.ndarray,
+    readout: str = "last",
+) -> np.ndarray:
     """The network's output f(x^μ), shape (P,), by the forward pass (no paths): x¹ = V⁰x/√N0,
     x^{ℓ+1} = (H_ℓ N)^{-1/2} Σ_h V^{(ℓ)h} x^ℓ Ω^{(ℓ)h}, f = a·x^{L+1} r/√N.
 

@@ -11,11 +11,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.paths.analysis import PathsPoint
     from dotattn.paths.data import PathData
 
-__all__ = ["figure_accuracy_loss", "figure_U_heatmaps", "figure_path_kernels", "figure_alignment",
-           "figure_head_scores", "figure_sample", "figure_U_vs_N", "figure_gap_vs_N"]
+__all__ = [
+    "figure_accuracy_loss",
+    "figure_U_heatmaps",
+    "figure_path_kernels",
+    "figure_alignment",
+    "figure_head_scores",
+    "figure_sample",
+    "figure_U_vs_N",
+    "figure_gap_vs_N",
+]
 
-SUBSET_STYLE = {"all": ("tab:blue", "all paths"), "good": ("tab:green", "good path only"),
-                "good+denoising": ("tab:orange", "good + denoising")}
+SUBSET_STYLE = {
+    "all": ("tab:blue", "all paths"),
+    "good": ("tab:green", "good path only"),
+    "good+denoising": ("tab:orange", "good + denoising"),
+}
 
 
 def figure_accuracy_loss(points: Sequence["PathsPoint"], subsets: Sequence[str]) -> Figure:
@@ -26,16 +37,25 @@ def figure_accuracy_loss(points: Sequence["PathsPoint"], subsets: Sequence[str])
         for subset in subsets:
             colour, label = SUBSET_STYLE.get(subset, ("k", subset))
             th = sorted((p for p in points if p.subset == subset and p.method == "theory"), key=lambda p: p.N)
-            ax.plot([p.N for p in th], [getattr(p, key) for p in th], "-o", color=colour, ms=4,
-                    label=f"theory, {label}")
+            ax.plot(
+                [p.N for p in th], [getattr(p, key) for p in th], "-o", color=colour, ms=4, label=f"theory, {label}"
+            )
             for p in points:
                 if p.subset == subset and p.method == "gp":
                     ax.axhline(getattr(p, key), color=colour, ls="--", lw=1, label=f"GP limit, {label}")
         sm = sorted((p for p in points if p.method == "sampled"), key=lambda p: p.N)
         if sm:
-            ax.errorbar([p.N for p in sm], [getattr(p, key) for p in sm],
-                        yerr=[getattr(p, f"{key}_error") for p in sm], fmt="s", color="k", mfc="none", ms=8,
-                        capsize=3, label="NUTS, all paths")
+            ax.errorbar(
+                [p.N for p in sm],
+                [getattr(p, key) for p in sm],
+                yerr=[getattr(p, f"{key}_error") for p in sm],
+                fmt="s",
+                color="k",
+                mfc="none",
+                ms=8,
+                capsize=3,
+                label="NUTS, all paths",
+            )
         ax.set_xscale("log")
         ax.set_xlabel("width N")
         ax.set_ylabel(f"test {key}" + (" (mean predictor MSE)" if key == "loss" else ""))
@@ -44,8 +64,7 @@ def figure_accuracy_loss(points: Sequence["PathsPoint"], subsets: Sequence[str])
     return fig
 
 
-def _heat(ax, M: np.ndarray, names: Sequence[str], title: str, vmax: float | None = None,
-          ylabels: bool = True) -> Any:
+def _heat(ax, M: np.ndarray, names: Sequence[str], title: str, vmax: float | None = None, ylabels: bool = True) -> Any:
     vmax = vmax or float(np.max(np.abs(M)))
     im = ax.imshow(M, cmap="RdBu_r", vmin=-vmax, vmax=vmax)
     ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=7)
@@ -117,8 +136,10 @@ def figure_head_scores(heads: Sequence[dict]) -> Figure:
     width = 0.8 / max(len(Ns), 1)
     for k, N in enumerate(Ns):
         sc = [next(h["score"] for h in heads if h["N"] == N and (h["layer"], h["head"]) == lab) for lab in labels]
-        acc = [next(h["accuracy_pruned"] for h in heads if h["N"] == N and (h["layer"], h["head"]) == lab)
-               for lab in labels]
+        acc = [
+            next(h["accuracy_pruned"] for h in heads if h["N"] == N and (h["layer"], h["head"]) == lab)
+            for lab in labels
+        ]
         x = np.arange(len(labels)) + k * width
         ax1.bar(x, sc, width, label=f"N = {N:g}")
         # the heads are categories: markers side by side per head, never a line joining them
@@ -142,8 +163,9 @@ def figure_sample(U: np.ndarray, U_theory: np.ndarray, z: np.ndarray, names: Seq
     for i in range(n):
         line = None
         for c in range(chains):
-            line = ax1.plot(np.arange(draws), U[c, :, i, i], lw=0.6, alpha=0.7,
-                            color=f"C{i}", label=names[i] if c == 0 else None)
+            line = ax1.plot(
+                np.arange(draws), U[c, :, i, i], lw=0.6, alpha=0.7, color=f"C{i}", label=names[i] if c == 0 else None
+            )
         ax1.axhline(U_theory[i, i], color=line[0].get_color(), ls="--", lw=1.5)
     ax1.set_xlabel("draw (all chains overlaid)")
     ax1.set_ylabel("U_ππ (dashed: theory)")
@@ -170,10 +192,15 @@ def figure_U_vs_N(per_N: dict[str, dict[str, Any]], names: Sequence[str]) -> Fig
         lap = [(float(n), per_N[n]["U_mean_1overN"][i][j]) for n in Ns if "U_mean_1overN" in per_N[n]]
         if lap:
             ax.plot(*zip(*lap), "--", color="tab:orange", label="saddle point + O(1/N) mean correction")
-        for key, se_key, fmt, label in (("U_collapsed", "U_collapsed_mcse", "o", "collapsed posterior mean"),
-                                        ("U_sampled", "U_sampled_mcse", "s", "NUTS over the weights")):
-            pts = [(float(n), per_N[n][key][i][j], 2 * per_N[n][se_key][i][j]) for n in Ns
-                   if key in per_N[n] and se_key in per_N[n]]
+        for key, se_key, fmt, label in (
+            ("U_collapsed", "U_collapsed_mcse", "o", "collapsed posterior mean"),
+            ("U_sampled", "U_sampled_mcse", "s", "NUTS over the weights"),
+        ):
+            pts = [
+                (float(n), per_N[n][key][i][j], 2 * per_N[n][se_key][i][j])
+                for n in Ns
+                if key in per_N[n] and se_key in per_N[n]
+            ]
             if pts:
                 xs, ys, es = zip(*pts)
                 ax.errorbar(xs, ys, yerr=es, fmt=fmt, mfc="none", ms=7, capsize=3, label=f"{label} ± 2 se")
@@ -195,14 +222,26 @@ def figure_gap_vs_N(gap: dict[str, Any]) -> Figure:
     for ax, ((i, j), lab) in zip(axes, present):
         pts = [r for r in gap["rows"] if r["entry"] == [i, j]]
         N = np.array([r["N"] for r in pts])
-        ax.errorbar(N, N * np.array([r["gap"] for r in pts]), yerr=2 * N * np.array([r["gap_error"] for r in pts]),
-                    fmt="o", capsize=3, label="collapsed mean vs saddle point")
+        ax.errorbar(
+            N,
+            N * np.array([r["gap"] for r in pts]),
+            yerr=2 * N * np.array([r["gap_error"] for r in pts]),
+            fmt="o",
+            capsize=3,
+            label="collapsed mean vs saddle point",
+        )
         fit = gap.get("fits", {}).get(f"{i},{j}", {})
         if "a_1overN" in fit:
             n = np.geomspace(N.min(), N.max(), 100)
-            ax.plot(n, fit["a_1overN"] + fit["b_1overN2"] / n, "--", color="k", lw=1,
-                    label=f"a + b/N: a = {fit['a_1overN']:.2f} ± {fit['a_error']:.2f}, "
-                          f"b = {fit['b_1overN2']:.1f} ± {fit['b_error']:.1f}")
+            ax.plot(
+                n,
+                fit["a_1overN"] + fit["b_1overN2"] / n,
+                "--",
+                color="k",
+                lw=1,
+                label=f"a + b/N: a = {fit['a_1overN']:.2f} ± {fit['a_error']:.2f}, "
+                f"b = {fit['b_1overN2']:.1f} ± {fit['b_error']:.1f}",
+            )
         ax.axhline(0, color="k", lw=0.5)
         ax.set_xscale("log")
         ax.set_xlabel("width N")

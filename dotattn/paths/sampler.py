@@ -45,8 +45,11 @@ class SamplerConfig:
         object.__setattr__(self, "chains", check_int("chains", self.chains, 1, 64))
         object.__setattr__(self, "warmup", check_int("warmup", self.warmup, 1, 100_000))
         object.__setattr__(self, "draws", check_int("draws (at least 4 for split R-hat)", self.draws, 4, 100_000))
-        object.__setattr__(self, "target_accept", check_number("target_accept", self.target_accept, 0.0, True, 1.0,
-                                                               "in (0, 1)", high_open=True))
+        object.__setattr__(
+            self,
+            "target_accept",
+            check_number("target_accept", self.target_accept, 0.0, True, 1.0, "in (0, 1)", high_open=True),
+        )
         object.__setattr__(self, "max_tree_depth", check_int("max_tree_depth", self.max_tree_depth, 1, 15))
         object.__setattr__(self, "seed", check_int("seed", self.seed, 0, 2**32 - 1))
         if self.chains * self.draws > 1_000_000:
@@ -61,8 +64,14 @@ class SamplerConfig:
         return int(N)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"chains": self.chains, "warmup": self.warmup, "draws": self.draws,
-                "target_accept": self.target_accept, "max_tree_depth": self.max_tree_depth, "seed": self.seed}
+        return {
+            "chains": self.chains,
+            "warmup": self.warmup,
+            "draws": self.draws,
+            "target_accept": self.target_accept,
+            "max_tree_depth": self.max_tree_depth,
+            "seed": self.seed,
+        }
 
 
 @dataclass(frozen=True)
@@ -93,23 +102,34 @@ class SampleResult:
         return self.U.std(axis=(0, 1), ddof=1) / np.sqrt(self.ess)
 
     def diagnostics(self) -> dict[str, Any]:
-        return {"N": self.N, "chains": int(self.U.shape[0]), "draws_per_chain": int(self.U.shape[1]),
-                "divergences": self.divergences, "rhat_max": self.rhat_max, "ess_min": self.ess_min,
-                "rhat_U": self.rhat, "ess_U": self.ess, "mean_leapfrog_steps": self.mean_steps,
-                "step_sizes": list(self.step_sizes), "seconds": self.seconds,
-                "method": self.method}
+        return {
+            "N": self.N,
+            "chains": int(self.U.shape[0]),
+            "draws_per_chain": int(self.U.shape[1]),
+            "divergences": self.divergences,
+            "rhat_max": self.rhat_max,
+            "ess_min": self.ess_min,
+            "rhat_U": self.rhat,
+            "ess_U": self.ess,
+            "mean_leapfrog_steps": self.mean_steps,
+            "step_sizes": list(self.step_sizes),
+            "seconds": self.seconds,
+            "method": self.method,
+        }
 
 
-def _numpyro_model(C: Any, y: Any, N: int, heads: tuple[int, ...], sigma: float, temperature: float,
-                   scale: float) -> None:
+def _numpyro_model(
+    C: Any, y: Any, N: int, heads: tuple[int, ...], sigma: float, temperature: float, scale: float
+) -> None:
     import jax
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
 
     a = numpyro.sample("a", dist.Normal(0.0, sigma).expand([N]).to_event(1))
-    Vs = [numpyro.sample(f"V{l + 1}", dist.Normal(0.0, sigma).expand([H, N, N]).to_event(3))
-          for l, H in enumerate(heads)]
+    Vs = [
+        numpyro.sample(f"V{l + 1}", dist.Normal(0.0, sigma).expand([H, N, N]).to_event(3)) for l, H in enumerate(heads)
+    ]
     u = a[None, :]
     for V in reversed(Vs):  # V_eff = a V^(L) ... V^(1) / N^(L/2), the layer-1 head most significant
         u = jnp.einsum("kn,hnm->hkm", u, V).reshape(V.shape[0] * u.shape[0], N) / jnp.sqrt(N)
@@ -135,22 +155,48 @@ def run_nuts(data: PathData, model: PathsModel, config: SamplerConfig, progress:
     from numpyro.infer import MCMC, NUTS, init_to_sample
 
     t0 = time.perf_counter()
-    kernel_ = NUTS(_numpyro_model, init_strategy=init_to_sample, target_accept_prob=config.target_accept,
-                   max_tree_depth=config.max_tree_depth)
-    mcmc = MCMC(kernel_, num_warmup=config.warmup, num_samples=config.draws, num_chains=config.chains,
-                chain_method="sequential", progress_bar=progress)
-    mcmc.run(jax.random.PRNGKey(config.seed), jnp.asarray(data.C_train), jnp.asarray(data.y_train), N,
-             model.heads, float(np.sqrt(model.sigma2)), model.temperature, model.kernel_scale,
-             extra_fields=("diverging", "num_steps", "adapt_state.step_size"))
+    kernel_ = NUTS(
+        _numpyro_model,
+        init_strategy=init_to_sample,
+        target_accept_prob=config.target_accept,
+        max_tree_depth=config.max_tree_depth,
+    )
+    mcmc = MCMC(
+        kernel_,
+        num_warmup=config.warmup,
+        num_samples=config.draws,
+        num_chains=config.chains,
+        chain_method="sequential",
+        progress_bar=progress,
+    )
+    mcmc.run(
+        jax.random.PRNGKey(config.seed),
+        jnp.asarray(data.C_train),
+        jnp.asarray(data.y_train),
+        N,
+        model.heads,
+        float(np.sqrt(model.sigma2)),
+        model.temperature,
+        model.kernel_scale,
+        extra_fields=("diverging", "num_steps", "adapt_state.step_size"),
+    )
     U = np.asarray(mcmc.get_samples(group_by_chain=True)["U"], dtype=float)
     extra = mcmc.get_extra_fields(group_by_chain=True)
     rhat = np.asarray(split_gelman_rubin(U), dtype=float)
     ess = np.asarray(effective_sample_size(U), dtype=float)
     steps = np.asarray(extra["adapt_state.step_size"], dtype=float)
-    return SampleResult(N=N, U=U, divergences=int(np.sum(extra["diverging"])), rhat_max=float(np.nanmax(rhat)),
-                        ess_min=float(np.nanmin(ess)), rhat=rhat, ess=ess,
-                        mean_steps=float(np.mean(extra["num_steps"])),
-                        step_sizes=tuple(float(s) for s in steps[:, -1]), seconds=time.perf_counter() - t0)
+    return SampleResult(
+        N=N,
+        U=U,
+        divergences=int(np.sum(extra["diverging"])),
+        rhat_max=float(np.nanmax(rhat)),
+        ess_min=float(np.nanmin(ess)),
+        rhat=rhat,
+        ess=ess,
+        mean_steps=float(np.mean(extra["num_steps"])),
+        step_sizes=tuple(float(s) for s in steps[:, -1]),
+        seconds=time.perf_counter() - t0,
+    )
 
 
 def _mean_predictor(U_draws: np.ndarray, data: PathData, model: PathsModel) -> np.ndarray:
@@ -164,8 +210,9 @@ def _mean_predictor(U_draws: np.ndarray, data: PathData, model: PathsModel) -> n
     return total / len(U_draws)
 
 
-def sampled_evaluation(result: SampleResult, data: PathData, model: PathsModel, max_draws: int = 1000
-                       ) -> tuple[Evaluation, float, float]:
+def sampled_evaluation(
+    result: SampleResult, data: PathData, model: PathsModel, max_draws: int = 1000
+) -> tuple[Evaluation, float, float]:
     """(test accuracy and loss of the sampled posterior-mean predictor, their Monte-Carlo errors).
 
     Uses up to ``max_draws`` evenly thinned draws in all; the errors are the spread of the per-chain
@@ -178,6 +225,7 @@ def sampled_evaluation(result: SampleResult, data: PathData, model: PathsModel, 
     accs = np.array([np.mean(np.sign(m) == yt) for m in per_chain])
     losses = np.array([np.mean((m - yt) ** 2) for m in per_chain])
     err = (lambda v: float(np.std(v, ddof=1) / np.sqrt(len(v)))) if chains > 1 else (lambda v: float("nan"))
-    ev = Evaluation(accuracy=float(np.mean(np.sign(mean) == yt)), loss=float(np.mean((mean - yt) ** 2)),
-                    variance=float("nan"))
+    ev = Evaluation(
+        accuracy=float(np.mean(np.sign(mean) == yt)), loss=float(np.mean((mean - yt) ** 2)), variance=float("nan")
+    )
     return ev, err(accs), err(losses)

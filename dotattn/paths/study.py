@@ -16,8 +16,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from dotattn.core.io import IntegrityError, provenance, save_figure, write_csv, write_json, write_manifest
-from dotattn.paths.analysis import (POINT_COLUMNS, PathsPoint, alignment, evaluate, head_scores, path_alignments,
-                                    prune_head)
+from dotattn.paths.analysis import (
+    POINT_COLUMNS,
+    PathsPoint,
+    alignment,
+    evaluate,
+    head_scores,
+    path_alignments,
+    prune_head,
+)
 from dotattn.paths.data import PathData, markov_path_data, subset_heads
 from dotattn.paths.finite_n import COORDINATES, laplace_mean
 from dotattn.paths.task import SUMMARY_ORDER, MarkovTask
@@ -26,8 +33,18 @@ from dotattn.core.rows import read_float
 from dotattn.core.validation import ParameterError, check_instance
 from dotattn.core.status import CONVERGED
 
-__all__ = ["StudyConfig", "Study", "run_theory_study", "write_theory_study", "write_sample_run", "sample_parameters",
-           "read_sample_run", "summary_order", "in_summary_order", "SAMPLE_FILE"]
+__all__ = [
+    "StudyConfig",
+    "Study",
+    "run_theory_study",
+    "write_theory_study",
+    "write_sample_run",
+    "sample_parameters",
+    "read_sample_run",
+    "summary_order",
+    "in_summary_order",
+    "SAMPLE_FILE",
+]
 
 SAMPLE_FILE = "sample.json"
 
@@ -62,8 +79,14 @@ class StudyConfig:
         return PathsModel(N=N, temperature=self.temperature, sigma2=self.sigma2, heads=heads)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task": "markov", **self.task.to_dict(), "N": list(self.widths), "temperature": self.temperature,
-                "sigma2": self.sigma2, "subsets": list(self.subsets)}
+        return {
+            "task": "markov",
+            **self.task.to_dict(),
+            "N": list(self.widths),
+            "temperature": self.temperature,
+            "sigma2": self.sigma2,
+            "subsets": list(self.subsets),
+        }
 
 
 @dataclass
@@ -84,17 +107,36 @@ def summary_order(data: PathData, variant: str) -> list[int]:
     return [data.path_keys.index(k) for k in SUMMARY_ORDER[variant]]
 
 
-def _point(subset: str, method: str, N: float, U: np.ndarray, data: PathData, model: PathsModel,
-           res: TheoryResult | None = None) -> PathsPoint:
+def _point(
+    subset: str,
+    method: str,
+    N: float,
+    U: np.ndarray,
+    data: PathData,
+    model: PathsModel,
+    res: TheoryResult | None = None,
+) -> PathsPoint:
     ev = evaluate(U, data, model)
-    return PathsPoint(subset=subset, method=method, N=N, temperature=model.temperature, accuracy=ev.accuracy,
-                      loss=ev.loss, variance=ev.variance, status=res.status if res else CONVERGED,
-                      stationarity=res.stationarity if res else 0.0, iterations=res.iterations if res else 0,
-                      seconds=res.seconds if res else 0.0, paths=data.path_names, U=U)
+    return PathsPoint(
+        subset=subset,
+        method=method,
+        N=N,
+        temperature=model.temperature,
+        accuracy=ev.accuracy,
+        loss=ev.loss,
+        variance=ev.variance,
+        status=res.status if res else CONVERGED,
+        stationarity=res.stationarity if res else 0.0,
+        iterations=res.iterations if res else 0,
+        seconds=res.seconds if res else 0.0,
+        paths=data.path_names,
+        U=U,
+    )
 
 
-def run_theory_study(config: StudyConfig, samples: Sequence[dict[str, Any]] = (),
-                     progress: Callable[[str], None] | None = None) -> Study:
+def run_theory_study(
+    config: StudyConfig, samples: Sequence[dict[str, Any]] = (), progress: Callable[[str], None] | None = None
+) -> Study:
     """Theory (saddle point) for each width and network, GP limits, head scores and pruning."""
     check_instance("config", config, StudyConfig, "dotattn.paths.study.StudyConfig")
     t0 = time.perf_counter()
@@ -115,26 +157,46 @@ def run_theory_study(config: StudyConfig, samples: Sequence[dict[str, Any]] = ()
                 for l, sc in enumerate(head_scores(res.U, sub)):
                     for h, s in enumerate(sc):
                         pr = prune_head(res.U, sub, model, l, h)
-                        study.heads.append({"N": N, "layer": l + 1, "head": sub.head_names[l][h], "score": s,
-                                            "accuracy_pruned": pr.accuracy, "loss_pruned": pr.loss})
+                        study.heads.append(
+                            {
+                                "N": N,
+                                "layer": l + 1,
+                                "head": sub.head_names[l][h],
+                                "score": s,
+                                "accuracy_pruned": pr.accuracy,
+                                "loss_pruned": pr.loss,
+                            }
+                        )
             if progress:
-                progress(f"{subset:>15s} N={N:<8g} {res.status:>13s} it={res.iterations:<4d} "
-                         f"stat={res.stationarity:.1e} acc={study.points[-1].accuracy:.3f} ({res.seconds:.2f} s)")
+                progress(
+                    f"{subset:>15s} N={N:<8g} {res.status:>13s} it={res.iterations:<4d} "
+                    f"stat={res.stationarity:.1e} acc={study.points[-1].accuracy:.3f} ({res.seconds:.2f} s)"
+                )
     for N, res in study.results.items():
         study.means[N] = laplace_mean(res, data.C_train, data.y_train, config.model(N, data.heads))
     for s in samples:
         N = float(s["N"])
         collapsed = s.get("parameters", {}).get("method") == "collapsed"
         (study.collapsed if collapsed else study.samples)[N] = s
-        study.points.append(PathsPoint(subset="all", method="collapsed" if collapsed else "sampled", N=N,
-                                       temperature=config.temperature,
-                                       accuracy=read_float(s["accuracy_sampled"]),
-                                       accuracy_error=read_float(s["accuracy_error"]),  # null (NaN): one chain
-                                       loss=read_float(s["loss_sampled"]), loss_error=read_float(s["loss_error"]),
-                                       variance=float("nan"),
-                                       status=s["status"], stationarity=float("nan"), iterations=s["draws_total"],
-                                       seconds=s["seconds"], paths=data.path_names,
-                                       U=np.asarray(s["U_sampled_code_order"])))
+        study.points.append(
+            PathsPoint(
+                subset="all",
+                method="collapsed" if collapsed else "sampled",
+                N=N,
+                temperature=config.temperature,
+                accuracy=read_float(s["accuracy_sampled"]),
+                accuracy_error=read_float(s["accuracy_error"]),  # null (NaN): one chain
+                loss=read_float(s["loss_sampled"]),
+                loss_error=read_float(s["loss_error"]),
+                variance=float("nan"),
+                status=s["status"],
+                stationarity=float("nan"),
+                iterations=s["draws_total"],
+                seconds=s["seconds"],
+                paths=data.path_names,
+                U=np.asarray(s["U_sampled_code_order"]),
+            )
+        )
     study.seconds = time.perf_counter() - t0
     return study
 
@@ -152,6 +214,7 @@ def read_sample_run(folder: str | Path, config: StudyConfig) -> dict[str, Any]:
     :func:`dotattn.core.integrity.verify_folder`, and checked against ``config``)."""
     from dotattn.paths import integrity as _integrity  # noqa: F401  (registers this package's kinds)
     from dotattn.core.integrity import read_verified_json, verify_folder
+
     folder = Path(folder)
     if not (folder / SAMPLE_FILE).is_file():
         raise ParameterError(f"--sampled {str(folder)!r} holds no {SAMPLE_FILE}")
@@ -188,54 +251,111 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
     prov = provenance({**cfg.to_dict(), "command": command}, seconds=study.seconds)
     comment = "dotattn paths theory; provenance: " + json.dumps(prov, separators=(",", ":"))
     names = [data.path_names[i] for i in order]
-    write_csv(folder / "points.csv", [in_summary_order(p, names).to_row() for p in study.points], POINT_COLUMNS,
-              comment=comment)
-    write_csv(folder / "heads.csv", study.heads, ["N", "layer", "head", "score", "accuracy_pruned", "loss_pruned"],
-              comment=comment)
+    write_csv(
+        folder / "points.csv",
+        [in_summary_order(p, names).to_row() for p in study.points],
+        POINT_COLUMNS,
+        comment=comment,
+    )
+    write_csv(
+        folder / "heads.csv",
+        study.heads,
+        ["N", "layer", "head", "score", "accuracy_pruned", "loss_pruned"],
+        comment=comment,
+    )
     gp_all = next(p for p in study.points if p.subset == "all" and p.method == "gp")
     gp_model = cfg.model(1e12, data.heads)
-    align_rows = [{"N": "gp", "alignment": alignment(kernel(gp_all.U, data.C_train, gp_model.kernel_scale),
-                                                     data.y_train)}]
+    align_rows = [
+        {"N": "gp", "alignment": alignment(kernel(gp_all.U, data.C_train, gp_model.kernel_scale), data.y_train)}
+    ]
     for N, res in sorted(study.results.items()):
-        align_rows.append({"N": N, "alignment": alignment(kernel(res.U, data.C_train, gp_model.kernel_scale),
-                                                          data.y_train)})
+        align_rows.append(
+            {"N": N, "alignment": alignment(kernel(res.U, data.C_train, gp_model.kernel_scale), data.y_train)}
+        )
     pa = path_alignments(data)
     write_csv(folder / "alignment.csv", align_rows, ["N", "alignment"], comment=comment)
     per_N = {}
     for N, res in sorted(study.results.items()):
         theory = next(p for p in study.points if p.subset == "all" and p.method == "theory" and p.N == N)
-        entry = {"accuracy_theory": theory.accuracy, "loss_theory": theory.loss, "accuracy_gp": gp_all.accuracy,
-                 "loss_gp": gp_all.loss, "status": res.status, "stationarity": res.stationarity,
-                 "iterations": res.iterations, "U": _reorder(res.U, order)}
+        entry = {
+            "accuracy_theory": theory.accuracy,
+            "loss_theory": theory.loss,
+            "accuracy_gp": gp_all.accuracy,
+            "loss_gp": gp_all.loss,
+            "status": res.status,
+            "stationarity": res.stationarity,
+            "iterations": res.iterations,
+            "U": _reorder(res.U, order),
+        }
         for subset in cfg.subsets:
             if subset != "all":
                 for method in ("theory", "gp"):
-                    pt = next(p for p in study.points if p.subset == subset and p.method == method
-                              and (method == "gp" or p.N == N))
+                    pt = next(
+                        p
+                        for p in study.points
+                        if p.subset == subset and p.method == method and (method == "gp" or p.N == N)
+                    )
                     entry[f"accuracy_{method}_{subset}"] = pt.accuracy
         mean = study.means.get(N)
         if mean is not None:
-            entry.update({"U_mean_1overN": _reorder(mean.U_mean, order), "U_mean_1overN_status": mean.status,
-                          "U_mean_1overN_note": mean.message or f"Laplace posterior mean to O(1/N), coordinates: "
-                          f"{COORDINATES}; needs N >= max d_k and N >> d_k (docs/attention_paths.md)"})
+            entry.update(
+                {
+                    "U_mean_1overN": _reorder(mean.U_mean, order),
+                    "U_mean_1overN_status": mean.status,
+                    "U_mean_1overN_note": mean.message
+                    or f"Laplace posterior mean to O(1/N), coordinates: "
+                    f"{COORDINATES}; needs N >= max d_k and N >> d_k (docs/attention_paths.md)",
+                }
+            )
         if N in study.collapsed:
             s = study.collapsed[N]
-            entry.update({"accuracy_collapsed": s["accuracy_sampled"], "accuracy_collapsed_error": s["accuracy_error"],
-                          "loss_collapsed": s["loss_sampled"], "loss_collapsed_error": s["loss_error"],
-                          "U_collapsed": s["U_sampled"], "U_collapsed_mcse": s.get("U_mcse"),
-                          "collapsed_status": s["status"], "collapsed_diagnostics": s["diagnostics"]})
+            entry.update(
+                {
+                    "accuracy_collapsed": s["accuracy_sampled"],
+                    "accuracy_collapsed_error": s["accuracy_error"],
+                    "loss_collapsed": s["loss_sampled"],
+                    "loss_collapsed_error": s["loss_error"],
+                    "U_collapsed": s["U_sampled"],
+                    "U_collapsed_mcse": s.get("U_mcse"),
+                    "collapsed_status": s["status"],
+                    "collapsed_diagnostics": s["diagnostics"],
+                }
+            )
         if N in study.samples:
             s = study.samples[N]
-            entry.update({"accuracy_sampled": s["accuracy_sampled"], "accuracy_sampled_error": s["accuracy_error"],
-                          "loss_sampled": s["loss_sampled"], "loss_sampled_error": s["loss_error"],
-                          "U_sampled": s["U_sampled"], "U_sampled_mcse": s.get("U_mcse"), "sampled_status": s["status"],
-                          "U_zscores": s["U_zscores"], "sampler_diagnostics": s["diagnostics"]})
+            entry.update(
+                {
+                    "accuracy_sampled": s["accuracy_sampled"],
+                    "accuracy_sampled_error": s["accuracy_error"],
+                    "loss_sampled": s["loss_sampled"],
+                    "loss_sampled_error": s["loss_error"],
+                    "U_sampled": s["U_sampled"],
+                    "U_sampled_mcse": s.get("U_mcse"),
+                    "sampled_status": s["status"],
+                    "U_zscores": s["U_zscores"],
+                    "sampler_diagnostics": s["diagnostics"],
+                }
+            )
         per_N[f"{N:g}"] = entry
-    summary = {"provenance": prov, "paths": [data.path_names[i] for i in order],
-               "head_names": [list(h) for h in data.head_names], "per_N": per_N,
-               "path_alignment": _reorder(pa, order), "heads": study.heads,
-               "files": ["points.csv", "heads.csv", "alignment.csv", "summary.json", "accuracy_loss.png",
-                         "U_heatmaps.png", "path_kernels.png", "alignment.png", "head_scores.png"]}
+    summary = {
+        "provenance": prov,
+        "paths": [data.path_names[i] for i in order],
+        "head_names": [list(h) for h in data.head_names],
+        "per_N": per_N,
+        "path_alignment": _reorder(pa, order),
+        "heads": study.heads,
+        "files": [
+            "points.csv",
+            "heads.csv",
+            "alignment.csv",
+            "summary.json",
+            "accuracy_loss.png",
+            "U_heatmaps.png",
+            "path_kernels.png",
+            "alignment.png",
+            "head_scores.png",
+        ],
+    }
     if study.collapsed:
         summary["saddle_point_gap"] = saddle_gap_fit(per_N)
         summary["files"] += ["U_vs_N.png", "gap_vs_N.png"]
@@ -245,9 +365,11 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
         save_figure(plotting.figure_U_vs_N(per_N, summary["paths"]), folder / "U_vs_N.png", meta)
         save_figure(plotting.figure_gap_vs_N(summary["saddle_point_gap"]), folder / "gap_vs_N.png", meta)
     save_figure(plotting.figure_accuracy_loss(study.points, cfg.subsets), folder / "accuracy_loss.png", meta)
-    heat = {N: _reorder(res.U, order) for N, res in study.results.items()
-            if any(abs(N - w) < 1e-9 for w in cfg.heatmap_widths)} or \
-        {N: _reorder(res.U, order) for N, res in list(sorted(study.results.items()))[:3]}
+    heat = {
+        N: _reorder(res.U, order)
+        for N, res in study.results.items()
+        if any(abs(N - w) < 1e-9 for w in cfg.heatmap_widths)
+    } or {N: _reorder(res.U, order) for N, res in list(sorted(study.results.items()))[:3]}
     save_figure(plotting.figure_U_heatmaps(heat, names), folder / "U_heatmaps.png", meta)
     save_figure(plotting.figure_path_kernels(data, order), folder / "path_kernels.png", meta)
     save_figure(plotting.figure_alignment(_reorder(pa, order), names, align_rows), folder / "alignment.png", meta)
@@ -259,8 +381,15 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
 def sample_parameters(model: PathsModel, task: MarkovTask, config: Any) -> dict[str, Any]:
     """The settings a sampling run is made for (its manifest's ``made_for``, less the library versions
     and the command line)."""
-    return {"task": "markov", "task_parameters": task.to_dict(), "N": model.N, "temperature": model.temperature,
-            "sigma2": model.sigma2, "heads": list(model.heads), "sampler": config.to_dict()}
+    return {
+        "task": "markov",
+        "task_parameters": task.to_dict(),
+        "N": model.N,
+        "temperature": model.temperature,
+        "sigma2": model.sigma2,
+        "heads": list(model.heads),
+        "sampler": config.to_dict(),
+    }
 
 
 GAP_ENTRIES: tuple[tuple[int, int], ...] = ((0, 0), (1, 1), (0, 1))
@@ -282,8 +411,15 @@ def saddle_gap_fit(per_N: dict[str, dict[str, Any]]) -> dict[str, Any]:
         Uc, se, Ut = (np.asarray(e[k], dtype=float) for k in ("U_collapsed", "U_collapsed_mcse", "U"))
         for i, j in GAP_ENTRIES:
             if i < Ut.shape[0] and j < Ut.shape[0]:
-                rows.append({"N": float(key), "entry": [i, j], "gap": (Uc[i, j] - Ut[i, j]) / Ut[i, j],
-                             "gap_error": se[i, j] / abs(Ut[i, j]), "status": e.get("collapsed_status")})
+                rows.append(
+                    {
+                        "N": float(key),
+                        "entry": [i, j],
+                        "gap": (Uc[i, j] - Ut[i, j]) / Ut[i, j],
+                        "gap_error": se[i, j] / abs(Ut[i, j]),
+                        "status": e.get("collapsed_status"),
+                    }
+                )
     fits = {}
     for i, j in GAP_ENTRIES:
         pts = [r for r in rows if r["entry"] == [i, j] and r["status"] == CONVERGED]
@@ -293,32 +429,56 @@ def saddle_gap_fit(per_N: dict[str, dict[str, Any]]) -> dict[str, Any]:
         g = np.array([r["gap"] for r in pts])
         w = np.array([max(r["gap_error"], 1e-12) for r in pts])
         try:
-            popt, pcov = optimize.curve_fit(lambda n, a, p: a * n ** (-p), Ns, g, p0=(g[0] * Ns[0], 1.0), sigma=w,
-                                            absolute_sigma=True, maxfev=10000)
-            fits[f"{i},{j}"] = {"A": float(popt[0]), "p": float(popt[1]), "p_error": float(np.sqrt(pcov[1, 1])),
-                                "chi2": float(np.sum(((g - popt[0] * Ns ** (-popt[1])) / w) ** 2)), "points": len(pts)}
+            popt, pcov = optimize.curve_fit(
+                lambda n, a, p: a * n ** (-p), Ns, g, p0=(g[0] * Ns[0], 1.0), sigma=w, absolute_sigma=True, maxfev=10000
+            )
+            fits[f"{i},{j}"] = {
+                "A": float(popt[0]),
+                "p": float(popt[1]),
+                "p_error": float(np.sqrt(pcov[1, 1])),
+                "chi2": float(np.sum(((g - popt[0] * Ns ** (-popt[1])) / w) ** 2)),
+                "points": len(pts),
+            }
         except (RuntimeError, ValueError) as err:
             fits[f"{i},{j}"] = {"error": str(err)}
         fits.setdefault(f"{i},{j}", {}).update(series_fit(Ns, g, w))
-    return {"rows": rows, "fits": fits,
-            "definition": "gap = (collapsed posterior mean - saddle point) / saddle point; fits gap = A N^-p and "
-                          "gap = a/N + b/N^2, weights 1/se^2 over all widths with a converged collapsed run"}
+    return {
+        "rows": rows,
+        "fits": fits,
+        "definition": "gap = (collapsed posterior mean - saddle point) / saddle point; fits gap = A N^-p and "
+        "gap = a/N + b/N^2, weights 1/se^2 over all widths with a converged collapsed run",
+    }
 
 
 def series_fit(N: np.ndarray, g: np.ndarray, se: np.ndarray) -> dict[str, float]:
     """Weighted linear least squares of g = a/N + b/N² (N, g, se: (m,), m ≥ 3): a, b, their standard errors
     (from the covariance (XᵀWX)⁻¹, W = diag(1/se²)) and χ² on m − 2 degrees of freedom."""
     N, g, se = (np.asarray(v, dtype=float) for v in (N, g, se))
-    X = np.stack([1.0 / N, 1.0 / N ** 2], axis=1) / se[:, None]
+    X = np.stack([1.0 / N, 1.0 / N**2], axis=1) / se[:, None]
     coef, *_ = np.linalg.lstsq(X, g / se, rcond=None)
     cov = np.linalg.inv(X.T @ X)
     chi2 = float(np.sum((X @ coef - g / se) ** 2))
-    return {"a_1overN": float(coef[0]), "a_error": float(np.sqrt(cov[0, 0])), "b_1overN2": float(coef[1]),
-            "b_error": float(np.sqrt(cov[1, 1])), "chi2_series": chi2, "dof_series": int(N.size - 2)}
+    return {
+        "a_1overN": float(coef[0]),
+        "a_error": float(np.sqrt(cov[0, 0])),
+        "b_1overN2": float(coef[1]),
+        "b_error": float(np.sqrt(cov[1, 1])),
+        "chi2_series": chi2,
+        "dof_series": int(N.size - 2),
+    }
 
 
-def write_sample_run(folder: str | Path, result: Any, data: PathData, model: PathsModel, task: MarkovTask,
-                     config: Any, theory: TheoryResult, sampled: Any, command: str) -> dict[str, Any]:
+def write_sample_run(
+    folder: str | Path,
+    result: Any,
+    data: PathData,
+    model: PathsModel,
+    task: MarkovTask,
+    config: Any,
+    theory: TheoryResult,
+    sampled: Any,
+    command: str,
+) -> dict[str, Any]:
     """sample.json (diagnostics, U sampled / theory / z-scores, accuracy and loss), U_draws.csv and a figure."""
     from dotattn.paths import plotting
     from dotattn.paths.analysis import evaluate as _evaluate
@@ -329,19 +489,37 @@ def write_sample_run(folder: str | Path, result: Any, data: PathData, model: Pat
     order = summary_order(data, task.variant)
     mean, mcse = result.U_mean, result.U_mcse
     z = (mean - theory.U) / mcse
-    params = {**sample_parameters(model, task, config), "method": getattr(result, "method", "weights"),
-              "sampler_library": _library_versions(), "command": command}
+    params = {
+        **sample_parameters(model, task, config),
+        "method": getattr(result, "method", "weights"),
+        "sampler_library": _library_versions(),
+        "command": command,
+    }
     prov = provenance(params, seconds=result.seconds)
     converged = result.rhat_max < 1.01 and result.divergences == 0 and result.ess_min >= 100
-    s = {"parameters": prov["parameters"], "provenance": prov, "N": model.N, "paths": [data.path_names[i] for i in order],
-         "status": CONVERGED if converged else "not_converged",
-         "accuracy_sampled": ev.accuracy, "accuracy_error": acc_err, "loss_sampled": ev.loss, "loss_error": loss_err,
-         "accuracy_theory": th_ev.accuracy, "loss_theory": th_ev.loss,
-         "U_sampled": _reorder(mean, order), "U_mcse": _reorder(mcse, order), "U_theory": _reorder(theory.U, order),
-         "U_zscores": _reorder(z, order), "U_sampled_code_order": mean, "theory_status": theory.status,
-         "draws_total": int(result.U.shape[0] * result.U.shape[1]), "seconds": result.seconds,
-         "diagnostics": result.diagnostics(),
-         "convergence_rule": "converged when max split R-hat over U entries < 1.01, no divergences, min bulk ESS >= 100"}
+    s = {
+        "parameters": prov["parameters"],
+        "provenance": prov,
+        "N": model.N,
+        "paths": [data.path_names[i] for i in order],
+        "status": CONVERGED if converged else "not_converged",
+        "accuracy_sampled": ev.accuracy,
+        "accuracy_error": acc_err,
+        "loss_sampled": ev.loss,
+        "loss_error": loss_err,
+        "accuracy_theory": th_ev.accuracy,
+        "loss_theory": th_ev.loss,
+        "U_sampled": _reorder(mean, order),
+        "U_mcse": _reorder(mcse, order),
+        "U_theory": _reorder(theory.U, order),
+        "U_zscores": _reorder(z, order),
+        "U_sampled_code_order": mean,
+        "theory_status": theory.status,
+        "draws_total": int(result.U.shape[0] * result.U.shape[1]),
+        "seconds": result.seconds,
+        "diagnostics": result.diagnostics(),
+        "convergence_rule": "converged when max split R-hat over U entries < 1.01, no divergences, min bulk ESS >= 100",
+    }
     s["diagnostics"]["rhat_U"] = _reorder(result.rhat, order)
     s["diagnostics"]["ess_U"] = _reorder(result.ess, order)
     comment = "dotattn paths sample; provenance: " + json.dumps(prov, separators=(",", ":"))
@@ -354,11 +532,16 @@ def write_sample_run(folder: str | Path, result: Any, data: PathData, model: Pat
     cols = ["chain", "draw"] + [f"U_{i}_{j}" for i in range(n) for j in range(i, n)]
     write_csv(folder / "U_draws.csv", rows, cols, comment=comment)
     write_json(folder / SAMPLE_FILE, s)
-    save_figure(plotting.figure_sample(result.U[..., order, :][..., order], theory.U[np.ix_(order, order)],
-                                       _reorder(z, order), s["paths"], model.N),
-                folder / "sample.png", {"command": command, "git_commit": prov["git_commit"]})
-    write_manifest(folder, (SAMPLE_FILE, "U_draws.csv", "sample.png"), prov["parameters"], command=command,
-                   provenance_record=prov)
+    save_figure(
+        plotting.figure_sample(
+            result.U[..., order, :][..., order], theory.U[np.ix_(order, order)], _reorder(z, order), s["paths"], model.N
+        ),
+        folder / "sample.png",
+        {"command": command, "git_commit": prov["git_commit"]},
+    )
+    write_manifest(
+        folder, (SAMPLE_FILE, "U_draws.csv", "sample.png"), prov["parameters"], command=command, provenance_record=prov
+    )
     return s
 
 
@@ -366,4 +549,5 @@ def _library_versions() -> dict[str, str]:
     """The sampler's library versions, read from the installed packages' metadata (without importing JAX
     into this process: the sampler runs in a process of its own)."""
     from importlib.metadata import version
+
     return {"numpyro": version("numpyro"), "jax": version("jax"), "kernel": "NUTS", "dtype": "float64"}

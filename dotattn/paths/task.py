@@ -29,8 +29,16 @@ import numpy as np
 
 from dotattn.core.validation import ParameterError, check_int, check_number
 
-__all__ = ["MarkovTask", "VARIANTS", "markov_sequences", "markov_heads", "PATH_NAMES", "SUMMARY_ORDER",
-           "TASKS", "BOS_WEIGHT"]
+__all__ = [
+    "MarkovTask",
+    "VARIANTS",
+    "markov_sequences",
+    "markov_heads",
+    "PATH_NAMES",
+    "SUMMARY_ORDER",
+    "TASKS",
+    "BOS_WEIGHT",
+]
 
 VARIANTS: tuple[str, ...] = ("4paths", "2paths")
 TASKS: tuple[str, ...] = ("markov",)
@@ -76,8 +84,11 @@ class MarkovTask:
             object.__setattr__(self, name, check_number(name, getattr(self, name), 0.0, False, 1.0, "in [0, 1]"))
         for name in ("noise_sum", "noise_diff", "noise_perp"):
             object.__setattr__(self, name, check_number(name, getattr(self, name), 0.0, False, 100.0, "in [0, 100]"))
-        object.__setattr__(self, "beta", check_number("beta (inverse temperature of the heads)", self.beta, 0.0,
-                                                      False, 1000.0, "in [0, 1000]"))
+        object.__setattr__(
+            self,
+            "beta",
+            check_number("beta (inverse temperature of the heads)", self.beta, 0.0, False, 1000.0, "in [0, 1000]"),
+        )
         P = check_int("P (training sequences)", self.P, 2, 20_000)
         if P % 2:
             raise ParameterError(f"P (training sequences) must be even (balanced labels), got {P}")
@@ -147,14 +158,14 @@ def _good_head(task: MarkovTask) -> np.ndarray:
     pos[idx, idx + 1] = 1.0  # key s = t - 1 for query t (tokens 1..T)
     pos[0, 1:] = BOS_WEIGHT
     W = np.zeros((task.N0, task.N0))
-    W[:task.width, :task.width] = np.outer(q, q)
-    W[task.width:, task.width:] = pos
+    W[: task.width, : task.width] = np.outer(q, q)
+    W[task.width :, task.width :] = pos
     return W
 
 
 def _uniform_head(task: MarkovTask) -> np.ndarray:
     W = np.zeros((task.N0, task.N0))
-    W[task.width:, task.width:] = 1.0
+    W[task.width :, task.width :] = 1.0
     return W
 
 

@@ -28,10 +28,28 @@ from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, re
 from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 from dotattn.paths.network import FactoredKernels
 
-__all__ = ["PathsModel", "TheoryResult", "level_dims", "gp_order_parameters", "action", "action_gradient",
-           "minimise_action", "saddle_point_residual", "predict", "scalar_renormalisation", "kernel",
-           "N_RANGE", "TEMPERATURE_RANGE", "SIGMA2_RANGE", "MAX_PATHS", "GRAD_TOL", "theta_from_levels",
-           "levels_from_theta", "energy_hessian", "theta_hessian"]
+__all__ = [
+    "PathsModel",
+    "TheoryResult",
+    "level_dims",
+    "gp_order_parameters",
+    "action",
+    "action_gradient",
+    "minimise_action",
+    "saddle_point_residual",
+    "predict",
+    "scalar_renormalisation",
+    "kernel",
+    "N_RANGE",
+    "TEMPERATURE_RANGE",
+    "SIGMA2_RANGE",
+    "MAX_PATHS",
+    "GRAD_TOL",
+    "theta_from_levels",
+    "levels_from_theta",
+    "energy_hessian",
+    "theta_hessian",
+]
 
 N_RANGE: tuple[float, float] = (1.0, 1e12)
 """Width N: the theory is the large-N saddle point (its error is O(1/N)); N = 1e12 is already the GP
@@ -60,11 +78,13 @@ class PathsModel:
         lo, hi = N_RANGE
         object.__setattr__(self, "N", check_number("N (width)", self.N, lo, False, hi, f"in [{lo:g}, {hi:g}]"))
         lo, hi = TEMPERATURE_RANGE
-        object.__setattr__(self, "temperature", check_number("temperature", self.temperature, lo, False, hi,
-                                                             f"in [{lo:g}, {hi:g}]"))
+        object.__setattr__(
+            self, "temperature", check_number("temperature", self.temperature, lo, False, hi, f"in [{lo:g}, {hi:g}]")
+        )
         lo, hi = SIGMA2_RANGE
-        object.__setattr__(self, "sigma2", check_number("sigma2 (prior variance)", self.sigma2, lo, False, hi,
-                                                        f"in [{lo:g}, {hi:g}]"))
+        object.__setattr__(
+            self, "sigma2", check_number("sigma2 (prior variance)", self.sigma2, lo, False, hi, f"in [{lo:g}, {hi:g}]")
+        )
         heads = tuple(self.heads) if isinstance(self.heads, (list, tuple)) else None
         if not heads or not 1 <= len(heads) <= MAX_LAYERS:
             raise ParameterError(f"L (layers) must be in [1, {MAX_LAYERS}], got heads {self.heads!r}")
@@ -104,6 +124,7 @@ def gp_order_parameters(model: PathsModel) -> list[np.ndarray]:
 
 # -- parametrisation --------------------------------------------------------------------------------
 
+
 def theta_from_levels(levels: Sequence[np.ndarray]) -> np.ndarray:
     """Cholesky factors of the U_k, lower triangles row by row, diagonals as logarithms."""
     parts = []
@@ -121,7 +142,7 @@ def _factors(theta: np.ndarray, dims: Sequence[int]) -> list[np.ndarray]:
     for d in dims:
         i, j = np.tril_indices(d)
         n = len(i)
-        v = theta[pos:pos + n]
+        v = theta[pos : pos + n]
         pos += n
         Lc = np.zeros((d, d))
         Lc[i, j] = np.where(i == j, np.exp(np.clip(v, -350.0, 350.0)), v)
@@ -135,6 +156,7 @@ def levels_from_theta(theta: np.ndarray, heads: Sequence[int]) -> list[np.ndarra
 
 
 # -- the action ------------------------------------------------------------------------------------
+
 
 def _partial_trace(U: np.ndarray, H: int) -> np.ndarray:
     """Tr over the most significant index (of size H) of a (H d) × (H d) matrix: a d × d matrix."""
@@ -162,8 +184,9 @@ def _energy(U: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> t
     return value, grad
 
 
-def _energy_parts(U: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
-                  ) -> tuple[float, np.ndarray, tuple[Any, np.ndarray]]:
+def _energy_parts(
+    U: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
+) -> tuple[float, np.ndarray, tuple[Any, np.ndarray]]:
     """(energy, its gradient, (the Cholesky factor of K + 𝒯I, A Y)) at U."""
     K = kernel(U, C, model.kernel_scale)
     K[np.diag_indices_from(K)] += model.temperature
@@ -188,8 +211,9 @@ def energy_hessian(U: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray
     return _energy_hessian_at(A, w, C, U.shape[0], model.kernel_scale)
 
 
-def _energy_hessian_at(A: np.ndarray, w: np.ndarray, C: np.ndarray | FactoredKernels, n: int, scale: float
-                       ) -> np.ndarray:
+def _energy_hessian_at(
+    A: np.ndarray, w: np.ndarray, C: np.ndarray | FactoredKernels, n: int, scale: float
+) -> np.ndarray:
     """:func:`energy_hessian` from A = (K + 𝒯I)⁻¹ and w = A Y."""
     if isinstance(C, FactoredKernels):
         if C.xi_a is not C.xi_b and not np.array_equal(C.xi_a, C.xi_b):
@@ -238,8 +262,9 @@ def _entropy_terms(levels: Sequence[np.ndarray], model: PathsModel) -> tuple[flo
     return entropy, grads, scales
 
 
-def _terms(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel
-           ) -> tuple[float, float, list[np.ndarray], list[float]]:
+def _terms(
+    levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel
+) -> tuple[float, float, list[np.ndarray], list[float]]:
     """(entropy 𝓛, energy N α 𝓔, ∂S/∂U_k per level, the scale of each level's gradient terms)."""
     entropy, grads, scales = _entropy_terms(levels, model)
     energy, g_e = _energy(levels[0], C, y, model)
@@ -254,8 +279,7 @@ def action(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: Pa
     return entropy + energy / model.N
 
 
-def action_gradient(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel
-                    ) -> list[np.ndarray]:
+def action_gradient(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel) -> list[np.ndarray]:
     """∂S/∂U_k for each level, as symmetric matrices G_k with dS = Σ_k tr(G_k dU_k)."""
     return _terms(levels, C, y, model)[2]
 
@@ -277,8 +301,7 @@ def _theta_gradient(factors: Sequence[np.ndarray], grads: Sequence[np.ndarray]) 
     return np.concatenate(out)
 
 
-def _theta_objective(theta: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel
-                     ) -> tuple[float, np.ndarray]:
+def _theta_objective(theta: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> tuple[float, np.ndarray]:
     facs = _factors(theta, level_dims(model.heads))
     levels = [Lc @ Lc.T for Lc in facs]
     entropy, energy, grads, _ = _terms(levels, C, y, model)
@@ -355,22 +378,38 @@ class TheoryResult:
         return self.levels[0]
 
     def to_row(self) -> dict[str, Any]:
-        return {"status": self.status, "N": self.N, "action": self.action, "entropy": self.entropy,
-                "energy": self.energy, "iterations": self.iterations, "stationarity": self.stationarity,
-                "message": self.message, "seconds": self.seconds,
-                "levels": [matrix_cell(U) for U in self.levels]}
+        return {
+            "status": self.status,
+            "N": self.N,
+            "action": self.action,
+            "entropy": self.entropy,
+            "energy": self.energy,
+            "iterations": self.iterations,
+            "stationarity": self.stationarity,
+            "message": self.message,
+            "seconds": self.seconds,
+            "levels": [matrix_cell(U) for U in self.levels],
+        }
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "TheoryResult":
         import json
+
         levels = row["levels"]
         if isinstance(levels, str):
             levels = json.loads(levels)
-        return cls(status=read_text(row["status"]), N=read_float(row["N"]),
-                   levels=tuple(read_matrix(U) for U in levels), action=read_float(row["action"]),
-                   entropy=read_float(row["entropy"]), energy=read_float(row["energy"]),
-                   iterations=read_int(row["iterations"]), stationarity=read_float(row["stationarity"]),
-                   message=read_text(row.get("message")), seconds=read_float(row.get("seconds")))
+        return cls(
+            status=read_text(row["status"]),
+            N=read_float(row["N"]),
+            levels=tuple(read_matrix(U) for U in levels),
+            action=read_float(row["action"]),
+            entropy=read_float(row["entropy"]),
+            energy=read_float(row["energy"]),
+            iterations=read_int(row["iterations"]),
+            stationarity=read_float(row["stationarity"]),
+            message=read_text(row.get("message")),
+            seconds=read_float(row.get("seconds")),
+        )
 
 
 HESSIAN_MAX_NUMBERS = 5 * 10**7
@@ -418,8 +457,15 @@ def _newton(fun: Any, hess: Any, theta: np.ndarray, done: Any, steps: int) -> tu
     return theta, steps, done(theta)
 
 
-def minimise_action(C: np.ndarray, y: np.ndarray, model: PathsModel, start: Sequence[np.ndarray] | None = None,
-                    tol: float = GRAD_TOL, max_iter: int = 5000, newton_steps: int = 40) -> TheoryResult:
+def minimise_action(
+    C: np.ndarray,
+    y: np.ndarray,
+    model: PathsModel,
+    start: Sequence[np.ndarray] | None = None,
+    tol: float = GRAD_TOL,
+    max_iter: int = 5000,
+    newton_steps: int = 40,
+) -> TheoryResult:
     """The minimum of S from ``start`` (default: the GP value): Newton steps on the analytic Hessian
     (:func:`theta_hessian`); where they stall short of ``tol``, L-BFGS from there, then Newton again.
 
@@ -429,8 +475,7 @@ def minimise_action(C: np.ndarray, y: np.ndarray, model: PathsModel, start: Sequ
     t0 = time.perf_counter()
     n = model.n_paths
     if C.shape[:2] != (n, n) or C.shape[2] != C.shape[3] or C.shape[2] != len(y):
-        raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, "
-                             f"got {C.shape}")
+        raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, got {C.shape}")
     levels0 = list(start) if start is not None else gp_order_parameters(model)
     theta = theta_from_levels(levels0)
     fun = lambda th: _theta_objective(th, C, y, model)  # noqa: E731
@@ -445,8 +490,13 @@ def minimise_action(C: np.ndarray, y: np.ndarray, model: PathsModel, start: Sequ
             iters += k
             parts.append(f"{k} Newton steps")
         if not use_newton or not ok:
-            res = optimize.minimize(fun, theta, jac=True, method="L-BFGS-B",
-                                    options={"maxiter": max_iter, "maxcor": 30, "gtol": 1e-13, "ftol": 1e-16})
+            res = optimize.minimize(
+                fun,
+                theta,
+                jac=True,
+                method="L-BFGS-B",
+                options={"maxiter": max_iter, "maxcor": 30, "gtol": 1e-13, "ftol": 1e-16},
+            )
             theta = res.x
             iters += int(res.nit)
             parts.append(f"L-BFGS {int(res.nit)} iterations: {res.message}")
@@ -458,15 +508,33 @@ def minimise_action(C: np.ndarray, y: np.ndarray, model: PathsModel, start: Sequ
         stat = stat_of(theta)
         message = "; ".join(parts)
     except (np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
-        return TheoryResult(status=INVALID, N=model.N, levels=tuple(levels0), action=float("nan"),
-                            entropy=float("nan"), energy=float("nan"), iterations=0, stationarity=float("nan"),
-                            message=f"{type(err).__name__}: {err}", seconds=time.perf_counter() - t0)
+        return TheoryResult(
+            status=INVALID,
+            N=model.N,
+            levels=tuple(levels0),
+            action=float("nan"),
+            entropy=float("nan"),
+            energy=float("nan"),
+            iterations=0,
+            stationarity=float("nan"),
+            message=f"{type(err).__name__}: {err}",
+            seconds=time.perf_counter() - t0,
+        )
     entropy, energy, _, _ = _terms(levels, C, y, model)
     S = entropy + energy / model.N
     status = CONVERGED if stat <= tol else (INVALID if not np.isfinite(S) else NOT_CONVERGED)
-    return TheoryResult(status=status, N=model.N, levels=tuple(np.array(U) for U in levels), action=S,
-                        entropy=entropy, energy=energy, iterations=iters, stationarity=stat, message=message,
-                        seconds=time.perf_counter() - t0)
+    return TheoryResult(
+        status=status,
+        N=model.N,
+        levels=tuple(np.array(U) for U in levels),
+        action=S,
+        entropy=entropy,
+        energy=energy,
+        iterations=iters,
+        stationarity=stat,
+        message=message,
+        seconds=time.perf_counter() - t0,
+    )
 
 
 def saddle_point_residual(U: np.ndarray, U2: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> float:
@@ -483,8 +551,9 @@ def saddle_point_residual(U: np.ndarray, U2: np.ndarray, C: np.ndarray, y: np.nd
     return float(np.linalg.norm(lhs - rhs) / np.linalg.norm(lhs))
 
 
-def predict(U: np.ndarray, C_train: np.ndarray, y: np.ndarray, C_cross: np.ndarray, C_diag: np.ndarray,
-            model: PathsModel) -> tuple[np.ndarray, np.ndarray]:
+def predict(
+    U: np.ndarray, C_train: np.ndarray, y: np.ndarray, C_cross: np.ndarray, C_diag: np.ndarray, model: PathsModel
+) -> tuple[np.ndarray, np.ndarray]:
     """Mean and variance of the predictor on test inputs: kᵀ(K + 𝒯I)⁻¹Y and K(x*, x*) − kᵀ(K + 𝒯I)⁻¹k.
 
     ``C_cross``: (n, n, P_test, P) kernels test-train; ``C_diag``: (n, n, P_test) test-test diagonals.
@@ -499,8 +568,7 @@ def predict(U: np.ndarray, C_train: np.ndarray, y: np.ndarray, C_cross: np.ndarr
     return mean, var
 
 
-def scalar_renormalisation(C: np.ndarray, y: np.ndarray, N: float, temperature: float, sigma2: float = 1.0
-                           ) -> float:
+def scalar_renormalisation(C: np.ndarray, y: np.ndarray, N: float, temperature: float, sigma2: float = 1.0) -> float:
     """H = L = 1 in closed form: U = u², u the global minimiser of
     s(u) = 2u/σ² − 2 ln u + N⁻¹ Σ_k [ln(σ² u² λ_k + 𝒯) + y_k²/(σ² u² λ_k + 𝒯)],
     λ_k, y_k: eigenvalues of the single path kernel C (P × P) and the labels in its eigenbasis.

@@ -52,8 +52,15 @@ class Branch:
     secant: bool = False
     secant_at: bool = False
 
-    def __init__(self, name: str, problem: Problem, rule: GaussianRule, coarse: GaussianRule | None,
-                 options: SolverOptions, report: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        problem: Problem,
+        rule: GaussianRule,
+        coarse: GaussianRule | None,
+        options: SolverOptions,
+        report: Callable[[], None] | None = None,
+    ) -> None:
         self.name, self.problem, self.rule, self.coarse, self.options = name, problem, rule, coarse, options
         self.report = report  # called after every fixed point solved (progress)
         self.points: dict[float, FixedPoint] = {}
@@ -108,8 +115,9 @@ class Branch:
         the next known point beyond it on the same side (None if there is none)."""
         below = sorted(a for a in self.points if a <= alpha)[::-1]
         above = sorted(a for a in self.points if a > alpha)
-        return [(self.points[side[0]], self.points[side[1]] if len(side) > 1 else None)
-                for side in (below, above) if side]
+        return [
+            (self.points[side[0]], self.points[side[1]] if len(side) > 1 else None) for side in (below, above) if side
+        ]
 
     def at(self, alpha: float) -> FixedPoint | None:
         """The branch at an off-grid α (for Brent); None if it is not found there.
@@ -126,8 +134,11 @@ class Branch:
         if alpha in self.points:
             return self.points[alpha]
         starts = self.neighbours(alpha) or [(None, None)]
-        found = [fp for fp in (self.solve_from(alpha, start, before if self.secant_at else None)
-                               for start, before in starts) if self.on_branch(fp)]
+        found = [
+            fp
+            for fp in (self.solve_from(alpha, start, before if self.secant_at else None) for start, before in starts)
+            if self.on_branch(fp)
+        ]
         return min(found, key=lambda fp: fp.train_loss) if found else None
 
     def follow(self, alphas: list[float], seed_order: list[int], two_sided: bool = False) -> None:
@@ -223,8 +234,14 @@ class Branch:
         if fp is None:
             return None
         if fp.converged:  # flowed to another branch
-            return BranchPoint.of(fp, omega=omega, branch=self.name, selected=False, status=ABSENT,
-                                  message=f"flows to {branch_label(fp.overlaps, self.problem)}")
+            return BranchPoint.of(
+                fp,
+                omega=omega,
+                branch=self.name,
+                selected=False,
+                status=ABSENT,
+                message=f"flows to {branch_label(fp.overlaps, self.problem)}",
+            )
         return BranchPoint.of(fp, omega=omega, branch=self.name, selected=False)
 
 
@@ -240,9 +257,15 @@ def branch_names(problem: Problem) -> tuple[str, ...]:
     return FOLLOWED_BRANCHES + (("mixed",) if problem.rank >= 2 else ())
 
 
-def follow_branches(problem: Problem, alphas: list[float], quadrature: QuadratureSpec,
-                    options: SolverOptions, report: Callable[[], None] | None = None,
-                    names: tuple[str, ...] | None = None, two_sided: bool = True) -> dict[str, Branch]:
+def follow_branches(
+    problem: Problem,
+    alphas: list[float],
+    quadrature: QuadratureSpec,
+    options: SolverOptions,
+    report: Callable[[], None] | None = None,
+    names: tuple[str, ...] | None = None,
+    two_sided: bool = True,
+) -> dict[str, Branch]:
     """The informed branches (``names``, default :func:`branch_names`) followed along the sorted
     ``alphas``, each independently of the others: positional seeded from the smallest α, the
     others from the largest; the positional branch (which has several nearby fixed points at
@@ -255,8 +278,11 @@ def follow_branches(problem: Problem, alphas: list[float], quadrature: Quadratur
     names = branch_names(problem) if names is None else names
     branches = {name: Branch(name, problem, rule, coarse, options, report) for name in names}
     for name, branch in branches.items():
-        branch.follow(alphas, list(range(n)) if name == "positional" else list(range(n - 1, -1, -1)),
-                      two_sided=name == "positional" and two_sided)
+        branch.follow(
+            alphas,
+            list(range(n)) if name == "positional" else list(range(n - 1, -1, -1)),
+            two_sided=name == "positional" and two_sided,
+        )
     return branches
 
 

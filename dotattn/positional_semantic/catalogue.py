@@ -28,8 +28,19 @@ from dotattn.positional_semantic.state_evolution import FixedPoint, SolverOption
 from dotattn.positional_semantic.labels import BRANCHES, NO_BRANCH
 from dotattn.positional_semantic.labels import branch_label as _label
 
-__all__ = ["CatalogueEntry", "Catalogue", "QuadratureSpec", "solve", "branch_label", "initialisations",
-           "default_quadrature", "coarse_difference", "QuadratureCheck", "BRANCHES", "QUADRATURE_KINDS"]
+__all__ = [
+    "CatalogueEntry",
+    "Catalogue",
+    "QuadratureSpec",
+    "solve",
+    "branch_label",
+    "initialisations",
+    "default_quadrature",
+    "coarse_difference",
+    "QuadratureCheck",
+    "BRANCHES",
+    "QUADRATURE_KINDS",
+]
 
 QUADRATURE_KINDS: tuple[str, ...] = ("gauss-hermite", "qmc")
 _STANDARD = {"gauss-hermite": (12, 6), "qmc": (14, 11)}  # (order, coarse order) of each kind's standard rule
@@ -59,8 +70,7 @@ class QuadratureSpec:
         object.__setattr__(self, "seed", check_int("quadrature seed", self.seed, 0))
         object.__setattr__(self, "order", check_int("quadrature order", self.order, 1))
         if self.coarse_order is not None:
-            object.__setattr__(self, "coarse_order", check_int("quadrature coarse_order",
-                                                               self.coarse_order, 1))
+            object.__setattr__(self, "coarse_order", check_int("quadrature coarse_order", self.coarse_order, 1))
 
     def max_order(self, dim: int) -> int:
         """Largest order whose rule in ``dim`` dimensions has at most :data:`MAX_TENSOR_NODES` nodes
@@ -86,11 +96,13 @@ class QuadratureSpec:
         nodes in the problem's L(r + r_t) dimensions; ParameterError stating the allowed orders)."""
         D = problem.gaussian_dim
         top = self.max_order(D)
-        what = ("log2 of the points" if self.kind == "qmc" else "points per axis")
+        what = "log2 of the points" if self.kind == "qmc" else "points per axis"
         for name, value in (("quadrature order", self.order), ("quadrature coarse_order", self.coarse_order)):
             if value is not None and value > top:
-                raise ParameterError(f"{name} must be in [1, {top}] for the {self.kind} rule in {D} dimensions "
-                                     f"({what}; at most {MAX_TENSOR_NODES:,} nodes), got {value}")
+                raise ParameterError(
+                    f"{name} must be in [1, {top}] for the {self.kind} rule in {D} dimensions "
+                    f"({what}; at most {MAX_TENSOR_NODES:,} nodes), got {value}"
+                )
 
     def rule(self, dim: int) -> GaussianRule:
         return make_rule(dim, self.kind, self.order, self.scramblings, self.seed)
@@ -105,8 +117,12 @@ class QuadratureSpec:
         return replace(self, order=self.order + (4 if self.kind == "gauss-hermite" else 2))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "order": self.order, "coarse_order": self.coarse_order,
-                **({"scramblings": self.scramblings, "seed": self.seed} if self.kind == "qmc" else {})}
+        return {
+            "kind": self.kind,
+            "order": self.order,
+            "coarse_order": self.coarse_order,
+            **({"scramblings": self.scramblings, "seed": self.seed} if self.kind == "qmc" else {}),
+        }
 
 
 def default_quadrature(problem: Problem, kind: str | None = None) -> QuadratureSpec:
@@ -125,8 +141,10 @@ def default_quadrature(problem: Problem, kind: str | None = None) -> QuadratureS
 
 def branch_label(overlaps: Overlaps, problem: Problem) -> str:
     """positional / semantic / mixed / uninformative from ‖μ‖ and ‖θ‖/σ² (zero below 1e-6)."""
-    return _label(positional=np.linalg.norm(overlaps.mu) > _LABEL_THRESHOLD,
-                  semantic=np.linalg.norm(overlaps.theta) / problem.sigma**2 > _LABEL_THRESHOLD)
+    return _label(
+        positional=np.linalg.norm(overlaps.mu) > _LABEL_THRESHOLD,
+        semantic=np.linalg.norm(overlaps.theta) / problem.sigma**2 > _LABEL_THRESHOLD,
+    )
 
 
 @dataclass(frozen=True)
@@ -182,8 +200,14 @@ class CatalogueEntry:
 
     def point(self, omega: float) -> BranchPoint:
         """This entry as a typed record (its row is what ``solve --json`` prints)."""
-        return BranchPoint.of(self.result, omega=omega, branch=self.branch, selected=self.selected, init=self.init,
-                              stability=self.stability)
+        return BranchPoint.of(
+            self.result,
+            omega=omega,
+            branch=self.branch,
+            selected=self.selected,
+            init=self.init,
+            stability=self.stability,
+        )
 
 
 @dataclass(frozen=True)
@@ -215,10 +239,13 @@ class Catalogue:
         return min(cands, key=lambda e: e.train_loss) if cands else None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"params": {**self.problem.to_dict(), "alpha": self.alpha},
-             "fixed_points": [e.point(self.problem.omega).to_row() for e in self.fixed_points],
-             "linear_baseline_test_error": self.linear_baseline_test_error,
-             "quadrature": self.quadrature, "seconds": round(self.seconds, 3)}
+        d = {
+            "params": {**self.problem.to_dict(), "alpha": self.alpha},
+            "fixed_points": [e.point(self.problem.omega).to_row() for e in self.fixed_points],
+            "linear_baseline_test_error": self.linear_baseline_test_error,
+            "quadrature": self.quadrature,
+            "seconds": round(self.seconds, 3),
+        }
         if self.quadrature_check is not None:
             d["quadrature_check"] = [c.to_row() for c in self.quadrature_check]
         return d
@@ -233,8 +260,10 @@ def initialisations(problem: Problem, n_random: int, seed: int = 0) -> list[tupl
     starts side by side; with r = 1 a student cannot hold both. For the untied student every start
     is lifted to W = [Q K] by :func:`~dotattn.positional_semantic.overlaps.untied_lift` (query and key alike).
     """
-    inits = [("positional", overlaps_from_scalars(problem, 0.02, 0.2, 15.0, 0.0)),
-             ("semantic", overlaps_from_scalars(problem, 0.9, 0.0, 15.0, 0.35))]
+    inits = [
+        ("positional", overlaps_from_scalars(problem, 0.02, 0.2, 15.0, 0.0)),
+        ("semantic", overlaps_from_scalars(problem, 0.9, 0.0, 15.0, 0.35)),
+    ]
     if problem.rank >= 2:
         pos, sem = inits[0][1], inits[1][1]
         q = np.array(sem.q)
@@ -264,8 +293,10 @@ def initialisations(problem: Problem, n_random: int, seed: int = 0) -> list[tupl
 def _same(a: FixedPoint, b: FixedPoint, rtol: float) -> bool:
     def inv(fp: FixedPoint) -> np.ndarray:
         o = fp.overlaps
-        return np.array([fp.train_loss, fp.test_error, np.linalg.norm(o.theta), np.linalg.norm(o.mu),
-                         np.trace(o.q), np.trace(o.V)])
+        return np.array(
+            [fp.train_loss, fp.test_error, np.linalg.norm(o.theta), np.linalg.norm(o.mu), np.trace(o.q), np.trace(o.V)]
+        )
+
     x, y = inv(a), inv(b)
     return bool(np.all(np.abs(x - y) <= rtol * np.maximum(np.abs(x), np.abs(y)) + 1e-7))
 
@@ -281,9 +312,18 @@ def _dedupe(results: list[tuple[str, FixedPoint]], rtol: float) -> list[tuple[st
     return kept
 
 
-def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None = None, n_random: int = 8,
-          options: SolverOptions = SolverOptions(), seed: int = 0, check_quadrature: bool = False,
-          inits: list[tuple[str, Overlaps]] | None = None, stability: bool = True) -> Catalogue:
+def solve(
+    problem: Problem,
+    alpha: float,
+    *,
+    quadrature: QuadratureSpec | None = None,
+    n_random: int = 8,
+    options: SolverOptions = SolverOptions(),
+    seed: int = 0,
+    check_quadrature: bool = False,
+    inits: list[tuple[str, Overlaps]] | None = None,
+    stability: bool = True,
+) -> Catalogue:
     """All fixed points at sample complexity ``alpha`` for ``problem``, with the selected one.
 
     Parameters: ``quadrature`` (default :func:`default_quadrature`), ``n_random`` random
@@ -304,8 +344,10 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
     if check_quadrature:
         step, top = quad.finer().order - quad.order, quad.max_order(problem.gaussian_dim)
         if quad.order + step > top:
-            raise ParameterError(f"quadrature order must be in [1, {top - step}] with check_quadrature (it solves again at "
-                                 f"order + {step}; at most {MAX_TENSOR_NODES:,} nodes), got {quad.order}")
+            raise ParameterError(
+                f"quadrature order must be in [1, {top - step}] with check_quadrature (it solves again at "
+                f"order + {step}; at most {MAX_TENSOR_NODES:,} nodes), got {quad.order}"
+            )
     options.check(problem)
     D = problem.gaussian_dim
     rule = quad.rule(D)
@@ -325,29 +367,47 @@ def solve(problem: Problem, alpha: float, *, quadrature: QuadratureSpec | None =
         # which the tensor rule's anisotropy makes differ by <= 4e-7 in e_t)
         starts = dict(inits)
         coarse_options = replace(options, max_iter=min(options.max_iter, COARSE_MAX_ITER))
-        coarse_results = _dedupe([(name, iterate(problem, alpha, init, coarse, coarse_options)) for name, init in inits],
-                                 2e-2)
-        fine = [(name, _with_coarse_error(iterate(problem, alpha, fp.overlaps, rule, options), fp, quad)
-                 if fp.converged else
-                 _fine_after_coarse_failure(iterate(problem, alpha, starts[name], rule, options), fp)
-                 if not name.startswith("random-") else replace(fp, message=f"{fp.message} (on the coarse rule)"))
-                for name, fp in coarse_results]
+        coarse_results = _dedupe(
+            [(name, iterate(problem, alpha, init, coarse, coarse_options)) for name, init in inits], 2e-2
+        )
+        fine = [
+            (
+                name,
+                _with_coarse_error(iterate(problem, alpha, fp.overlaps, rule, options), fp, quad)
+                if fp.converged
+                else _fine_after_coarse_failure(iterate(problem, alpha, starts[name], rule, options), fp)
+                if not name.startswith("random-")
+                else replace(fp, message=f"{fp.message} (on the coarse rule)"),
+            )
+            for name, fp in coarse_results
+        ]
     else:
         fine = [(name, iterate(problem, alpha, init, rule, options)) for name, init in inits]
     fine = _dedupe(fine, 1e-6)
     converged = [(i, fp) for i, (_, fp) in enumerate(fine) if fp.converged]
     best = min(converged, key=lambda t: t[1].train_loss)[0] if converged else -1
-    entries = tuple(CatalogueEntry(init=name, branch=branch_label(fp.overlaps, problem) if fp.converged
-                                   else NO_BRANCH, selected=(i == best), result=fp,
-                                   stability=rs_stability(fp.overlaps, alpha, problem,
-                                                          random_starts=options.random_starts)
-                                   if stability and fp.converged else None)
-                    for i, (name, fp) in enumerate(fine))
+    entries = tuple(
+        CatalogueEntry(
+            init=name,
+            branch=branch_label(fp.overlaps, problem) if fp.converged else NO_BRANCH,
+            selected=(i == best),
+            result=fp,
+            stability=rs_stability(fp.overlaps, alpha, problem, random_starts=options.random_starts)
+            if stability and fp.converged
+            else None,
+        )
+        for i, (name, fp) in enumerate(fine)
+    )
     check = _quadrature_check(problem, alpha, entries, quad, options) if check_quadrature else None
-    return Catalogue(problem=problem, alpha=alpha, fixed_points=entries,
-                     linear_baseline_test_error=linear_baseline_test_error(problem),
-                     quadrature={**quad.to_dict(), "nodes": rule.size}, seconds=time.perf_counter() - t0,
-                     quadrature_check=check)
+    return Catalogue(
+        problem=problem,
+        alpha=alpha,
+        fixed_points=entries,
+        linear_baseline_test_error=linear_baseline_test_error(problem),
+        quadrature={**quad.to_dict(), "nodes": rule.size},
+        seconds=time.perf_counter() - t0,
+        quadrature_check=check,
+    )
 
 
 def _fine_after_coarse_failure(fine: FixedPoint, coarse: FixedPoint) -> FixedPoint:
@@ -361,14 +421,19 @@ def _with_coarse_error(fine: FixedPoint, coarse: FixedPoint, quad: QuadratureSpe
     from the coarse rule (a conservative bound: the coarse rule is much cruder than the fine one)."""
     if not fine.converged or quad.kind == "qmc":
         return fine
-    return replace(fine, quadrature_error=coarse_difference(fine, coarse, f"|order {quad.order} - order {quad.coarse_order}|"))
+    return replace(
+        fine, quadrature_error=coarse_difference(fine, coarse, f"|order {quad.order} - order {quad.coarse_order}|")
+    )
 
 
 def coarse_difference(fine: FixedPoint, coarse: FixedPoint, method: str) -> dict[str, Any]:
     """Quadrature-error estimate of a fixed point from the same fixed point on a coarser rule:
     ``{"train_loss": |Δe_t|, "test_error": |Δε_g|, "method": method}``."""
-    return {"train_loss": abs(fine.train_loss - coarse.train_loss),
-            "test_error": abs(fine.test_error - coarse.test_error), "method": method}
+    return {
+        "train_loss": abs(fine.train_loss - coarse.train_loss),
+        "test_error": abs(fine.test_error - coarse.test_error),
+        "method": method,
+    }
 
 
 @dataclass(frozen=True)
@@ -390,8 +455,12 @@ class QuadratureCheck:
     finer_test_error: float = float("nan")
 
     def to_row(self) -> dict[str, Any]:
-        row: dict[str, Any] = {"branch": self.branch, "init": self.init, "finer_rule": dict(self.finer_rule),
-                               "status": self.status}
+        row: dict[str, Any] = {
+            "branch": self.branch,
+            "init": self.init,
+            "finer_rule": dict(self.finer_rule),
+            "status": self.status,
+        }
         if self.change:
             row["change"] = dict(self.change)
             row["finer"] = {"train_loss": self.finer_train_loss, "test_error": self.finer_test_error}
@@ -400,14 +469,20 @@ class QuadratureCheck:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "QuadratureCheck":
         finer = row.get("finer") or {}
-        return cls(branch=row["branch"], init=row["init"], finer_rule=dict(row["finer_rule"]), status=row["status"],
-                   change={k: float(v) for k, v in (row.get("change") or {}).items()},
-                   finer_train_loss=float(finer.get("train_loss", float("nan"))),
-                   finer_test_error=float(finer.get("test_error", float("nan"))))
+        return cls(
+            branch=row["branch"],
+            init=row["init"],
+            finer_rule=dict(row["finer_rule"]),
+            status=row["status"],
+            change={k: float(v) for k, v in (row.get("change") or {}).items()},
+            finer_train_loss=float(finer.get("train_loss", float("nan"))),
+            finer_test_error=float(finer.get("test_error", float("nan"))),
+        )
 
 
-def _quadrature_check(problem: Problem, alpha: float, entries: tuple[CatalogueEntry, ...],
-                      quad: QuadratureSpec, options: SolverOptions) -> list[QuadratureCheck]:
+def _quadrature_check(
+    problem: Problem, alpha: float, entries: tuple[CatalogueEntry, ...], quad: QuadratureSpec, options: SolverOptions
+) -> list[QuadratureCheck]:
     """Re-solve each converged fixed point on a finer rule; report every output's change."""
     finer = quad.finer()
     rule = finer.rule(problem.gaussian_dim)
@@ -421,9 +496,23 @@ def _quadrature_check(problem: Problem, alpha: float, entries: tuple[CatalogueEn
             out.append(QuadratureCheck(branch=e.branch, init=e.init, finer_rule=spec, status=fp.status))
             continue
         a, b = e.overlaps, fp.overlaps
-        change = {"q": float(np.max(np.abs(b.q - a.q))), "V": float(np.max(np.abs(b.V - a.V))),
-                  "theta": float(np.max(np.abs(b.theta - a.theta))), "mu": float(np.max(np.abs(b.mu - a.mu))),
-                  "train_loss": fp.train_loss - e.train_loss, "test_error": fp.test_error - e.test_error}
-        out.append(QuadratureCheck(branch=e.branch, init=e.init, finer_rule=spec, status=fp.status, change=change,
-                                   finer_train_loss=fp.train_loss, finer_test_error=fp.test_error))
+        change = {
+            "q": float(np.max(np.abs(b.q - a.q))),
+            "V": float(np.max(np.abs(b.V - a.V))),
+            "theta": float(np.max(np.abs(b.theta - a.theta))),
+            "mu": float(np.max(np.abs(b.mu - a.mu))),
+            "train_loss": fp.train_loss - e.train_loss,
+            "test_error": fp.test_error - e.test_error,
+        }
+        out.append(
+            QuadratureCheck(
+                branch=e.branch,
+                init=e.init,
+                finer_rule=spec,
+                status=fp.status,
+                change=change,
+                finer_train_loss=fp.train_loss,
+                finer_test_error=fp.test_error,
+            )
+        )
     return out

@@ -21,6 +21,7 @@ AVAILABLE = False
 if os.environ.get("DOTATTN_COMPILED", "1") != "0":
     try:
         import numba
+
         AVAILABLE = True
     except ImportError:  # the light install: the vectorised kernel
         pass
@@ -29,6 +30,7 @@ _ARMIJO = 1e-4
 _EIG_FLOOR = 1e-8
 
 if AVAILABLE:
+
     @numba.njit(cache=True, inline="always")
     def _expit(x: float) -> float:
         return 1.0 / (1.0 + np.exp(-x))
@@ -288,28 +290,50 @@ if AVAILABLE:
         return last
 
 
-def newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float, s2: float,
-               max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
+def newton_toy(
+    h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float, s2: float, max_iter: int, gtol: float
+) -> tuple[np.ndarray, np.ndarray, int]:
     """The compiled :func:`dotattn.positional_semantic.prox._newton_toy` (same arguments and returns:
     h (M, 2, 1), value (M,), the iterations of the slowest node)."""
     M = h0.shape[0]
     out1, out2, outv = np.empty(M), np.empty(M), np.empty(M)
-    it = _kernel(np.ascontiguousarray(h0[:, 0, 0]), np.ascontiguousarray(h0[:, 1, 0]),
-                 np.ascontiguousarray(centre[:, 0, 0]), np.ascontiguousarray(centre[:, 1, 0]),
-                 np.ascontiguousarray(target[:, 0, 0]), np.ascontiguousarray(target[:, 1, 1]),
-                 float(v), float(s2), int(max_iter), float(gtol), out1, out2, outv)
+    it = _kernel(
+        np.ascontiguousarray(h0[:, 0, 0]),
+        np.ascontiguousarray(h0[:, 1, 0]),
+        np.ascontiguousarray(centre[:, 0, 0]),
+        np.ascontiguousarray(centre[:, 1, 0]),
+        np.ascontiguousarray(target[:, 0, 0]),
+        np.ascontiguousarray(target[:, 1, 1]),
+        float(v),
+        float(s2),
+        int(max_iter),
+        float(gtol),
+        out1,
+        out2,
+        outv,
+    )
     return np.stack([out1, out2], axis=1)[:, :, None], outv, int(it)
 
 
-def newton_untied_pair(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.ndarray, s2: float,
-                       max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
+def newton_untied_pair(
+    h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.ndarray, s2: float, max_iter: int, gtol: float
+) -> tuple[np.ndarray, np.ndarray, int]:
     """The vectorised :func:`dotattn.positional_semantic.prox._newton` for the untied student with L = 2,
     r = 1 (fields (h_l, k_l), V⁻¹ 2 x 2), compiled node by node: the same objective, gradient, Hessian,
     safeguarded solve, Armijo test and stopping rule. h0, centre (M, 2, 2); returns h (M, 2, 2), value (M,),
     the iterations of the slowest node."""
     M = h0.shape[0]
     out, outv = np.empty((M, 4)), np.empty(M)
-    it = _untied_kernel(np.ascontiguousarray(h0.reshape(M, 4)), np.ascontiguousarray(centre.reshape(M, 4)),
-                        np.ascontiguousarray(target[:, 0, 0]), np.ascontiguousarray(target[:, 1, 1]),
-                        np.ascontiguousarray(V_inv, dtype=float), float(s2), int(max_iter), float(gtol), out, outv)
+    it = _untied_kernel(
+        np.ascontiguousarray(h0.reshape(M, 4)),
+        np.ascontiguousarray(centre.reshape(M, 4)),
+        np.ascontiguousarray(target[:, 0, 0]),
+        np.ascontiguousarray(target[:, 1, 1]),
+        np.ascontiguousarray(V_inv, dtype=float),
+        float(s2),
+        int(max_iter),
+        float(gtol),
+        out,
+        outv,
+    )
     return out.reshape(M, 2, 2), outv, int(it)

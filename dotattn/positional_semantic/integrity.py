@@ -8,8 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from dotattn.core.integrity import (FolderKind, check_finite, check_matrix, on_grid, read_records, read_verified_json,
-                                    register_kind)
+from dotattn.core.integrity import (
+    FolderKind,
+    check_finite,
+    check_matrix,
+    on_grid,
+    read_records,
+    read_verified_json,
+    register_kind,
+)
 from dotattn.core.io import IntegrityError
 from dotattn.core.status import CONVERGED
 from dotattn.positional_semantic.problem import Problem, problem_of
@@ -21,9 +28,15 @@ ALL_BRANCHES: tuple[str, ...] = ("positional", "semantic", "mixed", "uninformati
 """Branch labels a theory row may carry (``none``: a catalogue entry that did not converge)."""
 
 
-def check_branch_rows(path: Path, points: Sequence[Any], problem: Problem, omegas: Sequence[float],
-                      alphas: Sequence[float], branches: Sequence[str] | None = None,
-                      grid_complete: bool = True) -> None:
+def check_branch_rows(
+    path: Path,
+    points: Sequence[Any],
+    problem: Problem,
+    omegas: Sequence[float],
+    alphas: Sequence[float],
+    branches: Sequence[str] | None = None,
+    grid_complete: bool = True,
+) -> None:
     """Theory rows (:class:`~dotattn.positional_semantic.records.BranchPoint`) against their problem and grid: shapes of
     q, V (r×r), θ (r×r_t), μ (L×r); finite overlaps, e_t and ε_g for converged points; branch
     labels among ``branches``; every (ω, α) of the grid present (if ``grid_complete``); nothing off
@@ -38,8 +51,12 @@ def check_branch_rows(path: Path, points: Sequence[Any], problem: Problem, omega
         check_finite(path, i, "alpha", p.alpha, 1e4)
         if not on_grid(p.omega, omegas):
             raise IntegrityError(f"{path}: row {i}: omega = {p.omega:g} is not among the folder's omegas")
-        for name, val, shape in (("q", p.q, (r, r)), ("V", p.V, (r, r)), ("theta", p.theta, (r, rt)),
-                                 ("mu", p.mu, (L, r))):
+        for name, val, shape in (
+            ("q", p.q, (r, r)),
+            ("V", p.V, (r, r)),
+            ("theta", p.theta, (r, rt)),
+            ("mu", p.mu, (L, r)),
+        ):
             check_matrix(path, i, name, val, shape, finite=conv)
         if conv:
             check_finite(path, i, "train_loss", p.train_loss)
@@ -84,6 +101,7 @@ def _check_rsb(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     """rsb.json: a problem and alpha; per result a known status, finite RS e_t and ε_g, and for a converged
     1RSB result finite y > 0, e_t, ε_g and the overlaps' shapes."""
     from dotattn.positional_semantic.rsb import RESULT_STATUSES, RSB_FILE
+
     path = folder / RSB_FILE
     body = read_verified_json(path)
     params = body.get("parameters")

@@ -19,8 +19,9 @@ NO_BRANCH = "none"
 """Label of a theory result that did not converge (it is on no branch)."""
 
 
-def branch_label(positional: bool, semantic: bool, rank: int | None = None,
-                 positional_dominant: bool | None = None) -> str:
+def branch_label(
+    positional: bool, semantic: bool, rank: int | None = None, positional_dominant: bool | None = None
+) -> str:
     """positional / semantic / mixed / uninformative from whether a state carries a positional
     overlap (μ ≠ 0) and a semantic one (θ ≠ 0).
 
@@ -33,5 +34,9 @@ def branch_label(positional: bool, semantic: bool, rank: int | None = None,
         if positional_dominant is None:
             raise ValueError("branch_label: a rank-1 state carrying both overlaps needs positional_dominant")
         return "positional" if positional_dominant else "semantic"
-    return {(True, False): "positional", (False, True): "semantic",
-            (True, True): "mixed", (False, False): "uninformative"}[(positional, semantic)]
+    return {
+        (True, False): "positional",
+        (False, True): "semantic",
+        (True, True): "mixed",
+        (False, False): "uninformative",
+    }[(positional, semantic)]

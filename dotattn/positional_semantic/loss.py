@@ -33,8 +33,15 @@ from scipy.special import expit
 
 from dotattn.positional_semantic.problem import Problem
 
-__all__ = ["LossDerivatives", "softmax_rows", "teacher_attention", "attention_loss",
-           "loss_derivatives", "teacher_gradient", "untied_split"]
+__all__ = [
+    "LossDerivatives",
+    "softmax_rows",
+    "teacher_attention",
+    "attention_loss",
+    "loss_derivatives",
+    "teacher_gradient",
+    "untied_split",
+]
 
 
 @dataclass(frozen=True)
@@ -69,13 +76,15 @@ def teacher_attention(h_star: np.ndarray, problem: Problem) -> np.ndarray:
     return (1.0 - problem.omega) * S_star + problem.omega * problem.A
 
 
-def attention_loss(h: np.ndarray, target: np.ndarray, problem: Problem,
-                   general: bool | None = None) -> np.ndarray:
+def attention_loss(h: np.ndarray, target: np.ndarray, problem: Problem, general: bool | None = None) -> np.ndarray:
     """ℓ for N points, shape (N,). h (N, L, r); target T(h*) (N, L, L) from :func:`teacher_attention`.
     ``general=True`` forces the general (N, L, L) path."""
     if problem.student == "untied":
-        return _untied_loss(h, target, problem) if not general else _untied_general_derivatives(
-            h, target, problem, False).value
+        return (
+            _untied_loss(h, target, problem)
+            if not general
+            else _untied_general_derivatives(h, target, problem, False).value
+        )
     auto = general is None
     if general is None:
         general = not _is_fast(h)
@@ -151,8 +160,17 @@ def _pair_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessi
     return _pair_core(a, b, grad_a, grad_b, Ha, Hb, target, problem.sigma**2, hessian)
 
 
-def _pair_core(a: np.ndarray, b: np.ndarray, grad_a: np.ndarray, grad_b: np.ndarray, Ha: np.ndarray, Hb: np.ndarray,
-               target: np.ndarray, s2: float, hessian: bool) -> LossDerivatives:
+def _pair_core(
+    a: np.ndarray,
+    b: np.ndarray,
+    grad_a: np.ndarray,
+    grad_b: np.ndarray,
+    Ha: np.ndarray,
+    Hb: np.ndarray,
+    target: np.ndarray,
+    s2: float,
+    hessian: bool,
+) -> LossDerivatives:
     """ℓ = σ²[(s(a) − T₁₁)² + (s(b) − T₂₂)²] and its derivatives for L = 2 from the two scores a, b (N,),
     their gradients (N, 2, w) in the fields (N, 2, w) and their constant Hessians (2w, 2w)."""
     N, _, w = grad_a.shape
@@ -167,8 +185,12 @@ def _pair_core(a: np.ndarray, b: np.ndarray, grad_a: np.ndarray, grad_b: np.ndar
         haa = 2 * s2 * (da * da + ra * da * (1 - 2 * sa))
         hbb = 2 * s2 * (db * db + rb * db * (1 - 2 * sb))
         va, vb = grad_a.reshape(N, 2 * w), grad_b.reshape(N, 2 * w)
-        hess = (haa[:, None, None] * va[:, :, None] * va[:, None, :] + hbb[:, None, None] * vb[:, :, None] * vb[:, None, :]
-                + ga[:, None, None] * Ha + gb[:, None, None] * Hb)
+        hess = (
+            haa[:, None, None] * va[:, :, None] * va[:, None, :]
+            + hbb[:, None, None] * vb[:, :, None] * vb[:, None, :]
+            + ga[:, None, None] * Ha
+            + gb[:, None, None] * Hb
+        )
     return LossDerivatives(value=value, grad=grad, hess=hess)
 
 
@@ -272,7 +294,9 @@ def _rank1_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hess
     c = [functools.reduce(np.add, [R[l][m] * S[l][m] for m in range(L)]) for l in range(L)]
     P = [[s2 * S[l][m] * (R[l][m] - c[l]) for m in range(L)] for l in range(L)]
     Ps = [[P[k][m] + P[m][k] for m in range(L)] for k in range(L)]
-    grad = np.stack([functools.reduce(np.add, [Ps[k][m] * x[m] for m in range(L)]) for k in range(L)], axis=1)[:, :, None]
+    grad = np.stack([functools.reduce(np.add, [Ps[k][m] * x[m] for m in range(L)]) for k in range(L)], axis=1)[
+        :, :, None
+    ]
     hess = None
     if hessian:
         W = [[S[l][m] + R[l][m] for m in range(L)] for l in range(L)]
@@ -285,8 +309,9 @@ def _rank1_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hess
         hess = np.empty((N, L, L))
         for k in range(L):
             for j in range(k, L):
-                acc = functools.reduce(np.add, [X[l] * S[l][k] * S[l][j] * (sig[l] - W[l][k] - W[l][j])
-                                                for l in range(L)])
+                acc = functools.reduce(
+                    np.add, [X[l] * S[l][k] * S[l][j] * (sig[l] - W[l][k] - W[l][j]) for l in range(L)]
+                )
                 acc = acc + x[k] * U[k][j] + x[j] * U[j][k]
                 if k == j:
                     acc = acc + functools.reduce(np.add, [X[l] * dg[l][k] for l in range(L)])
@@ -311,8 +336,9 @@ def _teacher_gradient_given(S: np.ndarray, h_star: np.ndarray, problem: Problem)
 # ----------------------------------------------------------------------------------------------
 # public entry points
 # ----------------------------------------------------------------------------------------------
-def loss_derivatives(h: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool = True,
-                     general: bool | None = None) -> LossDerivatives:
+def loss_derivatives(
+    h: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool = True, general: bool | None = None
+) -> LossDerivatives:
     """ℓ, ∂ℓ/∂h (N, L, r) and optionally ∂²ℓ/∂h² (N, L·r, L·r; index l·r + i).
 
     target : T(h*) (N, L, L) from :func:`teacher_attention`.
@@ -390,8 +416,8 @@ def _untied_pair_derivatives(g: np.ndarray, target: np.ndarray, problem: Problem
     eye = np.eye(r)
     for H, (hq, kp, kn) in ((Ha, (0, 1, 3)), (Hb, (2, 3, 1))):  # blocks of (h₁, k₁, h₂, k₂)
         for kk, sign in ((kp, 1.0), (kn, -1.0)):
-            H[hq * r:(hq + 1) * r, kk * r:(kk + 1) * r] = sign * eye
-            H[kk * r:(kk + 1) * r, hq * r:(hq + 1) * r] = sign * eye
+            H[hq * r : (hq + 1) * r, kk * r : (kk + 1) * r] = sign * eye
+            H[kk * r : (kk + 1) * r, hq * r : (hq + 1) * r] = sign * eye
     return _pair_core(a, b, grad_a, grad_b, Ha, Hb, target, problem.sigma**2, hessian)
 
 
@@ -422,8 +448,9 @@ def _untied_general_derivatives(g: np.ndarray, target: np.ndarray, problem: Prob
     return LossDerivatives(value=value, grad=grad, hess=hess)
 
 
-def _untied_derivatives(g: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool,
-                        general: bool | None) -> LossDerivatives:
+def _untied_derivatives(
+    g: np.ndarray, target: np.ndarray, problem: Problem, hessian: bool, general: bool | None
+) -> LossDerivatives:
     if general or (general is None and g.shape[-2] != 2):
         return _untied_general_derivatives(g, target, problem, hessian)
     return _untied_pair_derivatives(g, target, problem, hessian)

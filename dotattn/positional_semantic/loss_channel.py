@@ -40,14 +40,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dotattn.positional_semantic.overlaps import FieldFactors, Hats, Overlaps, factor_jvp, field_factors, symmetric_basis
+from dotattn.positional_semantic.overlaps import (
+    FieldFactors,
+    Hats,
+    Overlaps,
+    factor_jvp,
+    field_factors,
+    symmetric_basis,
+)
 from dotattn.positional_semantic.problem import Problem, require_replica_theory
 from dotattn.positional_semantic.prox import ProxResult, _apply_right, point_loss, prox
 from dotattn.positional_semantic.tokens import mix_tokens, teacher_target, whitened_teacher_gradient
 from dotattn.positional_semantic.quadrature import Fold, GaussianRule
 
-__all__ = ["Fields", "LossChannelResult", "TokenSymmetry", "token_symmetry", "local_fields", "hat_update", "test_error",
-           "HAT_FORMS"]
+__all__ = [
+    "Fields",
+    "LossChannelResult",
+    "TokenSymmetry",
+    "token_symmetry",
+    "local_fields",
+    "hat_update",
+    "test_error",
+    "HAT_FORMS",
+]
 
 HAT_FORMS = ("gradient", "stein")
 
@@ -135,8 +150,9 @@ def _normalises_shifts(perm: tuple[int, ...]) -> bool:
     return all(tuple(np.asarray(perm)[np.roll(np.arange(L), k)][inv]) in shifts for k in range(L))
 
 
-def token_symmetry(overlaps: Overlaps, rule: GaussianRule, problem: Problem,
-                   random_starts: int | None = None) -> TokenSymmetry | None:
+def token_symmetry(
+    overlaps: Overlaps, rule: GaussianRule, problem: Problem, random_starts: int | None = None
+) -> TokenSymmetry | None:
     """The largest group of token actions under which the loss-channel map at ``overlaps`` is exactly
     equivariant and ``rule`` invariant, with the rule folded by it; None if only the identity.
 
@@ -183,12 +199,14 @@ def local_fields(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> Fi
     require_replica_theory(problem)
     L, r, rt = problem.L, problem.field_rank, problem.teacher_rank
     if rule.dim != L * (r + rt):
-        raise ValueError(f"quadrature rule has dimension {rule.dim}, the problem needs L(r + r_t) = {L * (r + rt)} "
-                         f"(r: the field rank)")
+        raise ValueError(
+            f"quadrature rule has dimension {rule.dim}, the problem needs L(r + r_t) = {L * (r + rt)} "
+            f"(r: the field rank)"
+        )
     f = field_factors(overlaps, problem)
     N = rule.size
     xi = rule.nodes[:, : L * r].reshape(N, L, r)
-    eta = rule.nodes[:, L * r:].reshape(N, L, rt)
+    eta = rule.nodes[:, L * r :].reshape(N, L, rt)
     # (_apply_right: no BLAS call for r = 1, its threads cost more than they give)
     centre = mix_tokens(overlaps.mu, problem, -0.5)[None] + _apply_right(xi, f.C.T)
     h_star = _apply_right(xi, f.B) + _apply_right(eta, f.D.T)
@@ -214,9 +232,18 @@ def _minima(px: ProxResult, fl: Fields, weights: np.ndarray) -> tuple[np.ndarray
     return tuple(np.concatenate(z) for z in zip(*parts))
 
 
-def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Problem, *,
-               search: str = "global", warm: np.ndarray | None = None, form: str = "gradient",
-               random_starts: int | None = None, symmetry: bool = True) -> LossChannelResult:
+def hat_update(
+    overlaps: Overlaps,
+    alpha: float,
+    rule: GaussianRule,
+    problem: Problem,
+    *,
+    search: str = "global",
+    warm: np.ndarray | None = None,
+    form: str = "gradient",
+    random_starts: int | None = None,
+    symmetry: bool = True,
+) -> LossChannelResult:
     """Hats from the overlaps (one loss-channel step).
 
     ``search='global'``: multi-start global prox. ``search='local'``: one Newton run from
@@ -244,8 +271,15 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
     # r = 1: the node symmetries h → ±P h are token actions, and where the state has them the fold's
     # orbit sums already average over the degenerate minimisers (a node fixed by one otherwise is an
     # accident of measure zero); r >= 2 adds the student's own reflections, which the fold lacks
-    px = prox(fl.centre, target, overlaps.V, problem, warm=warm if search == "local" else None,
-              random_starts=random_starts, symmetric_nodes=sym is None or problem.rank > 1)
+    px = prox(
+        fl.centre,
+        target,
+        overlaps.V,
+        problem,
+        warm=warm if search == "local" else None,
+        random_starts=random_starts,
+        symmetric_nodes=sym is None or problem.rank > 1,
+    )
     envelope = float(used.expect(px.value))
     h_all, f, xi, eta, h_star, w = _minima(px, fl, used.weights)  # f = V⁻¹(ĥ − ω), (M, L, r)
     mu_hat = alpha * np.einsum("n,nlr->lr", w, f)
@@ -291,9 +325,16 @@ def hat_update(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Pr
     if sym is not None:  # the prox at every node of the rule, from the representatives
         alts = None if px.alts is None else np.stack([sym.expand(a) for a in px.alts])
         alts_f = None if px.alts is None else np.stack([sym.expand(a) for a in px.alts_f])
-        px = ProxResult(h=sym.expand(px.h), value=px.value[sym.fold.rep_of], f=sym.expand(px.f),
-                        iterations=px.iterations, grad_norm=px.grad_norm, n_starts=px.n_starts, alts=alts,
-                        alts_f=alts_f)
+        px = ProxResult(
+            h=sym.expand(px.h),
+            value=px.value[sym.fold.rep_of],
+            f=sym.expand(px.f),
+            iterations=px.iterations,
+            grad_norm=px.grad_norm,
+            n_starts=px.n_starts,
+            alts=alts,
+            alts_f=alts_f,
+        )
     return LossChannelResult(hats=hats, envelope=envelope, prox=px, fields=fl, symmetry=sym)
 
 

@@ -21,13 +21,27 @@ from typing import Any, Mapping
 from dotattn.core.integrity import read_record, read_verified_json, verify_folder
 from dotattn.core.io import IntegrityError, provenance, read_csv, save_figure, write_csv, write_json, write_manifest
 from dotattn.positional_semantic import integrity as _integrity  # noqa: F401  (registers the phase-diagram kind)
-from dotattn.positional_semantic.phase_diagram import (BOUNDARY_ROW_COLUMNS, ROW_COLUMNS, ColumnSummary, PhaseDiagram,
-                                                       check_figure_omega)
+from dotattn.positional_semantic.phase_diagram import (
+    BOUNDARY_ROW_COLUMNS,
+    ROW_COLUMNS,
+    ColumnSummary,
+    PhaseDiagram,
+    check_figure_omega,
+)
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.records import BranchPoint, PhaseBoundary
 
-__all__ = ["write_phase_diagram", "replot_phase_diagram", "read_phase_diagram", "read_phase_summaries",
-           "read_boundaries", "shape_title", "disagreements", "RECORD_RTOL", "REFINED_ROOT_TOL"]
+__all__ = [
+    "write_phase_diagram",
+    "replot_phase_diagram",
+    "read_phase_diagram",
+    "read_phase_summaries",
+    "read_boundaries",
+    "shape_title",
+    "disagreements",
+    "RECORD_RTOL",
+    "REFINED_ROOT_TOL",
+]
 
 RECORD_RTOL = 1e-5
 """Relative tolerance (with an absolute floor of 1e-9 on e_t, ε_g and of 1e-7 on the overlaps) of a grid
@@ -44,35 +58,57 @@ gap's slope of ≥ 4e-4 per unit α; 1e-4 is at most a tenth of every stored sta
 # ----------------------------------------------------------------------------------------------
 # phase diagram
 # ----------------------------------------------------------------------------------------------
-def write_phase_diagram(pd: PhaseDiagram, out_dir: str | os.PathLike,
-                        figure_omega: float | None = None, command: str | None = None) -> dict[str, str]:
+def write_phase_diagram(
+    pd: PhaseDiagram, out_dir: str | os.PathLike, figure_omega: float | None = None, command: str | None = None
+) -> dict[str, str]:
     """CSV of records, CSV of phase boundaries, summary.json with provenance, and figures (a), (b),
     (c) and the phases figure; all written atomically (``command``: recorded in the manifest)."""
     out = Path(out_dir)
-    params = {"problem": pd.problem.to_dict(), "omegas": list(pd.omegas), "alphas": list(pd.alphas),
-              **pd.settings.to_dict()}
+    params = {
+        "problem": pd.problem.to_dict(),
+        "omegas": list(pd.omegas),
+        "alphas": list(pd.alphas),
+        **pd.settings.to_dict(),
+    }
     prov = provenance(params, seconds=pd.seconds)
-    summary = {"omegas": [s.to_row() for s in pd.summaries],
-               "quadrature": pd.settings.quadrature.to_dict(), **prov,
-               "wall_seconds": round(pd.seconds, 3), "columns_from_cache": pd.from_cache,
-               "column_compute_seconds_total": round(sum(s.seconds for s in pd.summaries), 1)}
-    paths = {"csv": str(out / "phase_diagram.csv"), "boundaries": str(out / "boundaries.csv"),
-             "summary": str(out / "summary.json")}
-    comment = (f"dotattn {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; "
-               f"parameters in summary.json")
+    summary = {
+        "omegas": [s.to_row() for s in pd.summaries],
+        "quadrature": pd.settings.quadrature.to_dict(),
+        **prov,
+        "wall_seconds": round(pd.seconds, 3),
+        "columns_from_cache": pd.from_cache,
+        "column_compute_seconds_total": round(sum(s.seconds for s in pd.summaries), 1),
+    }
+    paths = {
+        "csv": str(out / "phase_diagram.csv"),
+        "boundaries": str(out / "boundaries.csv"),
+        "summary": str(out / "summary.json"),
+    }
+    comment = (
+        f"dotattn {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; "
+        f"parameters in summary.json"
+    )
     write_csv(paths["csv"], [p.to_row() for p in pd.rows], ROW_COLUMNS, comment=comment)
-    write_csv(paths["boundaries"], [b.to_row() for s in pd.summaries for b in s.boundaries], BOUNDARY_ROW_COLUMNS,
-              comment=comment)
+    write_csv(
+        paths["boundaries"],
+        [b.to_row() for s in pd.summaries for b in s.boundaries],
+        BOUNDARY_ROW_COLUMNS,
+        comment=comment,
+    )
     write_json(paths["summary"], summary)
-    meta = {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
-            "created_utc": prov["created_utc"]}
+    meta = {
+        "dotattn_version": prov["dotattn_version"],
+        "git_commit": prov["git_commit"],
+        "created_utc": prov["created_utc"],
+    }
     paths.update(_phase_diagram_figures(pd.rows, pd.summaries, pd.problem, out, meta, figure_omega))
     write_manifest(out, paths.values(), params, provenance_record=prov, command=command)
     return paths
 
 
-def _phase_diagram_figures(rows: Any, summaries: Any, problem: Problem, out: Path, meta: Mapping[str, Any],
-                           figure_omega: float | None = None) -> dict[str, str]:
+def _phase_diagram_figures(
+    rows: Any, summaries: Any, problem: Problem, out: Path, meta: Mapping[str, Any], figure_omega: float | None = None
+) -> dict[str, str]:
     """Figures (a) test error and (b) overlaps at ``figure_omega`` (default 0.3 if on the grid, else
     the middle ω), and with several ω the phase plane and the phases figure; written into ``out``."""
     from dotattn.positional_semantic import plotting
@@ -82,8 +118,10 @@ def _phase_diagram_figures(rows: Any, summaries: Any, problem: Problem, out: Pat
         figure_omega = 0.3 if any(abs(w - 0.3) < 1e-9 for w in omegas) else omegas[len(omegas) // 2]
     check_figure_omega(figure_omega, omegas)
     s_fig = min(summaries, key=lambda s: abs(s.omega - figure_omega))
-    figs = {"test_error": plotting.figure_test_error(rows, s_fig),
-            "overlaps": plotting.figure_overlaps(rows, s_fig, problem.sigma)}
+    figs = {
+        "test_error": plotting.figure_test_error(rows, s_fig),
+        "overlaps": plotting.figure_overlaps(rows, s_fig, problem.sigma),
+    }
     if len(omegas) > 1:
         figs["phase_plane"] = plotting.figure_phase_plane(rows, summaries)
         figs["phases"] = plotting.figure_phases(rows, summaries, title=shape_title(problem, omega=False))
@@ -107,17 +145,35 @@ def replot_phase_diagram(folder: str | os.PathLike, figure_omega: float | None =
         summaries = [ColumnSummary.from_row(r) for r in summary["omegas"]]
         problem = Problem.from_dict(summary["parameters"]["problem"])
     except (KeyError, TypeError, ValueError) as err:
-        raise IntegrityError(f"{folder / 'summary.json'}: its column summaries cannot be read "
-                             f"({type(err).__name__}: {err})") from None
+        raise IntegrityError(
+            f"{folder / 'summary.json'}: its column summaries cannot be read ({type(err).__name__}: {err})"
+        ) from None
     now = provenance({})
-    meta = {"dotattn_version": now["dotattn_version"], "git_commit": now["git_commit"],
-            "created_utc": now["created_utc"], "data_git_commit": manifest.get("git_commit"), "replotted": True}
+    meta = {
+        "dotattn_version": now["dotattn_version"],
+        "git_commit": now["git_commit"],
+        "created_utc": now["created_utc"],
+        "data_git_commit": manifest.get("git_commit"),
+        "replotted": True,
+    }
     paths = _phase_diagram_figures(rows, summaries, problem, folder, meta, figure_omega)
-    note = "; ".join(n for n in (manifest.get("note"),
-                                 f"figures redrawn from the verified rows by replot_phase_diagram at commit "
-                                 f"{now['git_commit']} ({now['created_utc']})") if n)
-    write_manifest(folder, manifest["files"], manifest["made_for"], command=manifest.get("command"),
-                   provenance_record=manifest, note=note)
+    note = "; ".join(
+        n
+        for n in (
+            manifest.get("note"),
+            f"figures redrawn from the verified rows by replot_phase_diagram at commit "
+            f"{now['git_commit']} ({now['created_utc']})",
+        )
+        if n
+    )
+    write_manifest(
+        folder,
+        manifest["files"],
+        manifest["made_for"],
+        command=manifest.get("command"),
+        provenance_record=manifest,
+        note=note,
+    )
     return paths
 
 
@@ -147,8 +203,9 @@ def read_boundaries(folder: str | os.PathLike) -> list[PhaseBoundary]:
 
 
 def shape_title(problem: Problem, omega: bool = True) -> str:
-    return (f"L = {problem.L}, r = {problem.rank}, r_t = {problem.teacher_rank}"
-            + (f", ω = {problem.omega:g}" if omega else ""))
+    return f"L = {problem.L}, r = {problem.rank}, r_t = {problem.teacher_rank}" + (
+        f", ω = {problem.omega:g}" if omega else ""
+    )
 
 
 def disagreements(summaries: list[ColumnSummary], rows: list[BranchPoint], folder: str | os.PathLike) -> list[str]:
@@ -170,7 +227,9 @@ def disagreements(summaries: list[ColumnSummary], rows: list[BranchPoint], folde
         if a is None or b is None:
             return a is None and b is None
         a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-        return a.shape == b.shape and bool(np.all((np.isnan(a) & np.isnan(b)) | (np.abs(a - b) <= atol + rtol * np.abs(b))))
+        return a.shape == b.shape and bool(
+            np.all((np.isnan(a) & np.isnan(b)) | (np.abs(a - b) <= atol + rtol * np.abs(b)))
+        )
 
     for s in summaries:
         w = round(s.omega, 9)
@@ -206,10 +265,18 @@ def disagreements(summaries: list[ColumnSummary], rows: list[BranchPoint], folde
         if (p.status, p.selected) != (r.status, r.selected):
             out.append(f"{where}: status {p.status}, selected {p.selected} against {r.status}, {r.selected}")
             continue
-        bad = [n for n, rtol, atol in (("q", RECORD_RTOL, 1e-7), ("V", RECORD_RTOL, 1e-7), ("theta", RECORD_RTOL, 1e-7),
-                                        ("mu", RECORD_RTOL, 1e-7), ("train_loss", RECORD_RTOL, 1e-9),
-                                        ("test_error", RECORD_RTOL, 1e-9))
-               if not close(getattr(p, n), getattr(r, n), rtol, atol)]
+        bad = [
+            n
+            for n, rtol, atol in (
+                ("q", RECORD_RTOL, 1e-7),
+                ("V", RECORD_RTOL, 1e-7),
+                ("theta", RECORD_RTOL, 1e-7),
+                ("mu", RECORD_RTOL, 1e-7),
+                ("train_loss", RECORD_RTOL, 1e-9),
+                ("test_error", RECORD_RTOL, 1e-9),
+            )
+            if not close(getattr(p, n), getattr(r, n), rtol, atol)
+        ]
         a, b = p.stability, r.stability
         if (a is None) != (b is None):
             bad.append("stability")

@@ -21,8 +21,19 @@ import numpy as np
 from dotattn.positional_semantic.problem import Problem
 from dotattn.core.validation import readonly_array
 
-__all__ = ["Overlaps", "Hats", "FieldFactors", "InvalidOverlaps", "field_factors", "factor_jvp", "positional_direction",
-           "symmetric_basis", "overlaps_from_scalars", "untied_lift", "UNTIED_START_CROSS"]
+__all__ = [
+    "Overlaps",
+    "Hats",
+    "FieldFactors",
+    "InvalidOverlaps",
+    "field_factors",
+    "factor_jvp",
+    "positional_direction",
+    "symmetric_basis",
+    "overlaps_from_scalars",
+    "untied_lift",
+    "UNTIED_START_CROSS",
+]
 
 
 class InvalidOverlaps(ArithmeticError):
@@ -63,8 +74,12 @@ class Overlaps(_ArrayState):
     def mix(self, other: "Overlaps", weight_self: float) -> "Overlaps":
         """weight_self * self + (1 − weight_self) * other (damping)."""
         w = weight_self
-        return Overlaps(q=w * self.q + (1 - w) * other.q, V=w * self.V + (1 - w) * other.V,
-                        theta=w * self.theta + (1 - w) * other.theta, mu=w * self.mu + (1 - w) * other.mu)
+        return Overlaps(
+            q=w * self.q + (1 - w) * other.q,
+            V=w * self.V + (1 - w) * other.V,
+            theta=w * self.theta + (1 - w) * other.theta,
+            mu=w * self.mu + (1 - w) * other.mu,
+        )
 
     def canonical(self, untied: bool = False) -> "Overlaps":
         """The same physical state in a canonical student frame.
@@ -148,8 +163,12 @@ def untied_lift(overlaps: Overlaps) -> Overlaps:
     q, V = overlaps.q, overlaps.V
     c = UNTIED_START_CROSS
     s = np.sqrt(0.5 * (1.0 + c))
-    return Overlaps(q=np.block([[q, c * q], [c * q, q]]), V=np.kron(np.eye(2), V),
-                    theta=s * np.vstack([overlaps.theta, overlaps.theta]), mu=np.hstack([overlaps.mu, overlaps.mu]))
+    return Overlaps(
+        q=np.block([[q, c * q], [c * q, q]]),
+        V=np.kron(np.eye(2), V),
+        theta=s * np.vstack([overlaps.theta, overlaps.theta]),
+        mu=np.hstack([overlaps.mu, overlaps.mu]),
+    )
 
 
 def positional_direction(problem: Problem) -> np.ndarray:

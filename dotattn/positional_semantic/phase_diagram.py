@@ -46,8 +46,14 @@ from scipy.optimize import brentq
 
 from dotattn.positional_semantic import compiled
 from dotattn.positional_semantic.baseline import linear_baseline_test_error
-from dotattn.positional_semantic.branch import (FOLLOWED_BRANCHES, Branch, branch_names, branch_records, follow_branches,
-                            selected_at)
+from dotattn.positional_semantic.branch import (
+    FOLLOWED_BRANCHES,
+    Branch,
+    branch_names,
+    branch_records,
+    follow_branches,
+    selected_at,
+)
 from dotattn.positional_semantic.catalogue import QuadratureSpec, default_quadrature
 from dotattn.core.io import read_cache_unit, remove_stale_tmp, write_cache_unit
 from dotattn.core.validation import ParameterError, check_alpha, check_number
@@ -55,15 +61,41 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.refine import RefinedRoot, RefineSpec, envelope_slope, refine_root
 from dotattn.positional_semantic.records import BOUNDARY_COLUMNS, BRANCH_POINT_COLUMNS, BranchPoint, PhaseBoundary
 from dotattn.core.rows import read_float
-from dotattn.core.runner import (Interrupted, ProgressState, RunLock, as_interrupted, check_dask_address, check_workers,
-                            run_tasks)
+from dotattn.core.runner import (
+    Interrupted,
+    ProgressState,
+    RunLock,
+    as_interrupted,
+    check_dask_address,
+    check_workers,
+    run_tasks,
+)
 from dotattn.positional_semantic.state_evolution import FixedPoint, SolverOptions
 from dotattn.positional_semantic.labels import NO_BRANCH
 
-__all__ = ["SweepSettings", "ColumnSummary", "omega_column", "column_branch", "finish_column", "branch_points", "PhaseDiagram", "run_phase_diagram",
-           "check_grids", "check_figure_omega", "cached_columns", "root_uncertainty",
-           "column_fixed_points_estimate", "refine_fixed_points", "estimate_seconds", "DEFAULT_OMEGAS", "DEFAULT_ALPHAS", "ROW_COLUMNS",
-           "BOUNDARY_ROW_COLUMNS", "FOLLOWED_BRANCHES", "phase_boundaries"]
+__all__ = [
+    "SweepSettings",
+    "ColumnSummary",
+    "omega_column",
+    "column_branch",
+    "finish_column",
+    "branch_points",
+    "PhaseDiagram",
+    "run_phase_diagram",
+    "check_grids",
+    "check_figure_omega",
+    "cached_columns",
+    "root_uncertainty",
+    "column_fixed_points_estimate",
+    "refine_fixed_points",
+    "estimate_seconds",
+    "DEFAULT_OMEGAS",
+    "DEFAULT_ALPHAS",
+    "ROW_COLUMNS",
+    "BOUNDARY_ROW_COLUMNS",
+    "FOLLOWED_BRANCHES",
+    "phase_boundaries",
+]
 
 DEFAULT_OMEGAS = tuple(round(0.05 * i, 10) for i in range(10))  # 0, 0.05, ..., 0.45
 DEFAULT_ALPHAS = tuple(round(0.1 * i, 10) for i in range(1, 26))  # 0.1, ..., 2.5
@@ -123,7 +155,9 @@ class SweepSettings:
 
     def __post_init__(self) -> None:
         if self.refine is not None and not isinstance(self.refine, RefineSpec):
-            raise ParameterError(f"refine must be a dotattn.positional_semantic.refine.RefineSpec or None, got {type(self.refine).__name__}")
+            raise ParameterError(
+                f"refine must be a dotattn.positional_semantic.refine.RefineSpec or None, got {type(self.refine).__name__}"
+            )
         if not isinstance(self.quadrature, QuadratureSpec):
             raise ParameterError(f"quadrature must be a QuadratureSpec, got {type(self.quadrature).__name__}")
         if not isinstance(self.options, SolverOptions):
@@ -137,24 +171,35 @@ class SweepSettings:
         self.options.check(problem)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"quadrature": self.quadrature.to_dict(), "options": asdict(self.options),
-                "spinodal_tol": self.spinodal_tol, "critical_tol": self.critical_tol,
-                **({} if self.refine is None else {"refine": self.refine.to_dict()})}
+        return {
+            "quadrature": self.quadrature.to_dict(),
+            "options": asdict(self.options),
+            "spinodal_tol": self.spinodal_tol,
+            "critical_tol": self.critical_tol,
+            **({} if self.refine is None else {"refine": self.refine.to_dict()}),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SweepSettings":
         q = d["quadrature"]
         quad = QuadratureSpec(q["kind"], q["order"], q.get("coarse_order"), q.get("scramblings", 8), q.get("seed", 0))
-        return cls(quad, SolverOptions(**d["options"]), d["spinodal_tol"], d["critical_tol"],
-                   RefineSpec.from_dict(d.get("refine")))
+        return cls(
+            quad,
+            SolverOptions(**d["options"]),
+            d["spinodal_tol"],
+            d["critical_tol"],
+            RefineSpec.from_dict(d.get("refine")),
+        )
 
 
 def check_figure_omega(figure_omega: float | None, omegas: Iterable[float]) -> None:
     """ParameterError unless ``figure_omega`` is None or one of the computed ``omegas`` (to 1e-9)."""
     omegas = list(omegas)
     if figure_omega is not None and not any(abs(figure_omega - w) < 1e-9 for w in omegas):
-        raise ParameterError(f"figure_omega must be one of the computed omega values "
-                             f"({', '.join(f'{w:g}' for w in omegas)}), got {figure_omega:g}")
+        raise ParameterError(
+            f"figure_omega must be one of the computed omega values "
+            f"({', '.join(f'{w:g}' for w in omegas)}), got {figure_omega:g}"
+        )
 
 
 def check_grids(omegas: Iterable[float], alphas: Iterable[float]) -> tuple[list[float], list[float]]:
@@ -170,7 +215,6 @@ def check_grids(omegas: Iterable[float], alphas: Iterable[float]) -> tuple[list[
     if not omegas or not alphas:
         raise ParameterError("the omega and alpha grids must not be empty")
     return omegas, alphas
-
 
 
 @dataclass(frozen=True)
@@ -214,49 +258,79 @@ class ColumnSummary:
     refined: dict = field(default_factory=dict)
 
     def to_row(self) -> dict[str, Any]:
-        return {"omega": self.omega, "alpha_c": self.alpha_c, "alpha_c_error": self.alpha_c_error,
-                "spinodal_semantic": self.spinodal_semantic,
-                "spinodal_positional": self.spinodal_positional, "alpha_lin": self.alpha_lin,
-                "alpha_lin_error": self.alpha_lin_error,
-                "linear_baseline_test_error": self.linear_baseline_test_error, "spinodals": self.spinodals,
-                "boundaries": [b.to_row() for b in self.boundaries], "seconds": self.seconds,
-                **({} if not self.refined and self.alpha_c_sweep is None and self.alpha_lin_sweep is None else
-                   {"alpha_c_sweep": self.alpha_c_sweep, "alpha_c_sweep_error": self.alpha_c_sweep_error,
-                    "alpha_lin_sweep": self.alpha_lin_sweep, "alpha_lin_sweep_error": self.alpha_lin_sweep_error,
-                    "refined": dict(self.refined)})}
+        return {
+            "omega": self.omega,
+            "alpha_c": self.alpha_c,
+            "alpha_c_error": self.alpha_c_error,
+            "spinodal_semantic": self.spinodal_semantic,
+            "spinodal_positional": self.spinodal_positional,
+            "alpha_lin": self.alpha_lin,
+            "alpha_lin_error": self.alpha_lin_error,
+            "linear_baseline_test_error": self.linear_baseline_test_error,
+            "spinodals": self.spinodals,
+            "boundaries": [b.to_row() for b in self.boundaries],
+            "seconds": self.seconds,
+            **(
+                {}
+                if not self.refined and self.alpha_c_sweep is None and self.alpha_lin_sweep is None
+                else {
+                    "alpha_c_sweep": self.alpha_c_sweep,
+                    "alpha_c_sweep_error": self.alpha_c_sweep_error,
+                    "alpha_lin_sweep": self.alpha_lin_sweep,
+                    "alpha_lin_sweep_error": self.alpha_lin_sweep_error,
+                    "refined": dict(self.refined),
+                }
+            ),
+        }
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "ColumnSummary":
-        opt = (lambda x: None if x is None else float(x))  # noqa: E731
-        return cls(omega=float(row["omega"]), alpha_c=opt(row["alpha_c"]), alpha_lin=opt(row["alpha_lin"]),
-                   spinodal_semantic=opt(row["spinodal_semantic"]), spinodal_positional=opt(row["spinodal_positional"]),
-                   spinodals=dict(row["spinodals"]), linear_baseline_test_error=float(row["linear_baseline_test_error"]),
-                   seconds=read_float(row.get("seconds")), alpha_c_error=opt(row.get("alpha_c_error")),
-                   alpha_lin_error=opt(row.get("alpha_lin_error")),
-                   boundaries=tuple(PhaseBoundary.from_row(b) for b in row.get("boundaries") or ()),
-                   alpha_c_sweep=opt(row.get("alpha_c_sweep")), alpha_c_sweep_error=opt(row.get("alpha_c_sweep_error")),
-                   alpha_lin_sweep=opt(row.get("alpha_lin_sweep")),
-                   alpha_lin_sweep_error=opt(row.get("alpha_lin_sweep_error")), refined=dict(row.get("refined") or {}))
+        opt = lambda x: None if x is None else float(x)  # noqa: E731
+        return cls(
+            omega=float(row["omega"]),
+            alpha_c=opt(row["alpha_c"]),
+            alpha_lin=opt(row["alpha_lin"]),
+            spinodal_semantic=opt(row["spinodal_semantic"]),
+            spinodal_positional=opt(row["spinodal_positional"]),
+            spinodals=dict(row["spinodals"]),
+            linear_baseline_test_error=float(row["linear_baseline_test_error"]),
+            seconds=read_float(row.get("seconds")),
+            alpha_c_error=opt(row.get("alpha_c_error")),
+            alpha_lin_error=opt(row.get("alpha_lin_error")),
+            boundaries=tuple(PhaseBoundary.from_row(b) for b in row.get("boundaries") or ()),
+            alpha_c_sweep=opt(row.get("alpha_c_sweep")),
+            alpha_c_sweep_error=opt(row.get("alpha_c_sweep_error")),
+            alpha_lin_sweep=opt(row.get("alpha_lin_sweep")),
+            alpha_lin_sweep_error=opt(row.get("alpha_lin_sweep_error")),
+            refined=dict(row.get("refined") or {}),
+        )
 
 
 # ----------------------------------------------------------------------------------------------
 # one ω column
 # ----------------------------------------------------------------------------------------------
-def _follow(problem: Problem, alphas: list[float], settings: SweepSettings,
-            report: Callable[[], None] | None = None) -> dict[str, Branch]:
+def _follow(
+    problem: Problem, alphas: list[float], settings: SweepSettings, report: Callable[[], None] | None = None
+) -> dict[str, Branch]:
     return follow_branches(problem, alphas, settings.quadrature, settings.options, report)
 
 
-def branch_points(problem_dict: dict[str, Any], omega: float, alphas: list[float],
-                  settings_dict: dict[str, Any]) -> list[BranchPoint]:
+def branch_points(
+    problem_dict: dict[str, Any], omega: float, alphas: list[float], settings_dict: dict[str, Any]
+) -> list[BranchPoint]:
     """The branch records at ``alphas`` only (no spinodals, α_c or α_lin): what a comparison with ERM needs."""
     problem = Problem.from_dict({**problem_dict, "omega": omega})
     alphas = sorted(alphas)
     return branch_records(_follow(problem, alphas, SweepSettings.from_dict(settings_dict)), omega, alphas)
 
 
-def omega_column(problem_dict: dict[str, Any], omega: float, alphas: list[float],
-                 settings_dict: dict[str, Any], report: Callable[[], None] | None = None) -> dict[str, Any]:
+def omega_column(
+    problem_dict: dict[str, Any],
+    omega: float,
+    alphas: list[float],
+    settings_dict: dict[str, Any],
+    report: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """Everything the phase diagram needs at one ω (plain JSON-ready dict in and out, for process
     pools, Dask and the cache): ``{"omega", "rows": [BranchPoint rows], "summary": ColumnSummary row,
     "fixed_points": number solved, "cpu_seconds": CPU seconds by stage}`` (stages: ``follow``, ``two_sided``
@@ -271,8 +345,14 @@ def omega_column(problem_dict: dict[str, Any], omega: float, alphas: list[float]
     return _finish(problem, omega, alphas, settings, branches, count, t0)
 
 
-def column_branch(problem_dict: dict[str, Any], omega: float, alphas: list[float], settings_dict: dict[str, Any],
-                  name: str, report: Callable[[], None] | None = None) -> dict[str, Any]:
+def column_branch(
+    problem_dict: dict[str, Any],
+    omega: float,
+    alphas: list[float],
+    settings_dict: dict[str, Any],
+    name: str,
+    report: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """First stage of a column split by branch (when there are fewer ω columns than workers): the
     branch ``name`` followed along the α grid, as ``{"branch": Branch, "seconds", "fixed_points"}``
     (picklable; :func:`finish_column` is the second stage)."""
@@ -285,8 +365,14 @@ def column_branch(problem_dict: dict[str, Any], omega: float, alphas: list[float
     return {"branch": branch, "seconds": time.perf_counter() - t0, "fixed_points": count.n}
 
 
-def finish_column(problem_dict: dict[str, Any], omega: float, alphas: list[float], settings_dict: dict[str, Any],
-                  parts: list[dict[str, Any]], report: Callable[[], None] | None = None) -> dict[str, Any]:
+def finish_column(
+    problem_dict: dict[str, Any],
+    omega: float,
+    alphas: list[float],
+    settings_dict: dict[str, Any],
+    parts: list[dict[str, Any]],
+    report: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """Second stage of a split column: spinodals, α_c, α_lin and the records from the followed
     branches (the :func:`column_branch` results of every branch of :func:`dotattn.positional_semantic.branch.branch_names`);
     the same result as :func:`omega_column` (its ``seconds`` counts both stages)."""
@@ -312,8 +398,15 @@ class _Counter:
             self.report()
 
 
-def _finish(problem: Problem, omega: float, alphas: list[float], settings: SweepSettings,
-            branches: dict[str, Branch], count: _Counter, t0: float) -> dict[str, Any]:
+def _finish(
+    problem: Problem,
+    omega: float,
+    alphas: list[float],
+    settings: SweepSettings,
+    branches: dict[str, Branch],
+    count: _Counter,
+    t0: float,
+) -> dict[str, Any]:
     """Spinodals, α_c, α_lin (with their quadrature errors) and the records of a column whose
     branches are followed; the column result of :func:`omega_column`."""
     clock = _StageClock()
@@ -324,33 +417,47 @@ def _finish(problem: Problem, omega: float, alphas: list[float], settings: Sweep
     alpha_c = critical.alpha if critical is not None else None
     alpha_c_error = _root_error(branches, critical, "train_loss")
     clock.lap("alpha_c")
-    alpha_lin, alpha_lin_error, lin_root = _baseline_alpha(branches, alphas, critical, alpha_c_error, eps_lin,
-                                                           settings.critical_tol)
+    alpha_lin, alpha_lin_error, lin_root = _baseline_alpha(
+        branches, alphas, critical, alpha_c_error, eps_lin, settings.critical_tol
+    )
     clock.lap("alpha_lin")
     boundaries = phase_boundaries(branches, alphas, omega, settings, known=(critical, alpha_c_error))
     clock.lap("boundaries")
     sweep: dict[str, Any] = {}
     if settings.refine is not None:
         refined = _refine(problem, branches, critical, lin_root, eps_lin, settings, count)
-        sweep = {"alpha_c_sweep": alpha_c, "alpha_c_sweep_error": alpha_c_error, "alpha_lin_sweep": alpha_lin,
-                 "alpha_lin_sweep_error": alpha_lin_error, "refined": {k: v.to_row() for k, v in refined.items()}}
+        sweep = {
+            "alpha_c_sweep": alpha_c,
+            "alpha_c_sweep_error": alpha_c_error,
+            "alpha_lin_sweep": alpha_lin,
+            "alpha_lin_sweep_error": alpha_lin_error,
+            "refined": {k: v.to_row() for k, v in refined.items()},
+        }
         if "alpha_c" in refined:  # else the sweep's root and bound stay
             alpha_c, alpha_c_error = refined["alpha_c"].alpha, refined["alpha_c"].standard_error
         if "alpha_lin" in refined:
             alpha_lin, alpha_lin_error = refined["alpha_lin"].alpha, refined["alpha_lin"].standard_error
     clock.lap("refine")
-    summary = ColumnSummary(omega=omega, alpha_c=alpha_c, alpha_lin=alpha_lin, alpha_c_error=alpha_c_error,
-                            alpha_lin_error=alpha_lin_error, boundaries=tuple(boundaries), **sweep,
-                            spinodal_semantic=spinodals["semantic"]["lower"],
-                            spinodal_positional=spinodals["positional"]["upper"], spinodals=spinodals,
-                            linear_baseline_test_error=eps_lin, seconds=time.perf_counter() - t0)
+    summary = ColumnSummary(
+        omega=omega,
+        alpha_c=alpha_c,
+        alpha_lin=alpha_lin,
+        alpha_c_error=alpha_c_error,
+        alpha_lin_error=alpha_lin_error,
+        boundaries=tuple(boundaries),
+        **sweep,
+        spinodal_semantic=spinodals["semantic"]["lower"],
+        spinodal_positional=spinodals["positional"]["upper"],
+        spinodals=spinodals,
+        linear_baseline_test_error=eps_lin,
+        seconds=time.perf_counter() - t0,
+    )
     rows = [p.to_row() for p in branch_records(branches, omega, alphas)]
     clock.lap("records")
     cpu = {stage: sum(b.cpu[stage] for b in branches.values()) for stage in ("follow", "two_sided", "stability")}
     cpu.update(clock.seconds)
     cpu["records"] -= cpu["stability"]
-    return {"omega": omega, "rows": rows, "summary": summary.to_row(), "fixed_points": count.n,
-            "cpu_seconds": cpu}
+    return {"omega": omega, "rows": rows, "summary": summary.to_row(), "fixed_points": count.n, "cpu_seconds": cpu}
 
 
 class _StageClock:
@@ -395,6 +502,7 @@ def _brent(f: Callable[[float], tuple[float, dict[str, FixedPoint]]], a: float, 
         if x not in seen:
             seen[x] = f(x)
         return seen[x][0]
+
     root = float(brentq(value, a, b, xtol=tol, rtol=4 * np.finfo(float).eps))
     nearest = seen[min(seen, key=lambda x: abs(x - root))][1]
     return _Root(alpha=root, slope=(seen[b][0] - seen[a][0]) / (b - a), nearest=nearest, bracket=(a, b))
@@ -416,11 +524,13 @@ def _critical_root(branches: dict[str, Branch], alphas: list[float], tol: float)
     gap = {a: sem.points[a].train_loss - pos.points[a].train_loss for a in both}
     for a, b in zip(both, both[1:]):
         if gap[a] > 0 >= gap[b] and alphas.index(b) - alphas.index(a) == 1:
+
             def f(x: float) -> tuple[float, dict[str, FixedPoint]]:
                 p, s = (pos.points[x], sem.points[x]) if x in (a, b) else (pos.at(x), sem.at(x))
                 if p is None or s is None:
                     raise _BranchLost(x)
                 return s.train_loss - p.train_loss, {"positional": p, "semantic": s}
+
             try:
                 return _brent(f, a, b, tol)
             except _BranchLost:
@@ -440,20 +550,27 @@ class _BranchLost(RuntimeError):
 
 def _branch_root(branch: Branch, key: str, level: float, a: float, b: float, tol: float) -> _Root | None:
     """Root in [a, b] of (``key`` of the branch's fixed point) − ``level`` by Brent's method."""
+
     def f(x: float) -> tuple[float, dict[str, FixedPoint]]:
         fp = branch.points[x] if x in branch.points else branch.at(x)
         if fp is None:
             raise _BranchLost(x)
         return getattr(fp, key) - level, {branch.name: fp}
+
     try:
         return _brent(f, a, b, tol)
     except (_BranchLost, ValueError):
         return None
 
 
-def _baseline_alpha(branches: dict[str, Branch], alphas: list[float], critical: _Root | None,
-                    alpha_c_error: float | None, eps_lin: float, tol: float
-                    ) -> tuple[float | None, float | None, _Root | str | None]:
+def _baseline_alpha(
+    branches: dict[str, Branch],
+    alphas: list[float],
+    critical: _Root | None,
+    alpha_c_error: float | None,
+    eps_lin: float,
+    tol: float,
+) -> tuple[float | None, float | None, _Root | str | None]:
     """Smallest α where ε_g of the selected branch falls below ε_lin (None if not in range), its
     quadrature-error estimate (that of α_c where the switch of branch at α_c crosses the line), and
     how it was found: the Brent root on one branch, ``"alpha_c"``, or None (none, or a grid point)."""
@@ -485,28 +602,51 @@ def _baseline_alpha(branches: dict[str, Branch], alphas: list[float], critical: 
     return None, None, None
 
 
-def _refine(problem: Problem, branches: dict[str, Branch], critical: _Root | None, lin_root: _Root | str | None,
-            eps_lin: float, settings: SweepSettings, count: Callable[[], None]) -> dict[str, RefinedRoot]:
+def _refine(
+    problem: Problem,
+    branches: dict[str, Branch],
+    critical: _Root | None,
+    lin_root: _Root | str | None,
+    eps_lin: float,
+    settings: SweepSettings,
+    count: Callable[[], None],
+) -> dict[str, RefinedRoot]:
     """α_c and α_lin re-evaluated on the refinement rules (:func:`dotattn.positional_semantic.refine.refine_root`):
     name -> :class:`dotattn.positional_semantic.refine.RefinedRoot` for each root that has one (α_lin = α_c where the
     switch of branch crosses the baseline)."""
     spec, options = settings.refine, settings.options
-    on_branch = (lambda name, fp: branches[name].on_branch(fp))  # noqa: E731
+    on_branch = lambda name, fp: branches[name].on_branch(fp)  # noqa: E731
     out: dict[str, RefinedRoot] = {}
     if critical is not None:
-        root = refine_root(problem, critical.alpha, critical.nearest,
-                           lambda fps: fps["semantic"].train_loss - fps["positional"].train_loss, critical.slope,
-                           spec, options, on_branch, count,
-                           slope_of=lambda fps, rule: envelope_slope(problem, fps, "semantic", "positional", rule,
-                                                                     options))
+        root = refine_root(
+            problem,
+            critical.alpha,
+            critical.nearest,
+            lambda fps: fps["semantic"].train_loss - fps["positional"].train_loss,
+            critical.slope,
+            spec,
+            options,
+            on_branch,
+            count,
+            slope_of=lambda fps, rule: envelope_slope(problem, fps, "semantic", "positional", rule, options),
+        )
         if root is not None:
             out["alpha_c"] = root
     if lin_root == "alpha_c" and "alpha_c" in out:
         out["alpha_lin"] = out["alpha_c"]
     elif isinstance(lin_root, _Root):
-        (name, _), = lin_root.nearest.items()
-        root = refine_root(problem, lin_root.alpha, lin_root.nearest, lambda fps: fps[name].test_error - eps_lin,
-                           lin_root.slope, spec, options, on_branch, count)
+        ((name, _),) = lin_root.nearest.items()
+        root = refine_root(
+            problem,
+            lin_root.alpha,
+            lin_root.nearest,
+            lambda fps: fps[name].test_error - eps_lin,
+            lin_root.slope,
+            spec,
+            options,
+            on_branch,
+            count,
+        )
         if root is not None:
             out["alpha_lin"] = root
     return out
@@ -562,16 +702,23 @@ class _PhaseProbe:
 
     def gap(self, lower: str, upper: str) -> Callable[[float], tuple[float, dict[str, FixedPoint]]]:
         """x -> (e_t(upper) − e_t(lower) at x, the two fixed points), for :func:`_brent`."""
+
         def f(x: float) -> tuple[float, dict[str, FixedPoint]]:
             p, q = self.at(lower, x), self.at(upper, x)
             if p is None or q is None:
                 raise _BranchLost(x)
             return q.train_loss - p.train_loss, {lower: p, upper: q}
+
         return f
 
 
-def phase_boundaries(branches: dict[str, Branch], alphas: list[float], omega: float, settings: SweepSettings,
-                     known: tuple[_Root | None, float | None] = (None, None)) -> list[PhaseBoundary]:
+def phase_boundaries(
+    branches: dict[str, Branch],
+    alphas: list[float],
+    omega: float,
+    settings: SweepSettings,
+    known: tuple[_Root | None, float | None] = (None, None),
+) -> list[PhaseBoundary]:
     """Every boundary between globally minimal phases in the α range of one column, sorted by α.
 
     The phase at α is the followed branch of lowest e_t among those that exist there. Each grid
@@ -609,13 +756,18 @@ def phase_boundaries(branches: dict[str, Branch], alphas: list[float], omega: fl
             middle = probe.phase(root.alpha, names)
             if middle not in (p, q):
                 return brent(lo, root.alpha, names, depth + 1) + brent(root.alpha, hi, names, depth + 1)
-        return [PhaseBoundary(omega, root.alpha, p, q, "brent", np.nan if error is None else error,
-                              settings.critical_tol)]
+        return [
+            PhaseBoundary(omega, root.alpha, p, q, "brent", np.nan if error is None else error, settings.critical_tol)
+        ]
 
     for a, b in zip(alphas, alphas[1:]):
         # cuts inside (a, b): (first α of the piece to the right, last α of the piece to the left, spinodal)
-        cuts = sorted((max(good, bad), min(good, bad), 0.5 * (good + bad))
-                      for br in branches.values() for good, bad, _ in br.ends.values() if a < 0.5 * (good + bad) < b)
+        cuts = sorted(
+            (max(good, bad), min(good, bad), 0.5 * (good + bad))
+            for br in branches.values()
+            for good, bad, _ in br.ends.values()
+            if a < 0.5 * (good + bad) < b
+        )
         pieces = []  # [lo, hi] between the cuts (a piece shorter than nothing is skipped)
         lo = a
         for c in cuts + [None]:
@@ -630,8 +782,16 @@ def phase_boundaries(branches: dict[str, Branch], alphas: list[float], omega: fl
             if previous is not None:
                 before, here = previous[1], probe.phase(lo, names)
                 if before != here:  # the spinodal bracket [previous hi, lo] holds the change
-                    out.append(PhaseBoundary(omega, 0.5 * (previous[0] + lo), before, here, "spinodal",
-                                             bracket=max(0.5 * (lo - previous[0]), 0.0)))
+                    out.append(
+                        PhaseBoundary(
+                            omega,
+                            0.5 * (previous[0] + lo),
+                            before,
+                            here,
+                            "spinodal",
+                            bracket=max(0.5 * (lo - previous[0]), 0.0),
+                        )
+                    )
             out.extend(brent(lo, hi, names, 0))
             previous = (hi, probe.phase(hi, names))
     return sorted(out, key=lambda x: x.alpha)
@@ -656,9 +816,17 @@ class PhaseDiagram:
 
 def _cache_key(problem: Problem, omega: float, alphas: list[float], settings: SweepSettings) -> str:
     from dotattn import __version__
-    blob = json.dumps({"problem": {**problem.to_dict(), "omega": omega}, "alphas": alphas,
-                       "settings": settings.to_dict(), "version": __version__, "format": COLUMN_FORMAT},
-                      sort_keys=True)
+
+    blob = json.dumps(
+        {
+            "problem": {**problem.to_dict(), "omega": omega},
+            "alphas": alphas,
+            "settings": settings.to_dict(),
+            "version": __version__,
+            "format": COLUMN_FORMAT,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
@@ -676,12 +844,17 @@ def column_fixed_points_estimate(problem: Problem, alphas: Sequence[float], refi
     evaluations of α_c and α_lin and the spinodal bisections (measured: about
     :data:`EXTRA_FIXED_POINTS_PER_COLUMN` on the toy model), plus those of the refinement
     (:func:`refine_fixed_points`, counted in full)."""
-    return (len(branch_names(problem)) * len(alphas) + max(len(alphas) - 1, 0) + EXTRA_FIXED_POINTS_PER_COLUMN
-            + refine_fixed_points(refine))
+    return (
+        len(branch_names(problem)) * len(alphas)
+        + max(len(alphas) - 1, 0)
+        + EXTRA_FIXED_POINTS_PER_COLUMN
+        + refine_fixed_points(refine)
+    )
 
 
-def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepSettings, columns: int,
-                     workers: int) -> float:
+def estimate_seconds(
+    problem: Problem, alphas: Sequence[float], settings: SweepSettings, columns: int, workers: int
+) -> float:
     """Rough wall time (s) of ``columns`` ω columns on ``workers`` processes: the sweep's fixed points ×
     (:data:`SECONDS_PER_FIXED_POINT` + :data:`SECONDS_PER_FIXED_POINT_NODE` × nodes of the fine
     rule), the refinement's (:func:`refine_fixed_points`) at :data:`REFINE_COST_PER_NODE` times that
@@ -691,23 +864,38 @@ def estimate_seconds(problem: Problem, alphas: Sequence[float], settings: SweepS
     if columns <= 0:
         return 0.0
     q = settings.quadrature
-    nodes = q.order ** problem.gaussian_dim if q.kind == "gauss-hermite" else 2 ** q.order * q.scramblings
+    nodes = q.order**problem.gaussian_dim if q.kind == "gauss-hermite" else 2**q.order * q.scramblings
     toy = problem.L == 2 and problem.rank == 1 and compiled.AVAILABLE  # the compiled kernel is the toy model's
-    factor = {k: v * STUDENT_COST_FACTORS[problem.student]
-              for k, v in (COMPILED_FACTORS if toy else dict.fromkeys(COMPILED_FACTORS, 1.0)).items()}
-    per_column = (column_fixed_points_estimate(problem, alphas) * (SECONDS_PER_FIXED_POINT
-                                                                    + SECONDS_PER_FIXED_POINT_NODE * nodes)
-                  * factor["sweep"]
-                  + len(branch_names(problem)) * len(alphas) * SECONDS_PER_STABILITY * factor["stability"])
+    factor = {
+        k: v * STUDENT_COST_FACTORS[problem.student]
+        for k, v in (COMPILED_FACTORS if toy else dict.fromkeys(COMPILED_FACTORS, 1.0)).items()
+    }
+    per_column = (
+        column_fixed_points_estimate(problem, alphas)
+        * (SECONDS_PER_FIXED_POINT + SECONDS_PER_FIXED_POINT_NODE * nodes)
+        * factor["sweep"]
+        + len(branch_names(problem)) * len(alphas) * SECONDS_PER_STABILITY * factor["stability"]
+    )
     if settings.refine is not None:
         r = settings.refine
-        per_column += (refine_fixed_points(r) * REFINE_COST_PER_NODE * SECONDS_PER_FIXED_POINT_NODE
-                       * 2 ** r.log2_points * r.scramblings * factor["refine"])
+        per_column += (
+            refine_fixed_points(r)
+            * REFINE_COST_PER_NODE
+            * SECONDS_PER_FIXED_POINT_NODE
+            * 2**r.log2_points
+            * r.scramblings
+            * factor["refine"]
+        )
     return per_column * -(-columns // max(1, min(workers, columns)))
 
 
-def cached_columns(problem: Problem, omegas: Iterable[float], alphas: Iterable[float], settings: SweepSettings,
-                   cache_dir: str | os.PathLike | None) -> dict[float, dict]:
+def cached_columns(
+    problem: Problem,
+    omegas: Iterable[float],
+    alphas: Iterable[float],
+    settings: SweepSettings,
+    cache_dir: str | os.PathLike | None,
+) -> dict[float, dict]:
     """ω -> the cached column result in ``cache_dir`` whose key matches (problem, ω, α grid, settings)."""
     out: dict[float, dict] = {}
     if cache_dir is None:
@@ -724,10 +912,17 @@ def _cache_file(cache_dir: str | os.PathLike, omega: float) -> Path:
     return Path(cache_dir) / f"omega_{omega:.6f}.json"
 
 
-def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterable[float], *,
-                      settings: SweepSettings | None = None, cache_dir: str | os.PathLike | None = None,
-                      workers: int = 1, dask_address: Any = None,
-                      progress: Callable[[ProgressState], None] | None = None) -> PhaseDiagram:
+def run_phase_diagram(
+    problem: Problem,
+    omegas: Iterable[float],
+    alphas: Iterable[float],
+    *,
+    settings: SweepSettings | None = None,
+    cache_dir: str | os.PathLike | None = None,
+    workers: int = 1,
+    dask_address: Any = None,
+    progress: Callable[[ProgressState], None] | None = None,
+) -> PhaseDiagram:
     """Compute every ω column (in parallel), reusing finished columns from ``cache_dir``.
 
     Each column is cached (atomically) as soon as it finishes. With a ``cache_dir``, one run at a
@@ -746,7 +941,9 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
     omegas, alphas = check_grids(omegas, alphas)
     workers = check_workers(workers)
     if settings is not None and not isinstance(settings, SweepSettings):
-        raise ParameterError(f"settings must be a dotattn.positional_semantic.phase_diagram.SweepSettings, got {type(settings).__name__}")
+        raise ParameterError(
+            f"settings must be a dotattn.positional_semantic.phase_diagram.SweepSettings, got {type(settings).__name__}"
+        )
     if isinstance(dask_address, str):
         check_dask_address(dask_address)
     settings = settings or SweepSettings(default_quadrature(problem))
@@ -754,7 +951,7 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
     cache = Path(cache_dir) if cache_dir is not None else None
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
-    with (RunLock(cache, "phase-diagram") if cache is not None else contextlib.nullcontext()):
+    with RunLock(cache, "phase-diagram") if cache is not None else contextlib.nullcontext():
         if cache is not None:
             remove_stale_tmp(cache)
         results = cached_columns(problem, omegas, alphas, settings, cache)
@@ -766,11 +963,19 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
 
         def emit() -> None:
             if progress is not None:
-                total = sum(finished.values()) + sum(max(estimate, units[i]) for i in range(len(todo))
-                                                     if i not in finished)
-                progress(ProgressState(units_done=sum(units), units_total=total, tasks_done=len(results),
-                                       tasks_total=len(omegas), tasks_cached=from_cache,
-                                       elapsed=time.perf_counter() - t0))
+                total = sum(finished.values()) + sum(
+                    max(estimate, units[i]) for i in range(len(todo)) if i not in finished
+                )
+                progress(
+                    ProgressState(
+                        units_done=sum(units),
+                        units_total=total,
+                        tasks_done=len(results),
+                        tasks_total=len(omegas),
+                        tasks_cached=from_cache,
+                        elapsed=time.perf_counter() - t0,
+                    )
+                )
 
         def on_unit(i: int) -> None:
             units[i] += 1
@@ -790,28 +995,58 @@ def run_phase_diagram(problem: Problem, omegas: Iterable[float], alphas: Iterabl
                 _run_split(problem, todo, alphas, settings, workers, on_result, on_unit)
             else:
                 tasks = [(problem.to_dict(), w, alphas, settings.to_dict()) for w in todo]
-                run_tasks(omega_column, tasks, workers=workers, dask_address=dask_address, on_result=on_result,
-                          on_unit=on_unit)
+                run_tasks(
+                    omega_column,
+                    tasks,
+                    workers=workers,
+                    dask_address=dask_address,
+                    on_result=on_result,
+                    on_unit=on_unit,
+                )
         except (KeyboardInterrupt, Interrupted) as err:
-            kept = (f"{len(results)} of {len(omegas)} columns cached in {cache}" if cache is not None
-                    else f"{len(results)} of {len(omegas)} columns done, not kept (no cache_dir)")
+            kept = (
+                f"{len(results)} of {len(omegas)} columns cached in {cache}"
+                if cache is not None
+                else f"{len(results)} of {len(omegas)} columns done, not kept (no cache_dir)"
+            )
             raise Interrupted(as_interrupted(err).signum, kept) from None
     rows = tuple(BranchPoint.from_row(r) for w in omegas for r in results[w]["rows"])
     summaries = tuple(ColumnSummary.from_row(results[w]["summary"]) for w in omegas)
-    return PhaseDiagram(problem=problem, omegas=tuple(omegas), alphas=tuple(alphas), settings=settings,
-                        rows=rows, summaries=summaries, seconds=time.perf_counter() - t0, from_cache=from_cache)
+    return PhaseDiagram(
+        problem=problem,
+        omegas=tuple(omegas),
+        alphas=tuple(alphas),
+        settings=settings,
+        rows=rows,
+        summaries=summaries,
+        seconds=time.perf_counter() - t0,
+        from_cache=from_cache,
+    )
 
 
-def _run_split(problem: Problem, todo: list[float], alphas: list[float], settings: SweepSettings, workers: int,
-               on_result: Callable[[int, dict], None], on_unit: Callable[[int], None]) -> None:
+def _run_split(
+    problem: Problem,
+    todo: list[float],
+    alphas: list[float],
+    settings: SweepSettings,
+    workers: int,
+    on_result: Callable[[int, dict], None],
+    on_unit: Callable[[int], None],
+) -> None:
     """Fewer ω columns than workers: each column's branches followed as separate pool tasks
     (:func:`column_branch`), then each column finished in this process (:func:`finish_column`),
     so that a single column keeps two cores busy for most of its time."""
     names = branch_names(problem)
     tasks = [(problem.to_dict(), w, alphas, settings.to_dict(), name) for w in todo for name in names]
     parts: dict[int, list[dict]] = {i: [] for i in range(len(todo))}
-    run_tasks(column_branch, tasks, workers=workers, on_result=lambda j, res: parts[j // len(names)].append(res),
-              on_unit=lambda j: on_unit(j // len(names)))
+    run_tasks(
+        column_branch,
+        tasks,
+        workers=workers,
+        on_result=lambda j, res: parts[j // len(names)].append(res),
+        on_unit=lambda j: on_unit(j // len(names)),
+    )
     for i, w in enumerate(todo):
-        on_result(i, finish_column(problem.to_dict(), w, alphas, settings.to_dict(), parts[i],
-                                   report=lambda i=i: on_unit(i)))
+        on_result(
+            i, finish_column(problem.to_dict(), w, alphas, settings.to_dict(), parts[i], report=lambda i=i: on_unit(i))
+        )

@@ -22,14 +22,30 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.positional_semantic.phase_diagram import ColumnSummary
     from dotattn.positional_semantic.records import PhaseBoundary
 
-__all__ = ["figure_test_error", "figure_overlaps", "figure_phase_plane", "figure_phases", "PHASES", "COLOURS",
-           "BRANCH_STYLE", "UNSTABLE_STYLE", "UNSTABLE_LABEL", "branch_series", "unstable_points", "mark_unstable", "new_figure"]
+__all__ = [
+    "figure_test_error",
+    "figure_overlaps",
+    "figure_phase_plane",
+    "figure_phases",
+    "PHASES",
+    "COLOURS",
+    "BRANCH_STYLE",
+    "UNSTABLE_STYLE",
+    "UNSTABLE_LABEL",
+    "branch_series",
+    "unstable_points",
+    "mark_unstable",
+    "new_figure",
+]
 
 COLOURS = {"positional": "tab:blue", "semantic": "tab:red", "mixed": "tab:purple"}
 PHASES: tuple[str, ...] = ("positional", "semantic", "mixed")
 """The globally minimal phases of the phases figure, in the order of their colours."""
-BRANCH_STYLE = {"positional": (COLOURS["positional"], "o"), "semantic": (COLOURS["semantic"], "o"),
-                "mixed": ("tab:purple", "s")}
+BRANCH_STYLE = {
+    "positional": (COLOURS["positional"], "o"),
+    "semantic": (COLOURS["semantic"], "o"),
+    "mixed": ("tab:purple", "s"),
+}
 """Colour and ERM marker per branch in the comparison figure."""
 
 
@@ -38,11 +54,13 @@ def new_figure(**kw: Any) -> Figure:
     return Figure(**kw)
 
 
-def branch_series(points: Sequence[BranchPoint], omega: float, branch: str,
-                  key: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def branch_series(
+    points: Sequence[BranchPoint], omega: float, branch: str, key: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(α, value of attribute ``key``, selected) of one branch at one ω, converged points only, sorted by α."""
-    pts = sorted((p for p in points if abs(p.omega - omega) < 1e-9 and p.branch == branch and p.converged),
-                 key=lambda p: p.alpha)
+    pts = sorted(
+        (p for p in points if abs(p.omega - omega) < 1e-9 and p.branch == branch and p.converged), key=lambda p: p.alpha
+    )
     a = np.array([p.alpha for p in pts])
     v = np.array([getattr(p, key) for p in pts], dtype=float)
     sel = np.array([p.selected for p in pts], dtype=bool)
@@ -56,34 +74,47 @@ def _solid_dashed(ax, a: np.ndarray, v: np.ndarray, sel: np.ndarray, colour: str
     ax.plot(a, vs, ls="-", color=colour, lw=2.4, label=label)
 
 
-def unstable_points(points: Sequence[BranchPoint], omega: float, branch: str,
-                    key: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def unstable_points(
+    points: Sequence[BranchPoint], omega: float, branch: str, key: str
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """(α, value of ``key``) of one branch's converged points at ω whose RS verdict is AT-unstable
     (replicon ≥ 1) or AT-undecided (1 within two standard errors), by verdict."""
     out = {}
     for label in ("AT-unstable", "AT-undecided"):
-        pts = sorted((p for p in points if abs(p.omega - omega) < 1e-9 and p.branch == branch and p.converged
-                      and p.stability is not None and p.stability.label == label), key=lambda p: p.alpha)
+        pts = sorted(
+            (
+                p
+                for p in points
+                if abs(p.omega - omega) < 1e-9
+                and p.branch == branch
+                and p.converged
+                and p.stability is not None
+                and p.stability.label == label
+            ),
+            key=lambda p: p.alpha,
+        )
         out[label] = (np.array([p.alpha for p in pts]), np.array([getattr(p, key) for p in pts], dtype=float))
     return out
 
 
-UNSTABLE_STYLE = {"AT-unstable": dict(marker="*", color="k", ms=9, ls="none"),
-                  "AT-undecided": dict(marker="o", mfc="none", color="k", ms=7, mew=1.0, ls="none")}
+UNSTABLE_STYLE = {
+    "AT-unstable": dict(marker="*", color="k", ms=9, ls="none"),
+    "AT-undecided": dict(marker="o", mfc="none", color="k", ms=7, mew=1.0, ls="none"),
+}
 """How RS-unstable stretches are marked: ★, replicon ≥ 1; ○, undecided (docs/rs_stability.md)."""
 UNSTABLE_LABEL = {"AT-unstable": "RS unstable (replicon ≥ 1)", "AT-undecided": "RS undecided (replicon ≈ 1)"}
 
 
-def mark_unstable(ax, rows: Sequence[BranchPoint], omega: float, series: Sequence[tuple[str, str]],
-                   scale: float = 1.0) -> None:
+def mark_unstable(
+    ax, rows: Sequence[BranchPoint], omega: float, series: Sequence[tuple[str, str]], scale: float = 1.0
+) -> None:
     """Mark the AT-unstable and undecided points of each (branch, key) in ``series`` (values / ``scale``;
     one legend entry per kind present)."""
     shown = set()
     for b, key in series:
         for label, (a, v) in unstable_points(rows, omega, b, key).items():
             if a.size:
-                ax.plot(a, v / scale, label=None if label in shown else UNSTABLE_LABEL[label],
-                        **UNSTABLE_STYLE[label])
+                ax.plot(a, v / scale, label=None if label in shown else UNSTABLE_LABEL[label], **UNSTABLE_STYLE[label])
                 shown.add(label)
 
 
@@ -101,15 +132,26 @@ def figure_test_error(rows: Sequence[BranchPoint], summary: "ColumnSummary", tit
     ax.axhline(summary.linear_baseline_test_error, color="k", ls=":", lw=1.5, label="linear baseline")
     if summary.alpha_c is not None:
         ax.axvline(summary.alpha_c, color="0.4", lw=1, ls="-.")
-        ax.annotate(rf"$\alpha_c = {summary.alpha_c:.3f}$", (summary.alpha_c, ax.get_ylim()[1]),
-                    xytext=(4, -14), textcoords="offset points", fontsize=9)
+        ax.annotate(
+            rf"$\alpha_c = {summary.alpha_c:.3f}$",
+            (summary.alpha_c, ax.get_ylim()[1]),
+            xytext=(4, -14),
+            textcoords="offset points",
+            fontsize=9,
+        )
     if summary.alpha_lin is not None:
-        ax.axvline(summary.alpha_lin, color="k", lw=0.8, ls=":",
-                   label=rf"$\alpha_{{\rm lin}} = {summary.alpha_lin:.3f}$: attention beats linear")
+        ax.axvline(
+            summary.alpha_lin,
+            color="k",
+            lw=0.8,
+            ls=":",
+            label=rf"$\alpha_{{\rm lin}} = {summary.alpha_lin:.3f}$: attention beats linear",
+        )
     ax.set_xlabel(r"sample complexity $\alpha = n/d$")
     ax.set_ylabel(r"test error $\varepsilon_g$")
-    ax.set_title(title or rf"Test error at $\omega = {omega:g}$ (solid: global minimum; dashed: metastable)",
-                 fontsize=10)
+    ax.set_title(
+        title or rf"Test error at $\omega = {omega:g}$ (solid: global minimum; dashed: metastable)", fontsize=10
+    )
     ax.legend(frameon=False, fontsize=9)
     ax.grid(alpha=0.25)
     fig.tight_layout()
@@ -122,13 +164,23 @@ def figure_overlaps(rows: Sequence[BranchPoint], summary: "ColumnSummary", sigma
     fig = new_figure(figsize=(6.4, 4.4))
     ax = fig.subplots()
     # the other overlap of each branch is zero by symmetry (θ = 0 positional, m = 0 semantic)
-    for b, key, marker, name in (("positional", "m_norm", "o", r"$m/\sigma^2$"),
-                                 ("semantic", "theta_fro", "s", r"$\theta/\sigma^2$")):
+    for b, key, marker, name in (
+        ("positional", "m_norm", "o", r"$m/\sigma^2$"),
+        ("semantic", "theta_fro", "s", r"$\theta/\sigma^2$"),
+    ):
         a, v, sel = branch_series(rows, omega, b, key)
         if a.size and np.any(np.isfinite(v)):
             ax.plot(a, v / sigma**2, ls="--", marker=marker, ms=3, color=COLOURS[b], lw=1)
-            ax.plot(a, np.where(sel, v, np.nan) / sigma**2, ls="-", marker=marker, ms=4, color=COLOURS[b],
-                    lw=2.4, label=f"{name}, {b} branch")
+            ax.plot(
+                a,
+                np.where(sel, v, np.nan) / sigma**2,
+                ls="-",
+                marker=marker,
+                ms=4,
+                color=COLOURS[b],
+                lw=2.4,
+                label=f"{name}, {b} branch",
+            )
     mark_unstable(ax, rows, omega, [("positional", "m_norm"), ("semantic", "theta_fro")], sigma**2)
     if summary.alpha_c is not None:
         ax.axvline(summary.alpha_c, color="0.4", lw=1, ls="-.", label=r"$\alpha_c$")
@@ -169,21 +221,43 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
     lim = np.nanmax(np.abs(gap)) if np.any(np.isfinite(gap)) else 1.0
     # RdBu: a positive gap (positional below semantic) is blue, a negative one red, the colours of the
     # positional and semantic phases in every figure (COLOURS)
-    mesh = ax.pcolormesh(a_edges, w_edges, gap, cmap="RdBu", shading="flat",
-                         norm=SymLogNorm(linthresh=max(lim * 1e-2, 1e-9), vmin=-lim, vmax=lim))
+    mesh = ax.pcolormesh(
+        a_edges,
+        w_edges,
+        gap,
+        cmap="RdBu",
+        shading="flat",
+        norm=SymLogNorm(linthresh=max(lim * 1e-2, 1e-9), vmin=-lim, vmax=lim),
+    )
     ax.pcolormesh(a_edges, w_edges, np.ma.masked_invalid(only), cmap="Greys", vmin=-3, vmax=3, shading="flat")
     cb = fig.colorbar(mesh, ax=ax)
     mixed = any(r.converged and r.branch == "mixed" for r in rows)
-    cb.set_label(r"$e_t^{\rm sem} - e_t^{\rm pos}$  (blue: positional "
-                 + ("below semantic" if mixed else "is the global minimum") + "; red: semantic)")
-    wc = [(s.alpha_c, s.omega, np.nan if s.alpha_c_error is None else s.alpha_c_error)
-          for s in summaries if s.alpha_c is not None]
+    cb.set_label(
+        r"$e_t^{\rm sem} - e_t^{\rm pos}$  (blue: positional "
+        + ("below semantic" if mixed else "is the global minimum")
+        + "; red: semantic)"
+    )
+    wc = [
+        (s.alpha_c, s.omega, np.nan if s.alpha_c_error is None else s.alpha_c_error)
+        for s in summaries
+        if s.alpha_c is not None
+    ]
     if wc:
         a_c, w_c, err = zip(*wc)
         refined = any(s.alpha_c_sweep is not None for s in summaries)
-        ax.errorbar(a_c, w_c, xerr=err, fmt="k-o", ms=3, lw=2, capsize=2, elinewidth=1,
-                    label=r"$\alpha_c(\omega)$ " + ("refined, ± standard error" if refined else "± its error")
-                    + r" (summary.json): positional $\to$ semantic")
+        ax.errorbar(
+            a_c,
+            w_c,
+            xerr=err,
+            fmt="k-o",
+            ms=3,
+            lw=2,
+            capsize=2,
+            elinewidth=1,
+            label=r"$\alpha_c(\omega)$ "
+            + ("refined, ± standard error" if refined else "± its error")
+            + r" (summary.json): positional $\to$ semantic",
+        )
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
@@ -216,57 +290,116 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
     fig = new_figure(figsize=(9.6, 4.8))
     ax = fig.subplots()
     cmap = ListedColormap([COLOURS[p] for p in PHASES])
-    ax.pcolormesh(_edges(np.array(alphas)), _edges(np.array(omegas)), np.ma.masked_invalid(grid), cmap=cmap,
-                  vmin=-0.5, vmax=len(PHASES) - 0.5, alpha=0.35, shading="flat")
-    handles: list[Any] = [Patch(facecolor=COLOURS[p], alpha=0.35, label=f"{p} phase") for i, p in enumerate(PHASES)
-                          if np.any(grid == i)]
+    ax.pcolormesh(
+        _edges(np.array(alphas)),
+        _edges(np.array(omegas)),
+        np.ma.masked_invalid(grid),
+        cmap=cmap,
+        vmin=-0.5,
+        vmax=len(PHASES) - 0.5,
+        alpha=0.35,
+        shading="flat",
+    )
+    handles: list[Any] = [
+        Patch(facecolor=COLOURS[p], alpha=0.35, label=f"{p} phase") for i, p in enumerate(PHASES) if np.any(grid == i)
+    ]
     bounds, refined = displayed_boundaries(summaries)
 
     def is_refined(b: "PhaseBoundary") -> bool:  # by identity: a NaN error makes equal records unequal
         return any(b is r for r in refined)
 
     styles = {"brent": ("o", "k"), "spinodal": ("v", "white"), "unresolved": ("x", "k")}
-    what = {"brent": "root of the e_t difference, ± quadrature error", "spinodal": "at a spinodal",
-            "unresolved": "unresolved", "refined": "refined α_c, ± standard error (as in summary.json)"}
+    what = {
+        "brent": "root of the e_t difference, ± quadrature error",
+        "spinodal": "at a spinodal",
+        "unresolved": "unresolved",
+        "refined": "refined α_c, ± standard error (as in summary.json)",
+    }
     for k, pair in enumerate(sorted({(b.below, b.above) for b in bounds})):
         pts = sorted((b for b in bounds if (b.below, b.above) == pair), key=lambda b: b.omega)
         colour = colormaps["Dark2"](k % 8)
         ax.plot([b.alpha for b in pts], [b.omega for b in pts], "-", color=colour, lw=1.8)
         # one legend entry per (pair, how its points were found), in the colour they are drawn in
         for method, (marker, face) in {**styles, "refined": ("D", "k")}.items():
-            sub = [b for b in pts if is_refined(b) == (method == "refined") and (method == "refined"
-                                                                                 or b.method == method)]
+            sub = [
+                b for b in pts if is_refined(b) == (method == "refined") and (method == "refined" or b.method == method)
+            ]
             if sub:
-                ax.errorbar([b.alpha for b in sub], [b.omega for b in sub],
-                            xerr=[0.0 if not np.isfinite(b.error) else b.error for b in sub], fmt=marker,
-                            color=colour, mfc=face if face == "white" else colour, ms=7, mew=1.5, capsize=2,
-                            lw=0, zorder=5,  # above the RS marks, which may sit on the same grid point
-                            label=f"{pair[0]} → {pair[1]}: {what[method]}")
+                ax.errorbar(
+                    [b.alpha for b in sub],
+                    [b.omega for b in sub],
+                    xerr=[0.0 if not np.isfinite(b.error) else b.error for b in sub],
+                    fmt=marker,
+                    color=colour,
+                    mfc=face if face == "white" else colour,
+                    ms=7,
+                    mew=1.5,
+                    capsize=2,
+                    lw=0,
+                    zorder=5,  # above the RS marks, which may sit on the same grid point
+                    label=f"{pair[0]} → {pair[1]}: {what[method]}",
+                )
+
     def cell(x: float) -> float:  # width of the grid cell holding x
         j = int(np.clip(np.searchsorted(alphas, x), 1, len(alphas) - 1))
         return alphas[j] - alphas[j - 1] if len(alphas) > 1 else np.inf
+
     # a root whose quadrature error spans most of its grid cell, or reaches past the end of the α grid
     # (it may not lie in range at all): drawn, but not resolved
-    wide = [b for b in bounds if b.method == "brent" and not is_refined(b) and np.isfinite(b.error)
-            and (b.error > 0.5 * cell(b.alpha) or b.alpha - b.error < alphas[0] or b.alpha + b.error > alphas[-1])]
+    wide = [
+        b
+        for b in bounds
+        if b.method == "brent"
+        and not is_refined(b)
+        and np.isfinite(b.error)
+        and (b.error > 0.5 * cell(b.alpha) or b.alpha - b.error < alphas[0] or b.alpha + b.error > alphas[-1])
+    ]
     if wide:
-        ax.plot([b.alpha for b in wide], [b.omega for b in wide], "o", ms=11, mfc="none", mec="red", mew=1.4,
-                label="not resolved: error > half the grid cell or past the grid's end")
+        ax.plot(
+            [b.alpha for b in wide],
+            [b.omega for b in wide],
+            "o",
+            ms=11,
+            mfc="none",
+            mec="red",
+            mew=1.4,
+            label="not resolved: error > half the grid cell or past the grid's end",
+        )
         for b in wide:
-            ax.annotate(f"{b.below} → {b.above} ±{b.error:.2f}", (b.alpha, b.omega), xytext=(10, 4),
-                        textcoords="offset points", fontsize=6, color="red")
+            ax.annotate(
+                f"{b.below} → {b.above} ±{b.error:.2f}",
+                (b.alpha, b.omega),
+                xytext=(10, 4),
+                textcoords="offset points",
+                fontsize=6,
+                color="red",
+            )
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
         ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
     for label, style in UNSTABLE_STYLE.items():  # the selected phase's RS verdict where it is not AT-stable
-        pts = [(r.alpha, r.omega) for r in rows if r.selected and r.stability is not None and r.stability.label == label]
+        pts = [
+            (r.alpha, r.omega) for r in rows if r.selected and r.stability is not None and r.stability.label == label
+        ]
         if pts:
-            ax.plot(*zip(*pts), label={"AT-unstable": "selected phase RS unstable (replicon ≥ 1)",
-                                       "AT-undecided": "selected phase RS undecided"}[label], **style)
+            ax.plot(
+                *zip(*pts),
+                label={
+                    "AT-unstable": "selected phase RS unstable (replicon ≥ 1)",
+                    "AT-undecided": "selected phase RS undecided",
+                }[label],
+                **style,
+            )
     line_handles, _ = ax.get_legend_handles_labels()
     # the legend sits beside the plane, never over it: it hid the rank-2 diagram's only boundary point
-    ax.legend(handles=handles + [h for h in line_handles if h not in handles], loc="upper left",
-              bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=7, frameon=False)
+    ax.legend(
+        handles=handles + [h for h in line_handles if h not in handles],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        borderaxespad=0.0,
+        fontsize=7,
+        frameon=False,
+    )
     ax.set_xlabel(r"sample complexity $\alpha$")
     ax.set_ylabel(r"positional fraction of the target $\omega$")
     ax.set_title(f"Globally minimal phase (lowest $e_t$){', ' + title if title else ''}", fontsize=10)
@@ -282,12 +415,18 @@ def displayed_boundaries(summaries: Sequence["ColumnSummary"]) -> tuple[list["Ph
     refined α_c with its standard error, the number quoted everywhere else. Records only: no root is
     computed here."""
     from dataclasses import replace
+
     shown: list["PhaseBoundary"] = []
     refined: list["PhaseBoundary"] = []
     for s in summaries:
         for b in s.boundaries:
-            if (s.alpha_c is not None and s.alpha_c_sweep is not None and b.method == "brent"
-                    and (b.below, b.above) == ("positional", "semantic") and abs(b.alpha - s.alpha_c_sweep) <= 1e-9):
+            if (
+                s.alpha_c is not None
+                and s.alpha_c_sweep is not None
+                and b.method == "brent"
+                and (b.below, b.above) == ("positional", "semantic")
+                and abs(b.alpha - s.alpha_c_sweep) <= 1e-9
+            ):
                 b = replace(b, alpha=s.alpha_c, error=np.nan if s.alpha_c_error is None else s.alpha_c_error)
                 refined.append(b)
             shown.append(b)

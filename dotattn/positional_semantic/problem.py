@@ -13,11 +13,24 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from dotattn.core.validation import (ParameterError, check_instance, check_int,
-                                     check_number, readonly_array)
+from dotattn.core.validation import ParameterError, check_instance, check_int, check_number, readonly_array
 
-__all__ = ["check_problem", "problem_of", "Problem", "TOY_A", "TOY_GRAM", "SIGMA_RANGE", "LAMBDA_RANGE", "SHAPE_MAX", "GRAM_MAX",
-           "PROBLEM_KEYS", "OPTIONAL_PROBLEM_KEYS", "STUDENTS", "require_variant", "require_replica_theory"]
+__all__ = [
+    "check_problem",
+    "problem_of",
+    "Problem",
+    "TOY_A",
+    "TOY_GRAM",
+    "SIGMA_RANGE",
+    "LAMBDA_RANGE",
+    "SHAPE_MAX",
+    "GRAM_MAX",
+    "PROBLEM_KEYS",
+    "OPTIONAL_PROBLEM_KEYS",
+    "STUDENTS",
+    "require_variant",
+    "require_replica_theory",
+]
 
 TOY_A: tuple[tuple[float, ...], ...] = ((0.6, 0.4), (0.4, 0.6))
 TOY_GRAM: tuple[tuple[float, ...], ...] = ((1.0, -1.0), (-1.0, 1.0))
@@ -118,9 +131,19 @@ class Problem:
         if not isinstance(self.student, str) or self.student not in STUDENTS:
             raise ParameterError(f"student must be one of {', '.join(STUDENTS)}, got {self.student!r}")
         c_lo = -1.0 / (L - 1)
-        object.__setattr__(self, "token_correlation", check_number(
-            "token_correlation", self.token_correlation, c_lo, True, 1.0,
-            f"in ({c_lo:g}, 1) (the token covariance (1 - c) I + c 1 1^T must be positive definite)", high_open=True))
+        object.__setattr__(
+            self,
+            "token_correlation",
+            check_number(
+                "token_correlation",
+                self.token_correlation,
+                c_lo,
+                True,
+                1.0,
+                f"in ({c_lo:g}, 1) (the token covariance (1 - c) I + c 1 1^T must be positive definite)",
+                high_open=True,
+            ),
+        )
 
         A_in = self.positional_attention
         if A_in is None:
@@ -145,9 +168,11 @@ class Problem:
         if np.min(np.linalg.eigvalsh(arrG)) < -1e-10 * max(1.0, np.max(np.abs(arrG))):
             raise ParameterError("positional_gram must be symmetric positive semi-definite (an eigenvalue is < 0)")
         if np.max(np.abs(arrG)) > GRAM_MAX:
-            raise ParameterError(f"positional_gram entries must be in [-{GRAM_MAX:g}, {GRAM_MAX:g}], got max "
-                                 f"|G| = {np.max(np.abs(arrG)):.3g}: beyond it the positional scores saturate the "
-                                 f"softmax and the solver loses the positional fixed point (1e150 overflows LAPACK)")
+            raise ParameterError(
+                f"positional_gram entries must be in [-{GRAM_MAX:g}, {GRAM_MAX:g}], got max "
+                f"|G| = {np.max(np.abs(arrG)):.3g}: beyond it the positional scores saturate the "
+                f"softmax and the solver loses the positional fixed point (1e150 overflows LAPACK)"
+            )
         object.__setattr__(self, "positional_gram", G)
 
     # -- derived, read-only arrays ---------------------------------------------------------
@@ -175,8 +200,14 @@ class Problem:
     def is_toy_layout(self) -> bool:
         """L = 2, r = r_t = 1, tied student, with the antisymmetric Gram [[g,-g],[-g,g]] (fast paths, scalar m)."""
         G = self.G
-        return (self.L == 2 and self.rank == 1 and self.teacher_rank == 1 and self.student == "tied"
-                and np.isclose(G[0, 0], G[1, 1]) and np.isclose(G[0, 1], -G[0, 0]))
+        return (
+            self.L == 2
+            and self.rank == 1
+            and self.teacher_rank == 1
+            and self.student == "tied"
+            and np.isclose(G[0, 0], G[1, 1])
+            and np.isclose(G[0, 1], -G[0, 0])
+        )
 
     @property
     def field_rank(self) -> int:
@@ -197,12 +228,18 @@ class Problem:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready parameters."""
-        return {"L": self.L, "rank": self.rank, "teacher_rank": self.teacher_rank,
-                "sigma": self.sigma, "lambda": self.ridge, "omega": self.omega,
-                "A": [list(r) for r in self.positional_attention],
-                "positional_gram": [list(r) for r in self.positional_gram],
-                **({"student": self.student} if self.student != "tied" else {}),
-                **({"token_correlation": self.token_correlation} if self.token_correlation != 0.0 else {})}
+        return {
+            "L": self.L,
+            "rank": self.rank,
+            "teacher_rank": self.teacher_rank,
+            "sigma": self.sigma,
+            "lambda": self.ridge,
+            "omega": self.omega,
+            "A": [list(r) for r in self.positional_attention],
+            "positional_gram": [list(r) for r in self.positional_gram],
+            **({"student": self.student} if self.student != "tied" else {}),
+            **({"token_correlation": self.token_correlation} if self.token_correlation != 0.0 else {}),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Problem":
@@ -212,20 +249,33 @@ class Problem:
             raise ParameterError(f"problem must be a dict with keys {', '.join(PROBLEM_KEYS)}, got {type(d).__name__}")
         missing = [k for k in PROBLEM_KEYS if k not in d]
         if missing:
-            raise ParameterError(f"problem dict is missing the key(s) {', '.join(missing)} "
-                                 f"(needs {', '.join(PROBLEM_KEYS)}; as written by Problem.to_dict())")
+            raise ParameterError(
+                f"problem dict is missing the key(s) {', '.join(missing)} "
+                f"(needs {', '.join(PROBLEM_KEYS)}; as written by Problem.to_dict())"
+            )
         allowed = PROBLEM_KEYS + OPTIONAL_PROBLEM_KEYS
         unknown = sorted(str(k) for k in d if k not in allowed)
         if unknown:
-            raise ParameterError(f"problem dict has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
-        return cls(L=d["L"], rank=d["rank"], teacher_rank=d["teacher_rank"], sigma=d["sigma"],
-                   ridge=d["lambda"], omega=d["omega"], positional_attention=d["A"],
-                   positional_gram=d["positional_gram"], student=d.get("student", "tied"),
-                   token_correlation=d.get("token_correlation", 0.0))
+            raise ParameterError(
+                f"problem dict has unknown key(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})"
+            )
+        return cls(
+            L=d["L"],
+            rank=d["rank"],
+            teacher_rank=d["teacher_rank"],
+            sigma=d["sigma"],
+            ridge=d["lambda"],
+            omega=d["omega"],
+            positional_attention=d["A"],
+            positional_gram=d["positional_gram"],
+            student=d.get("student", "tied"),
+            token_correlation=d.get("token_correlation", 0.0),
+        )
 
 
-def require_variant(problem: "Problem", where: str, students: tuple[str, ...] = ("tied",),
-                    correlated: bool = False) -> None:
+def require_variant(
+    problem: "Problem", where: str, students: tuple[str, ...] = ("tied",), correlated: bool = False
+) -> None:
     """ParameterError (one line) if ``where`` (a computation) does not handle ``problem``'s student
     architecture or its token correlation; called before any computation."""
     if problem.student not in students:
@@ -237,15 +287,19 @@ def require_variant(problem: "Problem", where: str, students: tuple[str, ...] = 
 def require_replica_theory(problem: "Problem") -> None:
     """ParameterError (one line) unless the replica-symmetric theory handles ``problem``: either student,
     token correlation for the tied student only (the untied one with correlated tokens is not derived)."""
-    require_variant(problem, "the replica theory" if problem.student == "tied" else
-                    f"the replica theory of the {problem.student} student", students=STUDENTS,
-                    correlated=problem.student == "tied")
+    require_variant(
+        problem,
+        "the replica theory" if problem.student == "tied" else f"the replica theory of the {problem.student} student",
+        students=STUDENTS,
+        correlated=problem.student == "tied",
+    )
 
 
 def problem_of(path: Path, params: Any) -> "Problem":
     """The Problem a results file was made for (``params["problem"]``); IntegrityError naming ``path``
     if it is missing or invalid."""
     from dotattn.core.io import IntegrityError
+
     try:
         return Problem.from_dict(params["problem"])
     except (KeyError, TypeError, ParameterError) as err:

@@ -33,10 +33,23 @@ from dotattn.positional_semantic.loss import LossDerivatives, attention_loss, lo
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.tokens import is_correlated, loss_scale, mix_tokens, token_power
 
-__all__ = ["ProxResult", "PointLoss", "AttentionPointLoss", "CorrelatedAttentionLoss", "point_loss", "point_loss_bound",
-           "prox_objective", "prox", "minimise_envelope",
-           "multistart_points", "random_ball_points", "quadratic_hessian", "default_random_starts",
-           "objective_symmetries", "symmetric_minimisers"]
+__all__ = [
+    "ProxResult",
+    "PointLoss",
+    "AttentionPointLoss",
+    "CorrelatedAttentionLoss",
+    "point_loss",
+    "point_loss_bound",
+    "prox_objective",
+    "prox",
+    "minimise_envelope",
+    "multistart_points",
+    "random_ball_points",
+    "quadratic_hessian",
+    "default_random_starts",
+    "objective_symmetries",
+    "symmetric_minimisers",
+]
 
 
 class PointLoss(Protocol):
@@ -75,8 +88,7 @@ class CorrelatedAttentionLoss:
         p, s = self.problem, loss_scale(self.problem)
         der = loss_derivatives(mix_tokens(h, p, 0.5), data, p, hessian=True)
         K = np.kron(token_power(p, 0.5), np.eye(h.shape[-1]))
-        return LossDerivatives(value=s * der.value, grad=s * mix_tokens(der.grad, p, 0.5),
-                               hess=s * (K @ der.hess @ K))
+        return LossDerivatives(value=s * der.value, grad=s * mix_tokens(der.grad, p, 0.5), hess=s * (K @ der.hess @ K))
 
 
 def point_loss(problem: Problem) -> PointLoss:
@@ -88,6 +100,7 @@ def point_loss(problem: Problem) -> PointLoss:
 def point_loss_bound(problem: Problem) -> float:
     """An upper bound of :func:`point_loss`: (1 − c) σ² L (each row of S − T has squared norm ≤ 2)."""
     return loss_scale(problem) * problem.sigma**2 * problem.L
+
 
 _EIG_FLOOR = 1e-8
 _ARMIJO = 1e-4
@@ -145,8 +158,9 @@ def _row_absmax(x: np.ndarray) -> np.ndarray:
     return x.max(axis=1)
 
 
-def prox_objective(h: np.ndarray, centre: np.ndarray, data: np.ndarray, V_inv: np.ndarray,
-                   loss: PointLoss) -> np.ndarray:
+def prox_objective(
+    h: np.ndarray, centre: np.ndarray, data: np.ndarray, V_inv: np.ndarray, loss: PointLoss
+) -> np.ndarray:
     """Objective Σ_l ½ (h_l − c_l)ᵀ V⁻¹ (h_l − c_l) + ℓ(h; data), shape (N,)."""
     d = h - centre
     quad = _row_sum(_apply_right(d, V_inv) * d)
@@ -173,8 +187,9 @@ def _solve_safeguarded(H: np.ndarray, g: np.ndarray) -> np.ndarray:
     return step
 
 
-def _solve_2x2(a: np.ndarray, b: np.ndarray, c: np.ndarray, g1: np.ndarray, g2: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray]:
+def _solve_2x2(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, g1: np.ndarray, g2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """−H₊⁻¹g for symmetric 2 x 2 H = [[a, b], [b, c]] (columns).
 
     Where H is safely positive definite (a > 0 and det H > 1e-6 (a + c)², so that
@@ -191,8 +206,9 @@ def _solve_2x2(a: np.ndarray, b: np.ndarray, c: np.ndarray, g1: np.ndarray, g2: 
     return p1, p2
 
 
-def _solve_2x2_eigen(a: np.ndarray, b: np.ndarray, c: np.ndarray, g1: np.ndarray, g2: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def _solve_2x2_eigen(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, g1: np.ndarray, g2: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """−H₊⁻¹g for symmetric 2 x 2 H by the closed-form eigendecomposition (eigenvalues reflected and floored)."""
     mean, half = 0.5 * (a + c), np.sqrt(0.25 * (a - c) ** 2 + b * b)
     lam1, lam2 = mean - half, mean + half
@@ -230,13 +246,15 @@ def _cholesky_solve(H: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarra
         d = np.sqrt(np.where(ok, piv, 1.0))
         Lf[:, j, j] = d
         if j + 1 < n:
-            Lf[:, j + 1:, j] = (H[:, j + 1:, j] - np.einsum("mik,mk->mi", Lf[:, j + 1:, :j], Lf[:, j, :j])) / d[:, None]
+            Lf[:, j + 1 :, j] = (H[:, j + 1 :, j] - np.einsum("mik,mk->mi", Lf[:, j + 1 :, :j], Lf[:, j, :j])) / d[
+                :, None
+            ]
     y = np.zeros_like(g)
     for j in range(n):  # L y = g
         y[:, j] = (g[:, j] - np.einsum("mk,mk->m", Lf[:, j, :j], y[:, :j])) / Lf[:, j, j]
     x = np.zeros_like(g)
     for j in reversed(range(n)):  # Lᵀ x = y
-        x[:, j] = (y[:, j] - np.einsum("mk,mk->m", Lf[:, j + 1:, j], x[:, j + 1:])) / Lf[:, j, j]
+        x[:, j] = (y[:, j] - np.einsum("mk,mk->m", Lf[:, j + 1 :, j], x[:, j + 1 :])) / Lf[:, j, j]
     return -x, ok
 
 
@@ -246,8 +264,15 @@ def quadratic_hessian(L: int, V_inv: np.ndarray) -> np.ndarray:
     return np.kron(np.eye(L), V_inv)
 
 
-def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.ndarray, loss: PointLoss,
-            max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
+def _newton(
+    h0: np.ndarray,
+    centre: np.ndarray,
+    target: np.ndarray,
+    V_inv: np.ndarray,
+    loss: PointLoss,
+    max_iter: int,
+    gtol: float,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Damped safeguarded Newton from h0 (M, L, r); returns (h, value, iterations).
 
     Works on a compacted copy of the still-active points, so late iterations cost little.
@@ -307,8 +332,9 @@ def _newton(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, V_inv: np.nd
     return h_out, v_out, it
 
 
-def _toy_value(x1: np.ndarray, x2: np.ndarray, c1: np.ndarray, c2: np.ndarray, t1: np.ndarray, t2: np.ndarray,
-               v: float, s2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _toy_value(
+    x1: np.ndarray, x2: np.ndarray, c1: np.ndarray, c2: np.ndarray, t1: np.ndarray, t2: np.ndarray, v: float, s2: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Prox objective of the toy model (L = 2, r = 1) on columns, ½v[(x₁−c₁)² + (x₂−c₂)²] + ℓ,
     and the two logistic scores s(a), s(b) it used (reused by the next Newton step)."""
     d1, d2 = x1 - c1, x2 - c2
@@ -318,8 +344,9 @@ def _toy_value(x1: np.ndarray, x2: np.ndarray, c1: np.ndarray, c2: np.ndarray, t
     return 0.5 * (d1 * v * d1 + d2 * v * d2) + s2 * (ra * ra + rb * rb), sa, sb
 
 
-def _newton_toy(h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float, s2: float,
-                max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
+def _newton_toy(
+    h0: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float, s2: float, max_iter: int, gtol: float
+) -> tuple[np.ndarray, np.ndarray, int]:
     """:func:`_newton` for the toy model (L = 2, r = 1, V⁻¹ = v scalar) written on the two
     coordinate columns: the same steps, safeguard, line search and stopping rule, without the
     (M, 2, 2) Hessian arrays. Returns (h (M, 2, 1), value (M,), iterations)."""
@@ -392,8 +419,9 @@ def default_random_starts(L: int, r: int) -> int:
     return 0 if (L == 2 and r == 1) else 4
 
 
-def multistart_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, random_starts: int = 0,
-                      seed: int = 0) -> np.ndarray:
+def multistart_points(
+    centre: np.ndarray, V: np.ndarray, loss_bound: float, random_starts: int = 0, seed: int = 0
+) -> np.ndarray:
     """Starting points (S, N, L, r): canonical starts plus random points in the trust ball.
 
     ``loss_bound`` bounds ℓ from above (σ² L for the attention loss), so that the global
@@ -409,8 +437,7 @@ def multistart_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, rand
     return np.stack(starts)
 
 
-def random_ball_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, count: int,
-                       seed: int = 0) -> np.ndarray:
+def random_ball_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, count: int, seed: int = 0) -> np.ndarray:
     """``count`` points per node (count, N, L, r), uniform in the ball ‖h − c‖² ≤ 2 λ_max(V) ·
     loss_bound around each centre (N, L, r), which must contain the global minimiser of the prox
     objective (the quadratic alone exceeds ℓ's upper bound ``loss_bound`` outside it)."""
@@ -426,27 +453,54 @@ def random_ball_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, cou
     return out
 
 
-def _newton_starts(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, V_inv: np.ndarray, loss: PointLoss,
-                   max_iter: int, gtol: float) -> tuple[np.ndarray, np.ndarray, int]:
+def _newton_starts(
+    starts: np.ndarray,
+    centre: np.ndarray,
+    data: np.ndarray,
+    V_inv: np.ndarray,
+    loss: PointLoss,
+    max_iter: int,
+    gtol: float,
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Safeguarded Newton from every start: (h (S, N, L, r), value (S, N), iterations)."""
     S, N, L, r = starts.shape
     flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
     flat_d = np.broadcast_to(data, (S,) + data.shape).reshape((S * N,) + data.shape[1:])
-    if isinstance(loss, AttentionPointLoss) and loss.problem.student == "tied" and (L, r) == (2, 1) and data.shape[1:] == (2, 2):
+    if (
+        isinstance(loss, AttentionPointLoss)
+        and loss.problem.student == "tied"
+        and (L, r) == (2, 1)
+        and data.shape[1:] == (2, 2)
+    ):
         kernel = compiled.newton_toy if compiled.AVAILABLE else _newton_toy
-        h, value, iters = kernel(starts.reshape(S * N, L, r), flat_c, flat_d, float(V_inv[0, 0]),
-                                 loss.problem.sigma**2, max_iter, gtol)
-    elif (compiled.AVAILABLE and isinstance(loss, AttentionPointLoss) and loss.problem.student == "untied"
-          and (L, r) == (2, 2) and data.shape[1:] == (2, 2)):
-        h, value, iters = compiled.newton_untied_pair(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv,
-                                                      loss.problem.sigma**2, max_iter, gtol)
+        h, value, iters = kernel(
+            starts.reshape(S * N, L, r), flat_c, flat_d, float(V_inv[0, 0]), loss.problem.sigma**2, max_iter, gtol
+        )
+    elif (
+        compiled.AVAILABLE
+        and isinstance(loss, AttentionPointLoss)
+        and loss.problem.student == "untied"
+        and (L, r) == (2, 2)
+        and data.shape[1:] == (2, 2)
+    ):
+        h, value, iters = compiled.newton_untied_pair(
+            starts.reshape(S * N, L, r), flat_c, flat_d, V_inv, loss.problem.sigma**2, max_iter, gtol
+        )
     else:
         h, value, iters = _newton(starts.reshape(S * N, L, r), flat_c, flat_d, V_inv, loss, max_iter, gtol)
     return h.reshape(S, N, L, r), value.reshape(S, N), iters
 
 
-def minimise_envelope(starts: np.ndarray, centre: np.ndarray, data: np.ndarray, V: np.ndarray, loss: PointLoss,
-                      *, max_iter: int = 100, gtol: float = 1e-11) -> ProxResult:
+def minimise_envelope(
+    starts: np.ndarray,
+    centre: np.ndarray,
+    data: np.ndarray,
+    V: np.ndarray,
+    loss: PointLoss,
+    *,
+    max_iter: int = 100,
+    gtol: float = 1e-11,
+) -> ProxResult:
     """Best of safeguarded Newton runs from ``starts`` (S, N, L, r) for every node (the prox machinery).
 
     centre (N, L, r), data (N, ...) per-node loss data, V (r, r) symmetric positive definite.
@@ -475,15 +529,16 @@ def objective_symmetries(L: int, V: np.ndarray, untied: bool = False) -> list[tu
     out = []
     for perm in perms:
         P = np.eye(L)[list(perm)]
-        for signs in ([(1.0,) * r, (-1.0,) * r] if untied else itertools.product((1.0, -1.0), repeat=r)):
+        for signs in [(1.0,) * r, (-1.0,) * r] if untied else itertools.product((1.0, -1.0), repeat=r):
             if perm == tuple(range(L)) and all(x == 1.0 for x in signs):
                 continue
             out.append((P, (E * np.array(signs)) @ E.T))
     return out
 
 
-def symmetric_minimisers(h: np.ndarray, centre: np.ndarray, target: np.ndarray, V: np.ndarray,
-                         untied: bool = False) -> np.ndarray | None:
+def symmetric_minimisers(
+    h: np.ndarray, centre: np.ndarray, target: np.ndarray, V: np.ndarray, untied: bool = False
+) -> np.ndarray | None:
     """The other global minimisers g ĥ of nodes whose prox objective is invariant under a map g of
     :func:`objective_symmetries` (g c = c and P T Pᵀ = T to 1e-12) with g ĥ ≠ ĥ: (K, N, L, r), NaN
     where a node has fewer than K; None if no node has any.
@@ -529,9 +584,19 @@ def symmetric_minimisers(h: np.ndarray, centre: np.ndarray, target: np.ndarray, 
     return stack[:K]
 
 
-def prox(centre: np.ndarray, target: np.ndarray, V: np.ndarray, problem: Problem, *,
-         warm: np.ndarray | None = None, random_starts: int | None = None, seed: int = 0,
-         max_iter: int = 100, gtol: float = 1e-11, symmetric_nodes: bool = True) -> ProxResult:
+def prox(
+    centre: np.ndarray,
+    target: np.ndarray,
+    V: np.ndarray,
+    problem: Problem,
+    *,
+    warm: np.ndarray | None = None,
+    random_starts: int | None = None,
+    seed: int = 0,
+    max_iter: int = 100,
+    gtol: float = 1e-11,
+    symmetric_nodes: bool = True,
+) -> ProxResult:
     """Global proximal point for every node.
 
     centre (N, L, r), target (N, L, L) = T(h*), V (r, r) symmetric positive definite; for correlated

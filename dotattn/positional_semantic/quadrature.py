@@ -58,8 +58,12 @@ class GaussianRule:
         if self.groups is None:
             return np.zeros(np.shape(values)[1:])
         R = int(self.groups.max()) + 1
-        per = np.stack([self.expect(np.where((self.groups == g).reshape((-1,) + (1,) * (np.ndim(values) - 1)),
-                                             values, 0.0)) * R for g in range(R)])
+        per = np.stack(
+            [
+                self.expect(np.where((self.groups == g).reshape((-1,) + (1,) * (np.ndim(values) - 1)), values, 0.0)) * R
+                for g in range(R)
+            ]
+        )
         return per.std(axis=0, ddof=1) / np.sqrt(R)
 
     def fold(self, maps: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]) -> "Fold | None":
@@ -167,8 +171,10 @@ def gauss_hermite(dim: int, order: int) -> GaussianRule:
     if order < 1:
         raise ValueError(f"quadrature order must be >= 1, got {order}")
     if order**dim > MAX_TENSOR_NODES:
-        raise ValueError(f"a Gauss-Hermite rule of order {order} in {dim} dimensions has {order**dim:,} nodes "
-                         f"(limit {MAX_TENSOR_NODES:,}); use a lower order or the QMC rule")
+        raise ValueError(
+            f"a Gauss-Hermite rule of order {order} in {dim} dimensions has {order**dim:,} nodes "
+            f"(limit {MAX_TENSOR_NODES:,}); use a lower order or the QMC rule"
+        )
     x, w = _hermite_1d(order)
     grids = np.meshgrid(*([x] * dim), indexing="ij")
     wgrids = np.meshgrid(*([w] * dim), indexing="ij")
@@ -196,8 +202,9 @@ def sobol_qmc(dim: int, log2_points: int, scramblings: int = 8, seed: int = 0) -
     return GaussianRule(nodes=nodes, weights=weights, kind="qmc", order=log2_points, groups=groups)
 
 
-def make_rule(dim: int, kind: str = "gauss-hermite", order: int = 12, scramblings: int = 8,
-              seed: int = 0) -> GaussianRule:
+def make_rule(
+    dim: int, kind: str = "gauss-hermite", order: int = 12, scramblings: int = 8, seed: int = 0
+) -> GaussianRule:
     """Build a rule by name: 'gauss-hermite' (order per axis) or 'qmc' (order = log2 points)."""
     if kind in ("gauss-hermite", "gh"):
         return gauss_hermite(dim, order)

@@ -31,14 +31,43 @@ from dotattn.core.status import CONVERGED
 if TYPE_CHECKING:  # pragma: no cover
     from dotattn.positional_semantic.state_evolution import FixedPoint
 
-__all__ = ["BranchPoint", "BRANCH_POINT_COLUMNS", "PhaseBoundary", "BOUNDARY_COLUMNS", "BOUNDARY_METHODS",
-           "Stability", "STABILITY_COLUMNS"]
+__all__ = [
+    "BranchPoint",
+    "BRANCH_POINT_COLUMNS",
+    "PhaseBoundary",
+    "BOUNDARY_COLUMNS",
+    "BOUNDARY_METHODS",
+    "Stability",
+    "STABILITY_COLUMNS",
+]
 
-STABILITY_COLUMNS: tuple[str, ...] = ("stability", "replicon", "replicon_error", "jump_weight", "at_stable",
-                                     "rs_stable", "stability_reason")
+STABILITY_COLUMNS: tuple[str, ...] = (
+    "stability",
+    "replicon",
+    "replicon_error",
+    "jump_weight",
+    "at_stable",
+    "rs_stable",
+    "stability_reason",
+)
 BRANCH_POINT_COLUMNS: tuple[str, ...] = (
-    "omega", "alpha", "branch", "status", "q", "m", "m_norm", "mu", "theta", "V", "train_loss", "test_error",
-    "selected", "iterations", "residual", "message") + STABILITY_COLUMNS
+    "omega",
+    "alpha",
+    "branch",
+    "status",
+    "q",
+    "m",
+    "m_norm",
+    "mu",
+    "theta",
+    "V",
+    "train_loss",
+    "test_error",
+    "selected",
+    "iterations",
+    "residual",
+    "message",
+) + STABILITY_COLUMNS
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,18 +93,39 @@ class BranchPoint:
     stability: "Stability | None" = None
 
     @classmethod
-    def of(cls, fp: "FixedPoint", *, omega: float, branch: str, selected: bool, init: str = "",
-           status: str | None = None, message: str | None = None,
-           stability: "Stability | None" = None) -> "BranchPoint":
+    def of(
+        cls,
+        fp: "FixedPoint",
+        *,
+        omega: float,
+        branch: str,
+        selected: bool,
+        init: str = "",
+        status: str | None = None,
+        message: str | None = None,
+        stability: "Stability | None" = None,
+    ) -> "BranchPoint":
         """The record of a solver result (``status`` / ``message`` override the solver's)."""
         o = fp.overlaps
-        return cls(omega=float(omega), alpha=float(fp.alpha), branch=branch, status=status or fp.status,
-                   selected=bool(selected), iterations=int(fp.iterations), residual=float(fp.residual),
-                   q=None if o is None else o.q, V=None if o is None else o.V,
-                   theta=None if o is None else o.theta, mu=None if o is None else o.mu,
-                   train_loss=float(fp.train_loss), test_error=float(fp.test_error),
-                   message=fp.message if message is None else message, init=init,
-                   quadrature_error=dict(fp.quadrature_error), stability=stability)
+        return cls(
+            omega=float(omega),
+            alpha=float(fp.alpha),
+            branch=branch,
+            status=status or fp.status,
+            selected=bool(selected),
+            iterations=int(fp.iterations),
+            residual=float(fp.residual),
+            q=None if o is None else o.q,
+            V=None if o is None else o.V,
+            theta=None if o is None else o.theta,
+            mu=None if o is None else o.mu,
+            train_loss=float(fp.train_loss),
+            test_error=float(fp.test_error),
+            message=fp.message if message is None else message,
+            init=init,
+            quadrature_error=dict(fp.quadrature_error),
+            stability=stability,
+        )
 
     @property
     def converged(self) -> bool:
@@ -98,28 +148,53 @@ class BranchPoint:
 
     def to_row(self) -> dict[str, Any]:
         """JSON-ready row (matrices as nested lists, NaN as None)."""
-        num = (lambda x: float(x) if np.isfinite(x) else None)  # noqa: E731
-        return {"omega": self.omega, "alpha": self.alpha, "branch": self.branch, "status": self.status,
-                "q": matrix_cell(self.q), "m": num(self.m), "m_norm": num(self.m_norm), "mu": matrix_cell(self.mu),
-                "theta": matrix_cell(self.theta), "V": matrix_cell(self.V), "train_loss": num(self.train_loss),
-                "test_error": num(self.test_error), "selected": self.selected, "iterations": self.iterations,
-                "residual": num(self.residual), "message": self.message,
-                **(self.stability.to_row() if self.stability is not None else dict.fromkeys(STABILITY_COLUMNS)),
-                "init": self.init, "quadrature_error": self.quadrature_error}
+        num = lambda x: float(x) if np.isfinite(x) else None  # noqa: E731
+        return {
+            "omega": self.omega,
+            "alpha": self.alpha,
+            "branch": self.branch,
+            "status": self.status,
+            "q": matrix_cell(self.q),
+            "m": num(self.m),
+            "m_norm": num(self.m_norm),
+            "mu": matrix_cell(self.mu),
+            "theta": matrix_cell(self.theta),
+            "V": matrix_cell(self.V),
+            "train_loss": num(self.train_loss),
+            "test_error": num(self.test_error),
+            "selected": self.selected,
+            "iterations": self.iterations,
+            "residual": num(self.residual),
+            "message": self.message,
+            **(self.stability.to_row() if self.stability is not None else dict.fromkeys(STABILITY_COLUMNS)),
+            "init": self.init,
+            "quadrature_error": self.quadrature_error,
+        }
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "BranchPoint":
         """Inverse of :meth:`to_row`, for JSON rows and CSV rows (:mod:`dotattn.core.rows`); derived columns
         (``m``, ``m_norm``) are recomputed from ``mu``."""
         qe = row.get("quadrature_error") or {}
-        return cls(omega=read_float(row["omega"]), alpha=read_float(row["alpha"]), branch=read_text(row["branch"]),
-                   status=read_text(row["status"]), selected=read_bool(row["selected"]),
-                   iterations=read_int(row["iterations"]), residual=read_float(row["residual"]),
-                   q=read_matrix(row.get("q")), V=read_matrix(row.get("V")), theta=read_matrix(row.get("theta")),
-                   mu=read_matrix(row.get("mu"), column=True), train_loss=read_float(row.get("train_loss")),
-                   test_error=read_float(row.get("test_error")), message=read_text(row.get("message")),
-                   init=read_text(row.get("init")), quadrature_error=qe if isinstance(qe, dict) else {},
-                   stability=Stability.from_row(row) if read_text(row.get("stability")) else None)
+        return cls(
+            omega=read_float(row["omega"]),
+            alpha=read_float(row["alpha"]),
+            branch=read_text(row["branch"]),
+            status=read_text(row["status"]),
+            selected=read_bool(row["selected"]),
+            iterations=read_int(row["iterations"]),
+            residual=read_float(row["residual"]),
+            q=read_matrix(row.get("q")),
+            V=read_matrix(row.get("V")),
+            theta=read_matrix(row.get("theta")),
+            mu=read_matrix(row.get("mu"), column=True),
+            train_loss=read_float(row.get("train_loss")),
+            test_error=read_float(row.get("test_error")),
+            message=read_text(row.get("message")),
+            init=read_text(row.get("init")),
+            quadrature_error=qe if isinstance(qe, dict) else {},
+            stability=Stability.from_row(row) if read_text(row.get("stability")) else None,
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, BranchPoint) and self.to_row() == other.to_row()
@@ -165,16 +240,29 @@ class PhaseBoundary:
 
     def to_row(self) -> dict[str, Any]:
         """JSON-ready row (NaN as None)."""
-        num = (lambda x: float(x) if np.isfinite(x) else None)  # noqa: E731
-        return {"omega": self.omega, "alpha": self.alpha, "below": self.below, "above": self.above,
-                "method": self.method, "error": num(self.error), "bracket": num(self.bracket)}
+        num = lambda x: float(x) if np.isfinite(x) else None  # noqa: E731
+        return {
+            "omega": self.omega,
+            "alpha": self.alpha,
+            "below": self.below,
+            "above": self.above,
+            "method": self.method,
+            "error": num(self.error),
+            "bracket": num(self.bracket),
+        }
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "PhaseBoundary":
         """Inverse of :meth:`to_row`, for JSON rows and CSV rows."""
-        return cls(omega=read_float(row["omega"]), alpha=read_float(row["alpha"]), below=read_text(row["below"]),
-                   above=read_text(row["above"]), method=read_text(row["method"]),
-                   error=read_float(row.get("error")), bracket=read_float(row.get("bracket")))
+        return cls(
+            omega=read_float(row["omega"]),
+            alpha=read_float(row["alpha"]),
+            below=read_text(row["below"]),
+            above=read_text(row["above"]),
+            method=read_text(row["method"]),
+            error=read_float(row.get("error")),
+            bracket=read_float(row.get("bracket")),
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PhaseBoundary) and self.to_row() == other.to_row()
@@ -205,25 +293,45 @@ class Stability:
     @classmethod
     def unavailable(cls, reason: str) -> "Stability":
         nan = float("nan")
-        return cls(status="unavailable", replicon=nan, replicon_error=nan, jump_weight=nan, at_stable=None,
-                   rs_stable=None, reason=reason)
+        return cls(
+            status="unavailable",
+            replicon=nan,
+            replicon_error=nan,
+            jump_weight=nan,
+            at_stable=None,
+            rs_stable=None,
+            reason=reason,
+        )
 
     def to_row(self) -> dict[str, Any]:
         """JSON/CSV-ready columns (NaN as None)."""
-        num = (lambda x: float(x) if np.isfinite(x) else None)  # noqa: E731
-        return {"stability": self.status, "replicon": num(self.replicon),
-                "replicon_error": num(self.replicon_error), "jump_weight": num(self.jump_weight),
-                "at_stable": self.at_stable, "rs_stable": self.rs_stable, "stability_reason": self.reason}
+        num = lambda x: float(x) if np.isfinite(x) else None  # noqa: E731
+        return {
+            "stability": self.status,
+            "replicon": num(self.replicon),
+            "replicon_error": num(self.replicon_error),
+            "jump_weight": num(self.jump_weight),
+            "at_stable": self.at_stable,
+            "rs_stable": self.rs_stable,
+            "stability_reason": self.reason,
+        }
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "Stability":
         """Inverse of :meth:`to_row` (JSON rows and CSV rows)."""
+
         def flag(x: Any) -> bool | None:
             return None if x in (None, "") else read_bool(x)
-        return cls(status=read_text(row.get("stability")), replicon=read_float(row.get("replicon")),
-                   replicon_error=read_float(row.get("replicon_error")),
-                   jump_weight=read_float(row.get("jump_weight")), at_stable=flag(row.get("at_stable")),
-                   rs_stable=flag(row.get("rs_stable")), reason=read_text(row.get("stability_reason")))
+
+        return cls(
+            status=read_text(row.get("stability")),
+            replicon=read_float(row.get("replicon")),
+            replicon_error=read_float(row.get("replicon_error")),
+            jump_weight=read_float(row.get("jump_weight")),
+            at_stable=flag(row.get("at_stable")),
+            rs_stable=flag(row.get("rs_stable")),
+            reason=read_text(row.get("stability_reason")),
+        )
 
     @property
     def label(self) -> str:

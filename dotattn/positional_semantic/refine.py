@@ -55,8 +55,12 @@ class RefineSpec:
         return sobol_qmc(dim, self.log2_points, self.scramblings, seed=self.seed + i)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"log2_points": self.log2_points, "rules": self.rules, "scramblings": self.scramblings,
-                "seed": self.seed}
+        return {
+            "log2_points": self.log2_points,
+            "rules": self.rules,
+            "scramblings": self.scramblings,
+            "seed": self.seed,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> "RefineSpec | None":
@@ -86,22 +90,38 @@ class RefinedRoot:
     method: str
 
     def to_row(self) -> dict[str, Any]:
-        return {"alpha": self.alpha, "standard_error": self.standard_error,
-                "roots": [None if not np.isfinite(r) else r for r in self.roots], "start": self.start,
-                "slope": self.slope, "method": self.method}
+        return {
+            "alpha": self.alpha,
+            "standard_error": self.standard_error,
+            "roots": [None if not np.isfinite(r) else r for r in self.roots],
+            "start": self.start,
+            "slope": self.slope,
+            "method": self.method,
+        }
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | None) -> "RefinedRoot | None":
         if row is None:
             return None
-        return cls(alpha=float(row["alpha"]), standard_error=float(row["standard_error"]),
-                   roots=tuple(np.nan if r is None else float(r) for r in row["roots"]), start=float(row["start"]),
-                   slope=float(row["slope"]), method=str(row["method"]))
+        return cls(
+            alpha=float(row["alpha"]),
+            standard_error=float(row["standard_error"]),
+            roots=tuple(np.nan if r is None else float(r) for r in row["roots"]),
+            start=float(row["start"]),
+            slope=float(row["slope"]),
+            method=str(row["method"]),
+        )
 
 
-def _solve_all(problem: Problem, alpha: float, starts: Mapping[str, FixedPoint], rule: GaussianRule,
-               options: SolverOptions, on_branch: Callable[[str, FixedPoint], bool],
-               report: Callable[[], None] | None) -> dict[str, FixedPoint] | None:
+def _solve_all(
+    problem: Problem,
+    alpha: float,
+    starts: Mapping[str, FixedPoint],
+    rule: GaussianRule,
+    options: SolverOptions,
+    on_branch: Callable[[str, FixedPoint], bool],
+    report: Callable[[], None] | None,
+) -> dict[str, FixedPoint] | None:
     """Every named fixed point solved again at α on ``rule`` from its overlaps; None if one leaves its branch."""
     out = {}
     for name, fp in starts.items():
@@ -114,12 +134,18 @@ def _solve_all(problem: Problem, alpha: float, starts: Mapping[str, FixedPoint],
     return out
 
 
-def root_on_rule(problem: Problem, start: float, fixed_points: Mapping[str, FixedPoint],
-                 value: Callable[[Mapping[str, FixedPoint]], float], slope: float, rule: GaussianRule,
-                 options: SolverOptions, on_branch: Callable[[str, FixedPoint], bool],
-                 report: Callable[[], None] | None = None,
-                 slope_of: Callable[[Mapping[str, FixedPoint], GaussianRule], float] | None = None
-                 ) -> tuple[float, float]:
+def root_on_rule(
+    problem: Problem,
+    start: float,
+    fixed_points: Mapping[str, FixedPoint],
+    value: Callable[[Mapping[str, FixedPoint]], float],
+    slope: float,
+    rule: GaussianRule,
+    options: SolverOptions,
+    on_branch: Callable[[str, FixedPoint], bool],
+    report: Callable[[], None] | None = None,
+    slope_of: Callable[[Mapping[str, FixedPoint], GaussianRule], float] | None = None,
+) -> tuple[float, float]:
     """(root, slope) of ``value`` on one ``rule`` by one linear step from ``start``
     (see :func:`refine_root`); (NaN, NaN) if a fixed point leaves its branch on the rule."""
     fps = _solve_all(problem, start, fixed_points, rule, options, on_branch, report)
@@ -138,12 +164,18 @@ def root_on_rule(problem: Problem, start: float, fixed_points: Mapping[str, Fixe
     return start - v0 / s, s
 
 
-def refine_root(problem: Problem, start: float, fixed_points: Mapping[str, FixedPoint],
-                value: Callable[[Mapping[str, FixedPoint]], float], slope: float, spec: RefineSpec,
-                options: SolverOptions, on_branch: Callable[[str, FixedPoint], bool],
-                report: Callable[[], None] | None = None,
-                slope_of: Callable[[Mapping[str, FixedPoint], GaussianRule], float] | None = None
-                ) -> RefinedRoot | None:
+def refine_root(
+    problem: Problem,
+    start: float,
+    fixed_points: Mapping[str, FixedPoint],
+    value: Callable[[Mapping[str, FixedPoint]], float],
+    slope: float,
+    spec: RefineSpec,
+    options: SolverOptions,
+    on_branch: Callable[[str, FixedPoint], bool],
+    report: Callable[[], None] | None = None,
+    slope_of: Callable[[Mapping[str, FixedPoint], GaussianRule], float] | None = None,
+) -> RefinedRoot | None:
     """The root of ``value(fixed points)`` near ``start`` on each of the R rules of ``spec``.
 
     ``fixed_points``: branch name -> the sweep rule's fixed point nearest the root (starts), each
@@ -176,15 +208,25 @@ def refine_root(problem: Problem, start: float, fixed_points: Mapping[str, Fixed
     if ok.size < 2:
         return None
     finite = [s for s in slopes if np.isfinite(s)]
-    return RefinedRoot(alpha=float(ok.mean()), standard_error=float(ok.std(ddof=1) / np.sqrt(ok.size)),
-                       roots=tuple(float(r) for r in roots), start=float(start),
-                       slope=float(np.mean(finite)) if finite else np.nan,
-                       method=f"mean and standard error over {ok.size} independent scrambled Sobol rules "
-                              f"(2^{spec.log2_points} x {spec.scramblings})")
+    return RefinedRoot(
+        alpha=float(ok.mean()),
+        standard_error=float(ok.std(ddof=1) / np.sqrt(ok.size)),
+        roots=tuple(float(r) for r in roots),
+        start=float(start),
+        slope=float(np.mean(finite)) if finite else np.nan,
+        method=f"mean and standard error over {ok.size} independent scrambled Sobol rules "
+        f"(2^{spec.log2_points} x {spec.scramblings})",
+    )
 
 
-def envelope_slope(problem: Problem, fixed_points: Mapping[str, FixedPoint], upper: str, lower: str,
-                   rule: GaussianRule, options: SolverOptions) -> float:
+def envelope_slope(
+    problem: Problem,
+    fixed_points: Mapping[str, FixedPoint],
+    upper: str,
+    lower: str,
+    rule: GaussianRule,
+    options: SolverOptions,
+) -> float:
     """d/dα [e_t(upper) − e_t(lower)] at converged fixed points on ``rule``: E[M](upper) − E[M](lower).
 
     e_t = −Φ and Φ is stationary in every order parameter at a fixed point, so along the branch
@@ -197,6 +239,14 @@ def envelope_slope(problem: Problem, fixed_points: Mapping[str, FixedPoint], upp
     def envelope(fp: FixedPoint) -> float:
         if np.isfinite(fp.envelope):
             return fp.envelope
-        return hat_update(fp.overlaps, fp.alpha, rule, problem, form=options.hat_form,
-                          random_starts=options.random_starts, symmetry=options.symmetry).envelope
+        return hat_update(
+            fp.overlaps,
+            fp.alpha,
+            rule,
+            problem,
+            form=options.hat_form,
+            random_starts=options.random_starts,
+            symmetry=options.symmetry,
+        ).envelope
+
     return float(envelope(fixed_points[upper]) - envelope(fixed_points[lower]))

@@ -49,5 +49,6 @@ def overlap_update(hats: Hats, problem: Problem) -> Overlaps:
     s2 = problem.sigma**2
     Ki = _K_inv(hats, problem)
     q = s2 * Ki @ _bracket(hats, problem) @ Ki
-    return Overlaps(q=0.5 * (q + q.T), V=s2 * Ki, theta=s2**2 * Ki @ hats.theta_hat,
-                    mu=(problem.G @ hats.mu_hat) @ Ki.T)
+    return Overlaps(
+        q=0.5 * (q + q.T), V=s2 * Ki, theta=s2**2 * Ki @ hats.theta_hat, mu=(problem.G @ hats.mu_hat) @ Ki.T
+    )

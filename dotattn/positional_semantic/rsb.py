@@ -30,7 +30,16 @@ from typing import Protocol
 
 import numpy as np
 
-from dotattn.positional_semantic.overlaps import _ArrayState, _chol, FieldFactors, InvalidOverlaps, Overlaps, factor_jvp, field_factors, symmetric_basis
+from dotattn.positional_semantic.overlaps import (
+    _ArrayState,
+    _chol,
+    FieldFactors,
+    InvalidOverlaps,
+    Overlaps,
+    factor_jvp,
+    field_factors,
+    symmetric_basis,
+)
 from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
 from dotattn.positional_semantic.loss_channel import test_error
@@ -40,10 +49,32 @@ from dotattn.positional_semantic.prox import prox
 from dotattn.positional_semantic.quadrature import GaussianRule, gauss_hermite
 from dotattn.positional_semantic.state_evolution import FixedPoint, _Anderson
 
-__all__ = ["RSBOverlaps", "RSBHats", "Channel", "NodeAverages", "LossChannel1RSB", "AttentionChannel", "RSBPoint",
-           "RSBOptions", "RSBResult", "HingeChannel", "StepChannel", "SphericalWeights", "spherical_1rsb_root",
-           "rsb_loss_channel", "hats_from_channel", "rsb_regulariser", "rsb_overlap_update", "rsb_potential",
-           "potential_y_derivative", "iterate_rsb", "solve_rsb", "COLLAPSED", "REPLICA_SYMMETRIC", "NOT_BRACKETED"]
+__all__ = [
+    "RSBOverlaps",
+    "RSBHats",
+    "Channel",
+    "NodeAverages",
+    "LossChannel1RSB",
+    "AttentionChannel",
+    "RSBPoint",
+    "RSBOptions",
+    "RSBResult",
+    "HingeChannel",
+    "StepChannel",
+    "SphericalWeights",
+    "spherical_1rsb_root",
+    "rsb_loss_channel",
+    "hats_from_channel",
+    "rsb_regulariser",
+    "rsb_overlap_update",
+    "rsb_potential",
+    "potential_y_derivative",
+    "iterate_rsb",
+    "solve_rsb",
+    "COLLAPSED",
+    "REPLICA_SYMMETRIC",
+    "NOT_BRACKETED",
+]
 
 
 @dataclass(frozen=True)
@@ -63,7 +94,7 @@ class RSBOverlaps(_ArrayState):
         out, i = [], 0
         for a in (self.q0, self.q1, self.V, self.theta, self.mu):
             a = np.asarray(a)
-            b = np.asarray(x[i:i + a.size]).reshape(a.shape)
+            b = np.asarray(x[i : i + a.size]).reshape(a.shape)
             if a.ndim == 2 and a.shape[0] == a.shape[1] and len(out) < 3:
                 b = 0.5 * (b + b.T)
             out.append(b)
@@ -81,8 +112,13 @@ class RSBOverlaps(_ArrayState):
     @classmethod
     def from_rs(cls, rs: Overlaps, split: float) -> "RSBOverlaps":
         """q1 = q, q0 = (1 − split) q: a start next to the RS point (split = 0 is RS itself)."""
-        return cls(q0=(1.0 - split) * np.asarray(rs.q), q1=np.asarray(rs.q), V=np.asarray(rs.V),
-                   theta=np.asarray(rs.theta), mu=np.asarray(rs.mu))
+        return cls(
+            q0=(1.0 - split) * np.asarray(rs.q),
+            q1=np.asarray(rs.q),
+            V=np.asarray(rs.V),
+            theta=np.asarray(rs.theta),
+            mu=np.asarray(rs.mu),
+        )
 
 
 @dataclass(frozen=True)
@@ -116,8 +152,9 @@ class Channel(Protocol):
 
     shape: tuple[int, int, int]
 
-    def prox(self, centre: np.ndarray, h_star: np.ndarray, V: np.ndarray,
-             warm: np.ndarray | None = None) -> NodeAverages: ...
+    def prox(
+        self, centre: np.ndarray, h_star: np.ndarray, V: np.ndarray, warm: np.ndarray | None = None
+    ) -> NodeAverages: ...
 
 
 def _chol_jvp(C: np.ndarray, dX: np.ndarray) -> np.ndarray:
@@ -155,8 +192,16 @@ def _sym_grad(directional, r: int) -> np.ndarray:
     return g
 
 
-def rsb_loss_channel(ov: RSBOverlaps, y: float, outer: GaussianRule, inner: GaussianRule, channel: Channel,
-                     rho: np.ndarray, warm: np.ndarray | None = None, form: str = "stein") -> LossChannel1RSB:
+def rsb_loss_channel(
+    ov: RSBOverlaps,
+    y: float,
+    outer: GaussianRule,
+    inner: GaussianRule,
+    channel: Channel,
+    rho: np.ndarray,
+    warm: np.ndarray | None = None,
+    form: str = "stein",
+) -> LossChannel1RSB:
     """Φ_ℓ and its gradients (envelope theorem: derivatives of M at fixed ĥ) on outer × inner rules.
 
     outer: L(r + r_t)-dimensional rule for (ξ0, η); inner: L r-dimensional rule for ξ1.
@@ -164,13 +209,12 @@ def rsb_loss_channel(ov: RSBOverlaps, y: float, outer: GaussianRule, inner: Gaus
     L, r, rt = channel.shape
     if outer.dim != L * (r + rt) or inner.dim != L * r:
         raise ValueError("rule dimensions do not match the channel's shape")
-    outer_f = field_factors(Overlaps(q=ov.q0, V=ov.V, theta=ov.theta, mu=ov.mu),
-                            _RhoOnly(rho))
+    outer_f = field_factors(Overlaps(q=ov.q0, V=ov.V, theta=ov.theta, mu=ov.mu), _RhoOnly(rho))
     C0, B, D = outer_f.C, outer_f.B, outer_f.D
     C1 = _chol("q1 - q0", ov.delta)
     No, Ni = outer.size, inner.size
     xi0 = outer.nodes[:, : L * r].reshape(No, L, r)
-    eta = outer.nodes[:, L * r:].reshape(No, L, rt)
+    eta = outer.nodes[:, L * r :].reshape(No, L, rt)
     xi1 = inner.nodes.reshape(Ni, L, r)
     c_out = ov.mu[None] + xi0 @ C0.T  # (No, L, r)
     h_star = xi0 @ B + eta @ D.T  # (No, L, rt)
@@ -186,8 +230,9 @@ def rsb_loss_channel(ov: RSBOverlaps, y: float, outer: GaussianRule, inner: Gaus
     # log Σ_j w_j e^{−y(M_j − min M)}: through log1p where the sum is near 1 (small y), else directly (the
     # minimising node can carry a tiny weight, and 1 + Σ w (e^{…} − 1) would round to 0)
     tilt_sum = (inner.weights[None] * tilt).sum(axis=1)
-    log_z1 = -y * m0[:, 0] + np.where(Z[:, 0] < 0.5, np.log(np.maximum(Z[:, 0], 1e-300)),
-                                      np.log1p(np.maximum(tilt_sum, -0.5)))
+    log_z1 = -y * m0[:, 0] + np.where(
+        Z[:, 0] < 0.5, np.log(np.maximum(Z[:, 0], 1e-300)), np.log1p(np.maximum(tilt_sum, -0.5))
+    )
     W = outer.weights[:, None] * p  # joint weights (No, Ni)
     Wf = W.reshape(-1)
     f = px.f
@@ -198,13 +243,16 @@ def rsb_loss_channel(ov: RSBOverlaps, y: float, outer: GaussianRule, inner: Gaus
     grad_V = 0.5 * np.einsum("n,nij->ij", Wf, px.ff)
     centre_k = getattr(channel, "dilation_centre", None)
     if form == "stein" and centre_k is not None:
-        grad_V = _dilation_grad_V(float(ov.V[0, 0]) if r == 1 else None, y, outer.weights, p, c_out, xi1,
-                                  float(C1[0, 0]), centre_k)
+        grad_V = _dilation_grad_V(
+            float(ov.V[0, 0]) if r == 1 else None, y, outer.weights, p, c_out, xi1, float(C1[0, 0]), centre_k
+        )
     if form == "stein":
         # value-only forms: ⟨f_l⟩ = C1⁻ᵀ⟨ξ1_l⟩ / y and ∂F/∂Δ = C1⁻ᵀ⟨Σ_l(ξ1_l ξ1_lᵀ − I)⟩C1⁻¹ / (2y)
         # (Gaussian integration by parts in ξ1): continuous in the overlaps even where ĥ jumps
         C1i = np.linalg.inv(C1)
-        f = np.broadcast_to((np.einsum("oj,jli->oli", p, xi1) @ C1i / y)[:, None], (No, Ni, L, r)).reshape(No * Ni, L, r)
+        f = np.broadcast_to((np.einsum("oj,jli->oli", p, xi1) @ C1i / y)[:, None], (No, Ni, L, r)).reshape(
+            No * Ni, L, r
+        )
         second = np.einsum("o,oj,jli,jlk->ik", outer.weights, p, xi1, xi1) - L * np.eye(r)
         grad_delta = C1i.T @ second @ C1i / (2 * y)
         grad_delta = 0.5 * (grad_delta + grad_delta.T)
@@ -231,14 +279,30 @@ def rsb_loss_channel(ov: RSBOverlaps, y: float, outer: GaussianRule, inner: Gaus
             d = factor_jvp(outer_f, np.zeros((r, r)), E)
             grad_theta[i, k] = np.sum(G_C0 * d.C) + np.sum(G_B * d.B) + np.sum(G_D * d.D)
     grad_V = 0.5 * (grad_V + grad_V.T)
-    return LossChannel1RSB(phi=float(outer.weights @ log_z1) / y, log_z=float(outer.weights @ log_z1),
-                           mean_m=float(np.sum(W * M)), grad_V=grad_V, grad_q1=_sym_grad(d_q1, r),
-                           grad_q0=_sym_grad(d_q0, r), grad_theta=grad_theta, grad_mu=grad_mu, h=px.h,
-                           inner_weight_max=float(np.max(p)))
+    return LossChannel1RSB(
+        phi=float(outer.weights @ log_z1) / y,
+        log_z=float(outer.weights @ log_z1),
+        mean_m=float(np.sum(W * M)),
+        grad_V=grad_V,
+        grad_q1=_sym_grad(d_q1, r),
+        grad_q0=_sym_grad(d_q0, r),
+        grad_theta=grad_theta,
+        grad_mu=grad_mu,
+        h=px.h,
+        inner_weight_max=float(np.max(p)),
+    )
 
 
-def _dilation_grad_V(v: float | None, y: float, w_out: np.ndarray, p: np.ndarray, c_out: np.ndarray,
-                     xi1: np.ndarray, s: float, kappa: float) -> np.ndarray:
+def _dilation_grad_V(
+    v: float | None,
+    y: float,
+    w_out: np.ndarray,
+    p: np.ndarray,
+    c_out: np.ndarray,
+    xi1: np.ndarray,
+    s: float,
+    kappa: float,
+) -> np.ndarray:
     """∂Φ_ℓ/∂V (1, 1) in values only, for a loss whose envelope is M(ω; V) = m((ω − κ)/√V) (r = 1): the
     inner variable rescaled to u = (ω − κ)/√V leaves V in the Gaussian weight alone, so
     ∂Φ_ℓ/∂V = (1/2Vy) E_0⟨Σ_l (1 − ξ1_l² − ξ1_l a_l/s)⟩, a = μ + C0ξ0 − κ, s = C1
@@ -262,9 +326,13 @@ class _RhoOnly:
 def hats_from_channel(ch: LossChannel1RSB, y: float, alpha: float) -> RSBHats:
     """Stationarity of Φ in (V, q1, q0, θ, μ)."""
     q1_hat = 2 * alpha * ch.grad_V
-    return RSBHats(q0_hat=-(2 * alpha / y) * ch.grad_q0, q1_hat=q1_hat,
-                   V_hat=y * q1_hat - 2 * alpha * ch.grad_q1, theta_hat=alpha * ch.grad_theta,
-                   mu_hat=alpha * ch.grad_mu)
+    return RSBHats(
+        q0_hat=-(2 * alpha / y) * ch.grad_q0,
+        q1_hat=q1_hat,
+        V_hat=y * q1_hat - 2 * alpha * ch.grad_q1,
+        theta_hat=alpha * ch.grad_theta,
+        mu_hat=alpha * ch.grad_mu,
+    )
 
 
 def _reg_matrices(hats: RSBHats, y: float, sigma: float, ridge: float, G: np.ndarray):
@@ -297,21 +365,40 @@ def rsb_overlap_update(hats: RSBHats, y: float, sigma: float, ridge: float, G: n
     q0 = s2 * Ai @ B0 @ Ai
     q0 = 0.5 * (q0 + q0.T)
     dq = (s2 / y) * (Ai - Ki)
-    return RSBOverlaps(q0=q0, q1=q0 + 0.5 * (dq + dq.T), V=s2 * 0.5 * (Ki + Ki.T), theta=s2**2 * Ai @ hats.theta_hat,
-                       mu=(G @ hats.mu_hat) @ Ai.T)
+    return RSBOverlaps(
+        q0=q0,
+        q1=q0 + 0.5 * (dq + dq.T),
+        V=s2 * 0.5 * (Ki + Ki.T),
+        theta=s2**2 * Ai @ hats.theta_hat,
+        mu=(G @ hats.mu_hat) @ Ai.T,
+    )
 
 
-def rsb_potential(ov: RSBOverlaps, hats: RSBHats, phi_loss: float, y: float, alpha: float, sigma: float,
-                  ridge: float, G: np.ndarray) -> float:
+def rsb_potential(
+    ov: RSBOverlaps, hats: RSBHats, phi_loss: float, y: float, alpha: float, sigma: float, ridge: float, G: np.ndarray
+) -> float:
     """Φ (the 1RSB potential; e_t = −Φ at the saddle)."""
-    return float(0.5 * np.sum(hats.V_hat * ov.q1) - 0.5 * np.sum(hats.q1_hat * ov.V)
-                 - 0.5 * y * (np.sum(hats.q1_hat * ov.q1) - np.sum(hats.q0_hat * ov.q0))
-                 - np.sum(ov.mu * hats.mu_hat) - np.sum(ov.theta * hats.theta_hat)
-                 + rsb_regulariser(hats, y, sigma, ridge, G) + alpha * phi_loss)
+    return float(
+        0.5 * np.sum(hats.V_hat * ov.q1)
+        - 0.5 * np.sum(hats.q1_hat * ov.V)
+        - 0.5 * y * (np.sum(hats.q1_hat * ov.q1) - np.sum(hats.q0_hat * ov.q0))
+        - np.sum(ov.mu * hats.mu_hat)
+        - np.sum(ov.theta * hats.theta_hat)
+        + rsb_regulariser(hats, y, sigma, ridge, G)
+        + alpha * phi_loss
+    )
 
 
-def potential_y_derivative(ov: RSBOverlaps, hats: RSBHats, ch: LossChannel1RSB, y: float, alpha: float,
-                           sigma: float, ridge: float, G: np.ndarray) -> float:
+def potential_y_derivative(
+    ov: RSBOverlaps,
+    hats: RSBHats,
+    ch: LossChannel1RSB,
+    y: float,
+    alpha: float,
+    sigma: float,
+    ridge: float,
+    G: np.ndarray,
+) -> float:
     """∂Φ/∂y at fixed order parameters (the total derivative along a line of saddles)."""
     s2 = sigma**2
     K, A, B0 = _reg_matrices(hats, y, sigma, ridge, G)
@@ -396,7 +483,7 @@ class RSBPoint:
     @property
     def complexity(self) -> float:
         """Σ(y) = −y² ∂Φ/∂y: the log-number of minima (per d) at the energy the tilt y selects."""
-        return -self.y**2 * self.dphi_dy
+        return -(self.y**2) * self.dphi_dy
 
 
 def _keep_subspace(new: RSBOverlaps, init: RSBOverlaps) -> RSBOverlaps:
@@ -449,10 +536,13 @@ class RSBOptions:
             raise ParameterError(f"y_grid must be a non-empty list of numbers in (0, 1e6], got {self.y_grid!r}")
         object.__setattr__(self, "y_grid", tuple(sorted(set(grid), reverse=True)))
         object.__setattr__(self, "y_rtol", check_number("y_rtol", self.y_rtol, 1e-6, False, 0.5, "in [1e-6, 0.5]"))
-        object.__setattr__(self, "split", check_number("split", self.split, 0.0, True, 1.0, "in (0, 1)", high_open=True))
+        object.__setattr__(
+            self, "split", check_number("split", self.split, 0.0, True, 1.0, "in (0, 1)", high_open=True)
+        )
         object.__setattr__(self, "tol", check_number("tol", self.tol, 1e-14, False, 1e-1, "in [1e-14, 0.1]"))
-        object.__setattr__(self, "damping", check_number("damping", self.damping, 0.0, False, 1.0, "in [0, 1)",
-                                                         high_open=True))
+        object.__setattr__(
+            self, "damping", check_number("damping", self.damping, 0.0, False, 1.0, "in [0, 1)", high_open=True)
+        )
         object.__setattr__(self, "anderson", check_int("anderson", self.anderson, 0, 20))
         object.__setattr__(self, "max_iter", check_int("max_iter", self.max_iter, 1, 100_000))
 
@@ -462,9 +552,20 @@ class RSBOptions:
         return gauss_hermite(L * (r + rt), self.outer_order), gauss_hermite(L * r, self.inner_order)
 
 
-def iterate_rsb(y: float, alpha: float, init: RSBOverlaps, outer: GaussianRule, inner: GaussianRule,
-                channel: Channel, ridge_channel, options: RSBOptions = RSBOptions(), *, form: str = "stein",
-                collapse: float = 1e-9, progress=None) -> RSBPoint:
+def iterate_rsb(
+    y: float,
+    alpha: float,
+    init: RSBOverlaps,
+    outer: GaussianRule,
+    inner: GaussianRule,
+    channel: Channel,
+    ridge_channel,
+    options: RSBOptions = RSBOptions(),
+    *,
+    form: str = "stein",
+    collapse: float = 1e-9,
+    progress=None,
+) -> RSBPoint:
     """Fixed point at one y: damped (Anderson-mixed) iteration of hats ← loss channel (global prox at
     every step, so that the map is a function of the overlaps) and overlaps ← regulariser channel.
 
@@ -491,15 +592,35 @@ def iterate_rsb(y: float, alpha: float, init: RSBOverlaps, outer: GaussianRule, 
             progress(it, residual, new)
         if np.min(np.linalg.eigvalsh(new.delta)) < collapse * np.max(np.abs(np.linalg.eigvalsh(new.q1))):
             # Δ ⪰ 0 is a constraint of the ansatz: an update that reaches its boundary is the RS saddle
-            return RSBPoint(COLLAPSED, f"q1 - q0 fell below {collapse:g} q1 (the RS saddle)", y, it, residual, new,
-                            hats, np.nan, np.nan, time.perf_counter() - t0)
+            return RSBPoint(
+                COLLAPSED,
+                f"q1 - q0 fell below {collapse:g} q1 (the RS saddle)",
+                y,
+                it,
+                residual,
+                new,
+                hats,
+                np.nan,
+                np.nan,
+                time.perf_counter() - t0,
+            )
         if residual < options.tol:
             phi = rsb_potential(ov, hats, ch.phi, y, alpha, sigma, ridge, G)
             if ridge_at is not None:  # Φ of the constrained weights: Φ(λ) + λ·(norm)/(2σ²) at the multiplier λ
                 phi += ridge_channel.potential_shift(ridge)
             dphi = potential_y_derivative(ov, hats, ch, y, alpha, sigma, ridge, G)
-            return RSBPoint(CONVERGED, f"converged to {residual:.1e}", y, it, residual, ov, hats, phi, dphi,
-                            time.perf_counter() - t0)
+            return RSBPoint(
+                CONVERGED,
+                f"converged to {residual:.1e}",
+                y,
+                it,
+                residual,
+                ov,
+                hats,
+                phi,
+                dphi,
+                time.perf_counter() - t0,
+            )
         damped = ov.from_vector(options.damping * ov.vector() + (1 - options.damping) * new.vector())
         proposal = damped if mixer is None else ov.from_vector(mixer.step(ov.vector(), new.vector()))
         try:
@@ -509,8 +630,18 @@ def iterate_rsb(y: float, alpha: float, init: RSBOverlaps, outer: GaussianRule, 
             if mixer is not None:
                 mixer.reset()
             ov = damped
-    return RSBPoint(NOT_CONVERGED, f"residual {residual:.1e} after {options.max_iter} steps", y, options.max_iter,
-                    residual, ov, None, np.nan, np.nan, time.perf_counter() - t0)
+    return RSBPoint(
+        NOT_CONVERGED,
+        f"residual {residual:.1e} after {options.max_iter} steps",
+        y,
+        options.max_iter,
+        residual,
+        ov,
+        None,
+        np.nan,
+        np.nan,
+        time.perf_counter() - t0,
+    )
 
 
 @dataclass(frozen=True)
@@ -528,8 +659,13 @@ class HingeChannel:
     def prox(self, centre, h_star, V, warm=None) -> NodeAverages:
         v = float(np.asarray(V)[0, 0])
         f = np.maximum(self.kappa - centre, 0.0) / (1 + v)
-        return NodeAverages(value=0.5 * (1 + v) * f[:, 0, 0] ** 2, h=centre + v * f, f=f,
-                            ff=np.einsum("nli,nlj->nij", f, f), g=np.zeros(np.shape(h_star)))
+        return NodeAverages(
+            value=0.5 * (1 + v) * f[:, 0, 0] ** 2,
+            h=centre + v * f,
+            f=f,
+            ff=np.einsum("nli,nlj->nij", f, f),
+            g=np.zeros(np.shape(h_star)),
+        )
 
 
 @dataclass(frozen=True)
@@ -556,8 +692,9 @@ class StepChannel:
         moved = (gap > 0) & (gap < np.sqrt(2 * v))  # pushed onto the margin
         f = np.where(moved, gap / v, 0.0)
         value = np.where(gap <= 0, 0.0, np.minimum(1.0, gap**2 / (2 * v)))[:, 0, 0]
-        return NodeAverages(value=value, h=centre + v * f, f=f, ff=np.einsum("nli,nlj->nij", f, f),
-                            g=np.zeros(np.shape(h_star)))
+        return NodeAverages(
+            value=value, h=centre + v * f, f=f, ff=np.einsum("nli,nlj->nij", f, f), g=np.zeros(np.shape(h_star))
+        )
 
 
 @dataclass(frozen=True)
@@ -616,9 +753,15 @@ class SphericalWeights:
         return ridge * self.norm / (2 * self.sigma**2)
 
 
-def spherical_1rsb_root(alpha: float, channel: Channel, orders: tuple[int, int], bracket: tuple[float, float],
-                        start: tuple[float, float], options: RSBOptions = RSBOptions(max_iter=5000),
-                        y_rtol: float = 1e-7) -> tuple[float, RSBPoint]:
+def spherical_1rsb_root(
+    alpha: float,
+    channel: Channel,
+    orders: tuple[int, int],
+    bracket: tuple[float, float],
+    start: tuple[float, float],
+    options: RSBOptions = RSBOptions(max_iter=5000),
+    y_rtol: float = 1e-7,
+) -> tuple[float, RSBPoint]:
     """The spherical perceptron's 1RSB saddle (L = r = 1, r_t = 0, σ²|w|²/d = 1; docs/rsb.md sections 9, 10) at
     the root y* of Σ(y) in ``bracket`` (Brent to ``y_rtol``), each fixed-y solve from q1 = 1, (q0, V) = ``start``,
     on Gauss–Hermite rules of ``orders`` = (outer, inner) points. Returns (y*, the saddle at y*); raises
@@ -680,18 +823,42 @@ class RSBResult:
         """One flat row (CSV/JSON): scalars, and the overlaps as nested lists."""
         ov = self.overlaps
         mat = (lambda a: None) if ov is None else (lambda a: np.asarray(a).tolist())
-        return {"status": self.status, "message": self.message, "alpha": self.alpha, "y": self.y,
-                "complexity": self.complexity, "train_loss": self.train_loss, "test_error": self.test_error,
-                "rs_train_loss": self.rs_train_loss, "rs_test_error": self.rs_test_error,
-                "q0": mat(ov and ov.q0), "q1": mat(ov and ov.q1), "V": mat(ov and ov.V),
-                "theta": mat(ov and ov.theta), "mu": mat(ov and ov.mu), "iterations": self.iterations,
-                "residual": self.residual, "seconds": self.seconds, "small_y_train_loss": self.small_y_train_loss,
-                "scan": [{"y": p.y, "status": p.status, "train_loss": p.train_loss, "complexity": p.complexity,
-                          "iterations": p.iterations} for p in self.scan], "rules": self.rules}
+        return {
+            "status": self.status,
+            "message": self.message,
+            "alpha": self.alpha,
+            "y": self.y,
+            "complexity": self.complexity,
+            "train_loss": self.train_loss,
+            "test_error": self.test_error,
+            "rs_train_loss": self.rs_train_loss,
+            "rs_test_error": self.rs_test_error,
+            "q0": mat(ov and ov.q0),
+            "q1": mat(ov and ov.q1),
+            "V": mat(ov and ov.V),
+            "theta": mat(ov and ov.theta),
+            "mu": mat(ov and ov.mu),
+            "iterations": self.iterations,
+            "residual": self.residual,
+            "seconds": self.seconds,
+            "small_y_train_loss": self.small_y_train_loss,
+            "scan": [
+                {
+                    "y": p.y,
+                    "status": p.status,
+                    "train_loss": p.train_loss,
+                    "complexity": p.complexity,
+                    "iterations": p.iterations,
+                }
+                for p in self.scan
+            ],
+            "rules": self.rules,
+        }
 
 
-def solve_rsb(problem: Problem, alpha: float, rs: FixedPoint, options: RSBOptions = RSBOptions(), *,
-              progress=None) -> RSBResult:
+def solve_rsb(
+    problem: Problem, alpha: float, rs: FixedPoint, options: RSBOptions = RSBOptions(), *, progress=None
+) -> RSBResult:
     """The zero-temperature 1RSB saddle next to a converged RS fixed point ``rs``.
 
     Scans all of ``options.y_grid`` (largest y first, each point warm-started from the previous),
@@ -708,8 +875,12 @@ def solve_rsb(problem: Problem, alpha: float, rs: FixedPoint, options: RSBOption
         raise ParameterError("rs must be a converged RS FixedPoint (dotattn.solve(...).fixed_points[i].result)")
     channel = AttentionChannel(problem)
     outer, inner = options.rules(channel.shape)
-    rules = {"kind": "gauss-hermite", "outer_order": options.outer_order, "inner_order": options.inner_order,
-             "nodes": outer.size * inner.size}
+    rules = {
+        "kind": "gauss-hermite",
+        "outer_order": options.outer_order,
+        "inner_order": options.inner_order,
+        "nodes": outer.size * inner.size,
+    }
     start = RSBOverlaps.from_rs(rs.overlaps, options.split)
     scan: list[RSBPoint] = []
 
@@ -721,13 +892,23 @@ def solve_rsb(problem: Problem, alpha: float, rs: FixedPoint, options: RSBOption
         return pt
 
     def finish(status: str, message: str, pt: RSBPoint | None, y: float, e_t: float, eps: float) -> RSBResult:
-        return RSBResult(status=status, message=message, alpha=alpha, y=y,
-                         complexity=np.nan if pt is None or not pt.converged else pt.complexity, train_loss=e_t,
-                         test_error=eps, rs_train_loss=rs.train_loss, rs_test_error=rs.test_error,
-                         overlaps=None if pt is None else pt.overlaps,
-                         iterations=int(sum(p.iterations for p in scan)),
-                         residual=np.nan if pt is None else pt.residual, seconds=time.perf_counter() - t0,
-                         scan=tuple(scan), rules=rules)
+        return RSBResult(
+            status=status,
+            message=message,
+            alpha=alpha,
+            y=y,
+            complexity=np.nan if pt is None or not pt.converged else pt.complexity,
+            train_loss=e_t,
+            test_error=eps,
+            rs_train_loss=rs.train_loss,
+            rs_test_error=rs.test_error,
+            overlaps=None if pt is None else pt.overlaps,
+            iterations=int(sum(p.iterations for p in scan)),
+            residual=np.nan if pt is None else pt.residual,
+            seconds=time.perf_counter() - t0,
+            scan=tuple(scan),
+            rules=rules,
+        )
 
     init = start
     for y in options.y_grid:  # the whole scan: e_t(y) at the smallest y is the RS value on this same rule
@@ -737,8 +918,14 @@ def solve_rsb(problem: Problem, alpha: float, rs: FixedPoint, options: RSBOption
     done = [p for p in scan if p.converged]
     if not done:
         if all(p.status == COLLAPSED for p in scan):
-            return finish(REPLICA_SYMMETRIC, "q1 - q0 vanished at every y scanned: the 1RSB saddle is the RS one",
-                          scan[-1], 0.0, rs.train_loss, rs.test_error)
+            return finish(
+                REPLICA_SYMMETRIC,
+                "q1 - q0 vanished at every y scanned: the 1RSB saddle is the RS one",
+                scan[-1],
+                0.0,
+                rs.train_loss,
+                rs.test_error,
+            )
         bad = next(p for p in scan if p.status != COLLAPSED)
         return finish(bad.status, f"no y converged; y = {bad.y:g}: {bad.message}", bad, bad.y, np.nan, np.nan)
     for high, low in zip(done, done[1:]):  # y decreasing: Σ ≤ 0 at the larger y, > 0 at the smaller
@@ -746,10 +933,22 @@ def solve_rsb(problem: Problem, alpha: float, rs: FixedPoint, options: RSBOption
             return _root(high, low, run, finish, options, problem)
     last = done[-1]
     if done[0].complexity > 0:
-        return finish(NOT_BRACKETED, f"complexity > 0 at every y scanned (largest y = {options.y_grid[0]:g})",
-                      done[0], np.nan, np.nan, np.nan)
-    return finish(REPLICA_SYMMETRIC, f"complexity < 0 at every y where q1 > q0 (down to y = {last.y:g}): e_t(y) "
-                  "is largest as y -> 0, the RS value", last, 0.0, rs.train_loss, rs.test_error)
+        return finish(
+            NOT_BRACKETED,
+            f"complexity > 0 at every y scanned (largest y = {options.y_grid[0]:g})",
+            done[0],
+            np.nan,
+            np.nan,
+            np.nan,
+        )
+    return finish(
+        REPLICA_SYMMETRIC,
+        f"complexity < 0 at every y where q1 > q0 (down to y = {last.y:g}): e_t(y) is largest as y -> 0, the RS value",
+        last,
+        0.0,
+        rs.train_loss,
+        rs.test_error,
+    )
 
 
 def _root(high: RSBPoint, low: RSBPoint, run, finish, options: RSBOptions, problem: Problem) -> RSBResult:
@@ -794,20 +993,41 @@ RSB_FILE = "rsb.json"
 RESULT_STATUSES: tuple[str, ...] = (CONVERGED, REPLICA_SYMMETRIC, NOT_BRACKETED, NOT_CONVERGED, INVALID)
 
 
-def write_rsb(folder, problem: Problem, alpha: float, entries: list[tuple[str, FixedPoint, RSBResult]],
-              options: RSBOptions, seconds: float) -> None:
+def write_rsb(
+    folder,
+    problem: Problem,
+    alpha: float,
+    entries: list[tuple[str, FixedPoint, RSBResult]],
+    options: RSBOptions,
+    seconds: float,
+) -> None:
     """``folder/rsb.json`` (the RS fixed points and their 1RSB results, with provenance) and its manifest."""
     from pathlib import Path
 
     from dotattn.core.io import ensure_writable_dir, provenance, write_json, write_manifest
+
     folder = ensure_writable_dir(folder)
-    made_for = {"problem": problem.to_dict(), "alpha": alpha,
-                "options": {k: getattr(options, k) for k in options.__dataclass_fields__}}
+    made_for = {
+        "problem": problem.to_dict(),
+        "alpha": alpha,
+        "options": {k: getattr(options, k) for k in options.__dataclass_fields__},
+    }
     prov = provenance(made_for, seconds)
     body = dict(prov)
-    body["results"] = [{"branch": branch, "rs": {"train_loss": rs.train_loss, "test_error": rs.test_error,
-                                                 "q": rs.overlaps.q.tolist(), "V": rs.overlaps.V.tolist(),
-                                                 "theta": rs.overlaps.theta.tolist(), "mu": rs.overlaps.mu.tolist()},
-                        "rsb": res.to_row()} for branch, rs, res in entries]
+    body["results"] = [
+        {
+            "branch": branch,
+            "rs": {
+                "train_loss": rs.train_loss,
+                "test_error": rs.test_error,
+                "q": rs.overlaps.q.tolist(),
+                "V": rs.overlaps.V.tolist(),
+                "theta": rs.overlaps.theta.tolist(),
+                "mu": rs.overlaps.mu.tolist(),
+            },
+            "rsb": res.to_row(),
+        }
+        for branch, rs, res in entries
+    ]
     write_json(Path(folder) / RSB_FILE, body)
     write_manifest(folder, [RSB_FILE], made_for, provenance_record=prov)

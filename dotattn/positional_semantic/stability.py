@@ -32,14 +32,30 @@ import numpy as np
 from dotattn.positional_semantic.loss_channel import local_fields
 from dotattn.positional_semantic.overlaps import InvalidOverlaps, Overlaps
 from dotattn.positional_semantic.problem import Problem
-from dotattn.positional_semantic.prox import (minimise_envelope, point_loss, point_loss_bound, prox, quadratic_hessian,
-                                              random_ball_points)
+from dotattn.positional_semantic.prox import (
+    minimise_envelope,
+    point_loss,
+    point_loss_bound,
+    prox,
+    quadratic_hessian,
+    random_ball_points,
+)
 from dotattn.positional_semantic.quadrature import GaussianRule, sobol_qmc
 from dotattn.positional_semantic.records import Stability
 from dotattn.positional_semantic.tokens import teacher_target
 
-__all__ = ["prox_jacobian", "replicon_operator", "spectral_radius", "mirror_jump_weight", "Stability",
-           "rs_stability", "replicon", "replicon_rule", "teacher_field_rule", "REPLICON_RULE_SIZES"]
+__all__ = [
+    "prox_jacobian",
+    "replicon_operator",
+    "spectral_radius",
+    "mirror_jump_weight",
+    "Stability",
+    "rs_stability",
+    "replicon",
+    "replicon_rule",
+    "teacher_field_rule",
+    "REPLICON_RULE_SIZES",
+]
 
 
 def prox_jacobian(hessian: np.ndarray, V: np.ndarray) -> np.ndarray:
@@ -92,8 +108,15 @@ def teacher_field_rule(problem: Problem, log2_points: int = 10, scramblings: int
     return _fixed_sobol(problem.L * problem.teacher_rank, log2_points, scramblings, 0)
 
 
-def mirror_jump_weight(V: np.ndarray, problem: Problem, rule: GaussianRule | None = None, *,
-                       random_starts: int = 4, seed: int = 1, rtol: float = 1e-9) -> tuple[float, np.ndarray]:
+def mirror_jump_weight(
+    V: np.ndarray,
+    problem: Problem,
+    rule: GaussianRule | None = None,
+    *,
+    random_starts: int = 4,
+    seed: int = 1,
+    rtol: float = 1e-9,
+) -> tuple[float, np.ndarray]:
     """Probability over the teacher fields h* ~ N(0, ρ) that the origin is not the global minimiser
     of E_0(h) = Σ_l ½ h_lᵀV⁻¹h_l + ℓ(h, h*) (the prox objective with centre 0), and the per-node
     flags (N,) on ``rule`` (default :func:`teacher_field_rule`; nodes are standard normal, scaled by ρ^{1/2}).
@@ -108,7 +131,7 @@ def mirror_jump_weight(V: np.ndarray, problem: Problem, rule: GaussianRule | Non
     V = np.atleast_2d(V)
     r = V.shape[0]
     N = rule.size
-    h_star = (rule.nodes.reshape(N, L, rt) @ np.linalg.cholesky(problem.rho).T)
+    h_star = rule.nodes.reshape(N, L, rt) @ np.linalg.cholesky(problem.rho).T
     target = teacher_target(h_star, problem)
     zero = np.zeros((N, L, r))
     loss = point_loss(problem)
@@ -128,14 +151,22 @@ REPLICON_RULE_SIZES: tuple[int, ...] = (11, 14)
 larger rule only where the smaller one leaves the AT verdict undecided (docs/rs_stability.md)."""
 
 
-def replicon_rule(problem: Problem, log2_points: int = REPLICON_RULE_SIZES[0], scramblings: int = 4,
-                  seed: int = 0) -> GaussianRule:
+def replicon_rule(
+    problem: Problem, log2_points: int = REPLICON_RULE_SIZES[0], scramblings: int = 4, seed: int = 0
+) -> GaussianRule:
     """Scrambled Sobol rule in D = L(r + r_t) dimensions for the replicon (see :func:`replicon`)."""
     return _fixed_sobol(problem.gaussian_dim, log2_points, scramblings, seed)
 
 
-def replicon(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Problem, *,
-             prox_h: np.ndarray | None = None, random_starts: int | None = None) -> tuple[float, float] | str:
+def replicon(
+    overlaps: Overlaps,
+    alpha: float,
+    rule: GaussianRule,
+    problem: Problem,
+    *,
+    prox_h: np.ndarray | None = None,
+    random_starts: int | None = None,
+) -> tuple[float, float] | str:
     """(ρ(R), its standard error) on ``rule``, or a string saying why it cannot be computed.
 
     ρ(R) is from the global prox at every node (``prox_h`` (N, L, r), the global prox at these nodes,
@@ -165,13 +196,22 @@ def replicon(overlaps: Overlaps, alpha: float, rule: GaussianRule, problem: Prob
     if rule.groups is None:
         return rho, float("nan")
     groups = np.unique(rule.groups)
-    per = [spectral_radius(replicon_operator(A[rule.groups == g], rule.weights[rule.groups == g] * len(groups),
-                                             alpha, r)) for g in groups]
+    per = [
+        spectral_radius(replicon_operator(A[rule.groups == g], rule.weights[rule.groups == g] * len(groups), alpha, r))
+        for g in groups
+    ]
     return rho, float(np.std(per, ddof=1) / np.sqrt(len(groups)))
 
 
-def rs_stability(overlaps: Overlaps, alpha: float, problem: Problem, *, rule: GaussianRule | None = None,
-                 prox_h: np.ndarray | None = None, random_starts: int | None = None) -> Stability:
+def rs_stability(
+    overlaps: Overlaps,
+    alpha: float,
+    problem: Problem,
+    *,
+    rule: GaussianRule | None = None,
+    prox_h: np.ndarray | None = None,
+    random_starts: int | None = None,
+) -> Stability:
     """The two RS-stability conditions at a fixed point's ``overlaps`` (docs/rs_stability.md).
 
     The replicon is computed on ``rule`` (``prox_h``: the global prox at its nodes, if known), by
@@ -184,8 +224,9 @@ def rs_stability(overlaps: Overlaps, alpha: float, problem: Problem, *, rule: Ga
         return Stability.unavailable("V is not positive definite")
     rules = [rule] if rule is not None else (replicon_rule(problem, m) for m in REPLICON_RULE_SIZES)
     for used in rules:  # a larger rule (made only then) only while the verdict is undecided
-        result = replicon(overlaps, alpha, used, problem, prox_h=prox_h if rule is not None else None,
-                          random_starts=random_starts)
+        result = replicon(
+            overlaps, alpha, used, problem, prox_h=prox_h if rule is not None else None, random_starts=random_starts
+        )
         if isinstance(result, str):
             return Stability.unavailable(result)
         rho, error = result
@@ -200,10 +241,19 @@ def rs_stability(overlaps: Overlaps, alpha: float, problem: Problem, *, rule: Ga
     elif not at_stable:
         reason = f"replicon {shown} >= 1 (AT condition violated)"
     elif jump > 0.0:
-        reason = (f"replicon {shown} < 1, but the global prox jumps at omega = 0 with probability {jump:.3g}, "
-                  "so the T = 0 replicon diverges")
+        reason = (
+            f"replicon {shown} < 1, but the global prox jumps at omega = 0 with probability {jump:.3g}, "
+            "so the T = 0 replicon diverges"
+        )
     else:
         reason = f"replicon {shown} < 1 and the global prox is continuous at omega = 0"
     rs_stable = False if (at_stable is False or jump > 0.0) else (None if undecided else True)
-    return Stability(status="computed", replicon=rho, replicon_error=error, jump_weight=jump, at_stable=at_stable,
-                     rs_stable=rs_stable, reason=reason)
+    return Stability(
+        status="computed",
+        replicon=rho,
+        replicon_error=error,
+        jump_weight=jump,
+        at_stable=at_stable,
+        rs_stable=rs_stable,
+        reason=reason,
+    )

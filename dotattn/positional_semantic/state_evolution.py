@@ -29,8 +29,17 @@ from dotattn.positional_semantic.quadrature import GaussianRule
 from dotattn.positional_semantic.regulariser import overlap_update, regulariser_potential
 from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 
-__all__ = ["FixedPoint", "SolverOptions", "potential", "iterate", "predict_start", "CONVERGED", "NOT_CONVERGED",
-           "INVALID", "HAT_FORMS"]
+__all__ = [
+    "FixedPoint",
+    "SolverOptions",
+    "potential",
+    "iterate",
+    "predict_start",
+    "CONVERGED",
+    "NOT_CONVERGED",
+    "INVALID",
+    "HAT_FORMS",
+]
 
 HAT_FORMS: tuple[str, ...] = ("gradient", "stein")
 TOL_RANGE: tuple[float, float] = (1e-14, 1e-1)
@@ -59,11 +68,17 @@ class SolverOptions:
 
     def __post_init__(self) -> None:
         """Validate every field (ParameterError naming the field and its allowed range)."""
-        object.__setattr__(self, "tol", check_number("tol", self.tol, TOL_RANGE[0], False, TOL_RANGE[1],
-                                                     f"in [{TOL_RANGE[0]:g}, {TOL_RANGE[1]:g}]"))
+        object.__setattr__(
+            self,
+            "tol",
+            check_number(
+                "tol", self.tol, TOL_RANGE[0], False, TOL_RANGE[1], f"in [{TOL_RANGE[0]:g}, {TOL_RANGE[1]:g}]"
+            ),
+        )
         for name in ("damping", "warm_damping"):
-            object.__setattr__(self, name, check_number(name, getattr(self, name), 0.0, False, 1.0, "in [0, 1)",
-                                                        high_open=True))
+            object.__setattr__(
+                self, name, check_number(name, getattr(self, name), 0.0, False, 1.0, "in [0, 1)", high_open=True)
+            )
         object.__setattr__(self, "max_iter", check_int("max_iter", self.max_iter, 1, MAX_ITER))
         if self.hat_form not in HAT_FORMS:
             raise ParameterError(f"hat_form must be one of {', '.join(HAT_FORMS)}, got {self.hat_form!r}")
@@ -115,11 +130,30 @@ class FixedPoint:
         return self.status == CONVERGED
 
     @classmethod
-    def failure(cls, status: str, message: str, *, iterations: int, residual: float, overlaps: Overlaps | None,
-                alpha: float, seconds: float) -> "FixedPoint":
+    def failure(
+        cls,
+        status: str,
+        message: str,
+        *,
+        iterations: int,
+        residual: float,
+        overlaps: Overlaps | None,
+        alpha: float,
+        seconds: float,
+    ) -> "FixedPoint":
         """A run that did not converge: the last iterate and the steps taken, no hats, NaN outputs."""
-        return cls(status=status, message=message, iterations=int(iterations), residual=float(residual),
-                   overlaps=overlaps, hats=None, train_loss=np.nan, test_error=np.nan, alpha=alpha, seconds=seconds)
+        return cls(
+            status=status,
+            message=message,
+            iterations=int(iterations),
+            residual=float(residual),
+            overlaps=overlaps,
+            hats=None,
+            train_loss=np.nan,
+            test_error=np.nan,
+            alpha=alpha,
+            seconds=seconds,
+        )
 
 
 class _InvalidAt(InvalidOverlaps):
@@ -132,9 +166,14 @@ class _InvalidAt(InvalidOverlaps):
 
 def potential(overlaps: Overlaps, hats: Hats, envelope: float, alpha: float, problem: Problem) -> float:
     """Φ = ½Tr(V̂q) − ½Tr(q̂V) − Σ_l μ_l·μ̂_l − Tr(θᵀθ̂) + Ψ_w − α E[M]."""
-    return (0.5 * np.sum(hats.V_hat * overlaps.q) - 0.5 * np.sum(hats.q_hat * overlaps.V)
-            - np.sum(overlaps.mu * hats.mu_hat) - np.sum(overlaps.theta * hats.theta_hat)
-            + regulariser_potential(hats, problem) - alpha * envelope)
+    return (
+        0.5 * np.sum(hats.V_hat * overlaps.q)
+        - 0.5 * np.sum(hats.q_hat * overlaps.V)
+        - np.sum(overlaps.mu * hats.mu_hat)
+        - np.sum(overlaps.theta * hats.theta_hat)
+        + regulariser_potential(hats, problem)
+        - alpha * envelope
+    )
 
 
 def _residual(old: Overlaps, new: Overlaps) -> float:
@@ -192,14 +231,28 @@ class _Subspace:
     def of(cls, init: Overlaps) -> "_Subspace":
         r = init.q.shape[0]
         off = ~np.eye(r, dtype=bool)
-        noise = np.array([r > 1 and not (np.any(init.theta[i]) or np.any(init.mu[:, i])
-                                         or np.any(init.q[i][off[i]]) or np.any(init.V[i][off[i]]))
-                          for i in range(r)], dtype=bool)
+        noise = np.array(
+            [
+                r > 1
+                and not (
+                    np.any(init.theta[i])
+                    or np.any(init.mu[:, i])
+                    or np.any(init.q[i][off[i]])
+                    or np.any(init.V[i][off[i]])
+                )
+                for i in range(r)
+            ],
+            dtype=bool,
+        )
         groups: dict[tuple[float, float], list[int]] = {}
         for i in np.flatnonzero(noise):
             groups.setdefault((float(init.q[i, i]), float(init.V[i, i])), []).append(int(i))
-        return cls(zero_theta=~np.any(init.theta, axis=0), zero_mu=not np.any(init.mu), noise=noise,
-                   exchangeable=tuple(tuple(g) for g in groups.values() if len(g) > 1))
+        return cls(
+            zero_theta=~np.any(init.theta, axis=0),
+            zero_mu=not np.any(init.mu),
+            noise=noise,
+            exchangeable=tuple(tuple(g) for g in groups.values() if len(g) > 1),
+        )
 
     def apply(self, update: Overlaps) -> Overlaps:
         if not (np.any(self.zero_theta) or self.zero_mu or np.any(self.noise)):
@@ -216,8 +269,15 @@ class _Subspace:
         return Overlaps(q=np.where(cross, 0.0, update.q), V=np.where(cross, 0.0, update.V), theta=theta, mu=mu)
 
 
-def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, options: SolverOptions,
-         subspace: _Subspace, warm: np.ndarray | None = None):
+def _run(
+    problem: Problem,
+    alpha: float,
+    init: Overlaps,
+    rule: GaussianRule,
+    options: SolverOptions,
+    subspace: _Subspace,
+    warm: np.ndarray | None = None,
+):
     """Iterate on one rule to ``options.tol``.
 
     The prox is local (warm-started from the previous ĥ, or from the centres at the start) and
@@ -237,9 +297,17 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
     for it in range(1, options.max_iter + 1):
         do_global = since_global >= options.global_every
         try:
-            ch = hat_update(overlaps, alpha, rule, problem, search="global" if do_global else "local",
-                            warm=prox_h, form=options.hat_form, random_starts=options.random_starts,
-                            symmetry=options.symmetry)
+            ch = hat_update(
+                overlaps,
+                alpha,
+                rule,
+                problem,
+                search="global" if do_global else "local",
+                warm=prox_h,
+                form=options.hat_form,
+                random_starts=options.random_starts,
+                symmetry=options.symmetry,
+            )
             update = subspace.apply(overlap_update(ch.hats, problem))
         except InvalidOverlaps as err:
             if not extrapolated or fallback is None:
@@ -275,8 +343,14 @@ def _run(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule, opt
     return overlaps, ch, residual, options.max_iter, False
 
 
-def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
-            options: SolverOptions = SolverOptions(), warm: np.ndarray | None = None) -> FixedPoint:
+def iterate(
+    problem: Problem,
+    alpha: float,
+    init: Overlaps,
+    rule: GaussianRule,
+    options: SolverOptions = SolverOptions(),
+    warm: np.ndarray | None = None,
+) -> FixedPoint:
     """Run state evolution from ``init`` to a fixed point at sample complexity ``alpha`` on ``rule``.
 
     ``warm`` (N, L, r): prox points of a previous run on the same rule to start the prox from.
@@ -306,31 +380,65 @@ def iterate(problem: Problem, alpha: float, init: Overlaps, rule: GaussianRule,
     try:
         overlaps, ch, residual, iters, ok = _run(problem, alpha, init, rule, options, _Subspace.of(init), warm)
         if not ok:
-            return FixedPoint.failure(NOT_CONVERGED, f"no convergence in {iters} iterations (last change "
-                                      f"{residual:.2e}); try more iterations (max_iter) or more damping",
-                                      iterations=iters, residual=residual, overlaps=overlaps, alpha=alpha,
-                                      seconds=time.perf_counter() - t0)
+            return FixedPoint.failure(
+                NOT_CONVERGED,
+                f"no convergence in {iters} iterations (last change "
+                f"{residual:.2e}); try more iterations (max_iter) or more damping",
+                iterations=iters,
+                residual=residual,
+                overlaps=overlaps,
+                alpha=alpha,
+                seconds=time.perf_counter() - t0,
+            )
         phi = potential(overlaps, ch.hats, ch.envelope, alpha, problem)
         eps_g, eps_err = test_error(overlaps, rule, problem)
         quad_err = {}
         if rule.groups is not None:  # QMC: standard errors over the scramblings
-            quad_err = {"train_loss": float(rule.standard_error(ch.prox.value)) * alpha, "test_error": eps_err,
-                        "method": "QMC standard error"}
-        return FixedPoint(status=CONVERGED, message=f"converged to {residual:.1e}", iterations=iters,
-                          residual=residual, overlaps=overlaps, hats=ch.hats, train_loss=float(-phi),
-                          test_error=eps_g, alpha=alpha, seconds=time.perf_counter() - t0,
-                          quadrature_error=quad_err, prox_h=ch.prox.h, envelope=float(ch.envelope))
+            quad_err = {
+                "train_loss": float(rule.standard_error(ch.prox.value)) * alpha,
+                "test_error": eps_err,
+                "method": "QMC standard error",
+            }
+        return FixedPoint(
+            status=CONVERGED,
+            message=f"converged to {residual:.1e}",
+            iterations=iters,
+            residual=residual,
+            overlaps=overlaps,
+            hats=ch.hats,
+            train_loss=float(-phi),
+            test_error=eps_g,
+            alpha=alpha,
+            seconds=time.perf_counter() - t0,
+            quadrature_error=quad_err,
+            prox_h=ch.prox.h,
+            envelope=float(ch.envelope),
+        )
     except _InvalidAt as err:  # the last iterate (the inadmissible one) and its step
-        return FixedPoint.failure(INVALID, f"invalid overlaps: {err}", iterations=err.iterations,
-                                  residual=err.residual, overlaps=err.overlaps, alpha=alpha,
-                                  seconds=time.perf_counter() - t0)
+        return FixedPoint.failure(
+            INVALID,
+            f"invalid overlaps: {err}",
+            iterations=err.iterations,
+            residual=err.residual,
+            overlaps=err.overlaps,
+            alpha=alpha,
+            seconds=time.perf_counter() - t0,
+        )
     except InvalidOverlaps as err:
-        return FixedPoint.failure(INVALID, f"invalid overlaps: {err}", iterations=0, residual=np.inf,
-                                  overlaps=init, alpha=alpha, seconds=time.perf_counter() - t0)
+        return FixedPoint.failure(
+            INVALID,
+            f"invalid overlaps: {err}",
+            iterations=0,
+            residual=np.inf,
+            overlaps=init,
+            alpha=alpha,
+            seconds=time.perf_counter() - t0,
+        )
 
 
-def predict_start(problem: Problem, alpha: float, previous: FixedPoint, before: FixedPoint | None = None
-                  ) -> tuple[Overlaps, np.ndarray | None]:
+def predict_start(
+    problem: Problem, alpha: float, previous: FixedPoint, before: FixedPoint | None = None
+) -> tuple[Overlaps, np.ndarray | None]:
     """Start (overlaps, warm prox points) for :func:`iterate` at ``alpha`` from converged points of
     the same branch on the same rule: the secant through ``before`` and ``previous`` (linear
     extrapolation in α of the overlaps and of the prox points), or ``previous`` itself when there

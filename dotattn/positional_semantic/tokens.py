@@ -23,8 +23,15 @@ import numpy as np
 from dotattn.positional_semantic.loss import teacher_attention, teacher_gradient
 from dotattn.positional_semantic.problem import Problem
 
-__all__ = ["is_correlated", "token_covariance", "token_power", "mix_tokens", "loss_scale", "teacher_target",
-           "whitened_teacher_gradient"]
+__all__ = [
+    "is_correlated",
+    "token_covariance",
+    "token_power",
+    "mix_tokens",
+    "loss_scale",
+    "teacher_target",
+    "whitened_teacher_gradient",
+]
 
 
 def is_correlated(problem: Problem) -> bool:
@@ -35,10 +42,12 @@ def is_correlated(problem: Problem) -> bool:
 def token_power(problem: Problem, power: float) -> np.ndarray:
     """C^power (L, L) for C = (1 − c) I + c 1 1ᵀ: (1 − c)^power on 1^⊥ and (1 + (L − 1) c)^power on 1
     (closed form; read-only, cached on the problem)."""
+
     def build() -> np.ndarray:
         L, c = problem.L, problem.token_correlation
         J = np.full((L, L), 1.0 / L)
         return (1.0 - c) ** power * (np.eye(L) - J) + (1.0 + (L - 1) * c) ** power * J
+
     return problem._array(("token_power", float(power)), build)
 
 

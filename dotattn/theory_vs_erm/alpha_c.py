@@ -39,18 +39,49 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from dotattn.theory_vs_erm.crossing import (CROSSING, FIT_MODELS, NO_CROSSING, SEVERAL, CellSummary, FiniteSizeFit, SeedCrossing,
-                              crossings, fit_finite_size, summarise_cell)
+from dotattn.theory_vs_erm.crossing import (
+    CROSSING,
+    FIT_MODELS,
+    NO_CROSSING,
+    SEVERAL,
+    CellSummary,
+    FiniteSizeFit,
+    SeedCrossing,
+    crossings,
+    fit_finite_size,
+    summarise_cell,
+)
 from dotattn.core.io import read_cache_unit, write_cache_unit
 from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
 from dotattn.positional_semantic.problem import Problem, check_problem, require_replica_theory
 from dotattn.core.runner import check_dask_address, check_workers, run_tasks
 
-__all__ = ["AlphaCConfig", "CellRuns", "AlphaCStudy", "StudyPart", "run_cell", "theory_column", "cell_crossings",
-           "run_study", "check_supplied", "merge_parts", "theory_refusal", "MERGE_KEYS", "SAME_RUN_RTOL", "mean_curves", "TheoryColumn", "UNPAIRED_OFFSET", "SAME_MINIMUM_TOL", "DELTA_COLUMNS", "DEVICE_PATTERN"]
+__all__ = [
+    "AlphaCConfig",
+    "CellRuns",
+    "AlphaCStudy",
+    "StudyPart",
+    "run_cell",
+    "theory_column",
+    "cell_crossings",
+    "run_study",
+    "check_supplied",
+    "merge_parts",
+    "theory_refusal",
+    "MERGE_KEYS",
+    "SAME_RUN_RTOL",
+    "mean_curves",
+    "TheoryColumn",
+    "UNPAIRED_OFFSET",
+    "SAME_MINIMUM_TOL",
+    "DELTA_COLUMNS",
+    "DEVICE_PATTERN",
+]
 
-FLOAT32_REFUSED = ("float32 runs stop at a relative stationarity of 1e-5 to 1e-3 (the Armijo test cannot see "
-                   "smaller decreases of R in float32)")
+FLOAT32_REFUSED = (
+    "float32 runs stop at a relative stationarity of 1e-5 to 1e-3 (the Armijo test cannot see "
+    "smaller decreases of R in float32)"
+)
 """Why the study runs in float64 only. Measured (ω = 0.1, α = 0.7 and 0.8, seeds 0–3, both informed
 starts, batched-lbfgs, one thread; ``results/alpha_c_erm/README.md``): at d = 250 no float32 run reaches
 tol 1e-7 (each spends its whole budget, 40 backtracking evaluations per step: 300 steps took 54–60 s
@@ -61,8 +92,21 @@ UNPAIRED_OFFSET = 1_000_003
 """Seed offset of the positional start's data when ``paired`` is off."""
 SAME_MINIMUM_TOL = 1e-4
 """The two starts ended in the same minimum when their overlaps (‖θ‖/σ², m, Tr q/σ²) differ by less."""
-MERGE_KEYS = ("alphas", "optimizer", "steps", "tol", "teacher", "paired", "nested", "dtype", "level", "n_boot",
-              "model", "value", "value_rank")
+MERGE_KEYS = (
+    "alphas",
+    "optimizer",
+    "steps",
+    "tol",
+    "teacher",
+    "paired",
+    "nested",
+    "dtype",
+    "level",
+    "n_boot",
+    "model",
+    "value",
+    "value_rank",
+)
 """Config fields that cells merged into one study must share (grid, estimator, optimiser, fit); they
 may differ in ω, d, seeds, seed_chunk and device."""
 SAME_RUN_RTOL = 1e-12
@@ -70,8 +114,19 @@ SAME_RUN_RTOL = 1e-12
 relative tolerance (same seed, code and grid; the committed overlaps of the main study and the
 d = 2000 folders are bit-identical) and the same statuses."""
 DEVICE_PATTERN = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
-DELTA_COLUMNS = ("omega", "d", "seed", "alpha", "et_semantic", "et_positional", "delta", "status_semantic",
-                 "status_positional", "same_minimum", "valid")
+DELTA_COLUMNS = (
+    "omega",
+    "d",
+    "seed",
+    "alpha",
+    "et_semantic",
+    "et_positional",
+    "delta",
+    "status_semantic",
+    "status_positional",
+    "same_minimum",
+    "valid",
+)
 
 
 def _grid(name: str, values: Any, low: float, integer: bool = False) -> tuple:
@@ -143,8 +198,10 @@ class AlphaCConfig:
         if not (isinstance(self.tol, (int, float)) and math.isfinite(self.tol) and self.tol > 0):
             raise ParameterError(f"tol must be a number > 0, got {self.tol!r}")
         if self.dtype != "float64":
-            raise ParameterError(f"dtype must be float64 for the alpha_c study ({FLOAT32_REFUSED}, too coarse "
-                                 f"for the e_t differences it compares), got {self.dtype!r}")
+            raise ParameterError(
+                f"dtype must be float64 for the alpha_c study ({FLOAT32_REFUSED}, too coarse "
+                f"for the e_t differences it compares), got {self.dtype!r}"
+            )
         if not DEVICE_PATTERN.match(str(self.device).strip().lower()):
             raise ParameterError(f"device must be one of auto, cpu, cuda or cuda:N, got {self.device!r}")
         if not isinstance(self.model, str) or self.model not in FIT_MODELS:
@@ -153,12 +210,21 @@ class AlphaCConfig:
             raise ParameterError(f"alpha must be >= 1/d (one training sample), got {alphas[0]:g} at d = {ds[0]}")
         from dotattn.core.optimizers import OPTIMIZERS
         from dotattn.erm.config import ErmConfig
+
         if self.optimizer not in OPTIMIZERS:
             raise ParameterError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         # memory: one chunk of seeds at the largest d and alpha, one start, on the smallest problem (L = 2,
         # r = r_t = 1) is a lower bound of every chunk's need; run_study checks the problem's own
-        erm = ErmConfig(d=ds[-1], alphas=(alphas[-1],), inits="semantic", seeds=min(self.seed_chunk, self.seeds),
-                        test_samples=1, dtype=self.dtype, value=self.value, value_rank=self.value_rank)
+        erm = ErmConfig(
+            d=ds[-1],
+            alphas=(alphas[-1],),
+            inits="semantic",
+            seeds=min(self.seed_chunk, self.seeds),
+            test_samples=1,
+            dtype=self.dtype,
+            value=self.value,
+            value_rank=self.value_rank,
+        )
         erm.check(Problem())
         object.__setattr__(self, "value", erm.value)
 
@@ -236,69 +302,136 @@ class CellRuns:
     def on_alphas(self, keep: Sequence[float]) -> "CellRuns":
         """The cell on the points of its grid that are in ``keep`` (to 1e-9), in grid order."""
         cols = [j for j, a in enumerate(self.alphas) if any(abs(a - b) < 1e-9 for b in keep)]
-        return replace(self, alphas=tuple(self.alphas[j] for j in cols), et_sem=self.et_sem[:, cols],
-                       et_pos=self.et_pos[:, cols], status_sem=self.status_sem[:, cols],
-                       status_pos=self.status_pos[:, cols], same=self.same[:, cols])
+        return replace(
+            self,
+            alphas=tuple(self.alphas[j] for j in cols),
+            et_sem=self.et_sem[:, cols],
+            et_pos=self.et_pos[:, cols],
+            status_sem=self.status_sem[:, cols],
+            status_pos=self.status_pos[:, cols],
+            same=self.same[:, cols],
+        )
 
     def to_row(self) -> dict[str, Any]:
-        return {"omega": self.omega, "d": self.d, "alphas": list(self.alphas), "seeds": list(self.seeds),
-                "et_sem": self.et_sem.tolist(), "et_pos": self.et_pos.tolist(),
-                "status_sem": self.status_sem.tolist(), "status_pos": self.status_pos.tolist(),
-                "same": self.same.tolist(), "seconds": self.seconds, "device": self.device}
+        return {
+            "omega": self.omega,
+            "d": self.d,
+            "alphas": list(self.alphas),
+            "seeds": list(self.seeds),
+            "et_sem": self.et_sem.tolist(),
+            "et_pos": self.et_pos.tolist(),
+            "status_sem": self.status_sem.tolist(),
+            "status_pos": self.status_pos.tolist(),
+            "same": self.same.tolist(),
+            "seconds": self.seconds,
+            "device": self.device,
+        }
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "CellRuns":
-        return cls(omega=float(row["omega"]), d=int(row["d"]), alphas=tuple(map(float, row["alphas"])),
-                   seeds=tuple(map(int, row["seeds"])), et_sem=np.array(row["et_sem"], dtype=float),
-                   et_pos=np.array(row["et_pos"], dtype=float), status_sem=np.array(row["status_sem"], dtype=object),
-                   status_pos=np.array(row["status_pos"], dtype=object), same=np.array(row["same"], dtype=bool),
-                   seconds=float(row["seconds"]), device=str(row["device"]))
+        return cls(
+            omega=float(row["omega"]),
+            d=int(row["d"]),
+            alphas=tuple(map(float, row["alphas"])),
+            seeds=tuple(map(int, row["seeds"])),
+            et_sem=np.array(row["et_sem"], dtype=float),
+            et_pos=np.array(row["et_pos"], dtype=float),
+            status_sem=np.array(row["status_sem"], dtype=object),
+            status_pos=np.array(row["status_pos"], dtype=object),
+            same=np.array(row["same"], dtype=bool),
+            seconds=float(row["seconds"]),
+            device=str(row["device"]),
+        )
 
     @staticmethod
     def concat(parts: Sequence["CellRuns"]) -> "CellRuns":
         """Join chunks of seeds of the same cell."""
         p0 = parts[0]
-        cat = (lambda k: np.concatenate([getattr(p, k) for p in parts], axis=0))
-        return CellRuns(omega=p0.omega, d=p0.d, alphas=p0.alphas, seeds=tuple(s for p in parts for s in p.seeds),
-                        et_sem=cat("et_sem"), et_pos=cat("et_pos"), status_sem=cat("status_sem"),
-                        status_pos=cat("status_pos"), same=cat("same"), seconds=sum(p.seconds for p in parts),
-                        device=p0.device)
+        cat = lambda k: np.concatenate([getattr(p, k) for p in parts], axis=0)
+        return CellRuns(
+            omega=p0.omega,
+            d=p0.d,
+            alphas=p0.alphas,
+            seeds=tuple(s for p in parts for s in p.seeds),
+            et_sem=cat("et_sem"),
+            et_pos=cat("et_pos"),
+            status_sem=cat("status_sem"),
+            status_pos=cat("status_pos"),
+            same=cat("same"),
+            seconds=sum(p.seconds for p in parts),
+            device=p0.device,
+        )
 
     def delta_rows(self, converged: str) -> list[dict[str, Any]]:
         """One row per (seed, α) (columns :data:`DELTA_COLUMNS`)."""
         ok, D = self.valid(converged), self.delta
-        return [{"omega": self.omega, "d": self.d, "seed": s, "alpha": a, "et_semantic": self.et_sem[k, j],
-                 "et_positional": self.et_pos[k, j], "delta": D[k, j], "status_semantic": self.status_sem[k, j],
-                 "status_positional": self.status_pos[k, j], "same_minimum": bool(self.same[k, j]),
-                 "valid": bool(ok[k, j])}
-                for k, s in enumerate(self.seeds) for j, a in enumerate(self.alphas)]
+        return [
+            {
+                "omega": self.omega,
+                "d": self.d,
+                "seed": s,
+                "alpha": a,
+                "et_semantic": self.et_sem[k, j],
+                "et_positional": self.et_pos[k, j],
+                "delta": D[k, j],
+                "status_semantic": self.status_sem[k, j],
+                "status_positional": self.status_pos[k, j],
+                "same_minimum": bool(self.same[k, j]),
+                "valid": bool(ok[k, j]),
+            }
+            for k, s in enumerate(self.seeds)
+            for j, a in enumerate(self.alphas)
+        ]
 
 
 # ----------------------------------------------------------------------------------------------
 # ERM side (torch imported lazily)
 # ----------------------------------------------------------------------------------------------
 def _invariants(run: Any) -> np.ndarray:
-    return np.array([float(np.linalg.norm(run.theta_over_sigma2)), float(run.m),
-                     float(np.trace(np.atleast_2d(run.q_over_sigma2)))])
+    return np.array(
+        [float(np.linalg.norm(run.theta_over_sigma2)), float(run.m), float(np.trace(np.atleast_2d(run.q_over_sigma2)))]
+    )
 
 
-def _erm(problem: Problem, cfg: AlphaCConfig, d: int, alphas: Sequence[float], init: str,
-         seeds: Sequence[int], offset: int, progress: Callable[[float, int], None] | None = None
-         ) -> tuple[dict[str, dict[tuple[int, float], Any]], str]:
+def _erm(
+    problem: Problem,
+    cfg: AlphaCConfig,
+    d: int,
+    alphas: Sequence[float],
+    init: str,
+    seeds: Sequence[int],
+    offset: int,
+    progress: Callable[[float, int], None] | None = None,
+) -> tuple[dict[str, dict[tuple[int, float], Any]], str]:
     """Run ERM for one init choice over ``seeds`` × ``alphas``; returns ({init: {(seed, α): run}}, device).
 
     ``progress(cost, runs)``: called as runs stop training, with their number and their share of the
     cell's cost (:meth:`AlphaCConfig.run_cost`)."""
     from dotattn.erm.experiment import ErmConfig, run_config
-    ec = ErmConfig(d=d, alphas=tuple(alphas), inits=init, seeds=tuple(seeds), optimizer=cfg.optimizer,
-                   steps=cfg.steps, tol=cfg.tol, test_samples=1, dtype=cfg.dtype, device=cfg.device,
-                   teacher=cfg.teacher, train_offset=offset, value=cfg.value, value_rank=cfg.value_rank)
+
+    ec = ErmConfig(
+        d=d,
+        alphas=tuple(alphas),
+        inits=init,
+        seeds=tuple(seeds),
+        optimizer=cfg.optimizer,
+        steps=cfg.steps,
+        tol=cfg.tol,
+        test_samples=1,
+        dtype=cfg.dtype,
+        device=cfg.device,
+        teacher=cfg.teacher,
+        train_offset=offset,
+        value=cfg.value,
+        value_rank=cfg.value_rank,
+    )
     finished = None
     if progress is not None:
         per_alpha = cfg.run_cost(d, np.asarray(ec.alphas))
 
         def finished(mask: np.ndarray) -> None:  # mask (seeds, alphas, inits)
             progress(float((mask.sum(axis=(0, 2)) * per_alpha).sum()), int(mask.sum()))
+
     res = run_config(problem, ec, finished=finished)
     out: dict[str, dict[tuple[int, float], Any]] = {}
     for r in res.runs:
@@ -306,8 +439,13 @@ def _erm(problem: Problem, cfg: AlphaCConfig, d: int, alphas: Sequence[float], i
     return out, res.device
 
 
-def _chunk(problem: Problem, cfg: AlphaCConfig, d: int, seeds: Sequence[int],
-           progress: Callable[[float, int], None] | None = None) -> CellRuns:
+def _chunk(
+    problem: Problem,
+    cfg: AlphaCConfig,
+    d: int,
+    seeds: Sequence[int],
+    progress: Callable[[float, int], None] | None = None,
+) -> CellRuns:
     """ERM for one chunk of seeds of a cell (see the module docstring for paired / nested);
     ``progress(cost, runs)`` as runs finish (:func:`_erm`)."""
     t0 = time.perf_counter()
@@ -339,8 +477,19 @@ def _chunk(problem: Problem, cfg: AlphaCConfig, d: int, seeds: Sequence[int],
             rs, rp = _find(sem, s, a), _find(pos, s, a)
             et_s[k, j], et_p[k, j], st_s[k, j], st_p[k, j] = rs.train_loss, rp.train_loss, rs.status, rp.status
             same[k, j] = bool(np.max(np.abs(_invariants(rs) - _invariants(rp))) < SAME_MINIMUM_TOL)
-    return CellRuns(omega=problem.omega, d=d, alphas=tuple(alphas), seeds=tuple(seeds), et_sem=et_s, et_pos=et_p,
-                    status_sem=st_s, status_pos=st_p, same=same, seconds=time.perf_counter() - t0, device=device)
+    return CellRuns(
+        omega=problem.omega,
+        d=d,
+        alphas=tuple(alphas),
+        seeds=tuple(seeds),
+        et_sem=et_s,
+        et_pos=et_p,
+        status_sem=st_s,
+        status_pos=st_p,
+        same=same,
+        seconds=time.perf_counter() - t0,
+        device=device,
+    )
 
 
 def _find(runs: Mapping[tuple[int, float], Any], seed: int, alpha: float) -> Any:
@@ -352,13 +501,20 @@ def _find(runs: Mapping[tuple[int, float], Any], seed: int, alpha: float) -> Any
 
 def _key(*parts: Any) -> str:
     from dotattn import __version__
+
     blob = json.dumps([*parts, __version__], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def run_cell(problem_dict: dict[str, Any], omega: float, d: int, config_dict: dict[str, Any],
-             cache_dir: str | None = None, threads: int = 0,
-             progress: Callable[[float, int], None] | None = None) -> dict[str, Any]:
+def run_cell(
+    problem_dict: dict[str, Any],
+    omega: float,
+    d: int,
+    config_dict: dict[str, Any],
+    cache_dir: str | None = None,
+    threads: int = 0,
+    progress: Callable[[float, int], None] | None = None,
+) -> dict[str, Any]:
     """ERM of one (ω, d) cell, chunk by chunk (cached under ``cache_dir``); returns a :class:`CellRuns` row.
 
     ``progress(cost, runs)`` is called as runs finish training (every run, as it stops; a chunk read
@@ -366,16 +522,25 @@ def run_cell(problem_dict: dict[str, Any], omega: float, d: int, config_dict: di
     """
     if threads:
         import torch
+
         torch.set_num_threads(threads)
     problem = Problem.from_dict({**problem_dict, "omega": omega})
     cfg = AlphaCConfig.from_dict(config_dict)
     seeds = cfg.seed_list
     parts = []
     for i in range(0, len(seeds), cfg.seed_chunk):
-        chunk = seeds[i:i + cfg.seed_chunk]
-        key = _key("chunk", problem.to_dict(), d, chunk, {k: v for k, v in cfg.to_dict().items()
-                                                         if k not in ("omegas", "ds", "seeds", "first_seed", "seed_chunk",
-                                                                      "level", "n_boot", "model", "device")})
+        chunk = seeds[i : i + cfg.seed_chunk]
+        key = _key(
+            "chunk",
+            problem.to_dict(),
+            d,
+            chunk,
+            {
+                k: v
+                for k, v in cfg.to_dict().items()
+                if k not in ("omegas", "ds", "seeds", "first_seed", "seed_chunk", "level", "n_boot", "model", "device")
+            },
+        )
         path = Path(cache_dir) / f"chunk_w{omega:.4f}_d{d}_s{chunk[0]}-{chunk[-1]}.json" if cache_dir else None
         cached = read_cache_unit(path, key)
         if cached is not None:
@@ -408,16 +573,28 @@ class TheoryColumn:
     alpha_c_error: float | None = None
 
     def to_row(self) -> dict[str, Any]:
-        return {"omega": self.omega, "alpha_c": self.alpha_c, "alpha_c_error": self.alpha_c_error,
-                "alphas": list(self.alphas), "delta": list(self.delta), "quadrature": dict(self.quadrature),
-                "seconds": self.seconds}
+        return {
+            "omega": self.omega,
+            "alpha_c": self.alpha_c,
+            "alpha_c_error": self.alpha_c_error,
+            "alphas": list(self.alphas),
+            "delta": list(self.delta),
+            "quadrature": dict(self.quadrature),
+            "seconds": self.seconds,
+        }
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> "TheoryColumn":
-        opt = (lambda v: None if v is None else float(v))  # noqa: E731
-        return cls(omega=float(row["omega"]), alpha_c=opt(row["alpha_c"]), alphas=tuple(float(a) for a in row["alphas"]),
-                   delta=tuple(opt(v) for v in row["delta"]), quadrature=dict(row.get("quadrature") or {}),
-                   seconds=float(row["seconds"]), alpha_c_error=opt(row.get("alpha_c_error")))
+        opt = lambda v: None if v is None else float(v)  # noqa: E731
+        return cls(
+            omega=float(row["omega"]),
+            alpha_c=opt(row["alpha_c"]),
+            alphas=tuple(float(a) for a in row["alphas"]),
+            delta=tuple(opt(v) for v in row["delta"]),
+            quadrature=dict(row.get("quadrature") or {}),
+            seconds=float(row["seconds"]),
+            alpha_c_error=opt(row.get("alpha_c_error")),
+        )
 
 
 def theory_refusal(problem: Problem) -> str | None:
@@ -441,17 +618,28 @@ def theory_column(problem_dict: dict[str, Any], omega: float, alphas: Sequence[f
     from dotattn.positional_semantic.phase_diagram import ColumnSummary, SweepSettings, omega_column
     from dotattn.positional_semantic.records import BranchPoint
     from dotattn.positional_semantic.refine import RefineSpec
+
     problem = Problem.from_dict({**problem_dict, "omega": omega})
     settings = SweepSettings(default_quadrature(problem), refine=RefineSpec())
     col = omega_column(problem.to_dict(), omega, list(alphas), settings.to_dict())
     points = [BranchPoint.from_row(row) for row in col["rows"]]
     et = {(p.branch, p.alpha): p.train_loss for p in points if p.converged}
-    delta = [None if ("semantic", a) not in et or ("positional", a) not in et
-             else et[("semantic", a)] - et[("positional", a)] for a in sorted(alphas)]
+    delta = [
+        None
+        if ("semantic", a) not in et or ("positional", a) not in et
+        else et[("semantic", a)] - et[("positional", a)]
+        for a in sorted(alphas)
+    ]
     summary = ColumnSummary.from_row(col["summary"])
-    return TheoryColumn(omega=omega, alpha_c=summary.alpha_c, alphas=tuple(sorted(alphas)), delta=tuple(delta),
-                        quadrature=settings.quadrature.to_dict(), seconds=summary.seconds,
-                        alpha_c_error=summary.alpha_c_error).to_row()
+    return TheoryColumn(
+        omega=omega,
+        alpha_c=summary.alpha_c,
+        alphas=tuple(sorted(alphas)),
+        delta=tuple(delta),
+        quadrature=settings.quadrature.to_dict(),
+        seconds=summary.seconds,
+        alpha_c_error=summary.alpha_c_error,
+    ).to_row()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -466,13 +654,25 @@ def cell_crossings(cell: CellRuns, converged: str) -> list[SeedCrossing]:
         why = []
         for j, a in enumerate(cell.alphas):
             if not ok[k, j]:
-                reason = ("same_minimum" if cell.same[k, j] else
-                          f"sem={cell.status_sem[k, j]}/pos={cell.status_pos[k, j]}")
+                reason = (
+                    "same_minimum" if cell.same[k, j] else f"sem={cell.status_sem[k, j]}/pos={cell.status_pos[k, j]}"
+                )
                 why.append(f"{a:g}:{reason}")
         outcome = NO_CROSSING if not np.isfinite(root[k]) else (SEVERAL if changes[k] > 1 else CROSSING)
-        out.append(SeedCrossing(omega=cell.omega, d=cell.d, seed=s, outcome=outcome, alpha_c=float(root[k]),
-                                lo=float(lo[k]), hi=float(hi[k]), changes=int(changes[k]), valid=int(n_valid[k]),
-                                excluded=";".join(why)))
+        out.append(
+            SeedCrossing(
+                omega=cell.omega,
+                d=cell.d,
+                seed=s,
+                outcome=outcome,
+                alpha_c=float(root[k]),
+                lo=float(lo[k]),
+                hi=float(hi[k]),
+                changes=int(changes[k]),
+                valid=int(n_valid[k]),
+                excluded=";".join(why),
+            )
+        )
     return out
 
 
@@ -495,15 +695,46 @@ class AlphaCStudy:
         """``{"omegas": [{"omega", "theory_alpha_c", "by_d": [...], "extrapolated": {...}}]}`` (the issue's shape)."""
         out = []
         for w, th, fit, alt in zip(self.config.omegas, self.theory, self.fits, self.alternative_fits):
-            by_d = [{"d": s.d, "seeds": s.seeds, "alpha_c": s.alpha_c, "ci": [s.ci_lo, s.ci_hi],
-                     "no_crossing": s.no_crossing, "several_crossings": s.several, "crossings": s.crossings,
-                     "se": s.se, "sd": s.sd, "excluded_points": s.excluded_points, "seconds": s.seconds}
-                    for s in self.summaries if abs(s.omega - w) < 1e-12]
-            out.append({"omega": w, "theory_alpha_c": th.alpha_c, "by_d": by_d,
-                        "extrapolated": {"alpha_c": fit.alpha_inf, "ci": [fit.ci_lo, fit.ci_hi], "model": fit.model,
-                                         "slope": fit.slope, "chi2": fit.chi2, "dof": fit.dof},
-                        "alternative_fit": {"alpha_c": alt.alpha_inf, "ci": [alt.ci_lo, alt.ci_hi], "model": alt.model,
-                                            "slope": alt.slope, "chi2": alt.chi2, "dof": alt.dof}})
+            by_d = [
+                {
+                    "d": s.d,
+                    "seeds": s.seeds,
+                    "alpha_c": s.alpha_c,
+                    "ci": [s.ci_lo, s.ci_hi],
+                    "no_crossing": s.no_crossing,
+                    "several_crossings": s.several,
+                    "crossings": s.crossings,
+                    "se": s.se,
+                    "sd": s.sd,
+                    "excluded_points": s.excluded_points,
+                    "seconds": s.seconds,
+                }
+                for s in self.summaries
+                if abs(s.omega - w) < 1e-12
+            ]
+            out.append(
+                {
+                    "omega": w,
+                    "theory_alpha_c": th.alpha_c,
+                    "by_d": by_d,
+                    "extrapolated": {
+                        "alpha_c": fit.alpha_inf,
+                        "ci": [fit.ci_lo, fit.ci_hi],
+                        "model": fit.model,
+                        "slope": fit.slope,
+                        "chi2": fit.chi2,
+                        "dof": fit.dof,
+                    },
+                    "alternative_fit": {
+                        "alpha_c": alt.alpha_inf,
+                        "ci": [alt.ci_lo, alt.ci_hi],
+                        "model": alt.model,
+                        "slope": alt.slope,
+                        "chi2": alt.chi2,
+                        "dof": alt.dof,
+                    },
+                }
+            )
         return {"omegas": out}
 
 
@@ -520,14 +751,18 @@ class StudyPart:
 
 def _same_cell_runs(a: CellRuns, b: CellRuns, seed: int) -> bool:
     i, j = a.seeds.index(seed), b.seeds.index(seed)
-    return (np.allclose(a.et_sem[i], b.et_sem[j], rtol=SAME_RUN_RTOL, atol=0.0, equal_nan=True)
-            and np.allclose(a.et_pos[i], b.et_pos[j], rtol=SAME_RUN_RTOL, atol=0.0, equal_nan=True)
-            and list(a.status_sem[i]) == list(b.status_sem[j]) and list(a.status_pos[i]) == list(b.status_pos[j])
-            and list(a.same[i]) == list(b.same[j]))
+    return (
+        np.allclose(a.et_sem[i], b.et_sem[j], rtol=SAME_RUN_RTOL, atol=0.0, equal_nan=True)
+        and np.allclose(a.et_pos[i], b.et_pos[j], rtol=SAME_RUN_RTOL, atol=0.0, equal_nan=True)
+        and list(a.status_sem[i]) == list(b.status_sem[j])
+        and list(a.status_pos[i]) == list(b.status_pos[j])
+        and list(a.same[i]) == list(b.same[j])
+    )
 
 
-def merge_parts(problem: Problem, config: AlphaCConfig, parts: Sequence[StudyPart]
-                ) -> tuple[dict[tuple[float, int], CellRuns], dict[tuple[float, int], list[str]]]:
+def merge_parts(
+    problem: Problem, config: AlphaCConfig, parts: Sequence[StudyPart]
+) -> tuple[dict[tuple[float, int], CellRuns], dict[tuple[float, int], list[str]]]:
     """The cells of ``parts`` merged per (ω, d): ((ω, d) -> cell with the union of the seeds, sorted;
     (ω, d) -> the sources it came from). ParameterError (one line) unless every part was made for
     ``problem`` (ω aside) and shares :data:`MERGE_KEYS` with ``config``, and every seed that two
@@ -540,13 +775,17 @@ def merge_parts(problem: Problem, config: AlphaCConfig, parts: Sequence[StudyPar
         have = {k: v for k, v in part.problem.to_dict().items() if k != "omega"}
         diff = next((k for k in sorted(set(base) | set(have)) if base.get(k) != have.get(k)), None)
         if diff is not None:
-            raise ParameterError(f"study {part.source} was made for another problem: {diff} = {have.get(diff)!r} "
-                                 f"there, {base.get(diff)!r} here")
+            raise ParameterError(
+                f"study {part.source} was made for another problem: {diff} = {have.get(diff)!r} "
+                f"there, {base.get(diff)!r} here"
+            )
         got = part.config.to_dict()
         diff = next((k for k in MERGE_KEYS if got.get(k) != want.get(k)), None)
         if diff is not None:
-            raise ParameterError(f"study {part.source} has another {diff}: {got.get(diff)!r} there, {want.get(diff)!r} here "
-                                 f"(cells of one study share {', '.join(MERGE_KEYS)})")
+            raise ParameterError(
+                f"study {part.source} has another {diff}: {got.get(diff)!r} there, {want.get(diff)!r} here "
+                f"(cells of one study share {', '.join(MERGE_KEYS)})"
+            )
         for cell in part.cells:
             key = (cell.omega, cell.d)
             old = merged.get(key)
@@ -556,33 +795,56 @@ def merge_parts(problem: Problem, config: AlphaCConfig, parts: Sequence[StudyPar
                 continue
             for seed in set(old.seeds) & set(cell.seeds):
                 if not _same_cell_runs(old, cell, seed):
-                    raise ParameterError(f"seed {seed} of cell omega = {cell.omega:g}, d = {cell.d} differs between "
-                                         f"{sources[key][0]} and {part.source} (same seed, different runs)")
+                    raise ParameterError(
+                        f"seed {seed} of cell omega = {cell.omega:g}, d = {cell.d} differs between "
+                        f"{sources[key][0]} and {part.source} (same seed, different runs)"
+                    )
             new = [s for s in cell.seeds if s not in old.seeds]
             if new:
                 idx = [cell.seeds.index(s) for s in new]
-                extra = CellRuns(omega=cell.omega, d=cell.d, alphas=cell.alphas, seeds=tuple(new),
-                                 et_sem=cell.et_sem[idx], et_pos=cell.et_pos[idx], status_sem=cell.status_sem[idx],
-                                 status_pos=cell.status_pos[idx], same=cell.same[idx], seconds=0.0,
-                                 device=cell.device)
+                extra = CellRuns(
+                    omega=cell.omega,
+                    d=cell.d,
+                    alphas=cell.alphas,
+                    seeds=tuple(new),
+                    et_sem=cell.et_sem[idx],
+                    et_pos=cell.et_pos[idx],
+                    status_sem=cell.status_sem[idx],
+                    status_pos=cell.status_pos[idx],
+                    same=cell.same[idx],
+                    seconds=0.0,
+                    device=cell.device,
+                )
                 joined = CellRuns.concat([old, extra])
                 order = np.argsort(joined.seeds)
-                merged[key] = CellRuns(omega=joined.omega, d=joined.d, alphas=joined.alphas,
-                                       seeds=tuple(joined.seeds[k] for k in order), et_sem=joined.et_sem[order],
-                                       et_pos=joined.et_pos[order], status_sem=joined.status_sem[order],
-                                       status_pos=joined.status_pos[order], same=joined.same[order],
-                                       seconds=old.seconds + cell.seconds, device=old.device)
+                merged[key] = CellRuns(
+                    omega=joined.omega,
+                    d=joined.d,
+                    alphas=joined.alphas,
+                    seeds=tuple(joined.seeds[k] for k in order),
+                    et_sem=joined.et_sem[order],
+                    et_pos=joined.et_pos[order],
+                    status_sem=joined.status_sem[order],
+                    status_pos=joined.status_pos[order],
+                    same=joined.same[order],
+                    seconds=old.seconds + cell.seconds,
+                    device=old.device,
+                )
     return merged, sources
 
 
 def _cell_key(problem: Problem, omega: float, d: int, cfg: AlphaCConfig) -> str:
-    keep = {k: v for k, v in cfg.to_dict().items() if k not in ("omegas", "ds", "seed_chunk", "level", "n_boot",
-                                                               "model", "device")}
+    keep = {
+        k: v
+        for k, v in cfg.to_dict().items()
+        if k not in ("omegas", "ds", "seed_chunk", "level", "n_boot", "model", "device")
+    }
     return _key("cell", {**problem.to_dict(), "omega": omega}, d, keep)
 
 
 def _theory_key(problem: Problem, omega: float, alphas: Sequence[float]) -> str:
     from dotattn.positional_semantic.refine import RefineSpec
+
     return _key("theory", {**problem.to_dict(), "omega": omega}, list(alphas), {"refine": RefineSpec().to_dict()})
 
 
@@ -600,17 +862,27 @@ def check_supplied(config: AlphaCConfig, supplied: Mapping[tuple[float, int], Ce
     for (w, d), cell in sorted(supplied.items()):
         if w in config.omegas and d in config.ds and not set(config.seed_list) <= set(cell.seeds):
             have = f"{min(cell.seeds)}-{max(cell.seeds)}" if cell.seeds else "none"
-            raise ParameterError(f"cell omega = {w:g}, d = {d} is both in this study's grid (seeds "
-                                 f"{config.first_seed}-{config.first_seed + config.seeds - 1}) and included from "
-                                 f"another study (seeds {have}), which would be used in its place; leave that omega "
-                                 f"or d out of this run, or run its seeds into a folder of their own and include "
-                                 f"both")
+            raise ParameterError(
+                f"cell omega = {w:g}, d = {d} is both in this study's grid (seeds "
+                f"{config.first_seed}-{config.first_seed + config.seeds - 1}) and included from "
+                f"another study (seeds {have}), which would be used in its place; leave that omega "
+                f"or d out of this run, or run its seeds into a folder of their own and include "
+                f"both"
+            )
 
 
-def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.PathLike | None = None,
-              workers: int = 1, threads: int = 0, theory: bool = True, dask_address: Any = None,
-              progress: Callable[[float, int], None] | None = None,
-              supplied: Mapping[tuple[float, int], CellRuns] | None = None) -> AlphaCStudy:
+def run_study(
+    problem: Problem,
+    config: AlphaCConfig,
+    *,
+    cache_dir: str | os.PathLike | None = None,
+    workers: int = 1,
+    threads: int = 0,
+    theory: bool = True,
+    dask_address: Any = None,
+    progress: Callable[[float, int], None] | None = None,
+    supplied: Mapping[tuple[float, int], CellRuns] | None = None,
+) -> AlphaCStudy:
     """Every (ω, d) cell and theory column (cached, resumable), the crossings, summaries and fits.
 
     ``supplied``: (ω, d) -> cells of other studies (:func:`merge_parts`), taken as they are instead
@@ -631,21 +903,29 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
     from dotattn.erm.config import ErmConfig
     from dotattn.erm.experiment import resolve_device
     from dotattn.core.status import STATUS_CONVERGED
+
     check_problem(problem)
     check_instance("config", config, AlphaCConfig, "dotattn.theory_vs_erm.alpha_c.AlphaCConfig")
     workers = check_workers(workers)
     threads = check_int("threads (0: torch's default)", threads, 0, 1024)
     if dask_address is not None and isinstance(dask_address, str):
         check_dask_address(dask_address)
-    ErmConfig(d=config.ds[-1], alphas=config.alphas if config.nested else config.alphas[-1:],
-              inits="both" if config.paired else "semantic", seeds=min(config.seed_chunk, config.seeds),
-              test_samples=1, dtype=config.dtype, value=config.value,
-              value_rank=config.value_rank).check(problem)  # the largest chunk must fit in memory
+    ErmConfig(
+        d=config.ds[-1],
+        alphas=config.alphas if config.nested else config.alphas[-1:],
+        inits="both" if config.paired else "semantic",
+        seeds=min(config.seed_chunk, config.seeds),
+        test_samples=1,
+        dtype=config.dtype,
+        value=config.value,
+        value_rank=config.value_rank,
+    ).check(problem)  # the largest chunk must fit in memory
     if theory:
         refusal = theory_refusal(problem)
         if refusal is not None:
-            raise ParameterError(f"the theory's alpha_c is not available for this problem ({refusal}); "
-                                 f"run without it (theory=False)")
+            raise ParameterError(
+                f"the theory's alpha_c is not available for this problem ({refusal}); run without it (theory=False)"
+            )
     resolve_device(config.device)  # availability (ParameterError) before any computation
     t0 = time.perf_counter()
     supplied = dict(supplied or {})
@@ -653,6 +933,7 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
     wanted = {(w, d) for w in config.omegas for d in config.ds} | set(supplied)
     if supplied:
         from dataclasses import replace
+
         config = replace(config, omegas=tuple(sorted({w for w, _ in wanted})), ds=tuple(sorted({d for _, d in wanted})))
     cache = Path(cache_dir) if cache_dir is not None else None
     cells: dict[tuple[float, int], CellRuns] = dict(supplied)
@@ -663,8 +944,14 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
     cfg_dict = config.to_dict()
     for w in config.omegas:
         if not theory:
-            theory_cols[w] = TheoryColumn(omega=w, alpha_c=None, alphas=tuple(config.alphas),
-                                          delta=(None,) * len(config.alphas), quadrature={}, seconds=0.0)
+            theory_cols[w] = TheoryColumn(
+                omega=w,
+                alpha_c=None,
+                alphas=tuple(config.alphas),
+                delta=(None,) * len(config.alphas),
+                quadrature={},
+                seconds=0.0,
+            )
             continue
         key = _theory_key(problem, w, config.alphas)
         path = cache / f"theory_w{w:.4f}.json" if cache else None
@@ -689,8 +976,9 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
             chunk_progress = None
             if workers <= 1 and dask_address is None and progress is not None:
                 chunk_progress = progress
-            tasks.append(("cell", (problem.to_dict(), w, d, cfg_dict, str(cache) if cache else None, threads,
-                                   chunk_progress)))
+            tasks.append(
+                ("cell", (problem.to_dict(), w, d, cfg_dict, str(cache) if cache else None, threads, chunk_progress))
+            )
             keys[("cell", w, d)] = (key, path)
     # theory columns last in a single process (the ERM cells are the long ones); first in a pool
     in_process = workers <= 1 and dask_address is None
@@ -723,8 +1011,14 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
             d = tasks[i][1][2]
             progress(config.cost(d) / (config.runs_per_seed * config.seeds), 1)
 
-    run_tasks(_run_task, tasks, workers=workers, dask_address=dask_address, on_result=store,
-              on_unit=None if in_process else unit)
+    run_tasks(
+        _run_task,
+        tasks,
+        workers=workers,
+        dask_address=dask_address,
+        on_result=store,
+        on_unit=None if in_process else unit,
+    )
 
     ordered = [cells[(w, d)] for w in config.omegas for d in config.ds if (w, d) in wanted]
     all_x: list[SeedCrossing] = []
@@ -732,8 +1026,17 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
     for c in ordered:
         xs = cell_crossings(c, STATUS_CONVERGED)
         all_x.extend(xs)
-        sums.append(summarise_cell(c.omega, c.d, xs, excluded_points=int((~c.valid(STATUS_CONVERGED)).sum()),
-                                   seconds=c.seconds, level=config.level, n_boot=config.n_boot))
+        sums.append(
+            summarise_cell(
+                c.omega,
+                c.d,
+                xs,
+                excluded_points=int((~c.valid(STATUS_CONVERGED)).sum()),
+                seconds=c.seconds,
+                level=config.level,
+                n_boot=config.n_boot,
+            )
+        )
     fits, alts = [], []
     other = next(m for m in FIT_MODELS if m != config.model)
     for w in config.omegas:
@@ -741,10 +1044,18 @@ def run_study(problem: Problem, config: AlphaCConfig, *, cache_dir: str | os.Pat
         per_d = [np.array([x.alpha_c for x in all_x if x.omega == w and x.d == d]) for d in ds_w]
         fits.append(fit_finite_size(ds_w, per_d, config.model, config.level, config.n_boot))
         alts.append(fit_finite_size(ds_w, per_d, other, config.level, config.n_boot))
-    return AlphaCStudy(problem=problem, config=config, cells=tuple(ordered), crossings=tuple(all_x),
-                       summaries=tuple(sums), fits=tuple(fits), alternative_fits=tuple(alts),
-                       theory=tuple(theory_cols[w] for w in config.omegas), seconds=time.perf_counter() - t0,
-                       from_cache=from_cache)
+    return AlphaCStudy(
+        problem=problem,
+        config=config,
+        cells=tuple(ordered),
+        crossings=tuple(all_x),
+        summaries=tuple(sums),
+        fits=tuple(fits),
+        alternative_fits=tuple(alts),
+        theory=tuple(theory_cols[w] for w in config.omegas),
+        seconds=time.perf_counter() - t0,
+        from_cache=from_cache,
+    )
 
 
 def mean_curves(study: AlphaCStudy, converged: str) -> list[dict[str, Any]]:

@@ -33,13 +33,31 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.records import BranchPoint
 from dotattn.core.rows import read_bool, read_float, read_int, read_text
 
-__all__ = ["ErmRun", "ComparisonRow", "theory_points", "comparison_table", "overlap_invariants", "theory_curves",
-           "finite_size_points", "linear_baseline_points", "COMPARE_COLUMNS", "COMPARED", "QUANTITIES",
-           "DEFAULT_TOLERANCE", "NEAR_ZERO", "RELATIVE", "ABSOLUTE", "quantity_scales"]
+__all__ = [
+    "ErmRun",
+    "ComparisonRow",
+    "theory_points",
+    "comparison_table",
+    "overlap_invariants",
+    "theory_curves",
+    "finite_size_points",
+    "linear_baseline_points",
+    "COMPARE_COLUMNS",
+    "COMPARED",
+    "QUANTITIES",
+    "DEFAULT_TOLERANCE",
+    "NEAR_ZERO",
+    "RELATIVE",
+    "ABSOLUTE",
+    "quantity_scales",
+]
 
 QUANTITIES = ("test_error", "train_loss", "m_norm", "theta_norm", "q_trace")
-COMPARED = {"positional": ("test_error", "m_norm", "q_trace"), "semantic": ("test_error", "theta_norm", "q_trace"),
-            "mixed": ("test_error", "m_norm", "theta_norm", "q_trace")}
+COMPARED = {
+    "positional": ("test_error", "m_norm", "q_trace"),
+    "semantic": ("test_error", "theta_norm", "q_trace"),
+    "mixed": ("test_error", "m_norm", "theta_norm", "q_trace"),
+}
 """What must agree on each branch: ε_g and the overlaps that are not zero on it."""
 DEFAULT_TOLERANCE = 0.05
 NEAR_ZERO = 1e-2
@@ -48,11 +66,22 @@ of that quantity over the converged theory points at the comparison's ω). Such 
 compared by its absolute difference (``diff_kind`` "absolute", agreeing when |ERM − theory| <=
 tolerance × scale); a relative difference against ≈ 0 would be meaningless."""
 RELATIVE, ABSOLUTE = "relative", "absolute"
-COMPARE_COLUMNS = (["alpha", "init", "branch", "d", "erm_runs", "erm_runs_on_branch"]
-                   + [f"{p}{k}{s}" for k in QUANTITIES
-                      for p, s in (("theory_", ""), ("erm_", "_mean"), ("erm_", "_std"), ("", "_rel_diff"),
-                                   ("", "_abs_diff"), ("", "_diff_kind"))]
-                   + ["max_rel_diff", "agrees"])
+COMPARE_COLUMNS = (
+    ["alpha", "init", "branch", "d", "erm_runs", "erm_runs_on_branch"]
+    + [
+        f"{p}{k}{s}"
+        for k in QUANTITIES
+        for p, s in (
+            ("theory_", ""),
+            ("erm_", "_mean"),
+            ("erm_", "_std"),
+            ("", "_rel_diff"),
+            ("", "_abs_diff"),
+            ("", "_diff_kind"),
+        )
+    ]
+    + ["max_rel_diff", "agrees"]
+)
 
 
 @dataclass(frozen=True)
@@ -83,8 +112,11 @@ class ComparisonRow:
 
     def max_rel_quantity(self) -> str | None:
         """The compared quantity whose relative difference is ``max_rel_diff`` (None if none is relative)."""
-        rel = [k for k in COMPARED.get(self.branch, ()) if self.diff_kind.get(k, RELATIVE) == RELATIVE
-               and self.rel_diff[k] == self.rel_diff[k]]
+        rel = [
+            k
+            for k in COMPARED.get(self.branch, ())
+            if self.diff_kind.get(k, RELATIVE) == RELATIVE and self.rel_diff[k] == self.rel_diff[k]
+        ]
         return max(rel, key=lambda k: abs(self.rel_diff[k])) if rel else None
 
     def near_zero(self) -> list[str]:
@@ -93,29 +125,56 @@ class ComparisonRow:
 
     def to_row(self) -> dict[str, Any]:
         """The flat row (columns :data:`COMPARE_COLUMNS`)."""
-        row: dict[str, Any] = {"alpha": self.alpha, "init": self.init, "branch": self.branch, "d": self.d,
-                               "erm_runs": self.erm_runs, "erm_runs_on_branch": self.erm_runs_on_branch}
+        row: dict[str, Any] = {
+            "alpha": self.alpha,
+            "init": self.init,
+            "branch": self.branch,
+            "d": self.d,
+            "erm_runs": self.erm_runs,
+            "erm_runs_on_branch": self.erm_runs_on_branch,
+        }
         for k in QUANTITIES:
-            row.update({f"theory_{k}": self.theory[k], f"erm_{k}_mean": self.erm_mean[k],
-                        f"erm_{k}_std": self.erm_std[k], f"{k}_rel_diff": self.rel_diff[k],
-                        f"{k}_abs_diff": self.abs_diff.get(k, self.erm_mean[k] - self.theory[k]),
-                        f"{k}_diff_kind": self.diff_kind.get(k, RELATIVE)})
+            row.update(
+                {
+                    f"theory_{k}": self.theory[k],
+                    f"erm_{k}_mean": self.erm_mean[k],
+                    f"erm_{k}_std": self.erm_std[k],
+                    f"{k}_rel_diff": self.rel_diff[k],
+                    f"{k}_abs_diff": self.abs_diff.get(k, self.erm_mean[k] - self.theory[k]),
+                    f"{k}_diff_kind": self.diff_kind.get(k, RELATIVE),
+                }
+            )
         return {**row, "max_rel_diff": self.max_rel_diff, "agrees": self.agrees}
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "ComparisonRow":
         """Inverse of :meth:`to_row` (JSON or CSV cells; files written before ``abs_diff`` and
         ``diff_kind`` existed read as ERM mean − theory and "relative")."""
-        q = {name: {k: read_float(row[pat.format(k)]) for k in QUANTITIES}
-             for name, pat in (("theory", "theory_{}"), ("erm_mean", "erm_{}_mean"), ("erm_std", "erm_{}_std"),
-                               ("rel_diff", "{}_rel_diff"))}
-        q["abs_diff"] = {k: read_float(row[f"{k}_abs_diff"]) if f"{k}_abs_diff" in row
-                         else q["erm_mean"][k] - q["theory"][k] for k in QUANTITIES}
+        q = {
+            name: {k: read_float(row[pat.format(k)]) for k in QUANTITIES}
+            for name, pat in (
+                ("theory", "theory_{}"),
+                ("erm_mean", "erm_{}_mean"),
+                ("erm_std", "erm_{}_std"),
+                ("rel_diff", "{}_rel_diff"),
+            )
+        }
+        q["abs_diff"] = {
+            k: read_float(row[f"{k}_abs_diff"]) if f"{k}_abs_diff" in row else q["erm_mean"][k] - q["theory"][k]
+            for k in QUANTITIES
+        }
         q["diff_kind"] = {k: read_text(row.get(f"{k}_diff_kind") or RELATIVE) for k in QUANTITIES}
-        return cls(alpha=read_float(row["alpha"]), init=read_text(row["init"]), branch=read_text(row["branch"]),
-                   d=read_int(row["d"]), erm_runs=read_int(row["erm_runs"]),
-                   erm_runs_on_branch=read_int(row["erm_runs_on_branch"]), **q,
-                   max_rel_diff=read_float(row["max_rel_diff"]), agrees=read_bool(row["agrees"]))
+        return cls(
+            alpha=read_float(row["alpha"]),
+            init=read_text(row["init"]),
+            branch=read_text(row["branch"]),
+            d=read_int(row["d"]),
+            erm_runs=read_int(row["erm_runs"]),
+            erm_runs_on_branch=read_int(row["erm_runs_on_branch"]),
+            **q,
+            max_rel_diff=read_float(row["max_rel_diff"]),
+            agrees=read_bool(row["agrees"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -142,9 +201,11 @@ def overlap_invariants(q: np.ndarray, theta: np.ndarray, mu: np.ndarray, sigma: 
     """Gauge-invariant overlaps of q (r×r), θ (r×r_t), μ (L×r): ``m_norm`` = ‖μ_1‖,
     ``theta_norm`` = ‖θ‖_F/σ², ``q_trace`` = Tr q/σ²."""
     s2 = sigma**2
-    return {"m_norm": float(np.linalg.norm(np.asarray(mu, dtype=float)[0])),
-            "theta_norm": float(np.linalg.norm(np.asarray(theta, dtype=float))) / s2,
-            "q_trace": float(np.trace(np.asarray(q, dtype=float))) / s2}
+    return {
+        "m_norm": float(np.linalg.norm(np.asarray(mu, dtype=float)[0])),
+        "theta_norm": float(np.linalg.norm(np.asarray(theta, dtype=float))) / s2,
+        "q_trace": float(np.trace(np.asarray(q, dtype=float))) / s2,
+    }
 
 
 def _values(x: BranchPoint | RunRecord, sigma: float) -> dict[str, float]:
@@ -152,8 +213,9 @@ def _values(x: BranchPoint | RunRecord, sigma: float) -> dict[str, float]:
     return {"test_error": x.test_error, "train_loss": x.train_loss, **overlap_invariants(x.q, x.theta, x.mu, sigma)}
 
 
-def comparison_table(erm: ErmRun, theory: Sequence[BranchPoint],
-                     tolerance: float = DEFAULT_TOLERANCE) -> list[ComparisonRow]:
+def comparison_table(
+    erm: ErmRun, theory: Sequence[BranchPoint], tolerance: float = DEFAULT_TOLERANCE
+) -> list[ComparisonRow]:
     """One row per (α, informed initialisation, branch the ERM runs ended on) with a converged
     theory point on that branch: theory value, ERM mean ± std over those runs, relative
     differences, and whether ε_g and the branch's overlaps (:data:`COMPARED`) all agree within
@@ -172,8 +234,9 @@ def comparison_table(erm: ErmRun, theory: Sequence[BranchPoint],
                 if t is None or branch not in COMPARED:
                     continue
                 stayed = [_values(r, sigma) for r in started if r.branch == branch]
-                out.append(_compare_row(a, init, branch, erm.d, len(started), stayed, _values(t, sigma), tolerance,
-                                        scale))
+                out.append(
+                    _compare_row(a, init, branch, erm.d, len(started), stayed, _values(t, sigma), tolerance, scale)
+                )
     return out
 
 
@@ -183,8 +246,17 @@ def quantity_scales(values: Sequence[dict[str, float]]) -> dict[str, float]:
     return {k: max((abs(v[k]) for v in values if np.isfinite(v[k])), default=0.0) for k in QUANTITIES}
 
 
-def _compare_row(alpha: float, init: str, branch: str, d: int, n_started: int, runs: list[dict[str, float]],
-                 theory_vals: dict[str, float], tolerance: float, scale: dict[str, float]) -> ComparisonRow:
+def _compare_row(
+    alpha: float,
+    init: str,
+    branch: str,
+    d: int,
+    n_started: int,
+    runs: list[dict[str, float]],
+    theory_vals: dict[str, float],
+    tolerance: float,
+    scale: dict[str, float],
+) -> ComparisonRow:
     mean, std, rel, absd, kind = {}, {}, {}, {}, {}
     for k in QUANTITIES:
         vals = np.array([v[k] for v in runs])
@@ -197,10 +269,22 @@ def _compare_row(alpha: float, init: str, branch: str, d: int, n_started: int, r
     compared = COMPARED[branch]
     ok = [abs(rel[k]) <= tolerance if kind[k] == RELATIVE else abs(absd[k]) <= tolerance * scale[k] for k in compared]
     rels = [abs(rel[k]) for k in compared if kind[k] == RELATIVE]
-    return ComparisonRow(alpha=alpha, init=init, branch=branch, d=d, erm_runs=n_started, erm_runs_on_branch=len(runs),
-                         theory={k: theory_vals[k] for k in QUANTITIES}, erm_mean=mean, erm_std=std, rel_diff=rel,
-                         max_rel_diff=max(rels) if rels else float("nan"), agrees=all(ok), abs_diff=absd,
-                         diff_kind=kind)
+    return ComparisonRow(
+        alpha=alpha,
+        init=init,
+        branch=branch,
+        d=d,
+        erm_runs=n_started,
+        erm_runs_on_branch=len(runs),
+        theory={k: theory_vals[k] for k in QUANTITIES},
+        erm_mean=mean,
+        erm_std=std,
+        rel_diff=rel,
+        max_rel_diff=max(rels) if rels else float("nan"),
+        agrees=all(ok),
+        abs_diff=absd,
+        diff_kind=kind,
+    )
 
 
 def theory_curves(theory: Sequence[BranchPoint], omega: float, sigma: float) -> dict[str, dict[str, np.ndarray]]:
@@ -210,13 +294,16 @@ def theory_curves(theory: Sequence[BranchPoint], omega: float, sigma: float) -> 
     no stability) (for plotting)."""
     out: dict[str, dict[str, np.ndarray]] = {}
     for b in sorted({p.branch for p in theory}):
-        pts = sorted((p for p in theory if p.branch == b and p.converged and abs(p.omega - omega) < 1e-9),
-                     key=lambda p: p.alpha)
+        pts = sorted(
+            (p for p in theory if p.branch == b and p.converged and abs(p.omega - omega) < 1e-9), key=lambda p: p.alpha
+        )
         if pts:
             vals = [_values(p, sigma) for p in pts]
-            out[b] = {"alpha": np.array([p.alpha for p in pts]),
-                      **{k: np.array([v[k] for v in vals]) for k in QUANTITIES},
-                      "rs": np.array([p.stability.label if p.stability is not None else "unknown" for p in pts])}
+            out[b] = {
+                "alpha": np.array([p.alpha for p in pts]),
+                **{k: np.array([v[k] for v in vals]) for k in QUANTITIES},
+                "rs": np.array([p.stability.label if p.stability is not None else "unknown" for p in pts]),
+            }
     return out
 
 

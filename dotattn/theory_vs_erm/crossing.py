@@ -24,8 +24,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["CROSSING", "NO_CROSSING", "SEVERAL", "SeedCrossing", "CellSummary", "FiniteSizeFit",
-           "FIT_MODELS", "crossings", "bootstrap_mean_ci", "summarise_cell", "fit_finite_size"]
+__all__ = [
+    "CROSSING",
+    "NO_CROSSING",
+    "SEVERAL",
+    "SeedCrossing",
+    "CellSummary",
+    "FiniteSizeFit",
+    "FIT_MODELS",
+    "crossings",
+    "bootstrap_mean_ci",
+    "summarise_cell",
+    "fit_finite_size",
+]
 
 CROSSING, NO_CROSSING, SEVERAL = "crossing", "no_crossing", "several_crossings"
 """Per-seed outcome: exactly one sign change (``+ → −``), none ``+ → −``, more than one change."""
@@ -120,8 +131,9 @@ class FiniteSizeFit(_FlatRecord):
     level: float
 
 
-def crossings(alphas: Sequence[float], delta: np.ndarray,
-              valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def crossings(
+    alphas: Sequence[float], delta: np.ndarray, valid: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """First ``+ → −`` crossing of every row of ``delta``.
 
     ``alphas (A,)`` increasing; ``delta (S, A)``; ``valid (S, A)`` bool (default: finite ``delta``).
@@ -151,12 +163,18 @@ def crossings(alphas: Sequence[float], delta: np.ndarray,
     with np.errstate(invalid="ignore", divide="ignore"):
         root = a[i] + di * (a[j] - a[i]) / (di - dj)
     nan = np.full(S, np.nan)
-    return (np.where(any_down, root, nan), np.where(any_down, a[i], nan), np.where(any_down, a[j], nan),
-            change.sum(axis=1), ok.sum(axis=1))
+    return (
+        np.where(any_down, root, nan),
+        np.where(any_down, a[i], nan),
+        np.where(any_down, a[j], nan),
+        change.sum(axis=1),
+        ok.sum(axis=1),
+    )
 
 
-def bootstrap_mean_ci(values: np.ndarray, level: float = 0.95, n_boot: int = 4000,
-                      seed: int = 0) -> tuple[float, float]:
+def bootstrap_mean_ci(
+    values: np.ndarray, level: float = 0.95, n_boot: int = 4000, seed: int = 0
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``values (n,)`` (NaN, NaN for n < 2)."""
     x = np.asarray(values, dtype=float)
     x = x[np.isfinite(x)]
@@ -169,8 +187,16 @@ def bootstrap_mean_ci(values: np.ndarray, level: float = 0.95, n_boot: int = 400
     return float(lo), float(hi)
 
 
-def summarise_cell(omega: float, d: int, records: Sequence[SeedCrossing], excluded_points: int = 0,
-                   seconds: float = 0.0, level: float = 0.95, n_boot: int = 4000, seed: int = 0) -> CellSummary:
+def summarise_cell(
+    omega: float,
+    d: int,
+    records: Sequence[SeedCrossing],
+    excluded_points: int = 0,
+    seconds: float = 0.0,
+    level: float = 0.95,
+    n_boot: int = 4000,
+    seed: int = 0,
+) -> CellSummary:
     """:class:`CellSummary` of the per-seed crossings of one cell (seeds without α_c are counted, not averaged)."""
     vals = np.array([r.alpha_c for r in records], dtype=float)
     vals = vals[np.isfinite(vals)]
@@ -179,10 +205,22 @@ def summarise_cell(omega: float, d: int, records: Sequence[SeedCrossing], exclud
     sd = float(vals.std(ddof=1)) if n > 1 else float("nan")
     se = sd / math.sqrt(n) if n > 1 else float("nan")
     lo, hi = bootstrap_mean_ci(vals, level, n_boot, seed)
-    return CellSummary(omega=float(omega), d=int(d), seeds=len(records), crossings=n,
-                       no_crossing=sum(r.outcome == NO_CROSSING for r in records),
-                       several=sum(r.outcome == SEVERAL for r in records), alpha_c=mean, se=se, sd=sd,
-                       ci_lo=lo, ci_hi=hi, level=level, excluded_points=int(excluded_points), seconds=float(seconds))
+    return CellSummary(
+        omega=float(omega),
+        d=int(d),
+        seeds=len(records),
+        crossings=n,
+        no_crossing=sum(r.outcome == NO_CROSSING for r in records),
+        several=sum(r.outcome == SEVERAL for r in records),
+        alpha_c=mean,
+        se=se,
+        sd=sd,
+        ci_lo=lo,
+        ci_hi=hi,
+        level=level,
+        excluded_points=int(excluded_points),
+        seconds=float(seconds),
+    )
 
 
 def _wls(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -195,8 +233,14 @@ def _wls(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.nd
     return ym - c1 * xm, c1
 
 
-def fit_finite_size(ds: Sequence[int], per_d: Sequence[np.ndarray], model: str = "1/d", level: float = 0.95,
-                    n_boot: int = 4000, seed: int = 0) -> FiniteSizeFit:
+def fit_finite_size(
+    ds: Sequence[int],
+    per_d: Sequence[np.ndarray],
+    model: str = "1/d",
+    level: float = 0.95,
+    n_boot: int = 4000,
+    seed: int = 0,
+) -> FiniteSizeFit:
     """Fit ``α_c(d) = α_c(∞) + a d^(−ν)`` to the means of ``per_d[k]`` (per-seed α_c at ``ds[k]``).
 
     Weighted least squares with weights ``1/se_k²`` (standard errors of the per-d means, fixed
@@ -224,5 +268,14 @@ def fit_finite_size(ds: Sequence[int], per_d: Sequence[np.ndarray], model: str =
     b0, _ = _wls(x, boot, w)
     tail = 0.5 * (1.0 - level)
     lo, hi = np.quantile(b0, [tail, 1.0 - tail])
-    return FiniteSizeFit(model=model, nu=nu, alpha_inf=float(c0[0]), ci_lo=float(lo), ci_hi=float(hi),
-                         slope=float(c1[0]), chi2=chi2, dof=len(keep) - 2, level=level)
+    return FiniteSizeFit(
+        model=model,
+        nu=nu,
+        alpha_inf=float(c0[0]),
+        ci_lo=float(lo),
+        ci_hi=float(hi),
+        slope=float(c1[0]),
+        chi2=chi2,
+        dof=len(keep) - 2,
+        level=level,
+    )

@@ -43,8 +43,17 @@ from dotattn.positional_semantic.quadrature import GaussianRule
 from dotattn.core.rows import read_float, read_int, read_text
 from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 
-__all__ = ["exact_fields", "test_error_at", "noise_overlap", "envelope_moments", "FixedOverlapLoss",
-           "train_loss_at", "DiagnosticRecord", "DIAGNOSTIC_COLUMNS", "diagnose_restarts"]
+__all__ = [
+    "exact_fields",
+    "test_error_at",
+    "noise_overlap",
+    "envelope_moments",
+    "FixedOverlapLoss",
+    "train_loss_at",
+    "DiagnosticRecord",
+    "DIAGNOSTIC_COLUMNS",
+    "diagnose_restarts",
+]
 
 
 def _chol(name: str, a: np.ndarray) -> np.ndarray:
@@ -54,8 +63,9 @@ def _chol(name: str, a: np.ndarray) -> np.ndarray:
         raise InvalidOverlaps(f"{name} is not positive definite") from None
 
 
-def exact_fields(q: np.ndarray, theta: np.ndarray, mu: np.ndarray, rho: np.ndarray, rule: GaussianRule,
-                 problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+def exact_fields(
+    q: np.ndarray, theta: np.ndarray, mu: np.ndarray, rho: np.ndarray, rule: GaussianRule, problem: Problem
+) -> tuple[np.ndarray, np.ndarray]:
     """Student centres ω = μ + Cξ (N, L, r) and teacher fields h* = Bᵀξ + Dη (N, L, r_t) at the rule's
     nodes, C = chol(q), B = C⁻¹θ, D = chol(ρ − BᵀB) (InvalidOverlaps if they do not exist)."""
     require_variant(problem, "the restart diagnostics")
@@ -68,22 +78,24 @@ def exact_fields(q: np.ndarray, theta: np.ndarray, mu: np.ndarray, rho: np.ndarr
     D = _chol("rho - theta^T q^-1 theta", rho - B.T @ B)
     N = rule.size
     xi = rule.nodes[:, : L * r].reshape(N, L, r)
-    eta = rule.nodes[:, L * r:].reshape(N, L, rt)
+    eta = rule.nodes[:, L * r :].reshape(N, L, rt)
     centre = mu.reshape(L, r)[None] + np.einsum("nlj,ij->nli", xi, C)
     h_star = np.einsum("nlj,jk->nlk", xi, B) + np.einsum("nlj,kj->nlk", eta, D)
     return centre, h_star
 
 
-def test_error_at(q: np.ndarray, theta: np.ndarray, mu: np.ndarray, rho: np.ndarray, rule: GaussianRule,
-                  problem: Problem) -> tuple[float, float]:
+def test_error_at(
+    q: np.ndarray, theta: np.ndarray, mu: np.ndarray, rho: np.ndarray, rule: GaussianRule, problem: Problem
+) -> tuple[float, float]:
     """ε_g = E[ℓ(h, h*)] at the given overlaps and teacher overlap ρ, and its quadrature standard error."""
     centre, h_star = exact_fields(q, theta, mu, rho, rule, problem)
     values = attention_loss(centre, teacher_attention(h_star, problem), problem)
     return float(rule.expect(values)), float(rule.standard_error(values))
 
 
-def noise_overlap(q: np.ndarray, theta: np.ndarray, mu: np.ndarray, rho: np.ndarray, nu: np.ndarray,
-                  problem: Problem) -> np.ndarray:
+def noise_overlap(
+    q: np.ndarray, theta: np.ndarray, mu: np.ndarray, rho: np.ndarray, nu: np.ndarray, problem: Problem
+) -> np.ndarray:
     """q₀ = q − σ² Y Ω⁺ Yᵀ (r×r): the self-overlap outside the span of the teacher and the embeddings
     (module docstring). ``nu`` (r_t×L) is the teacher's positional overlap Q*ᵀPᵀ/√d."""
     s2 = problem.sigma**2
@@ -94,8 +106,9 @@ def noise_overlap(q: np.ndarray, theta: np.ndarray, mu: np.ndarray, rho: np.ndar
     return 0.5 * (q0 + q0.T)
 
 
-def envelope_moments(centre: np.ndarray, h_star: np.ndarray, V: np.ndarray, rule: GaussianRule,
-                     problem: Problem) -> tuple[float, np.ndarray]:
+def envelope_moments(
+    centre: np.ndarray, h_star: np.ndarray, V: np.ndarray, rule: GaussianRule, problem: Problem
+) -> tuple[float, np.ndarray]:
     """(E[M], E[Σ_l f_l f_lᵀ]) with the global prox at every node, f = V⁻¹(ĥ − ω); shapes () and (r, r)."""
     px = prox(centre, teacher_attention(h_star, problem), np.atleast_2d(V), problem)
     ff = np.einsum("n,nli,nlj->ij", rule.weights, px.f, px.f)
@@ -124,16 +137,35 @@ class FixedOverlapLoss:
         return self.status == CONVERGED
 
 
-def train_loss_at(problem: Problem, alpha: float, q: np.ndarray, theta: np.ndarray, mu: np.ndarray,
-                  rho: np.ndarray, nu: np.ndarray, rule: GaussianRule, *, xtol: float = 1e-10,
-                  max_evaluations: int = 60) -> FixedOverlapLoss:
+def train_loss_at(
+    problem: Problem,
+    alpha: float,
+    q: np.ndarray,
+    theta: np.ndarray,
+    mu: np.ndarray,
+    rho: np.ndarray,
+    nu: np.ndarray,
+    rule: GaussianRule,
+    *,
+    xtol: float = 1e-10,
+    max_evaluations: int = 60,
+) -> FixedOverlapLoss:
     """e_t of the replica-symmetric theory at fixed (q, θ, μ) with the teacher's ρ and ν (module
     docstring): V solves V q̂(V) V = q₀ (r = 1: bisection in log V to relative ``xtol``)."""
     nan = float("nan")
 
     def fail(status: str, message: str, it: int = 0, q0: np.ndarray | None = None) -> FixedOverlapLoss:
-        return FixedOverlapLoss(status=status, message=message, V=None, q_hat=None, q0=q0, envelope=nan,
-                                train_loss=nan, iterations=it, residual=nan)
+        return FixedOverlapLoss(
+            status=status,
+            message=message,
+            V=None,
+            q_hat=None,
+            q0=q0,
+            envelope=nan,
+            train_loss=nan,
+            iterations=it,
+            residual=nan,
+        )
 
     if problem.rank != 1:
         return fail(INVALID, f"e_t at fixed overlaps is implemented for rank 1 only (rank = {problem.rank})")
@@ -173,17 +205,42 @@ def train_loss_at(problem: Problem, alpha: float, q: np.ndarray, theta: np.ndarr
     V = math.exp(logV)
     envelope, ff = moments(logV)
     q_hat = alpha * ff
-    e_t = alpha * envelope + problem.ridge * float(np.trace(np.atleast_2d(q))) / (2 * problem.sigma**2) \
-        - 0.5 * target / V
-    return FixedOverlapLoss(status=CONVERGED, message="V stationary", V=np.array([[V]]), q_hat=q_hat, q0=q0,
-                            envelope=envelope, train_loss=float(e_t), iterations=len(cache),
-                            residual=abs(F(logV)))
+    e_t = (
+        alpha * envelope + problem.ridge * float(np.trace(np.atleast_2d(q))) / (2 * problem.sigma**2) - 0.5 * target / V
+    )
+    return FixedOverlapLoss(
+        status=CONVERGED,
+        message="V stationary",
+        V=np.array([[V]]),
+        q_hat=q_hat,
+        q0=q0,
+        envelope=envelope,
+        train_loss=float(e_t),
+        iterations=len(cache),
+        residual=abs(F(logV)),
+    )
 
 
 DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
-    "d", "alpha", "seed", "restart", "start", "branch", "status", "erm_test_error", "erm_test_error_se",
-    "theory_test_error", "theory_test_error_rho_sigma2", "test_error_rel_diff", "erm_train_loss",
-    "theory_train_loss", "train_loss_rel_diff", "V", "q0", "message")
+    "d",
+    "alpha",
+    "seed",
+    "restart",
+    "start",
+    "branch",
+    "status",
+    "erm_test_error",
+    "erm_test_error_se",
+    "theory_test_error",
+    "theory_test_error_rho_sigma2",
+    "test_error_rel_diff",
+    "erm_train_loss",
+    "theory_train_loss",
+    "train_loss_rel_diff",
+    "V",
+    "q0",
+    "message",
+)
 
 
 @dataclass(frozen=True)
@@ -224,13 +281,17 @@ class DiagnosticRecord:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "DiagnosticRecord":
         ints, texts = ("d", "seed", "restart"), ("start", "branch", "status", "message")
-        kw = {k: (read_int(row[k]) if k in ints else read_text(row[k]) if k in texts else read_float(row[k]))
-              for k in DIAGNOSTIC_COLUMNS if not k.endswith("_rel_diff")}
+        kw = {
+            k: (read_int(row[k]) if k in ints else read_text(row[k]) if k in texts else read_float(row[k]))
+            for k in DIAGNOSTIC_COLUMNS
+            if not k.endswith("_rel_diff")
+        }
         return cls(**kw)
 
 
-def diagnose_restarts(problem: Problem, runs: Sequence[RestartRecord], rule: GaussianRule,
-                      progress: Callable[[int], None] | None = None) -> list[DiagnosticRecord]:
+def diagnose_restarts(
+    problem: Problem, runs: Sequence[RestartRecord], rule: GaussianRule, progress: Callable[[int], None] | None = None
+) -> list[DiagnosticRecord]:
     """:func:`test_error_at` and :func:`train_loss_at` for every converged run (α = n/d of the run)."""
     out = []
     rho_rs = problem.rho
@@ -243,16 +304,31 @@ def diagnose_restarts(problem: Problem, runs: Sequence[RestartRecord], rule: Gau
             eps_rs, _ = test_error_at(run.q, run.theta, run.mu, rho_rs, rule, problem)
         except InvalidOverlaps as err:
             eps = eps_rs = float("nan")
-            res = FixedOverlapLoss(INVALID, f"invalid overlaps: {err}", None, None, None, float("nan"),
-                                   float("nan"), 0, float("nan"))
+            res = FixedOverlapLoss(
+                INVALID, f"invalid overlaps: {err}", None, None, None, float("nan"), float("nan"), 0, float("nan")
+            )
         else:
             res = train_loss_at(problem, alpha, run.q, run.theta, run.mu, run.teacher_rho, run.teacher_nu, rule)
-        out.append(DiagnosticRecord(
-            d=run.d, alpha=run.alpha, seed=run.seed, restart=run.restart, start=run.start, branch=run.branch,
-            status=res.status, erm_test_error=run.test_error, erm_test_error_se=run.test_error_se,
-            theory_test_error=eps, theory_test_error_rho_sigma2=eps_rs, erm_train_loss=run.train_loss,
-            theory_train_loss=res.train_loss, V=float(res.V[0, 0]) if res.V is not None else float("nan"),
-            q0=float(res.q0[0, 0]) if res.q0 is not None else float("nan"), message=res.message))
+        out.append(
+            DiagnosticRecord(
+                d=run.d,
+                alpha=run.alpha,
+                seed=run.seed,
+                restart=run.restart,
+                start=run.start,
+                branch=run.branch,
+                status=res.status,
+                erm_test_error=run.test_error,
+                erm_test_error_se=run.test_error_se,
+                theory_test_error=eps,
+                theory_test_error_rho_sigma2=eps_rs,
+                erm_train_loss=run.train_loss,
+                theory_train_loss=res.train_loss,
+                V=float(res.V[0, 0]) if res.V is not None else float("nan"),
+                q0=float(res.q0[0, 0]) if res.q0 is not None else float("nan"),
+                message=res.message,
+            )
+        )
         if progress is not None:
             progress(1)
     return out

@@ -40,14 +40,17 @@ def _check_alpha_c(folder: Path, manifest: Mapping[str, Any] | None) -> None:
             raise IntegrityError(f"{folder / name}: no data rows")
 
 
-COMPARISON = register_kind(FolderKind("comparison", ("comparison.csv", "comparison.json"), _check_comparison,
-                                      meta_file="comparison.json"))
-ALPHA_C = register_kind(FolderKind("alpha-c", ("crossings.csv", "cells.csv", "delta.csv", "summary.json"),
-                                   _check_alpha_c))
+COMPARISON = register_kind(
+    FolderKind("comparison", ("comparison.csv", "comparison.json"), _check_comparison, meta_file="comparison.json")
+)
+ALPHA_C = register_kind(
+    FolderKind("alpha-c", ("crossings.csv", "cells.csv", "delta.csv", "summary.json"), _check_alpha_c)
+)
 
 
 def _check_variants(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     from dotattn.theory_vs_erm.variants import read_variant_points
+
     points = read_variant_points(folder / "variants.csv")
     if not points:
         raise IntegrityError(f"{folder / 'variants.csv'}: no data rows")
@@ -56,5 +59,4 @@ def _check_variants(folder: Path, manifest: Mapping[str, Any] | None) -> None:
         raise IntegrityError(f"{folder / 'summary.json'}: 'points' is not the rows of variants.csv")
 
 
-VARIANTS = register_kind(FolderKind("variants", ("variants.csv", "summary.json"),
-                                            _check_variants))
+VARIANTS = register_kind(FolderKind("variants", ("variants.csv", "summary.json"), _check_variants))

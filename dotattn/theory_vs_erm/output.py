@@ -28,7 +28,16 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from dotattn.core.integrity import first_difference, read_verified_csv, read_verified_json, verify_folder
-from dotattn.core.io import (IntegrityError, ensure_writable_dir, provenance, read_csv, save_figure, write_csv, write_json, write_manifest)
+from dotattn.core.io import (
+    IntegrityError,
+    ensure_writable_dir,
+    provenance,
+    read_csv,
+    save_figure,
+    write_csv,
+    write_json,
+    write_manifest,
+)
 from dotattn.core.validation import ParameterError
 from dotattn.erm import integrity as _erm_integrity  # noqa: F401  (registers the erm and restarts kinds)
 from dotattn.erm.records import COLUMN_DOCS, SUMMARY_COLUMNS, RunRecord, SummaryRecord, run_columns
@@ -39,9 +48,18 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.records import BranchPoint
 from dotattn.theory_vs_erm import integrity as _integrity  # noqa: F401  (registers the comparison and alpha-c kinds)
 from dotattn.theory_vs_erm.alpha_c import DELTA_COLUMNS, SAME_MINIMUM_TOL, AlphaCStudy, mean_curves
-from dotattn.theory_vs_erm.comparison import (COMPARE_COLUMNS, COMPARED, DEFAULT_TOLERANCE, ComparisonRow, ErmRun,
-                                              comparison_table, finite_size_points, linear_baseline_points,
-                                              theory_curves, theory_points)
+from dotattn.theory_vs_erm.comparison import (
+    COMPARE_COLUMNS,
+    COMPARED,
+    DEFAULT_TOLERANCE,
+    ComparisonRow,
+    ErmRun,
+    comparison_table,
+    finite_size_points,
+    linear_baseline_points,
+    theory_curves,
+    theory_points,
+)
 from dotattn.theory_vs_erm.crossing import CellSummary, SeedCrossing
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,17 +67,27 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.theory_vs_erm.alpha_c import StudyPart, TheoryColumn
     from dotattn.theory_vs_erm.variants import VariantPoint
 
-__all__ = ["read_alpha_c_part", "theory_from_phase_diagram", "write_erm", "load_erm", "read_theory",
-           "compare_and_write", "write_alpha_c_study", "write_variants"]
+__all__ = [
+    "read_alpha_c_part",
+    "theory_from_phase_diagram",
+    "write_erm",
+    "load_erm",
+    "read_theory",
+    "compare_and_write",
+    "write_alpha_c_study",
+    "write_variants",
+]
 
 
-def theory_from_phase_diagram(folder: str | os.PathLike, problem: Problem, omegas: Sequence[float],
-                              alphas: Sequence[float]) -> list["TheoryColumn"]:
+def theory_from_phase_diagram(
+    folder: str | os.PathLike, problem: Problem, omegas: Sequence[float], alphas: Sequence[float]
+) -> list["TheoryColumn"]:
     """The theory columns of an α_c study read from a verified phase-diagram folder instead of being
     computed: per ω its α_c ± error (refined where the folder was) and Δe_t = e_t(sem) − e_t(pos) of
     its records at the study's α. ParameterError unless the folder was made for ``problem`` (ω
     aside) and holds every ω and α asked for."""
     from dotattn.theory_vs_erm.alpha_c import TheoryColumn
+
     folder = Path(folder)
     summaries = {round(s.omega, 9): s for s in read_phase_summaries(folder)}
     params = read_verified_json(folder / "summary.json").get("parameters") or {}
@@ -67,27 +95,45 @@ def theory_from_phase_diagram(folder: str | os.PathLike, problem: Problem, omega
     want = {k: v for k, v in problem.to_dict().items() if k != "omega"}
     diff = next((k for k in want if want[k] != have.get(k)), None)
     if diff is not None:
-        raise ParameterError(f"phase diagram {folder} was made for another problem: {diff} = {have.get(diff)!r} there, "
-                             f"{want[diff]!r} here")
-    et = {(round(p.omega, 9), round(p.alpha, 9), p.branch): p.train_loss
-          for p in read_phase_diagram(folder) if p.converged}
+        raise ParameterError(
+            f"phase diagram {folder} was made for another problem: {diff} = {have.get(diff)!r} there, "
+            f"{want[diff]!r} here"
+        )
+    et = {
+        (round(p.omega, 9), round(p.alpha, 9), p.branch): p.train_loss
+        for p in read_phase_diagram(folder)
+        if p.converged
+    }
     out = []
     for w in omegas:
         s = summaries.get(round(w, 9))
         if s is None:
             raise ParameterError(f"phase diagram {folder} has no omega = {w:g}")
-        missing = [a for a in alphas if (round(w, 9), round(a, 9), "semantic") not in et
-                   and (round(w, 9), round(a, 9), "positional") not in et]
+        missing = [
+            a
+            for a in alphas
+            if (round(w, 9), round(a, 9), "semantic") not in et and (round(w, 9), round(a, 9), "positional") not in et
+        ]
         if missing:
             raise ParameterError(f"phase diagram {folder} has no records at omega = {w:g}, alpha = {missing[0]:g}")
-        delta = tuple(None if any((round(w, 9), round(a, 9), b) not in et for b in ("semantic", "positional"))
-                      else et[(round(w, 9), round(a, 9), "semantic")] - et[(round(w, 9), round(a, 9), "positional")]
-                      for a in alphas)
-        out.append(TheoryColumn(omega=w, alpha_c=s.alpha_c, alphas=tuple(alphas), delta=delta,
-                                quadrature={"read_from": str(folder), **{k: params.get(k) for k in ("quadrature", "refine")}},
-                                seconds=0.0, alpha_c_error=s.alpha_c_error))
+        delta = tuple(
+            None
+            if any((round(w, 9), round(a, 9), b) not in et for b in ("semantic", "positional"))
+            else et[(round(w, 9), round(a, 9), "semantic")] - et[(round(w, 9), round(a, 9), "positional")]
+            for a in alphas
+        )
+        out.append(
+            TheoryColumn(
+                omega=w,
+                alpha_c=s.alpha_c,
+                alphas=tuple(alphas),
+                delta=delta,
+                quadrature={"read_from": str(folder), **{k: params.get(k) for k in ("quadrature", "refine")}},
+                seconds=0.0,
+                alpha_c_error=s.alpha_c_error,
+            )
+        )
     return out
-
 
 
 # ----------------------------------------------------------------------------------------------
@@ -105,8 +151,7 @@ def write_erm(folder: str | os.PathLike, result: Any, extra_parameters: dict[str
     records = result.summary_rows()
     summary = [r.to_row() for r in records]
     write_csv(folder / "summary.csv", summary, SUMMARY_COLUMNS, comment=comment)
-    write_json(folder / "summary.json", {"provenance": prov, "columns": COLUMN_DOCS, "summary": summary,
-                                         "runs": runs})
+    write_json(folder / "summary.json", {"provenance": prov, "columns": COLUMN_DOCS, "summary": summary, "runs": runs})
     write_manifest(folder, ("runs.csv", "summary.csv", "summary.json"), params, provenance_record=prov)
     return records
 
@@ -119,8 +164,12 @@ def load_erm(path: str | os.PathLike) -> ErmRun:
     verify_folder(p, kind="erm")
     meta = json.loads((p / "summary.json").read_text())
     params = meta["provenance"]["parameters"]
-    return ErmRun(path=p, problem=Problem.from_dict(params["problem"]), d=int(params["erm"]["d"]),
-                  runs=tuple(RunRecord.from_row(r) for r in read_csv(p / "runs.csv")))
+    return ErmRun(
+        path=p,
+        problem=Problem.from_dict(params["problem"]),
+        d=int(params["erm"]["d"]),
+        runs=tuple(RunRecord.from_row(r) for r in read_csv(p / "runs.csv")),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -140,13 +189,16 @@ def _theory_metadata(folder: Path) -> tuple[str, dict[str, Any]]:
         if not isinstance(params, dict) or "problem" not in params:
             raise KeyError("problem")
     except (OSError, ValueError, KeyError, TypeError):
-        raise ParameterError(f"theory folder {str(folder)!r}: {meta.name} must be a dotattn {kind} output with "
-                             f"\"parameters\" (problem and solver settings)") from None
+        raise ParameterError(
+            f"theory folder {str(folder)!r}: {meta.name} must be a dotattn {kind} output with "
+            f'"parameters" (problem and solver settings)'
+        ) from None
     return kind, params
 
 
-def read_theory(folder: str | os.PathLike, problem: Problem,
-                settings: SweepSettings | None = None) -> list[BranchPoint]:
+def read_theory(
+    folder: str | os.PathLike, problem: Problem, settings: SweepSettings | None = None
+) -> list[BranchPoint]:
     """Theory records at the problem's ω from a phase-diagram folder, or from the output folder of an
     earlier comparison (its ``comparison.json`` keeps the theory rows).
 
@@ -158,8 +210,11 @@ def read_theory(folder: str | os.PathLike, problem: Problem,
     kind, params = _theory_metadata(folder)  # refuse another problem or settings first, then verify the files
     settings = settings or SweepSettings(default_quadrature(problem))
     stored_problem = params["problem"]
-    omegas = params.get("omegas", [stored_problem.get("omega")]) if kind == "phase-diagram" \
+    omegas = (
+        params.get("omegas", [stored_problem.get("omega")])
+        if kind == "phase-diagram"
         else [stored_problem.get("omega")]
+    )
     asked = {k: v for k, v in problem.to_dict().items() if k != "omega"}
     diff = first_difference(asked, stored_problem)
     if diff is None and not any(isinstance(w, (int, float)) and abs(w - problem.omega) < 1e-9 for w in omegas):
@@ -168,8 +223,10 @@ def read_theory(folder: str | os.PathLike, problem: Problem,
         diff = first_difference(settings.to_dict(), params)
     if diff is not None:
         field, want, have = diff
-        raise ParameterError(f"theory folder {str(folder)!r} was computed for another {field}: {have} there, "
-                             f"{want} here (problem and solver options must match)")
+        raise ParameterError(
+            f"theory folder {str(folder)!r} was computed for another {field}: {have} there, "
+            f"{want} here (problem and solver options must match)"
+        )
     verify_folder(folder, kind=kind)
     try:
         if kind == "comparison":
@@ -182,13 +239,19 @@ def read_theory(folder: str | os.PathLike, problem: Problem,
     return points
 
 
-def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_dirs: list[str],
-                      settings: SweepSettings | None = None,
-                      tolerance: float = DEFAULT_TOLERANCE) -> tuple[dict[str, str], list[ComparisonRow]]:
+def compare_and_write(
+    erm_dir: Path,
+    out: Path,
+    theory_dir: str | None,
+    finite_dirs: list[str],
+    settings: SweepSettings | None = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+) -> tuple[dict[str, str], list[ComparisonRow]]:
     """Load the ERM run, get the theory (read or computed), tabulate, and write comparison.csv/json
     and figures into ``out`` (created only after every input has been checked); returns (paths, table)."""
     from dotattn.theory_vs_erm import plotting
     from dotattn.positional_semantic.baseline import linear_baseline_test_error
+
     t0 = time.perf_counter()
     erm = load_erm(erm_dir)
     settings = settings or SweepSettings(default_quadrature(erm.problem))
@@ -198,30 +261,64 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
         have = {round(p.alpha, 9) for p in theory}
         missing = [a for a in erm.alphas if round(a, 9) not in have]
         if missing:
-            raise ParameterError(f"alpha = {missing[0]:g} of the ERM runs is not on the alpha grid of theory folder "
-                                 f"{str(theory_dir)!r}; every ERM alpha must be there")
+            raise ParameterError(
+                f"alpha = {missing[0]:g} of the ERM runs is not on the alpha grid of theory folder "
+                f"{str(theory_dir)!r}; every ERM alpha must be there"
+            )
     finite = [load_erm(f) for f in finite_dirs]
     for f, run in zip(finite_dirs, finite):
         diff = first_difference(erm.problem.to_dict(), run.problem.to_dict())
         if diff is not None:
-            raise ParameterError(f"finite-size folder {str(f)!r} was run for another {diff[0]}: {diff[2]} there, "
-                                 f"{diff[1]} in the ERM folder")
+            raise ParameterError(
+                f"finite-size folder {str(f)!r} was run for another {diff[0]}: {diff[2]} there, "
+                f"{diff[1]} in the ERM folder"
+            )
     out = ensure_writable_dir(out)  # only now: every input above is valid
     if not theory_dir:
         theory = theory_points(erm.problem, erm.alphas, settings)
     table = comparison_table(erm, theory, tolerance)
-    prov = provenance({"erm": str(erm_dir), "theory": theory_dir or "computed", "problem": erm.problem.to_dict(),
-                       "finite_size": finite_dirs, "tolerance": tolerance, "compared": COMPARED,
-                       **settings.to_dict()}, seconds=time.perf_counter() - t0)
-    paths = {"csv": str(out / "comparison.csv"), "json": str(out / "comparison.json"),
-             "figure": str(out / "comparison.png")}
-    write_csv(paths["csv"], [r.to_row() for r in table], COMPARE_COLUMNS, comment=f"dotattn {prov['dotattn_version']} commit {prov['git_commit']}")
+    prov = provenance(
+        {
+            "erm": str(erm_dir),
+            "theory": theory_dir or "computed",
+            "problem": erm.problem.to_dict(),
+            "finite_size": finite_dirs,
+            "tolerance": tolerance,
+            "compared": COMPARED,
+            **settings.to_dict(),
+        },
+        seconds=time.perf_counter() - t0,
+    )
+    paths = {
+        "csv": str(out / "comparison.csv"),
+        "json": str(out / "comparison.json"),
+        "figure": str(out / "comparison.png"),
+    }
+    write_csv(
+        paths["csv"],
+        [r.to_row() for r in table],
+        COMPARE_COLUMNS,
+        comment=f"dotattn {prov['dotattn_version']} commit {prov['git_commit']}",
+    )
     eps_lin = linear_baseline_test_error(erm.problem)
-    write_json(paths["json"], {"table": [r.to_row() for r in table], "theory": [p.to_row() for p in theory],
-                               "linear_baseline_test_error": eps_lin, **prov})
-    fig = plotting.figure_comparison(theory_curves(theory, erm.problem.omega, erm.problem.sigma), table,
-                                     linear_baseline_points(erm), erm.problem.omega, erm.d, eps_lin,
-                                     title=shape_title(erm.problem))
+    write_json(
+        paths["json"],
+        {
+            "table": [r.to_row() for r in table],
+            "theory": [p.to_row() for p in theory],
+            "linear_baseline_test_error": eps_lin,
+            **prov,
+        },
+    )
+    fig = plotting.figure_comparison(
+        theory_curves(theory, erm.problem.omega, erm.problem.sigma),
+        table,
+        linear_baseline_points(erm),
+        erm.problem.omega,
+        erm.d,
+        eps_lin,
+        title=shape_title(erm.problem),
+    )
     save_figure(fig, paths["figure"], {"git_commit": prov["git_commit"]})
     if finite_dirs:
         runs = finite
@@ -230,8 +327,11 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
         # the d -> infinity values: from the theory read (same problem and settings) where it holds that
         # alpha, otherwise solved now
         read = [p for p in theory if abs(p.alpha - alpha) < 1e-9] if theory_dir else []
-        inf = {p.branch: p.test_error for p in (read or theory_points(erm.problem, [alpha], settings))
-               if p.converged and abs(p.alpha - alpha) < 1e-9}
+        inf = {
+            p.branch: p.test_error
+            for p in (read or theory_points(erm.problem, [alpha], settings))
+            if p.converged and abs(p.alpha - alpha) < 1e-9
+        }
         write_json(out / "finite_size.json", {"alpha": alpha, "points": pts, "theory": inf, **prov})
         fig = plotting.figure_finite_size(pts, inf, alpha, erm.problem.omega)
         paths["finite_size"] = str(out / "finite_size.png")
@@ -241,9 +341,13 @@ def compare_and_write(erm_dir: Path, out: Path, theory_dir: str | None, finite_d
     return paths, table
 
 
-def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command: str = "",
-                  extra: Mapping[str, Any] | None = None,
-                  theory_summaries: "Sequence[ColumnSummary] | None" = None) -> dict[str, str]:
+def write_alpha_c_study(
+    study: AlphaCStudy,
+    out_dir: str | os.PathLike,
+    command: str = "",
+    extra: Mapping[str, Any] | None = None,
+    theory_summaries: "Sequence[ColumnSummary] | None" = None,
+) -> dict[str, str]:
     """crossings.csv, cells.csv, delta.csv, summary.json (with provenance) and the two figures; with
     ``theory_summaries`` (a phase diagram's, :func:`read_phase_summaries`) also ``headline.png``
     (:func:`dotattn.theory_vs_erm.plotting.figure_headline`)."""
@@ -251,30 +355,51 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
     from dotattn.core.status import STATUS_CONVERGED
 
     out = Path(out_dir)
-    params = {"problem": study.problem.to_dict(), "config": study.config.to_dict(), "command": command,
-              "torch_threads": (extra or {}).get("threads"), **(extra or {})}
+    params = {
+        "problem": study.problem.to_dict(),
+        "config": study.config.to_dict(),
+        "command": command,
+        "torch_threads": (extra or {}).get("threads"),
+        **(extra or {}),
+    }
     prov = provenance(params, seconds=study.seconds)
-    comment = f"dotattn erm-alpha-c {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; " \
-              "parameters in summary.json"
+    comment = (
+        f"dotattn erm-alpha-c {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; "
+        "parameters in summary.json"
+    )
     paths = {k: str(out / f"{k}.csv") for k in ("crossings", "cells", "delta")}
-    write_csv(paths["crossings"], [x.to_row() for x in study.crossings], [f for f in SeedCrossing.__dataclass_fields__],
-              comment=comment)
-    write_csv(paths["cells"], [s.to_row() for s in study.summaries], [f for f in CellSummary.__dataclass_fields__],
-              comment=comment)
-    write_csv(paths["delta"], [r for c in study.cells for r in c.delta_rows(STATUS_CONVERGED)], DELTA_COLUMNS,
-              comment=comment)
-    summary = {**study.summary_dict(), "provenance": prov, "wall_seconds": round(study.seconds, 3),
-               "cells_from_cache": study.from_cache,
-               "cell_compute_seconds": {f"{c.omega:g}/{c.d}": round(c.seconds, 1) for c in study.cells},
-               "theory_seconds": {f"{t.omega:g}": round(t.seconds, 1) for t in study.theory},
-               "estimator": {"crossing": "first + to - sign change of e_t(sem) - e_t(pos) between consecutive valid "
-                                         "grid points, linear interpolation",
-                             "valid": "both runs converged (relative stationarity <= tol) and in different minima "
-                                      f"(overlaps differ by >= {SAME_MINIMUM_TOL:g})",
-                             "interval": f"percentile bootstrap of the mean over seeds, {study.config.n_boot} "
-                                         f"replicas, level {study.config.level}",
-                             "extrapolation": "weighted least squares of per-d means against d^-nu, bootstrap over "
-                                              "seeds within each d"}}
+    write_csv(
+        paths["crossings"],
+        [x.to_row() for x in study.crossings],
+        [f for f in SeedCrossing.__dataclass_fields__],
+        comment=comment,
+    )
+    write_csv(
+        paths["cells"],
+        [s.to_row() for s in study.summaries],
+        [f for f in CellSummary.__dataclass_fields__],
+        comment=comment,
+    )
+    write_csv(
+        paths["delta"], [r for c in study.cells for r in c.delta_rows(STATUS_CONVERGED)], DELTA_COLUMNS, comment=comment
+    )
+    summary = {
+        **study.summary_dict(),
+        "provenance": prov,
+        "wall_seconds": round(study.seconds, 3),
+        "cells_from_cache": study.from_cache,
+        "cell_compute_seconds": {f"{c.omega:g}/{c.d}": round(c.seconds, 1) for c in study.cells},
+        "theory_seconds": {f"{t.omega:g}": round(t.seconds, 1) for t in study.theory},
+        "estimator": {
+            "crossing": "first + to - sign change of e_t(sem) - e_t(pos) between consecutive valid "
+            "grid points, linear interpolation",
+            "valid": "both runs converged (relative stationarity <= tol) and in different minima "
+            f"(overlaps differ by >= {SAME_MINIMUM_TOL:g})",
+            "interval": f"percentile bootstrap of the mean over seeds, {study.config.n_boot} "
+            f"replicas, level {study.config.level}",
+            "extrapolation": "weighted least squares of per-d means against d^-nu, bootstrap over seeds within each d",
+        },
+    }
     paths["summary"] = str(out / "summary.json")
     write_json(paths["summary"], summary)
 
@@ -283,16 +408,29 @@ def write_alpha_c_study(study: AlphaCStudy, out_dir: str | os.PathLike, command:
     for w, th, fit in zip(study.config.omegas, study.theory, study.fits):
         s_w = [s for s in study.summaries if abs(s.omega - w) < 1e-12]
         x_line = np.linspace(0.0, 1.0 / min(study.config.ds), 50)
-        scaling.append({"omega": w, "inv_d": np.array([1.0 / s.d for s in s_w]),
-                        "alpha_c": np.array([s.alpha_c for s in s_w]),
-                        "ci": np.array([[s.ci_lo, s.ci_hi] for s in s_w]).reshape(-1, 2),
-                        "fit_x": x_line, "fit_y": fit.alpha_inf + fit.slope * x_line ** fit.nu,
-                        "fit_model": fit.model, "alpha_inf": fit.alpha_inf, "alpha_inf_ci": (fit.ci_lo, fit.ci_hi),
-                        "theory_alpha_c": th.alpha_c})
-    meta = {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
-            "created_utc": prov["created_utc"]}
-    figs = {"delta_et": plotting.figure_alpha_c_delta(curves, study.theory),
-            "alpha_c_vs_d": plotting.figure_alpha_c_scaling(scaling)}
+        scaling.append(
+            {
+                "omega": w,
+                "inv_d": np.array([1.0 / s.d for s in s_w]),
+                "alpha_c": np.array([s.alpha_c for s in s_w]),
+                "ci": np.array([[s.ci_lo, s.ci_hi] for s in s_w]).reshape(-1, 2),
+                "fit_x": x_line,
+                "fit_y": fit.alpha_inf + fit.slope * x_line**fit.nu,
+                "fit_model": fit.model,
+                "alpha_inf": fit.alpha_inf,
+                "alpha_inf_ci": (fit.ci_lo, fit.ci_hi),
+                "theory_alpha_c": th.alpha_c,
+            }
+        )
+    meta = {
+        "dotattn_version": prov["dotattn_version"],
+        "git_commit": prov["git_commit"],
+        "created_utc": prov["created_utc"],
+    }
+    figs = {
+        "delta_et": plotting.figure_alpha_c_delta(curves, study.theory),
+        "alpha_c_vs_d": plotting.figure_alpha_c_scaling(scaling),
+    }
     if theory_summaries:
         figs["headline"] = plotting.figure_headline(theory_summaries, summary["omegas"])
     for name, fig in figs.items():
@@ -314,6 +452,7 @@ def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
     """
     from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, StudyPart, cell_crossings
     from dotattn.core.status import ERM_STATUSES, STATUS_CONVERGED
+
     folder = Path(folder)
     verify_folder(folder, kind="alpha-c")
     summary = read_verified_json(folder / "summary.json")
@@ -340,7 +479,9 @@ def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
         if bad is not None:
             raise IntegrityError(f"{path}: row {i}: status {bad!r} is not one of {', '.join(ERM_STATUSES)}")
         if seed in grid.setdefault(key, {}) and a in grid[key][seed]:
-            raise IntegrityError(f"{path}: row {i} repeats omega = {key[0]:g}, d = {key[1]}, seed {seed}, alpha = {a:g}")
+            raise IntegrityError(
+                f"{path}: row {i} repeats omega = {key[0]:g}, d = {key[1]}, seed {seed}, alpha = {a:g}"
+            )
         grid[key].setdefault(seed, {})[a] = r
     seconds = summary.get("cell_compute_seconds") or {}
     cells = []
@@ -348,42 +489,69 @@ def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
         seeds = sorted(by_seed)
         for s in seeds:
             if len(by_seed[s]) != len(alphas):
-                raise IntegrityError(f"{path}: cell omega = {w:g}, d = {d}, seed {s} has {len(by_seed[s])} of "
-                                     f"{len(alphas)} alpha values")
+                raise IntegrityError(
+                    f"{path}: cell omega = {w:g}, d = {d}, seed {s} has {len(by_seed[s])} of {len(alphas)} alpha values"
+                )
         rows = [[by_seed[s][min(by_seed[s], key=lambda x: abs(x - a))] for a in alphas] for s in seeds]
-        col = (lambda name, conv: np.array([[conv(r[name]) for r in row] for row in rows]))  # noqa: E731
-        cell = CellRuns(omega=w, d=d, alphas=tuple(alphas), seeds=tuple(seeds),
-                        et_sem=col("et_semantic", float), et_pos=col("et_positional", float),
-                        status_sem=col("status_semantic", str).astype(object),
-                        status_pos=col("status_positional", str).astype(object),
-                        same=col("same_minimum", lambda x: x == "True"),
-                        seconds=float(seconds.get(f"{w:g}/{d}", 0.0)), device=f"read from {folder}")
+        col = lambda name, conv: np.array([[conv(r[name]) for r in row] for row in rows])  # noqa: E731
+        cell = CellRuns(
+            omega=w,
+            d=d,
+            alphas=tuple(alphas),
+            seeds=tuple(seeds),
+            et_sem=col("et_semantic", float),
+            et_pos=col("et_positional", float),
+            status_sem=col("status_semantic", str).astype(object),
+            status_pos=col("status_positional", str).astype(object),
+            same=col("same_minimum", lambda x: x == "True"),
+            seconds=float(seconds.get(f"{w:g}/{d}", 0.0)),
+            device=f"read from {folder}",
+        )
         if not np.array_equal(cell.valid(STATUS_CONVERGED), col("valid", lambda x: x == "True")):
             raise IntegrityError(f"{path}: cell omega = {w:g}, d = {d}: the valid flags are not those of its statuses")
         cells.append(cell)
-    committed = {(float(r["omega"]), int(r["d"]), int(r["seed"])): r
-                 for r in read_verified_csv(folder / "crossings.csv")}
+    committed = {
+        (float(r["omega"]), int(r["d"]), int(r["seed"])): r for r in read_verified_csv(folder / "crossings.csv")
+    }
     counts = {(float(r["omega"]), int(r["d"])): int(r["seeds"]) for r in read_verified_csv(folder / "cells.csv")}
     for cell in cells:
         if counts.get((cell.omega, cell.d)) != len(cell.seeds):
-            raise IntegrityError(f"{folder / 'cells.csv'}: cell omega = {cell.omega:g}, d = {cell.d} lists "
-                                 f"{counts.get((cell.omega, cell.d))} seeds, delta.csv holds {len(cell.seeds)}")
+            raise IntegrityError(
+                f"{folder / 'cells.csv'}: cell omega = {cell.omega:g}, d = {cell.d} lists "
+                f"{counts.get((cell.omega, cell.d))} seeds, delta.csv holds {len(cell.seeds)}"
+            )
         for x in cell_crossings(cell, STATUS_CONVERGED):
             r = committed.get((x.omega, x.d, x.seed))
-            same = r is not None and r["outcome"] == x.outcome and int(r["changes"]) == x.changes \
-                and int(r["valid"]) == x.valid and (np.isnan(x.alpha_c) and r["alpha_c"] in ("", "nan")
-                                                    or abs(float(r["alpha_c"] or "nan") - x.alpha_c) <= 1e-12)
+            same = (
+                r is not None
+                and r["outcome"] == x.outcome
+                and int(r["changes"]) == x.changes
+                and int(r["valid"]) == x.valid
+                and (
+                    np.isnan(x.alpha_c)
+                    and r["alpha_c"] in ("", "nan")
+                    or abs(float(r["alpha_c"] or "nan") - x.alpha_c) <= 1e-12
+                )
+            )
             if not same:
-                raise IntegrityError(f"{folder / 'crossings.csv'}: omega = {x.omega:g}, d = {x.d}, seed {x.seed} is not "
-                                     f"the crossing of its delta.csv rows")
+                raise IntegrityError(
+                    f"{folder / 'crossings.csv'}: omega = {x.omega:g}, d = {x.d}, seed {x.seed} is not "
+                    f"the crossing of its delta.csv rows"
+                )
     if len(committed) != sum(len(c.seeds) for c in cells):
-        raise IntegrityError(f"{folder / 'crossings.csv'}: {len(committed)} rows, delta.csv has "
-                             f"{sum(len(c.seeds) for c in cells)} seeds")
+        raise IntegrityError(
+            f"{folder / 'crossings.csv'}: {len(committed)} rows, delta.csv has {sum(len(c.seeds) for c in cells)} seeds"
+        )
     return StudyPart(source=str(folder), problem=problem, config=config, cells=tuple(cells))
 
 
-def write_variants(points: Sequence["VariantPoint"], out_dir: str | os.PathLike, params: Mapping[str, Any],
-                   command: str = "", seconds: float | None = None) -> dict[str, str]:
+def write_variants(
+    points: Sequence["VariantPoint"],
+    out_dir: str | os.PathLike,
+    params: Mapping[str, Any],
+    command: str = "",
+    seconds: float | None = None,
+) -> dict[str, str]:
     """variants.csv (the points), summary.json (the same rows, parameters, provenance), variants.png
     (:func:`dotattn.theory_vs_erm.plotting.figure_variants`) and the manifest, written last."""
     from dotattn.theory_vs_erm import plotting
@@ -391,14 +559,27 @@ def write_variants(points: Sequence["VariantPoint"], out_dir: str | os.PathLike,
 
     out = Path(out_dir)
     prov = provenance({**params, "command": command}, seconds=seconds)
-    paths = {"variants": str(out / "variants.csv"), "summary": str(out / "summary.json"),
-             "figure": str(out / "variants.png")}
-    write_csv(paths["variants"], [p.to_row() for p in points], VARIANT_COLUMNS,
-              comment=f"dotattn variants {prov['dotattn_version']} commit {prov['git_commit']} "
-                      f"{prov['created_utc']}; parameters in summary.json")
+    paths = {
+        "variants": str(out / "variants.csv"),
+        "summary": str(out / "summary.json"),
+        "figure": str(out / "variants.png"),
+    }
+    write_csv(
+        paths["variants"],
+        [p.to_row() for p in points],
+        VARIANT_COLUMNS,
+        comment=f"dotattn variants {prov['dotattn_version']} commit {prov['git_commit']} "
+        f"{prov['created_utc']}; parameters in summary.json",
+    )
     write_json(paths["summary"], {"provenance": prov, "points": [p.to_row() for p in points]})
-    save_figure(plotting.figure_variants(points, params["baseline"]), paths["figure"],
-                {"dotattn_version": prov["dotattn_version"], "git_commit": prov["git_commit"],
-                 "created_utc": prov["created_utc"]})
+    save_figure(
+        plotting.figure_variants(points, params["baseline"]),
+        paths["figure"],
+        {
+            "dotattn_version": prov["dotattn_version"],
+            "git_commit": prov["git_commit"],
+            "created_utc": prov["created_utc"],
+        },
+    )
     write_manifest(out, paths.values(), params, provenance_record=prov, command=command or None)
     return paths

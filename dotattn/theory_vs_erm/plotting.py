@@ -20,13 +20,25 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.theory_vs_erm.comparison import ComparisonRow
     from dotattn.theory_vs_erm.variants import VariantPoint
 
-__all__ = ["figure_comparison", "figure_finite_size", "figure_alpha_c_delta", "figure_alpha_c_scaling", "figure_headline",
-           "figure_variants"]
+__all__ = [
+    "figure_comparison",
+    "figure_finite_size",
+    "figure_alpha_c_delta",
+    "figure_alpha_c_scaling",
+    "figure_headline",
+    "figure_variants",
+]
 
 
-def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence["ComparisonRow"],
-                      erm_linear: Sequence[dict], omega: float, d: int, eps_lin: float | None = None,
-                      title: str = "") -> Figure:
+def figure_comparison(
+    theory: dict[str, dict[str, np.ndarray]],
+    table: Sequence["ComparisonRow"],
+    erm_linear: Sequence[dict],
+    omega: float,
+    d: int,
+    eps_lin: float | None = None,
+    title: str = "",
+) -> Figure:
     """Theory (lines, one point per α) against ERM means ± std (points): ε_g, the branch overlaps
     (‖μ_1‖ and ‖θ‖_F/σ²) and Tr q/σ², against α, per branch.
 
@@ -39,12 +51,16 @@ def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence[
     """
     fig = new_figure(figsize=(15, 4.2))
     axes = fig.subplots(1, 3)
-    overlap_keys = {"positional": [("m_norm", r"$\|\mu_1\|$")],
-                    "semantic": [("theta_norm", r"$\|\theta\|_F/\sigma^2$")],
-                    "mixed": [("m_norm", r"$\|\mu_1\|$"), ("theta_norm", r"$\|\theta\|_F/\sigma^2$")]}
-    panels = [(axes[0], lambda b: [("test_error", "")], r"test error $\varepsilon_g$", "Test error"),
-              (axes[1], lambda b: overlap_keys[b], r"$\|\mu_1\|$,  $\|\theta\|_F/\sigma^2$", "Branch overlaps"),
-              (axes[2], lambda b: [("q_trace", "")], r"Tr $q/\sigma^2$", "Self-overlap")]
+    overlap_keys = {
+        "positional": [("m_norm", r"$\|\mu_1\|$")],
+        "semantic": [("theta_norm", r"$\|\theta\|_F/\sigma^2$")],
+        "mixed": [("m_norm", r"$\|\mu_1\|$"), ("theta_norm", r"$\|\theta\|_F/\sigma^2$")],
+    }
+    panels = [
+        (axes[0], lambda b: [("test_error", "")], r"test error $\varepsilon_g$", "Test error"),
+        (axes[1], lambda b: overlap_keys[b], r"$\|\mu_1\|$,  $\|\theta\|_F/\sigma^2$", "Branch overlaps"),
+        (axes[2], lambda b: [("q_trace", "")], r"Tr $q/\sigma^2$", "Self-overlap"),
+    ]
     branches = [b for b in BRANCH_STYLE if b in theory or any(r.branch == b for r in table)]
     shown: set[tuple[Any, str]] = set()
     for ax, keys, ylabel, name in panels:
@@ -54,34 +70,58 @@ def figure_comparison(theory: dict[str, dict[str, np.ndarray]], table: Sequence[
                 tag = f"{b} {what}".strip()
                 style = "-" if key != "theta_norm" or b != "mixed" else "--"
                 if b in theory:
-                    ax.plot(theory[b]["alpha"], theory[b][key], ls=style, marker="x", color=colour, lw=1.8,
-                            label=f"theory, {tag}")
+                    ax.plot(
+                        theory[b]["alpha"],
+                        theory[b][key],
+                        ls=style,
+                        marker="x",
+                        color=colour,
+                        lw=1.8,
+                        label=f"theory, {tag}",
+                    )
                     verdicts = theory[b].get("rs", np.full(theory[b]["alpha"].shape, "unknown"))
                     for label, mark in UNSTABLE_STYLE.items():
                         hit = verdicts == label
                         if np.any(hit):
-                            ax.plot(theory[b]["alpha"][hit], theory[b][key][hit], **mark,
-                                    label=None if (ax, label) in shown else UNSTABLE_LABEL[label])
+                            ax.plot(
+                                theory[b]["alpha"][hit],
+                                theory[b][key][hit],
+                                **mark,
+                                label=None if (ax, label) in shown else UNSTABLE_LABEL[label],
+                            )
                             shown.add((ax, label))
                 pts = [r for r in table if r.branch == b]
                 for init in ("positional", "semantic"):
                     sub = [r for r in pts if r.init == init]
                     if not sub:
                         continue
-                    ax.errorbar([r.alpha for r in sub], [r.erm_mean[key] for r in sub],
-                                yerr=[r.erm_std[key] if np.isfinite(r.erm_std[key]) else 0.0 for r in sub],
-                                fmt=marker if init == b or b == "mixed" else "D",
-                                color=colour, mfc="white" if init == "positional" else colour, capsize=3,
-                                label=f"ERM d={d}, {tag} ({init} init)")
+                    ax.errorbar(
+                        [r.alpha for r in sub],
+                        [r.erm_mean[key] for r in sub],
+                        yerr=[r.erm_std[key] if np.isfinite(r.erm_std[key]) else 0.0 for r in sub],
+                        fmt=marker if init == b or b == "mixed" else "D",
+                        color=colour,
+                        mfc="white" if init == "positional" else colour,
+                        capsize=3,
+                        label=f"ERM d={d}, {tag} ({init} init)",
+                    )
         ax.set_xlabel(r"$\alpha$")
         ax.set_ylabel(ylabel)
         ax.set_title(f"{name}, {title}" if title else rf"{name}, $\omega = {omega:g}$", fontsize=9)
         ax.grid(alpha=0.25)
     ax = axes[0]
     if erm_linear:
-        ax.errorbar([r["alpha"] for r in erm_linear], [r["mean"] for r in erm_linear],
-                    yerr=[r["std"] for r in erm_linear], fmt="^", color="k", mfc="white", ms=4,
-                    capsize=2, label="ERM linear baseline")
+        ax.errorbar(
+            [r["alpha"] for r in erm_linear],
+            [r["mean"] for r in erm_linear],
+            yerr=[r["std"] for r in erm_linear],
+            fmt="^",
+            color="k",
+            mfc="white",
+            ms=4,
+            capsize=2,
+            label="ERM linear baseline",
+        )
     if eps_lin is not None:
         ax.axhline(eps_lin, color="k", ls=":", lw=1.2, label="theory linear baseline")
     if theory and all(np.all(c.get("rs", np.array(["unknown"])) == "unknown") for c in theory.values()):
@@ -100,11 +140,20 @@ def figure_finite_size(points: Sequence[dict], theory: dict[str, float], alpha: 
         pts = sorted((p for p in points if p["branch"] == b), key=lambda p: p["d"])
         if pts:
             x = [1.0 / p["d"] for p in pts]
-            ax.errorbar(x, [p["mean"] for p in pts], yerr=[p["std"] for p in pts], fmt="o-", color=COLOURS[b],
-                        mfc="white", capsize=3, label=f"ERM, {b} init")
+            ax.errorbar(
+                x,
+                [p["mean"] for p in pts],
+                yerr=[p["std"] for p in pts],
+                fmt="o-",
+                color=COLOURS[b],
+                mfc="white",
+                capsize=3,
+                label=f"ERM, {b} init",
+            )
         if b in theory:
-            ax.plot([0.0], [theory[b]], marker="*", ms=14, color=COLOURS[b], ls="none",
-                    label=rf"theory $d\to\infty$, {b}")
+            ax.plot(
+                [0.0], [theory[b]], marker="*", ms=14, color=COLOURS[b], ls="none", label=rf"theory $d\to\infty$, {b}"
+            )
     ax.set_xlabel(r"$1/d$")
     ax.set_ylabel(r"test error $\varepsilon_g$")
     ax.set_title(rf"Finite-size drift at $\alpha = {alpha:g}$, $\omega = {omega:g}$", fontsize=10)
@@ -131,8 +180,17 @@ def figure_alpha_c_delta(curves: Sequence[dict], theory: Sequence["TheoryColumn"
         for k, d in enumerate(ds):
             for c in curves:
                 if abs(float(c["omega"]) - w) < 1e-12 and int(c["d"]) == d:
-                    ax.errorbar(c["alpha"], c["mean"], yerr=c["se"], marker="o", ms=3, lw=1, capsize=2,
-                                color=cmap(k / max(len(ds) - 1, 1)), label=f"ERM d = {d}")
+                    ax.errorbar(
+                        c["alpha"],
+                        c["mean"],
+                        yerr=c["se"],
+                        marker="o",
+                        ms=3,
+                        lw=1,
+                        capsize=2,
+                        color=cmap(k / max(len(ds) - 1, 1)),
+                        label=f"ERM d = {d}",
+                    )
         for t in theory:
             if abs(t.omega - w) < 1e-12:
                 delta = np.array([np.nan if v is None else v for v in t.delta], dtype=float)
@@ -162,17 +220,33 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
         col = colours(k)
         ci = np.asarray(p["ci"], dtype=float).reshape(-1, 2)
         y = np.asarray(p["alpha_c"], dtype=float)
-        ax.errorbar(p["inv_d"], y, yerr=[y - ci[:, 0], ci[:, 1] - y], fmt="o", color=col, capsize=3,
-                    label=f"ω = {p['omega']:g}: ERM")
+        ax.errorbar(
+            p["inv_d"],
+            y,
+            yerr=[y - ci[:, 0], ci[:, 1] - y],
+            fmt="o",
+            color=col,
+            capsize=3,
+            label=f"ω = {p['omega']:g}: ERM",
+        )
         ax.plot(p["fit_x"], p["fit_y"], "-", color=col, lw=1)
         lo, hi = p["alpha_inf_ci"]
-        ax.errorbar([0.0], [p["alpha_inf"]], yerr=[[p["alpha_inf"] - lo], [hi - p["alpha_inf"]]], fmt="s",
-                    color=col, mfc="none", capsize=3)
+        ax.errorbar(
+            [0.0],
+            [p["alpha_inf"]],
+            yerr=[[p["alpha_inf"] - lo], [hi - p["alpha_inf"]]],
+            fmt="s",
+            color=col,
+            mfc="none",
+            capsize=3,
+        )
     if points:  # one legend entry each for the fits and the extrapolations (same style at every ω)
         ax.plot([], [], "-", color="0.3", lw=1, label=f"fit {points[0]['fit_model']} (per ω)")
         ax.plot([], [], "s", color="0.3", mfc="none", label="d → ∞ extrapolation (interval)")
         if p.get("theory_alpha_c") is not None:
-            ax.axhline(float(p["theory_alpha_c"]), color=col, ls="--", lw=1, label=f"theory α_c = {p['theory_alpha_c']:.3f}")
+            ax.axhline(
+                float(p["theory_alpha_c"]), color=col, ls="--", lw=1, label=f"theory α_c = {p['theory_alpha_c']:.3f}"
+            )
     ax.set_xlabel("1/d")
     ax.set_ylabel("α_c (crossing of the paired training losses)")
     ax.set_xlim(left=-0.0002)
@@ -197,9 +271,10 @@ def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> F
     fig = new_figure(figsize=(8.0, 7.4))
     grid = fig.add_gridspec(2, max(len(erm), 1), height_ratios=(1.5, 1.0))
     ax = fig.add_subplot(grid[0, :])
-    for key, err, colour, ls, label in (("alpha_c", "alpha_c_error", "k", "-", r"theory $\alpha_c(\omega)$"),
-                                        ("alpha_lin", "alpha_lin_error", "0.45", "--",
-                                         r"theory $\alpha_{\rm lin}(\omega)$: attention beats linear")):
+    for key, err, colour, ls, label in (
+        ("alpha_c", "alpha_c_error", "k", "-", r"theory $\alpha_c(\omega)$"),
+        ("alpha_lin", "alpha_lin_error", "0.45", "--", r"theory $\alpha_{\rm lin}(\omega)$: attention beats linear"),
+    ):
         pts = [(s.omega, getattr(s, key), getattr(s, err)) for s in theory if getattr(s, key) is not None]
         if not pts:
             continue
@@ -218,16 +293,36 @@ def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> F
         y = np.array([p[1]["alpha_c"] for p in pts], dtype=float)
         lo = np.array([p[1]["ci"][0] for p in pts], dtype=float)
         hi = np.array([p[1]["ci"][1] for p in pts], dtype=float)
-        ax.errorbar(w, y, yerr=[y - lo, hi - y], fmt="o", ms=4, capsize=2, lw=1, color=colour_of[d],
-                    label=f"ERM crossing, d = {d}")
+        ax.errorbar(
+            w,
+            y,
+            yerr=[y - lo, hi - y],
+            fmt="o",
+            ms=4,
+            capsize=2,
+            lw=1,
+            color=colour_of[d],
+            label=f"ERM crossing, d = {d}",
+        )
     ext = [o for o in erm if o.get("extrapolated") and o["extrapolated"].get("alpha_c") is not None]
     if ext:
         w = np.array([o["omega"] for o in ext]) + span
         y = np.array([o["extrapolated"]["alpha_c"] for o in ext], dtype=float)
         lo = np.array([o["extrapolated"]["ci"][0] for o in ext], dtype=float)
         hi = np.array([o["extrapolated"]["ci"][1] for o in ext], dtype=float)
-        ax.errorbar(w, y, yerr=[y - lo, hi - y], fmt="D", ms=6, mfc="white", mec="tab:red", color="tab:red",
-                    capsize=3, lw=1.4, label=f"ERM d → ∞ ({ext[0]['extrapolated']['model']} fit, interval)")
+        ax.errorbar(
+            w,
+            y,
+            yerr=[y - lo, hi - y],
+            fmt="D",
+            ms=6,
+            mfc="white",
+            mec="tab:red",
+            color="tab:red",
+            capsize=3,
+            lw=1.4,
+            label=f"ERM d → ∞ ({ext[0]['extrapolated']['model']} fit, interval)",
+        )
     ax.set_xlabel(r"positional fraction of the target $\omega$")
     ax.set_ylabel(r"sample complexity $\alpha = n/d$")
     ax.set_title("Positional → semantic switch: replica theory and gradient-trained ERM", fontsize=10)
@@ -243,16 +338,31 @@ def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> F
             sub.axhline(s.alpha_c, color="k", lw=1.2, label=rf"theory {s.alpha_c:.3f}")
         for b in o["by_d"]:
             lo, hi = b["ci"]
-            sub.errorbar([1.0 / b["d"]], [b["alpha_c"]], yerr=[[b["alpha_c"] - lo], [hi - b["alpha_c"]]], fmt="o",
-                         ms=4, capsize=2, color=colour_of[b["d"]])
+            sub.errorbar(
+                [1.0 / b["d"]],
+                [b["alpha_c"]],
+                yerr=[[b["alpha_c"] - lo], [hi - b["alpha_c"]]],
+                fmt="o",
+                ms=4,
+                capsize=2,
+                color=colour_of[b["d"]],
+            )
         x = o.get("extrapolated") or {}
         if x.get("alpha_c") is not None:
-            sub.errorbar([0.0], [x["alpha_c"]], yerr=[[x["alpha_c"] - x["ci"][0]], [x["ci"][1] - x["alpha_c"]]],
-                         fmt="D", ms=5, mfc="white", mec="tab:red", color="tab:red", capsize=3)
+            sub.errorbar(
+                [0.0],
+                [x["alpha_c"]],
+                yerr=[[x["alpha_c"] - x["ci"][0]], [x["ci"][1] - x["alpha_c"]]],
+                fmt="D",
+                ms=5,
+                mfc="white",
+                mec="tab:red",
+                color="tab:red",
+                capsize=3,
+            )
             if x.get("model") == "1/d" and x.get("slope") is not None:  # the recorded fit: α_c(∞) + slope / d
                 inv = np.linspace(0.0, max(1.0 / b["d"] for b in o["by_d"]), 50)
-                sub.plot(inv, x["alpha_c"] + x["slope"] * inv, "-", color="tab:red", lw=1,
-                         label="1/d fit (weighted)")
+                sub.plot(inv, x["alpha_c"] + x["slope"] * inv, "-", color="tab:red", lw=1, label="1/d fit (weighted)")
         sub.set_title(rf"$\omega = {o['omega']:g}$", fontsize=9)
         sub.set_xlabel("1/d", fontsize=8)
         if k == 0:
@@ -280,17 +390,26 @@ def figure_variants(points: Sequence["VariantPoint"], baseline: str) -> Figure:
     for lab in labels:
         th = sorted((p for p in points if p.label == lab and p.source == "theory"), key=lambda p: p.omega)
         em = sorted((p for p in points if p.label == lab and p.source == "erm"), key=lambda p: p.omega)
-        for ax, value, lo, hi, show in ((top, "alpha_c", "ci_lo", "ci_hi", True),
-                                        (bottom, "shift", "shift_ci_lo", "shift_ci_hi", lab != baseline)):
+        for ax, value, lo, hi, show in (
+            (top, "alpha_c", "ci_lo", "ci_hi", True),
+            (bottom, "shift", "shift_ci_lo", "shift_ci_hi", lab != baseline),
+        ):
             if not show:
                 continue
             t = [p for p in th if np.isfinite(getattr(p, value))]
             if t:
                 w = np.array([p.omega for p in t])
-                ax.plot(w, [getattr(p, value) for p in t], "-", color=colour[lab], lw=1.5,
-                        label=f"{lab}: theory" if ax is top else None)
-                ax.fill_between(w, [getattr(p, lo) for p in t], [getattr(p, hi) for p in t], color=colour[lab],
-                                alpha=0.2, lw=0)
+                ax.plot(
+                    w,
+                    [getattr(p, value) for p in t],
+                    "-",
+                    color=colour[lab],
+                    lw=1.5,
+                    label=f"{lab}: theory" if ax is top else None,
+                )
+                ax.fill_between(
+                    w, [getattr(p, lo) for p in t], [getattr(p, hi) for p in t], color=colour[lab], alpha=0.2, lw=0
+                )
             e = [p for p in em if np.isfinite(getattr(p, value))]
             if e:
                 k = erm_labels.index(lab)
@@ -299,17 +418,26 @@ def figure_variants(points: Sequence["VariantPoint"], baseline: str) -> Figure:
                 yl = np.array([getattr(p, lo) for p in e])
                 yh = np.array([getattr(p, hi) for p in e])
                 ds = sorted({p.d for p in e})
-                ax.errorbar(np.array([p.omega for p in e]) + off, y, yerr=[y - yl, yh - y], fmt="o", ms=4,
-                            capsize=2, lw=1, color=colour[lab],
-                            label=(f"{lab}: ERM, d = {', '.join(map(str, ds))}" if ax is top else None))
+                ax.errorbar(
+                    np.array([p.omega for p in e]) + off,
+                    y,
+                    yerr=[y - yl, yh - y],
+                    fmt="o",
+                    ms=4,
+                    capsize=2,
+                    lw=1,
+                    color=colour[lab],
+                    label=(f"{lab}: ERM, d = {', '.join(map(str, ds))}" if ax is top else None),
+                )
     top.set_ylabel(r"$\alpha_c$")
     top.set_title(r"Where attention turns semantic: $\alpha_c(\omega)$ per variant", fontsize=10)
     top.legend(fontsize=7, loc="upper left", framealpha=0.9)
     bottom.axhline(0.0, color=colour[baseline], lw=1, ls="--")
     bottom.set_ylabel(rf"$\alpha_c - \alpha_c$({baseline})")
     bottom.set_xlabel(r"positional fraction of the target $\omega$")
-    bottom.set_title(f"shift from {baseline} (theory: difference at the same ω; ERM: paired per seed at the same d)",
-                     fontsize=8)
+    bottom.set_title(
+        f"shift from {baseline} (theory: difference at the same ω; ERM: paired per seed at the same d)", fontsize=8
+    )
     for ax in (top, bottom):
         ax.grid(alpha=0.25)
     fig.tight_layout()

@@ -39,9 +39,17 @@ from dotattn.theory_vs_erm.crossing import SeedCrossing, _FlatRecord, bootstrap_
 if TYPE_CHECKING:  # pragma: no cover
     from dotattn.theory_vs_erm.alpha_c import CellRuns, StudyPart
 
-__all__ = ["VariantPoint", "VARIANT_COLUMNS", "THEORY", "ERM", "theory_variant_points", "erm_variant_points",
-           "compare_variants",
-           "check_label", "read_variant_points"]
+__all__ = [
+    "VariantPoint",
+    "VARIANT_COLUMNS",
+    "THEORY",
+    "ERM",
+    "theory_variant_points",
+    "erm_variant_points",
+    "compare_variants",
+    "check_label",
+    "read_variant_points",
+]
 
 THEORY, ERM = "theory", "erm"
 """The two sources of a point."""
@@ -97,12 +105,20 @@ def _theory_columns(folder: str | os.PathLike) -> dict[float, tuple[float, float
     """ω -> (α_c, s.e.) of a verified phase-diagram folder (columns without a crossing left out; s.e.
     NaN where the root was not refined)."""
     from dotattn.positional_semantic.output import read_phase_summaries
-    return {round(s.omega, 9): (float(s.alpha_c), NAN if s.alpha_c_error is None else float(s.alpha_c_error))
-            for s in read_phase_summaries(folder) if s.alpha_c is not None}
+
+    return {
+        round(s.omega, 9): (float(s.alpha_c), NAN if s.alpha_c_error is None else float(s.alpha_c_error))
+        for s in read_phase_summaries(folder)
+        if s.alpha_c is not None
+    }
 
 
-def theory_variant_points(label: str, folder: str | os.PathLike, columns: Mapping[float, tuple[float, float]],
-                          baseline: Mapping[float, tuple[float, float]] | None = None) -> list[VariantPoint]:
+def theory_variant_points(
+    label: str,
+    folder: str | os.PathLike,
+    columns: Mapping[float, tuple[float, float]],
+    baseline: Mapping[float, tuple[float, float]] | None = None,
+) -> list[VariantPoint]:
     """The theory's α_c(ω) of one phase-diagram folder (``columns``: its :func:`_theory_columns`); shifts
     against ``baseline`` (the baseline's columns) where it has the same ω."""
     out = []
@@ -113,21 +129,41 @@ def theory_variant_points(label: str, folder: str | os.PathLike, columns: Mappin
             b, b_se = baseline[w]
             shift = a - b
             shift_se = math.hypot(se if math.isfinite(se) else 0.0, b_se if math.isfinite(b_se) else 0.0)
-        out.append(VariantPoint(label=label, source=THEORY, omega=w, d=0, alpha_c=a, se=se, ci_lo=a - half,
-                                ci_hi=a + half, level=NAN, seeds=0, crossings=0, shift=shift, shift_se=shift_se,
-                                shift_ci_lo=shift - 2 * shift_se, shift_ci_hi=shift + 2 * shift_se, paired_seeds=0,
-                                shift_alphas=0, folder=str(folder)))
+        out.append(
+            VariantPoint(
+                label=label,
+                source=THEORY,
+                omega=w,
+                d=0,
+                alpha_c=a,
+                se=se,
+                ci_lo=a - half,
+                ci_hi=a + half,
+                level=NAN,
+                seeds=0,
+                crossings=0,
+                shift=shift,
+                shift_se=shift_se,
+                shift_ci_lo=shift - 2 * shift_se,
+                shift_ci_hi=shift + 2 * shift_se,
+                paired_seeds=0,
+                shift_alphas=0,
+                folder=str(folder),
+            )
+        )
     return out
 
 
 def _crossings(cells: Iterable["CellRuns"]) -> dict[tuple[float, int], list[SeedCrossing]]:
     """(ω, d) -> the per-seed crossings of each cell."""
     from dotattn.theory_vs_erm.alpha_c import cell_crossings
+
     return {(round(c.omega, 9), c.d): cell_crossings(c, STATUS_CONVERGED) for c in cells}
 
 
-def erm_variant_points(label: str, part: "StudyPart", baseline: "StudyPart | None" = None,
-                       d_max: int | None = None) -> list[VariantPoint]:
+def erm_variant_points(
+    label: str, part: "StudyPart", baseline: "StudyPart | None" = None, d_max: int | None = None
+) -> list[VariantPoint]:
     """The ERM crossing of one verified erm-alpha-c study (:func:`dotattn.theory_vs_erm.output.read_alpha_c_part`)
     at every ω, at its largest d ≤ ``d_max``, on its own grid; the paired shift from the ``baseline``
     study (None: no shift) at the same (ω, d), with the baseline's crossings recomputed on the α points
@@ -153,22 +189,45 @@ def erm_variant_points(label: str, part: "StudyPart", baseline: "StudyPart | Non
         other = base.get((w, d))
         if other is not None:
             theirs = {x.seed: x.alpha_c for x in other}
-            diff = np.array([x.alpha_c - theirs[x.seed] for x in records if x.seed in theirs
-                             and math.isfinite(x.alpha_c) and math.isfinite(theirs[x.seed])])
+            diff = np.array(
+                [
+                    x.alpha_c - theirs[x.seed]
+                    for x in records
+                    if x.seed in theirs and math.isfinite(x.alpha_c) and math.isfinite(theirs[x.seed])
+                ]
+            )
             n_pair = int(diff.size)
             if n_pair >= 2:
                 shift, shift_se = float(diff.mean()), float(diff.std(ddof=1) / math.sqrt(n_pair))
                 lo, hi = bootstrap_mean_ci(diff, level, n_boot)
-        out.append(VariantPoint(label=label, source=ERM, omega=w, d=d, alpha_c=cell.alpha_c, se=cell.se,
-                                ci_lo=cell.ci_lo, ci_hi=cell.ci_hi, level=level, seeds=cell.seeds,
-                                crossings=cell.crossings, shift=shift, shift_se=shift_se, shift_ci_lo=lo,
-                                shift_ci_hi=hi, paired_seeds=n_pair, shift_alphas=n_common if other else 0,
-                                folder=part.source))
+        out.append(
+            VariantPoint(
+                label=label,
+                source=ERM,
+                omega=w,
+                d=d,
+                alpha_c=cell.alpha_c,
+                se=cell.se,
+                ci_lo=cell.ci_lo,
+                ci_hi=cell.ci_hi,
+                level=level,
+                seeds=cell.seeds,
+                crossings=cell.crossings,
+                shift=shift,
+                shift_se=shift_se,
+                shift_ci_lo=lo,
+                shift_ci_hi=hi,
+                paired_seeds=n_pair,
+                shift_alphas=n_common if other else 0,
+                folder=part.source,
+            )
+        )
     return out
 
 
-def compare_variants(theory: Sequence[tuple[str, str]], erm: Sequence[tuple[str, str]], baseline: str,
-                     d_max: int | None = None) -> list[VariantPoint]:
+def compare_variants(
+    theory: Sequence[tuple[str, str]], erm: Sequence[tuple[str, str]], baseline: str, d_max: int | None = None
+) -> list[VariantPoint]:
     """Every point of the (label, folder) inputs; shifts against the inputs labelled ``baseline``
     (its theory for theory points, its ERM study for ERM points; the baseline's own shifts are NaN).
 
@@ -189,6 +248,7 @@ def compare_variants(theory: Sequence[tuple[str, str]], erm: Sequence[tuple[str,
         if not Path(folder).is_dir():
             raise ParameterError(f"folder {folder} does not exist")
     from dotattn.theory_vs_erm.output import read_alpha_c_part
+
     columns = {label: _theory_columns(folder) for label, folder in theory}  # each folder read once
     studies = {label: read_alpha_c_part(folder) for label, folder in erm}
     points: list[VariantPoint] = []
@@ -203,6 +263,7 @@ def compare_variants(theory: Sequence[tuple[str, str]], erm: Sequence[tuple[str,
 def read_variant_points(path: str | os.PathLike) -> list[VariantPoint]:
     """The rows of a verified ``variants.csv`` (IntegrityError at the first unreadable row)."""
     from dotattn.core.integrity import read_records
+
     points = read_records(Path(path), VariantPoint)
     for i, p in enumerate(points, start=1):
         if p.source not in (THEORY, ERM):

@@ -24,15 +24,17 @@ from dotattn.verify import verify_folder
 
 ROOT = Path("results/alpha_c_erm/overlaps_d4000")
 pb = Problem(omega=0.1)
-s2 = pb.sigma ** 2
+s2 = pb.sigma**2
 rule = default_quadrature(pb).rule(pb.gaussian_dim)
 phase = read_phase_diagram("results/phase_diagram", omega=0.1)
 
 
 def row(alpha, branch, who, m, theta, q, e_t, E, ref):
     e = "" if E is None else f"{E * 1e3:.5f} | {(E - ref) * 1e6:+.2f}"
-    return (f"| {alpha:g} | {branch} | {who} | {abs(m):.4f} | {abs(theta) / s2:.4f} | {q / s2:.4f} | "
-            f"{e_t * 1e3:.5f} | {e or '— | —'} |")
+    return (
+        f"| {alpha:g} | {branch} | {who} | {abs(m):.4f} | {abs(theta) / s2:.4f} | {q / s2:.4f} | "
+        f"{e_t * 1e3:.5f} | {e or '— | —'} |"
+    )
 
 
 print("| α | branch | state | m | ‖θ‖/σ² | q/σ² | e_t (×1e-3) | E at its overlaps (×1e-3) | E − e_t(RS) (×1e-6) |")
@@ -44,13 +46,46 @@ for folder in sorted(ROOT.glob("alpha*")):
     fps = {e.branch: e for e in solve(pb, alpha, n_random=0, stability=False).fixed_points if e.converged}
     for branch in ("semantic", "positional"):
         ref = next(p for p in phase if abs(p.alpha - alpha) < 1e-9 and p.branch == branch and p.status == "converged")
-        print(row(alpha, branch, "RS, phase diagram", ref.mu[0, 0], ref.theta[0, 0], ref.q[0, 0], ref.train_loss,
-                  ref.train_loss, ref.train_loss))
+        print(
+            row(
+                alpha,
+                branch,
+                "RS, phase diagram",
+                ref.mu[0, 0],
+                ref.theta[0, 0],
+                ref.q[0, 0],
+                ref.train_loss,
+                ref.train_loss,
+                ref.train_loss,
+            )
+        )
         o = fps[branch].overlaps
         if abs(fps[branch].result.train_loss - ref.train_loss) > 1e-9:
-            print(row(alpha, branch, "RS, informed start", o.mu[0, 0], o.theta[0, 0], o.q[0, 0],
-                      fps[branch].result.train_loss, fps[branch].result.train_loss, ref.train_loss))
+            print(
+                row(
+                    alpha,
+                    branch,
+                    "RS, informed start",
+                    o.mu[0, 0],
+                    o.theta[0, 0],
+                    o.q[0, 0],
+                    fps[branch].result.train_loss,
+                    fps[branch].result.train_loss,
+                    ref.train_loss,
+                )
+            )
         for r in (r for r in runs if r.start == branch):
             at = train_loss_at(pb, alpha, r.q, r.theta, r.mu, np.array([[s2]]), np.zeros((1, pb.L)), rule)
-            print(row(alpha, branch, f"ERM seed {r.seed} ({r.status})", r.mu[0, 0], r.theta[0, 0], r.q[0, 0],
-                      r.train_loss, at.train_loss, ref.train_loss))
+            print(
+                row(
+                    alpha,
+                    branch,
+                    f"ERM seed {r.seed} ({r.status})",
+                    r.mu[0, 0],
+                    r.theta[0, 0],
+                    r.q[0, 0],
+                    r.train_loss,
+                    at.train_loss,
+                    ref.train_loss,
+                )
+            )

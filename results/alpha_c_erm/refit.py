@@ -20,8 +20,11 @@ from dotattn.theory_vs_erm.alpha_c import cell_crossings
 from dotattn.theory_vs_erm.crossing import fit_finite_size
 from dotattn.theory_vs_erm.output import read_alpha_c_part
 
-LAWS = (("primary: 1/d, every d", "1/d", 0), ("S1: 1/sqrt(d), every d", "1/sqrt(d)", 0),
-        ("S2: 1/d, d >= 1000", "1/d", 1000))
+LAWS = (
+    ("primary: 1/d, every d", "1/d", 0),
+    ("S1: 1/sqrt(d), every d", "1/sqrt(d)", 0),
+    ("S2: 1/d, d >= 1000", "1/d", 1000),
+)
 
 
 def main(folder: str, omega: float | None = None, theory: float | None = None) -> None:
@@ -30,13 +33,17 @@ def main(folder: str, omega: float | None = None, theory: float | None = None) -
     for w in omegas:
         cells = sorted((c for c in part.cells if abs(c.omega - w) < 1e-12), key=lambda c: c.d)
         per_d = {c.d: np.array([x.alpha_c for x in cell_crossings(c, STATUS_CONVERGED)]) for c in cells}
-        print(f"omega = {w:g}: d = {', '.join(f'{d} ({np.isfinite(v).sum()}/{v.size} seeds cross)' for d, v in per_d.items())}")
+        print(
+            f"omega = {w:g}: d = {', '.join(f'{d} ({np.isfinite(v).sum()}/{v.size} seeds cross)' for d, v in per_d.items())}"
+        )
         for name, model, dmin in LAWS:
             ds = [d for d in per_d if d >= dmin]
             fit = fit_finite_size(ds, [per_d[d] for d in ds], model)
             p = chi2.sf(fit.chi2, fit.dof) if fit.dof > 0 else float("nan")
-            print(f"  {name:24s} alpha_c(inf) = {fit.alpha_inf:.4f} [{fit.ci_lo:.4f}, {fit.ci_hi:.4f}]  "
-                  f"slope {fit.slope:+.4g}  chi2 = {fit.chi2:.2f} for {fit.dof} dof (p = {p:.3f})")
+            print(
+                f"  {name:24s} alpha_c(inf) = {fit.alpha_inf:.4f} [{fit.ci_lo:.4f}, {fit.ci_hi:.4f}]  "
+                f"slope {fit.slope:+.4g}  chi2 = {fit.chi2:.2f} for {fit.dof} dof (p = {p:.3f})"
+            )
         d = max(per_d)
         v = per_d[d][np.isfinite(per_d[d])]
         se = v.std(ddof=1) / np.sqrt(v.size)
