@@ -67,7 +67,7 @@ def main() -> None:
     ds = [int(x) for x in args.d.split(",")]
     steps = [int(x) for x in args.steps.split(",")]
     rows = []
-    for d, s in zip(ds, steps):
+    for d, s in zip(ds, steps, strict=True):
         r = one(d, s, args.inits)
         rows.append(r)
         print(

@@ -13,8 +13,8 @@ import argparse
 import time
 from pathlib import Path
 
-from dotattn.positional_semantic.catalogue import QuadratureSpec
 from dotattn.core.io import provenance, write_csv, write_json
+from dotattn.positional_semantic.catalogue import QuadratureSpec
 from dotattn.positional_semantic.phase_diagram import SweepSettings, omega_column
 from dotattn.positional_semantic.problem import Problem
 

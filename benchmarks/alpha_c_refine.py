@@ -18,9 +18,9 @@ import os
 import time
 from pathlib import Path
 
+from dotattn.core.io import provenance, write_csv, write_json
 from dotattn.positional_semantic.branch import follow_branches
 from dotattn.positional_semantic.catalogue import branch_label, default_quadrature
-from dotattn.core.io import provenance, write_csv, write_json
 from dotattn.positional_semantic.phase_diagram import _critical_root
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import gauss_hermite

@@ -17,9 +17,9 @@ import argparse
 import time
 
 import torch
+from dotattn.cli.options import parse_grid
 
 from dotattn import Problem
-from dotattn.cli.options import parse_grid
 from dotattn.erm import run_erm
 
 

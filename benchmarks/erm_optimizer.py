@@ -25,10 +25,10 @@ import time
 import torch
 
 from dotattn import Problem
+from dotattn.core.training import relative_stationarity, train
 from dotattn.erm.data import STREAM_TRAIN, make_dataset, positional_embeddings, teacher_weights
 from dotattn.erm.experiment import INFORMED, _risk_function, initial_weights
 from dotattn.erm.models import sample_stats
-from dotattn.core.training import relative_stationarity, train
 
 
 def setup(d: int, alpha: float, seeds: int, omega: float, teacher: str):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dotattn.theory_vs_erm.diagnostics import DiagnosticRecord
-from dotattn.erm.restart_records import PairRecord, RestartRecord, summarise_restarts
 from dotattn.core.io import read_csv, read_json_if_valid
+from dotattn.erm.restart_records import PairRecord, RestartRecord, summarise_restarts
+from dotattn.theory_vs_erm.diagnostics import DiagnosticRecord
 
 
 def _ms(x) -> str:

@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dotattn.positional_semantic.catalogue import QuadratureSpec, default_quadrature, initialisations, solve
 from dotattn.core.io import provenance, write_json
+from dotattn.positional_semantic.catalogue import QuadratureSpec, default_quadrature, initialisations, solve
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.state_evolution import SolverOptions
 

@@ -43,8 +43,8 @@ from pathlib import Path
 import numpy as np
 
 import dotattn.positional_semantic.prox as prox_module
-from dotattn.positional_semantic.catalogue import default_quadrature, initialisations, solve
 from dotattn.core.io import provenance, write_json
+from dotattn.positional_semantic.catalogue import default_quadrature, initialisations, solve
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.state_evolution import SolverOptions, iterate, predict_start
 
@@ -85,7 +85,7 @@ def fixed_points(problem, quad, options) -> list[dict]:
     for alpha in (2.0, 1.25):
         for branch in ("positional", "semantic"):
 
-            def run():
+            def run(alpha=alpha, branch=branch):
                 c = iterate(problem, alpha, inits[branch], coarse, options)
                 return c, iterate(problem, alpha, c.overlaps, rule, options)
 
@@ -118,7 +118,9 @@ def continuation(problem, quad, options, secant: bool) -> dict:
         for alpha in CONTINUATION[1:]:
             prev = pts[-1]
             start, warm = predict_start(problem, alpha, prev, pts[-2] if secant and len(pts) >= 2 else None)
-            fp, w, c = timed(lambda: iterate(problem, alpha, start, rule, options, warm=warm))
+            fp, w, c = timed(
+                lambda alpha=alpha, start=start, warm=warm: iterate(problem, alpha, start, rule, options, warm=warm)
+            )
             wall, cpu = wall + w, cpu + c
             its.append(fp.iterations)
             pts.append(fp)
@@ -160,7 +162,11 @@ def columns(omegas: list[float]) -> dict:
             for name, (secant, secant_at) in COLUMN_VARIANTS.items():
                 branch_module.Branch.secant, branch_module.Branch.secant_at = secant, secant_at
                 stats["iterations"] = 0
-                col, wall, cpu = timed(lambda: omega_column(problem.to_dict(), omega, list(DEFAULT_ALPHAS), settings))
+                col, wall, cpu = timed(
+                    lambda problem=problem, omega=omega, settings=settings: omega_column(
+                        problem.to_dict(), omega, list(DEFAULT_ALPHAS), settings
+                    )
+                )
                 s = col["summary"]
                 rows = {(r["alpha"], r["branch"]): r for r in col["rows"]}
                 out[f"{omega}/{name}"] = {
@@ -236,7 +242,7 @@ def main(argv: list[str] | None = None) -> dict:
             if lever != "secant":
                 res["fixed_points"] = fixed_points(problem, quad, options)
                 if not args.quick:
-                    cat, wall, cpu = timed(lambda: solve(problem, 2.0, options=options))
+                    cat, wall, cpu = timed(lambda options=options: solve(problem, 2.0, options=options))
                     res["catalogue"] = {
                         "alpha": 2.0,
                         "wall_s": wall,
@@ -265,7 +271,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"{'max |dx|':>11}{'|de_t|':>10}"
     )
     for lever in LEVERS:
-        for row, r0 in zip(results[lever].get("fixed_points", []), ref["fixed_points"]):
+        for row, r0 in zip(results[lever].get("fixed_points", []), ref["fixed_points"], strict=False):
             dx = float(np.max(np.abs(np.array(row["overlaps"]) - np.array(r0["overlaps"]))))
             de = abs(row["train_loss"] - r0["train_loss"])
             row["change_vs_plain"] = {"overlaps": dx, "train_loss": de}
@@ -288,9 +294,10 @@ def main(argv: list[str] | None = None) -> dict:
             for b, c in cont.items():
                 r0 = ref["continuation"][b]
                 dx = max(
-                    float(np.max(np.abs(np.array(x) - np.array(y)))) for x, y in zip(c["overlaps"], r0["overlaps"])
+                    float(np.max(np.abs(np.array(x) - np.array(y))))
+                    for x, y in zip(c["overlaps"], r0["overlaps"], strict=True)
                 )
-                de = max(abs(x - y) for x, y in zip(c["train_loss"], r0["train_loss"]))
+                de = max(abs(x - y) for x, y in zip(c["train_loss"], r0["train_loss"], strict=True))
                 c["change_vs_plain"] = {"overlaps": dx, "train_loss": de}
                 n = len(c["iterations"])
                 print(

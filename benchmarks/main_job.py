@@ -229,10 +229,9 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "main_job.json"))
     args = ap.parse_args()
     from dotattn.core.io import provenance, read_checked_json, write_json
+    from dotattn.positional_semantic import compiled
     from dotattn.positional_semantic import output as ps_output
     from dotattn.positional_semantic.output import disagreements
-
-    from dotattn.positional_semantic import compiled
 
     kernel = "vectorised numpy"
     if compiled.AVAILABLE:
@@ -311,7 +310,7 @@ def main() -> None:
         f"dotattn {' '.join(pd_args[:1])} ({len(units)} columns, {fixed_points} fixed points): {pd_wall:.1f} s wall, "
         f"{pd_cpu:.1f} s CPU (workers {pd_cpu_children:.1f}, parent {pd_cpu_self:.1f})"
     )
-    print(f"  CPU by stage: " + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(stages.items(), key=lambda kv: -kv[1])))
+    print("  CPU by stage: " + ", ".join(f"{k} {v:.1f} s" for k, v in sorted(stages.items(), key=lambda kv: -kv[1])))
     print(
         f"phase diagram / reference fixed point: {ratio_pd:.2f} (target <= {TARGET_PHASE_DIAGRAM:g}); "
         f"reference / solve: {ratio_solve:.2f} (target >= {TARGET_SOLVE:g}); CPU ratios "

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dotattn.positional_semantic.catalogue import initialisations
 from dotattn.core.io import provenance, write_csv, write_json
+from dotattn.positional_semantic.catalogue import initialisations
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import GaussianRule, gauss_hermite, sobol_qmc
 from dotattn.positional_semantic.state_evolution import SolverOptions, iterate

@@ -44,7 +44,9 @@ def injectivity(out: str) -> None:
     rows = {}
     for orders in ((100, 50), (400, 200), (1600, 800)):
         (y, point), wall, cpu = _timed(
-            lambda: spherical_1rsb_root(INJECTIVITY_ALPHA, StepChannel(0.0), orders, (1.5, 10.0), (0.78, 0.05))
+            lambda orders=orders: spherical_1rsb_root(
+                INJECTIVITY_ALPHA, StepChannel(0.0), orders, (1.5, 10.0), (0.78, 0.05)
+            )
         )
         key = f"{orders[0]}x{orders[1]}"
         rows[key] = {

@@ -8,13 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import click
-
 from dotattn.cli.main import cli
 from dotattn.cli.options import command_line, output_folder, parse_grid
+
 from dotattn.core.validation import ParameterError, check_int
 
 
@@ -413,8 +413,9 @@ def study_options(func: Callable) -> Callable:
 
 
 def _spec(d, rho, T, alpha, channel, beta, seeds, test_samples="2000"):
-    from dotattn.aim.algo_study import StudySpec
     from dotattn.cli.options import parse_grid
+
+    from dotattn.aim.algo_study import StudySpec
 
     return StudySpec(
         d=_number("d", d),

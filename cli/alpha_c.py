@@ -12,8 +12,6 @@ import sys
 import time
 
 import click
-
-from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
 from dotattn.cli.main import cli
 from dotattn.cli.options import (
     correlation_option,
@@ -24,10 +22,8 @@ from dotattn.cli.options import (
     threads_per_worker,
     value_options,
 )
-from dotattn.theory_vs_erm.crossing import FIT_MODELS
+
 from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
-from dotattn.core.validation import ParameterError
-from dotattn.theory_vs_erm.output import write_alpha_c_study
 from dotattn.core.runner import (
     Interrupted,
     ProgressReporter,
@@ -37,6 +33,10 @@ from dotattn.core.runner import (
     connect_dask,
     stop_on_signals,
 )
+from dotattn.core.validation import ParameterError
+from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
+from dotattn.theory_vs_erm.crossing import FIT_MODELS
+from dotattn.theory_vs_erm.output import write_alpha_c_study
 
 
 @cli.command("erm-alpha-c")
@@ -244,8 +244,8 @@ def erm_alpha_c(
     resolve_device(config.device)
     supplied, sources = {}, {}
     if includes:  # read and verified before any folder is made (IntegrityError / ParameterError: one line)
-        from dotattn.theory_vs_erm.alpha_c import check_supplied, merge_parts
         from dotattn.core.io import IntegrityError
+        from dotattn.theory_vs_erm.alpha_c import check_supplied, merge_parts
         from dotattn.theory_vs_erm.output import read_alpha_c_part
 
         try:
@@ -310,6 +310,7 @@ def erm_alpha_c(
             )
             if phase_dir is not None and theory:  # the theory read from the phase diagram's records
                 from dataclasses import replace
+
                 from dotattn.theory_vs_erm.output import theory_from_phase_diagram
 
                 study = replace(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-
 from dotattn.cli.main import cli
 from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
+
 from dotattn.core.validation import check_number
 
 
@@ -95,5 +95,5 @@ def compare_command(
         f"quantity it is (m_norm = ||mu_1||, theta_norm = ||theta||_F/sigma^2, q_trace = Tr q/sigma^2); "
         f"agrees: each of them within --tolerance {tolerance:g}"
     )
-    for name, path in paths.items():
+    for path in paths.values():
         click.echo(f"  wrote {path}")

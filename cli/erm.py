@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 import numpy as np
-
 from dotattn.cli.main import cli
 from dotattn.cli.options import (
     correlation_option,
@@ -19,9 +18,10 @@ from dotattn.cli.options import (
     student_option,
     value_options,
 )
+
 from dotattn.core.optimizers import DEFAULT_LR, OPTIMIZERS
-from dotattn.erm.config import DEVICE_CHOICES, INIT_CHOICES, ErmConfig
 from dotattn.core.validation import check_int
+from dotattn.erm.config import DEVICE_CHOICES, INIT_CHOICES, ErmConfig
 
 
 @cli.command("train-erm")

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import click
 
 from dotattn import __version__
-from dotattn.core.validation import ParameterError, check_dask_scheme, check_out_dir
 from dotattn.core.runner import Interrupted
+from dotattn.core.validation import ParameterError, check_dask_scheme, check_out_dir
 
 
 @dataclass(frozen=True)

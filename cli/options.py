@@ -7,8 +7,9 @@ import math
 import os
 import shlex
 import sys
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 import click
 

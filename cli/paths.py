@@ -9,13 +9,13 @@ import contextlib
 import importlib.util
 import signal
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import click
-
 from dotattn.cli.main import cli, missing_extra
 from dotattn.cli.options import command_line, output_folder, parse_grid
+
 from dotattn.core.validation import ParameterError
 
 
@@ -485,9 +485,8 @@ def images(
     finished training is reused from the output folder; an interrupted one resumes. Needs torch
     (erm extra), scikit-learn (images extra) and, for the sampling check, NumPyro (paths extra).
     """
-    from dotattn.paths.images_study import ImageStudyConfig
-
     from dotattn.paths.images_gd import GDConfig
+    from dotattn.paths.images_study import ImageStudyConfig
 
     gd = GDConfig(
         N=gd_width,

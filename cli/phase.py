@@ -6,10 +6,10 @@ import os
 import time
 
 import click
-
 from dotattn.cli.main import cli
 from dotattn.cli.options import correlation_option, parse_grid, problem_from_options, problem_options, student_option
 from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
+
 from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
 from dotattn.positional_semantic.problem import require_replica_theory
 
@@ -102,6 +102,8 @@ def phase_diagram_command(
 ):
     """alpha sweeps of the informed branches (positional, semantic; mixed for rank >= 2), spinodals,
     phase boundaries, alpha_c(omega), alpha_lin(omega) and figures."""
+    from dotattn.core.runner import check_workers, connect_dask
+    from dotattn.positional_semantic.output import write_phase_diagram
     from dotattn.positional_semantic.phase_diagram import (
         DEFAULT_ALPHAS,
         DEFAULT_OMEGAS,
@@ -111,8 +113,6 @@ def phase_diagram_command(
         run_phase_diagram,
     )
     from dotattn.positional_semantic.refine import RefineSpec
-    from dotattn.core.runner import check_workers, connect_dask
-    from dotattn.positional_semantic.output import write_phase_diagram
 
     omega_grid, alpha_grid = check_grids(
         parse_grid("omega", omegas) if omegas else DEFAULT_OMEGAS,
@@ -141,13 +141,13 @@ def phase_diagram_command(
     out = ensure_writable_dir(out_dir)
     settings = SweepSettings(quad, options, refine=RefineSpec(refine_order, refine_rules) if refine else None)
 
+    from dotattn.core.runner import Interrupted, ProgressReporter, RunLock, format_duration, stop_on_signals
     from dotattn.positional_semantic.phase_diagram import (
         cached_columns,
         column_fixed_points_estimate,
         estimate_seconds,
         refine_fixed_points,
     )
-    from dotattn.core.runner import Interrupted, ProgressReporter, RunLock, format_duration, stop_on_signals
 
     t0 = time.perf_counter()
     reporter = ProgressReporter("phase-diagram", quiet=quiet)
@@ -204,9 +204,14 @@ def phase_diagram_command(
         f"phase diagram: {len(omega_grid)} omega x {len(alpha_grid)} alpha in {time.perf_counter() - t0:.1f} s"
         f" ({pd.from_cache} columns from cache)"
     )
+
+    def fmt(x: float | None) -> str:
+        return "none in range" if x is None else f"{x:.4f}"
+
+    def pm(x: float | None, e: float | None) -> str:
+        return fmt(x) + ("" if x is None or e is None else f" +- {e:.4f}")
+
     for s in pd.summaries:
-        fmt = lambda x: "none in range" if x is None else f"{x:.4f}"  # noqa: E731
-        pm = lambda x, e: fmt(x) + ("" if x is None or e is None else f" +- {e:.4f}")  # noqa: E731
         click.echo(
             f"  omega = {s.omega:<5g} alpha_c = {pm(s.alpha_c, s.alpha_c_error):<22} "
             f"alpha_lin = {pm(s.alpha_lin, s.alpha_lin_error):<22}"
@@ -221,5 +226,5 @@ def phase_diagram_command(
         for b in s.boundaries:
             err = "" if b.error != b.error else f" +- {b.error:.4f}"
             click.echo(f"      boundary {b.below} -> {b.above} at alpha = {b.alpha:.4f}{err} ({b.method})")
-    for name, path in paths.items():
+    for path in paths.values():
         click.echo(f"  wrote {path}")

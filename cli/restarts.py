@@ -9,9 +9,11 @@ import time
 from pathlib import Path
 
 import click
-
 from dotattn.cli.main import cli
 from dotattn.cli.options import correlation_option, output_folder, problem_from_options, problem_options
+
+from dotattn.core.io import provenance, write_csv, write_json, write_manifest
+from dotattn.core.validation import ParameterError, check_int
 from dotattn.erm.config import DEVICE_CHOICES, TEACHERS
 from dotattn.erm.restart_records import (
     PAIR_COLUMNS,
@@ -22,8 +24,6 @@ from dotattn.erm.restart_records import (
     SAME_MINIMUM,
     summarise_restarts,
 )
-from dotattn.core.io import provenance, write_csv, write_json, write_manifest
-from dotattn.core.validation import ParameterError, check_int
 from dotattn.positional_semantic.problem import require_variant
 
 MAX_QUAD_ORDER = 16
@@ -225,8 +225,8 @@ def _run_and_write(problem, config, folder: Path, show: bool, order: int | None,
     summary = summarise_restarts(runs, pairs)
     diag_rows, diag_seconds = None, 0.0
     if diagnose:
-        from dotattn.theory_vs_erm.diagnostics import DIAGNOSTIC_COLUMNS, diagnose_restarts
         from dotattn.positional_semantic.quadrature import make_rule
+        from dotattn.theory_vs_erm.diagnostics import DIAGNOSTIC_COLUMNS, diagnose_restarts
 
         t0 = time.perf_counter()
         rule = make_rule(problem.gaussian_dim, "gauss-hermite", order)

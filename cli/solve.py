@@ -7,12 +7,12 @@ import sys
 
 import click
 import numpy as np
-
-from dotattn.positional_semantic.catalogue import MAX_RANDOM_STARTS, QuadratureSpec, default_quadrature, solve
 from dotattn.cli.main import cli
 from dotattn.cli.options import correlation_option, problem_from_options, problem_options, student_option
+
 from dotattn.core.io import to_jsonable
 from dotattn.core.validation import check_alpha, check_int
+from dotattn.positional_semantic.catalogue import MAX_RANDOM_STARTS, QuadratureSpec, default_quadrature, solve
 from dotattn.positional_semantic.problem import require_variant
 from dotattn.positional_semantic.state_evolution import SolverOptions
 
@@ -167,10 +167,10 @@ def format_table(cat) -> str:
         f"alpha = {cat.alpha:g}, omega = {cat.problem.omega:g}{corr}  "
         f"(quadrature {cat.quadrature['kind']} order {cat.quadrature['order']}, {cat.quadrature['nodes']} nodes; "
         f"{cat.seconds:.1f} s)",
-        "  ".join(c.ljust(w) for c, w in zip(cols, widths)),
+        "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)),
         "  ".join("-" * w for w in widths),
     ]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
     for e in cat.fixed_points:
         if not e.converged:
             lines.append(f"  note: start '{e.init}': {e.result.message}")
@@ -427,10 +427,10 @@ def format_rsb_table(entries, options) -> str:
     lines = [
         f"one-step RSB (zero temperature; Gauss-Hermite {options.outer_order} outer x {options.inner_order} inner; "
         f"y scanned: {', '.join(f'{y:g}' for y in options.y_grid)})",
-        "  ".join(c.ljust(w) for c, w in zip(cols, widths)),
+        "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)),
         "  ".join("-" * w for w in widths),
     ]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(x, widths)) for x in rows]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(x, widths, strict=True)) for x in rows]
     for branch, _, r in entries:
         lines.append(
             f"  {branch}: {r.message}; e_t(y) = "

@@ -13,9 +13,9 @@ import sys
 import time
 
 import click
-
 from dotattn.cli.main import cli
 from dotattn.cli.options import output_folder
+
 from dotattn.core.validation import ParameterError, check_int
 
 
@@ -87,5 +87,5 @@ def variants_command(theory, erm, baseline, d_max, out):
             + f" {(f'{p.crossings}/{p.seeds}' if p.seeds else '-'):>8} {_fmt(p.shift, '+.3f'):>8} "
             f"{_fmt(p.shift_se, '.4f'):>7} {p.paired_seeds or '-':>6}"
         )
-    for name, path in paths.items():
+    for path in paths.values():
         click.echo(f"  wrote {path}")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-
 from dotattn.cli.main import cli
 
 

@@ -54,7 +54,7 @@ def assert_rows_close(got, want, rel: float = 1e-6, abs_: float = 1e-9, skip=ROU
                 assert_rows_close(got[k], want[k], rel, abs_, skip, f"{where}.{k}")
     elif isinstance(want, (list, tuple)):
         assert isinstance(got, (list, tuple)) and len(got) == len(want), (where, got, want)
-        for i, (x, y) in enumerate(zip(got, want)):
+        for i, (x, y) in enumerate(zip(got, want, strict=True)):
             assert_rows_close(x, y, rel, abs_, skip, f"{where}[{i}]")
     elif isinstance(want, float) and not isinstance(got, bool) and isinstance(got, (int, float)):
         if math.isnan(want):

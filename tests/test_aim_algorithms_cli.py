@@ -5,8 +5,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from dotattn.cli.aim import amp_command, gd_command
+
 from dotattn.core.io import read_csv, verify_manifest
 
 

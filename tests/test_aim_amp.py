@@ -85,7 +85,9 @@ def _theory(rho, T, channel="softmax"):
 def test_se_trajectory_reaches_the_state_evolution_fixed_point():
     _, _, q_hat, mmse_of, mmse_prior = _theory(0.5, 2)
     path = se_trajectory(lambda V: q_hat(0.1, V), lambda D: mmse_prior(D, 0.5), 400)
-    assert path[0] == 1.0 and all(a >= b - 1e-12 for a, b in zip(path, path[1:]))  # monotone from the prior
+    assert path[0] == 1.0 and all(
+        a >= b - 1e-12 for a, b in zip(path, path[1:], strict=False)
+    )  # monotone from the prior
     assert abs(path[-1] - mmse_of(0.1)) < 1e-4  # 400 steps of a contraction; the root-finder's answer
 
 

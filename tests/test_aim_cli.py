@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from clitools import run
 
 from dotattn.core.io import read_csv, verify_manifest
-from clitools import run
 
 
 def test_json_points_and_thresholds():

@@ -78,7 +78,8 @@ def test_both_starts_reach_the_state_evolution_fixed_point():
     # the iteration from the prior mean moves monotonically down to the fixed point (softmax, slow near it)
     V = iterate_se("softmax", 0.1, 0.5, 2, 1.0, 60)
     assert (
-        all(b <= a + 1e-15 for a, b in zip(V, V[1:])) and abs(V[-1] - solve_point("softmax", 0.1, 0.5, 2).mmse) < 1e-3
+        all(b <= a + 1e-15 for a, b in zip(V, V[1:], strict=False))
+        and abs(V[-1] - solve_point("softmax", 0.1, 0.5, 2).mmse) < 1e-3
     )
 
 

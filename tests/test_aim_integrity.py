@@ -6,11 +6,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from clitools import run
+
 from dotattn.aim.plotting import read_algorithm_points, read_state_evolution
 from dotattn.core.io import IntegrityError, read_csv, write_csv, write_manifest
 from dotattn.verify import folder_kind, verify_folder
-
-from clitools import run
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "aim"
 SE = RESULTS / "se_softmax_T2_rho0.5"
@@ -85,8 +85,8 @@ def test_figure_command_refuses_a_tampered_folder_in_one_line(tmp_path):
 
 
 def _free_entropy_folder(tmp_path: Path) -> Path:
-    from dotattn.cli.main import cli
     from click.testing import CliRunner
+    from dotattn.cli.main import cli
 
     out = tmp_path / "fe"
     r = CliRunner().invoke(

@@ -45,7 +45,7 @@ def test_stieltjes_branch_against_quadrature(rho, delta):
     lo, hi = support(delta, rho)[0][0], support(delta, rho)[-1][1]
     zs = [0.3 - 1.0j, 1.0 + 0.5j, -0.5 - 0.2j, hi + 0.5, lo - 0.3, hi + 5.0]
     for z in zs:
-        direct = integrate_bulks(lambda x, mu: mu / (z - x), delta, rho, nodes=96)
+        direct = integrate_bulks(lambda x, mu, z=z: mu / (z - x), delta, rho, nodes=96)
         assert complex(stieltjes(np.array([z]), delta, rho)[0]) == pytest.approx(direct, abs=1e-9)
 
 

@@ -12,7 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from clitools import ENV, dotattn_command, start_until, with_workers
+from test_erm import _one_thread  # noqa: F401  (autouse: one torch thread)
 
+from dotattn.core.io import read_csv
 from dotattn.theory_vs_erm.crossing import (
     CROSSING,
     NO_CROSSING,
@@ -25,10 +28,6 @@ from dotattn.theory_vs_erm.crossing import (
     fit_finite_size,
     summarise_cell,
 )
-from dotattn.core.io import read_csv
-
-from clitools import ENV, dotattn_command, start_until, with_workers
-from test_erm import _one_thread  # noqa: F401  (autouse: one torch thread)
 
 
 # -- estimator -------------------------------------------------------------------------------
@@ -129,8 +128,9 @@ def test_finite_size_fit_recovers_a_known_limit():
 
 # -- optimiser and teacher ---------------------------------------------------------------------
 def test_batched_lbfgs_reaches_relative_stationarity_and_the_gd_minimum():
-    from dotattn.core.training import STATUS_CONVERGED, relative_stationarity, train
     import sys
+
+    from dotattn.core.training import STATUS_CONVERGED, relative_stationarity, train
 
     sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent / "benchmarks"))
     from erm_optimizer import setup
@@ -188,7 +188,7 @@ def _run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 def test_bad_input_exits_2_with_one_line_and_no_folder(tmp_path, bad, word):
     out = tmp_path / "never"
     args = {"--d": "64", "--seeds": "4", "--alpha": "0.8,1.6", "--omega": "0.3"}
-    for k, v in zip(bad[::2], bad[1::2]):
+    for k, v in zip(bad[::2], bad[1::2], strict=True):
         args[k] = v
     flat = [x for kv in args.items() for x in kv]
     res = _run(*flat, "--out", str(out))
@@ -318,8 +318,8 @@ def test_sigterm_stops_cleanly_and_the_study_resumes(tmp_path):
 
 def test_dask_local_cluster_gives_the_in_process_study():
     distributed = pytest.importorskip("distributed")
-    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
     from dotattn.positional_semantic.problem import Problem
+    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
 
     cfg = AlphaCConfig(omegas=(0.3,), ds=(32, 48), alphas=(0.8, 1.3, 1.8), seeds=2, device="cpu")
     local = run_study(Problem(omega=0.3), cfg, theory=False)

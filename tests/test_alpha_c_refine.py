@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.branch import Branch, follow_branches
 from dotattn.positional_semantic.catalogue import QuadratureSpec, branch_label, default_quadrature, initialisations
 from dotattn.positional_semantic.phase_diagram import ColumnSummary, SweepSettings, _critical_root, omega_column
-from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import gauss_hermite
 from dotattn.positional_semantic.refine import RefinedRoot, RefineSpec, envelope_slope, refine_root, root_on_rule

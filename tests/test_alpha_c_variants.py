@@ -10,7 +10,6 @@ from dotattn.core.status import STATUS_CONVERGED
 from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.problem import Problem
 from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, run_study
-from dotattn.theory_vs_erm.crossing import summarise_cell
 from dotattn.theory_vs_erm.variants import ERM, THEORY, compare_variants
 
 ALPHAS = (0.5, 0.7, 0.9, 1.1, 1.3)

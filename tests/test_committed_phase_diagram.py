@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from conftest import reduced_and_full
+
 from dotattn.positional_semantic.catalogue import default_quadrature
 from dotattn.positional_semantic.output import disagreements, read_phase_diagram
 from dotattn.positional_semantic.phase_diagram import DEFAULT_ALPHAS, DEFAULT_OMEGAS, SweepSettings, run_phase_diagram

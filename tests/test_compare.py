@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-
 from clitools import run
 
 
@@ -133,8 +132,8 @@ def _point(branch, q, theta, mu, test_error):
 
 
 def test_comparison_table_uses_gauge_invariants_and_runs_that_stayed_on_the_branch():
-    from dotattn.theory_vs_erm.comparison import ErmRun, comparison_table, overlap_invariants
     from dotattn.positional_semantic.problem import Problem
+    from dotattn.theory_vs_erm.comparison import ErmRun, comparison_table, overlap_invariants
 
     problem = Problem(L=2, rank=2, teacher_rank=1, sigma=0.5)
     s2 = problem.sigma**2

@@ -6,8 +6,8 @@ differences of the discretised envelope at c != 0: tests/test_state_evolution.py
 
 import numpy as np
 import pytest
-
 from conftest import reduced_and_full
+
 from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.baseline import linear_baseline_test_error
 from dotattn.positional_semantic.loss import attention_loss, softmax_rows, teacher_attention
@@ -119,7 +119,7 @@ def test_fixed_point_is_a_stationary_point_of_the_discretised_potential(c):
         assert fp.converged and fp.residual < 1e-8
         o, h = fp.overlaps, fp.hats
 
-        def phi(ov):
+        def phi(ov, h=h):
             return potential(ov, h, hat_update(ov, 2.0, rule, p).envelope, 2.0, p)
 
         eps = 1e-6

@@ -9,8 +9,11 @@ import subprocess
 import numpy as np
 import pytest
 import torch
+from clitools import dotattn_command, run_python
 
 from dotattn import ParameterError, Problem
+from dotattn.core.io import read_csv
+from dotattn.core.training import train
 from dotattn.erm import ErmConfig, ErmResult, run_config, run_erm
 from dotattn.erm.data import (
     STREAM_TRAIN,
@@ -31,10 +34,6 @@ from dotattn.erm.models import (
     residual_sq_norm,
     sample_stats,
 )
-from dotattn.core.training import train
-from dotattn.core.io import read_csv
-
-from clitools import dotattn_command, run_python
 
 F64 = torch.float64
 L3_A = [[0.5, 0.3, 0.2], [0.1, 0.6, 0.3], [0.2, 0.2, 0.6]]

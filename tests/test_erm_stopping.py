@@ -9,14 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from test_erm import _one_thread  # noqa: F401  (autouse: one torch thread)
 
 from dotattn.core import status
 from dotattn.core.io import IntegrityError
 from dotattn.core.training import STATUS, train
 from dotattn.positional_semantic.problem import Problem
 from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, run_cell
-
-from test_erm import _one_thread  # noqa: F401  (autouse: one torch thread)
 
 F64 = torch.float64
 LAM = 0.01
@@ -194,7 +193,7 @@ def _fake_runs(statuses):
     )
     from dataclasses import replace
 
-    return [replace(r, status=s) for r, s in zip(res.runs, statuses)]
+    return [replace(r, status=s) for r, s in zip(res.runs, statuses, strict=True)]
 
 
 def test_alpha_c_refuses_float32_before_any_computation():

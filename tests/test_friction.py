@@ -8,7 +8,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from clitools import ENV, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -141,7 +140,9 @@ def test_phase_figures_colour_each_phase_alike_and_legend_matches(committed_phas
     ax = figure_phases(rows, summaries).axes[0]
     legend = ax.get_legend()
     drawn = {c.get_label(): c.lines[0].get_color() for c in ax.containers}
-    entries = {t.get_text(): h for t, h in zip(legend.get_texts(), legend.legend_handles) if "→" in t.get_text()}
+    entries = {
+        t.get_text(): h for t, h in zip(legend.get_texts(), legend.legend_handles, strict=True) if "→" in t.get_text()
+    }
     assert entries and set(entries) <= set(drawn)
     for label, handle in entries.items():
         assert to_rgb(handle.get_color()) == to_rgb(drawn[label]), label
@@ -162,7 +163,7 @@ def test_headline_bottom_panels_have_a_y_label_and_the_fit_line():
     fig = figure_headline(theory, erm)
     panels = fig.axes[1:]
     assert len(panels) == len(erm) and "alpha_c" in panels[0].get_ylabel()
-    for ax, o in zip(panels, erm):
+    for ax, o in zip(panels, erm, strict=True):
         fit = [ln for ln in ax.get_lines() if ln.get_label() == "1/d fit (weighted)"]
         assert len(fit) == 1
         x, y = fit[0].get_xdata(), fit[0].get_ydata()

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from clitools import run
 
 PD = ["phase-diagram", "--omega", "0.3", "--alpha", "1,2"]
@@ -116,8 +115,8 @@ def test_train_erm_refuses(args, words, tmp_path):
 # compare: the theory folder must be for the same problem and solver settings
 # ----------------------------------------------------------------------------------------------
 def _erm_folder(path, problem):
-    from dotattn.erm.records import RUN_COLUMNS, RunRecord
     from dotattn.core.io import write_csv, write_json, write_manifest
+    from dotattn.erm.records import RUN_COLUMNS, RunRecord
 
     run_ = RunRecord(
         alpha=1.0,
@@ -259,10 +258,10 @@ def test_first_difference_names_the_first_differing_field():
 # near-zero theory values: absolute differences
 # ----------------------------------------------------------------------------------------------
 def test_theory_near_zero_is_compared_by_absolute_difference():
-    from dotattn.theory_vs_erm.comparison import ABSOLUTE, NEAR_ZERO, RELATIVE, ComparisonRow, ErmRun, comparison_table
     from dotattn.erm.records import RunRecord
     from dotattn.positional_semantic.problem import Problem
     from dotattn.positional_semantic.records import BranchPoint
+    from dotattn.theory_vs_erm.comparison import ABSOLUTE, NEAR_ZERO, RELATIVE, ComparisonRow, ErmRun, comparison_table
 
     problem = Problem()
     s2 = problem.sigma**2
@@ -348,9 +347,9 @@ def test_problem_rejects(kwargs, word):
 
 
 def test_python_api_rejects_bad_counts():
+    from dotattn.core.validation import ParameterError
     from dotattn.positional_semantic.catalogue import QuadratureSpec, solve
     from dotattn.positional_semantic.phase_diagram import check_grids, run_phase_diagram
-    from dotattn.core.validation import ParameterError
     from dotattn.positional_semantic.problem import Problem
 
     p = Problem()
@@ -389,8 +388,8 @@ def test_connect_dask_times_out_with_one_line(refused_port):
 
 def test_erm_memory_estimate_refuses_runs_that_do_not_fit():
     from dotattn.core.resources import MEMORY_FRACTION
-    from dotattn.erm.config import ErmConfig
     from dotattn.core.validation import ParameterError
+    from dotattn.erm.config import ErmConfig
     from dotattn.positional_semantic.problem import Problem
 
     p = Problem()

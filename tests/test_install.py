@@ -4,7 +4,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from clitools import run_python
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,7 +219,6 @@ def test_torch_is_an_extra_only():
 def test_missing_extra_inside_a_running_command():
     """A command that imports an optional package only when it runs gets the same one line."""
     from click.testing import CliRunner
-
     from dotattn.cli.main import LazyGroup
 
     group = LazyGroup("g")

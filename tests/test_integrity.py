@@ -10,18 +10,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from clitools import run
+
 from dotattn.core.io import (
     MANIFEST_NAME,
     IntegrityError,
     read_cache_unit,
     read_checked_json,
     sha256_file,
+    verify_manifest,
     write_cache_unit,
     write_checked_json,
     write_manifest,
-    verify_manifest,
 )
 
 pytest.importorskip("torch")  # the ERM folders come from train-erm
@@ -34,10 +34,10 @@ def folders(tmp_path_factory):
     """A tiny phase diagram (2 ω × 2 α), two tiny train-erm folders (σ = 0.5 and 0.4) and one
     comparison, each written by the package itself."""
     from dotattn.positional_semantic.catalogue import QuadratureSpec
+    from dotattn.positional_semantic.output import write_phase_diagram
     from dotattn.positional_semantic.phase_diagram import SweepSettings, run_phase_diagram
     from dotattn.positional_semantic.problem import Problem
     from dotattn.theory_vs_erm.output import compare_and_write
-    from dotattn.positional_semantic.output import write_phase_diagram
 
     root = tmp_path_factory.mktemp("integrity")
     settings = SweepSettings(QuadratureSpec(*QUAD))
@@ -91,9 +91,9 @@ def _settings():
 
 
 def _readers():
+    from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram
     from dotattn.positional_semantic.problem import Problem
     from dotattn.theory_vs_erm.output import load_erm, read_theory
-    from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram
 
     return {
         "read_phase_diagram": ("pd", "phase_diagram.csv", lambda f: read_phase_diagram(f)),
@@ -226,10 +226,10 @@ def test_runs_csv_of_another_problem_is_refused(folders, copy):
 def test_phase_diagram_of_another_problem_is_refused_by_compare(folders, copy, tmp_path):
     """phase_diagram.csv of another problem (σ = 0.4) inside a folder made for σ = 0.5."""
     from dotattn.positional_semantic.catalogue import QuadratureSpec
+    from dotattn.positional_semantic.output import write_phase_diagram
     from dotattn.positional_semantic.phase_diagram import SweepSettings, run_phase_diagram
     from dotattn.positional_semantic.problem import Problem
     from dotattn.theory_vs_erm.output import read_theory
-    from dotattn.positional_semantic.output import write_phase_diagram
 
     other = tmp_path / "pd04"
     pd = run_phase_diagram(

@@ -8,11 +8,11 @@ import math
 
 import numpy as np
 import pytest
-
 from clitools import run
+
+from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.catalogue import QuadratureSpec
 from dotattn.positional_semantic.phase_diagram import SweepSettings
-from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.problem import Problem
 
 
@@ -246,8 +246,8 @@ def test_phase_diagram_readers_refuse(small_diagram, tmp_path):
 
 def test_erm_writer_and_reader_round_trip_and_refuse(tmp_path):
     pytest.importorskip("torch")
-    from dotattn.erm.experiment import run_erm
     from dotattn.core.io import IntegrityError
+    from dotattn.erm.experiment import run_erm
     from dotattn.theory_vs_erm.output import load_erm, write_erm
 
     res = run_erm(

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from clitools import ENV, dotattn_command
 from clitools import alive as _alive
 from clitools import children as _children
@@ -129,6 +128,7 @@ def test_lock_in_a_folder_that_cannot_be_written(tmp_path, monkeypatch):
 
 def test_lock_holds_pid_and_host_and_refuses_a_second_run(tmp_path):
     import socket
+
     from dotattn.core.runner import RunLock, RunLockedError
 
     with RunLock(tmp_path, "test"):

@@ -6,15 +6,17 @@ import math
 import numpy as np
 import pytest
 
+from dotattn.core.rows import read_matrix
+from dotattn.core.validation import ParameterError
 from dotattn.paths.analysis import PathsPoint, evaluate, head_scores, prune_head
 from dotattn.paths.data import PathData, markov_path_data, subset_heads
 from dotattn.paths.network import (
+    FactoredKernels,
     attention,
     effective_weights,
     network_output,
     order_parameter,
     path_inputs,
-    FactoredKernels,
     path_kernels,
     path_labels,
 )
@@ -22,21 +24,18 @@ from dotattn.paths.task import MarkovTask, markov_heads, markov_sequences
 from dotattn.paths.theory import (
     PathsModel,
     TheoryResult,
+    _theta_objective,
     action,
     action_gradient,
     energy_hessian,
     gp_order_parameters,
     level_dims,
-    theta_hessian,
-    _theta_objective,
     minimise_action,
     saddle_point_residual,
     scalar_renormalisation,
     theta_from_levels,
+    theta_hessian,
 )
-from dotattn.core.validation import ParameterError
-from dotattn.core.rows import read_matrix
-
 
 # -- the task ---------------------------------------------------------------------------------------
 
@@ -297,7 +296,7 @@ def test_wide_limit_is_the_gp_value():
         model = PathsModel(N=N, sigma2=1.5)
         res = minimise_action(C, y, model)
         gp = gp_order_parameters(model)
-        devs.append(max(np.max(np.abs(U - G)) / np.max(np.abs(G)) for U, G in zip(res.levels, gp)))
+        devs.append(max(np.max(np.abs(U - G)) / np.max(np.abs(G)) for U, G in zip(res.levels, gp, strict=True)))
     assert devs[1] < 1e-3 and devs[1] < devs[0] / 50  # 1/N: 100 x smaller, allow 2x slack
     assert np.allclose(gp_order_parameters(PathsModel(N=1, sigma2=2.0))[0], 8 * np.eye(4))
 

@@ -4,7 +4,6 @@
 import json
 
 import pytest
-
 from clitools import run, run_python
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from clitools import run
 from conftest import reduced_and_full
 
@@ -39,7 +38,7 @@ from dotattn.paths.network import (
     path_kernel_diagonal,
     path_kernels,
 )
-from dotattn.paths.theory import PathsModel, kernel, minimise_action, predict  # noqa: E402
+from dotattn.paths.theory import PathsModel, kernel, minimise_action  # noqa: E402
 
 
 def _png(a: np.ndarray) -> bytes:

@@ -8,6 +8,7 @@ import pytest
 
 numpyro = pytest.importorskip("numpyro")
 
+from dotattn.core.validation import ParameterError  # noqa: E402
 from dotattn.paths.data import markov_path_data  # noqa: E402
 from dotattn.paths.sampler import SamplerConfig, run_nuts, sampled_evaluation  # noqa: E402
 from dotattn.paths.study import (
@@ -19,7 +20,6 @@ from dotattn.paths.study import (
 )
 from dotattn.paths.task import MarkovTask  # noqa: E402
 from dotattn.paths.theory import PathsModel, minimise_action  # noqa: E402
-from dotattn.core.validation import ParameterError  # noqa: E402
 
 
 def test_sampler_recovers_the_prior_when_the_likelihood_is_flat(tmp_path):

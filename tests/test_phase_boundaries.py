@@ -7,8 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import reduced_and_full
+
 from dotattn.positional_semantic.branch import Branch
 from dotattn.positional_semantic.catalogue import QuadratureSpec
 from dotattn.positional_semantic.phase_diagram import ColumnSummary, SweepSettings, _critical_root, phase_boundaries
@@ -212,8 +212,8 @@ def test_rank_2_phase_diagram_through_the_cli(tmp_path):
     between the followed phases, and boundaries.csv, summary.json and the records agree."""
     from clitools import run
 
-    from dotattn.positional_semantic.records import BranchPoint
     from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram
+    from dotattn.positional_semantic.records import BranchPoint
 
     out = tmp_path / "pd"
     r = run(

@@ -3,12 +3,12 @@
 import math
 
 import pytest
-
 from conftest import assert_rows_close
-from dotattn.positional_semantic.catalogue import QuadratureSpec
-from dotattn.positional_semantic.branch import Branch
-from dotattn.positional_semantic.phase_diagram import ColumnSummary, SweepSettings, omega_column, run_phase_diagram
+
 from dotattn.core.validation import ParameterError
+from dotattn.positional_semantic.branch import Branch
+from dotattn.positional_semantic.catalogue import QuadratureSpec
+from dotattn.positional_semantic.phase_diagram import ColumnSummary, SweepSettings, omega_column, run_phase_diagram
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.records import BranchPoint
 

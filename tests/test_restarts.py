@@ -5,18 +5,18 @@ import math
 
 import numpy as np
 import pytest
-
 from clitools import run
-from dotattn.theory_vs_erm import diagnostics as dg
-from dotattn.positional_semantic import loss_channel
-from dotattn.theory_vs_erm.diagnostics import noise_overlap, train_loss_at
-from dotattn.erm.restart_records import PairRecord, RestartRecord, RestartSummary, summarise_restarts
-from dotattn.positional_semantic.overlaps import overlaps_from_scalars
+
+from dotattn.core.status import CONVERGED
 from dotattn.core.validation import ParameterError
+from dotattn.erm.restart_records import PairRecord, RestartRecord, RestartSummary, summarise_restarts
+from dotattn.positional_semantic import loss_channel
+from dotattn.positional_semantic.overlaps import overlaps_from_scalars
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import make_rule
 from dotattn.positional_semantic.state_evolution import iterate
-from dotattn.core.status import CONVERGED
+from dotattn.theory_vs_erm import diagnostics as dg
+from dotattn.theory_vs_erm.diagnostics import noise_overlap, train_loss_at
 
 
 # ---------------------------------------------------------------------------------------------- theory side
@@ -65,7 +65,7 @@ def test_test_error_at_with_identity_rho_is_the_loss_channels(toy_fixed_point):
 def test_noise_overlap_is_the_part_outside_teacher_and_embeddings():
     """q₀ = σ² Q_⊥ᵀQ_⊥/d computed directly from finite-d matrices (teacher not orthogonal to P)."""
     rng = np.random.default_rng(0)
-    d, L, rt = 40, 2, 2
+    d, rt = 40, 2
     pb = Problem(teacher_rank=rt, omega=0.3)
     s2 = pb.sigma**2
     P = np.array([np.ones(d), -np.ones(d)]) / math.sqrt(d)  # P Pᵀ = toy G

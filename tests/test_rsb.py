@@ -8,13 +8,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import reduced_and_full
 
+from dotattn.core.status import CONVERGED
 from dotattn.positional_semantic.loss_channel import hat_update
-from dotattn.positional_semantic.overlaps import Overlaps
+from dotattn.positional_semantic.overlaps import Hats, Overlaps
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import gauss_hermite
 from dotattn.positional_semantic.regulariser import regulariser_potential
-from dotattn.positional_semantic.overlaps import Hats
 from dotattn.positional_semantic.rsb import (
     COLLAPSED,
     AttentionChannel,
@@ -25,17 +26,14 @@ from dotattn.positional_semantic.rsb import (
     RSBOverlaps,
     SphericalWeights,
     StepChannel,
-    hats_from_channel,
     iterate_rsb,
-    spherical_1rsb_root,
     potential_y_derivative,
     rsb_loss_channel,
     rsb_overlap_update,
     rsb_potential,
     rsb_regulariser,
+    spherical_1rsb_root,
 )
-from dotattn.core.status import CONVERGED
-from conftest import reduced_and_full
 
 PROBLEM = Problem(omega=0.3)
 # a state near the toy model's positional fixed point at alpha = 1.25, with a semantic overlap so that
@@ -431,7 +429,7 @@ def _gaussian_mean(fun, cuts: tuple[float, ...]) -> float:
     x, w = np.polynomial.legendre.leggauss(200)
     ends = (cuts[0] - 12.0, *cuts, cuts[-1] + 12.0)
     total = 0.0
-    for a, b in zip(ends, ends[1:]):
+    for a, b in zip(ends, ends[1:], strict=False):
         t = 0.5 * (b - a) * x + 0.5 * (a + b)
         total += 0.5 * (b - a) * float(np.sum(w * norm.pdf(t) * fun(t)))
     return total
@@ -533,7 +531,7 @@ def test_injectivity_1rsb_energies(orders, rel):
     1600 × 800 (1.2e-4 to 3.5e-4 at 100 × 50): the Gauss–Hermite error on the kinked envelope. Asserted:
     e_1RSB to ``rel`` (2.4 times the largest measured error of the rule), y* to 2000 rel, and e_1RSB above the
     RS energy at the same α (the sign of docs/rsb.md section 4)."""
-    for alpha, y_ref, q0_ref, V_ref, e_ref in INJ_1RSB_POINTS:
+    for alpha, y_ref, _q0_ref, _V_ref, e_ref in INJ_1RSB_POINTS:
         y_star, pt = _perceptron_root(alpha, orders, (1.5, 10.0), (0.78, 0.05), channel=StepChannel(0.0))
         assert pt.train_loss == pytest.approx(e_ref, rel=rel), alpha
         assert y_star == pytest.approx(y_ref, rel=2000 * rel), alpha
@@ -571,10 +569,10 @@ def test_perceptron_rs_is_stable_for_nonnegative_margin():
         ch = HingeChannel(kappa)
         h = 1e-6
 
-        def prox_h(x):
+        def prox_h(x, ch=ch, V=V):
             return ch.prox(x[:, None, None], np.zeros((x.size, 1, 0)), [[V]]).h[:, 0, 0]
 
-        rho = alpha * _gaussian_mean(lambda t: ((prox_h(t + h) - prox_h(t - h)) / (2 * h) - 1.0) ** 2, (kappa,))
+        rho = alpha * _gaussian_mean(lambda t, h=h: ((prox_h(t + h) - prox_h(t - h)) / (2 * h) - 1.0) ** 2, (kappa,))
         assert rho == pytest.approx(norm.cdf(kappa) * _gardner_alpha(kappa), rel=1e-6)
         assert (rho < 1.0) == stable, (kappa, rho)
     outer, inner = gauss_hermite(1, 200), gauss_hermite(1, 100)

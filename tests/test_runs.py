@@ -9,11 +9,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from clitools import alive as _alive
 from clitools import children as _children
 from clitools import run, start_until
 from clitools import wait_for as _wait_for
+
 from dotattn.core.io import atomic_write_text, remove_stale_tmp
 from dotattn.core.runner import (
     Interrupted,

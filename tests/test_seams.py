@@ -5,18 +5,18 @@ import json
 
 import numpy as np
 import pytest
-
 from clitools import run_python
+
+from dotattn.core.status import STATUSES, from_training
+from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.catalogue import QuadratureSpec, default_quadrature
+from dotattn.positional_semantic.labels import branch_label
 from dotattn.positional_semantic.overlaps import InvalidOverlaps, overlaps_from_scalars
 from dotattn.positional_semantic.phase_diagram import SweepSettings, check_grids
-from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import gauss_hermite
 from dotattn.positional_semantic.records import BranchPoint
 from dotattn.positional_semantic.state_evolution import SolverOptions, iterate
-from dotattn.core.status import STATUSES, from_training
-from dotattn.positional_semantic.labels import branch_label
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from dotattn.positional_semantic.loss import loss_derivatives, teacher_attention
 from dotattn.positional_semantic.loss_channel import local_fields
 from dotattn.positional_semantic.overlaps import Overlaps, overlaps_from_scalars
 from dotattn.positional_semantic.problem import Problem
-from dotattn.positional_semantic.records import BranchPoint
 from dotattn.positional_semantic.prox import prox
 from dotattn.positional_semantic.quadrature import gauss_hermite, sobol_qmc
+from dotattn.positional_semantic.records import BranchPoint
 from dotattn.positional_semantic.stability import (
     Stability,
     mirror_jump_weight,

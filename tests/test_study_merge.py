@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, StudyPart, merge_parts, run_study
-from dotattn.theory_vs_erm.crossing import fit_finite_size
 from dotattn.core.io import IntegrityError
+from dotattn.core.status import STATUS_CONVERGED
 from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.problem import Problem
-from dotattn.core.status import STATUS_CONVERGED
+from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, StudyPart, merge_parts, run_study
+from dotattn.theory_vs_erm.crossing import fit_finite_size
 
 ALPHAS = (0.5, 0.7, 0.9, 1.1)
 
@@ -101,7 +101,7 @@ def test_study_folder_round_trip_and_tampering(tmp_path):
     write_alpha_c_study(study, out, command="test")
     part = read_alpha_c_part(out)
     assert [(c.omega, c.d, c.seeds) for c in part.cells] == [(c.omega, c.d, c.seeds) for c in study.cells]
-    for a, b in zip(part.cells, study.cells):
+    for a, b in zip(part.cells, study.cells, strict=True):
         assert np.array_equal(a.et_sem, b.et_sem) and np.array_equal(a.delta, b.delta)
     text = (out / "delta.csv").read_text().splitlines()
     text[3] = text[3].replace(",converged,", ",not_converged,", 1)
@@ -113,6 +113,7 @@ def test_study_folder_round_trip_and_tampering(tmp_path):
 def test_erm_alpha_c_include_refuses_a_folder_without_manifest(tmp_path):
     """Bad input: one line, exit 2, nothing created (a legacy folder must be sealed first)."""
     from clitools import run
+
     from dotattn.theory_vs_erm.output import write_alpha_c_study
 
     p, main, extra = _parts()
@@ -161,7 +162,9 @@ def test_include_with_phase_diagram_theory_and_headline(tmp_path):
     """erm-alpha-c with --include only (nothing computed) and --phase-diagram: the theory α_c of
     the study is the phase diagram's (refined) one and headline.png is drawn."""
     import json
+
     from clitools import run
+
     from dotattn.theory_vs_erm.output import write_alpha_c_study
 
     pd = tmp_path / "pd"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from clitools import ENV, dotattn_command, run, start_until
+
 from dotattn.core.io import read_csv, write_csv
 from dotattn.core.validation import ParameterError
 
@@ -256,10 +256,11 @@ def test_committed_aim_and_paths_folders_verify():
 # the API refuses what the CLI refuses (one error class, also a TypeError for wrong types)
 # ---------------------------------------------------------------------------------------------
 def test_api_refusals():
+    from dotattn.cli.options import parse_grid
+
     from dotattn.aim import channels, model, prior, state_evolution
     from dotattn.aim.algo_study import StudySpec, check_memory, run_amp_study
     from dotattn.aim.plotting import mmse_figure, read_state_evolution
-    from dotattn.cli.options import parse_grid
     from dotattn.paths.data import markov_path_data
     from dotattn.paths.study import run_theory_study
     from dotattn.verify import verify_folder
@@ -291,6 +292,7 @@ def test_api_refusals():
 
 def test_alpha_c_include_of_a_cell_without_the_asked_seeds_is_refused():
     from test_study_merge import _cell, _config
+
     from dotattn.positional_semantic.problem import Problem
     from dotattn.theory_vs_erm.alpha_c import run_study
 

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 import dotattn
-from dotattn.positional_semantic.problem import GRAM_MAX, PROBLEM_KEYS, Problem
 from dotattn.core.validation import ParameterError, check_dask_scheme, check_out_dir
 from dotattn.positional_semantic.labels import branch_label
+from dotattn.positional_semantic.problem import GRAM_MAX, PROBLEM_KEYS, Problem
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,8 +239,8 @@ def test_pooled_seed_rows_pool_every_seed():
 
 
 def test_alpha_c_config_from_dict_names_missing_and_unknown_keys():
-    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig
     from dotattn.core.validation import ParameterError
+    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig
 
     with pytest.raises(ParameterError, match="lacks the key 'omegas'"):
         AlphaCConfig.from_dict({})
@@ -262,8 +262,8 @@ def test_solver_options_symmetry_must_be_boolean():
 
 
 def test_run_phase_diagram_names_a_wrong_settings_type():
-    from dotattn.positional_semantic.phase_diagram import run_phase_diagram
     from dotattn.core.validation import ParameterError
+    from dotattn.positional_semantic.phase_diagram import run_phase_diagram
     from dotattn.positional_semantic.problem import Problem
 
     with pytest.raises(

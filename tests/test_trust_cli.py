@@ -5,7 +5,6 @@ created by a refusal or an interrupted run, and the papercuts of the tables and 
 import contextlib
 import csv
 import json
-import os
 import re
 import signal
 import subprocess
@@ -14,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from clitools import ENV, dotattn_command, run
 
 pytest.importorskip("dotattn.cli.main", reason="the CLI needs an install (pip install -e .)")

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dotattn.theory_vs_erm.comparison import ComparisonRow, theory_curves
 from dotattn.core.io import IntegrityError, sha256_file
 from dotattn.positional_semantic.records import BranchPoint
+from dotattn.theory_vs_erm.comparison import ComparisonRow, theory_curves
 
 ROOT = Path(__file__).resolve().parents[1]
 RANK2 = ROOT / "results" / "general" / "L2_r2_rt1"
@@ -91,9 +91,9 @@ def test_comparison_figure_says_when_no_theory_row_has_a_verdict():
 def test_phases_legend_lies_beside_the_plane():
     """The rank-2 diagram's only boundary (ω = 0.5, α ≈ 1) was under the legend: the legend now
     starts right of the axes."""
-    from dotattn.positional_semantic.plotting import figure_phases
     from dotattn.positional_semantic.output import read_boundaries, read_phase_diagram
     from dotattn.positional_semantic.phase_diagram import ColumnSummary
+    from dotattn.positional_semantic.plotting import figure_phases
 
     folder = RANK2 / "phase_diagram"
     rows = read_phase_diagram(folder)

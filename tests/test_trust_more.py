@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
-
-import subprocess
-
 from clitools import ENV, dotattn_command, run
-from dotattn.core.io import MANIFEST_NAME, IntegrityError, write_manifest, verify_manifest
+
+from dotattn.core.io import MANIFEST_NAME, IntegrityError, verify_manifest, write_manifest
 from dotattn.verify import folder_kind, registered_kinds, verify_folder
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,8 +8,8 @@ import subprocess
 
 import click
 import pytest
-
 from clitools import ENV, dotattn_command
+
 from dotattn.core.validation import ParameterError
 
 

@@ -9,6 +9,7 @@ the fixed point's overlaps, against the quadrature).
 
 import numpy as np
 import pytest
+from conftest import reduced_and_full
 
 from dotattn.core.validation import ParameterError
 from dotattn.positional_semantic.catalogue import QuadratureSpec, initialisations, solve
@@ -20,7 +21,6 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import gauss_hermite, sobol_qmc
 from dotattn.positional_semantic.stability import rs_stability
 from dotattn.positional_semantic.state_evolution import SolverOptions, iterate, potential
-from conftest import reduced_and_full
 
 UNTIED = Problem(student="untied")
 L3 = dict(
@@ -328,6 +328,7 @@ def test_phase_diagram_of_the_untied_student(tmp_path):
     """``phase-diagram --student untied``: one ω column on a coarse rule finds the positional -> semantic
     crossing between its grid points and writes a folder that verifies as an untied study."""
     from clitools import run
+
     from dotattn.core.integrity import read_verified_json
     from dotattn.positional_semantic.output import read_phase_summaries
 

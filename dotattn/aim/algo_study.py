@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from dotattn.aim.model import check_d, data_bytes, teacher_rank
 from dotattn.core.io import provenance, write_csv, write_json, write_manifest
-from dotattn.core.validation import ParameterError, check_instance, check_int, check_number
 from dotattn.core.rows import read_bool, read_float, read_int, read_text
 from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
+from dotattn.core.validation import ParameterError, check_instance, check_int, check_number
 
 __all__ = [
     "StudySpec",
@@ -140,7 +141,7 @@ class RunRow:
         return asdict(self)
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "RunRow":
+    def from_row(cls, row: dict[str, Any]) -> RunRow:
         conv = {
             "estimator": read_text,
             "seed": read_int,
@@ -194,7 +195,7 @@ class AlphaRow:
         return asdict(self)
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "AlphaRow":
+    def from_row(cls, row: dict[str, Any]) -> AlphaRow:
         def flag(x):
             return False if x in (None, "") else read_bool(x)
 
@@ -218,7 +219,7 @@ def _mean_se_gap(
 ) -> tuple[float, float, float]:
     """Mean and standard error over the runs that did not diverge, and (mean − bound)/√(SE² + bound_se²)
     (NaN with one run; ``bound_se``: the bound's own Monte-Carlo standard error, 0 for an exact bound)."""
-    x = np.asarray([m for m, s in zip(values, statuses) if s != DIVERGED], dtype=float)
+    x = np.asarray([m for m, s in zip(values, statuses, strict=True) if s != DIVERGED], dtype=float)
     mean = float(np.mean(x)) if x.size else float("nan")
     se = float(np.std(x, ddof=1) / math.sqrt(x.size)) if x.size > 1 else float("nan")
     gap = mean - bound

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from dotattn.aim.model import AIMData, attention_index, sensing_adjoint
-from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
+from dotattn.core.validation import check_int, check_number
 
 __all__ = ["AMPConfig", "AMPResult", "run_amp", "c_weights", "amp_input_step", "se_trajectory"]
 

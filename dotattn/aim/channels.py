@@ -24,7 +24,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import log_ndtr, logsumexp, ndtr
+from scipy.special import log_ndtr, ndtr
 
 from dotattn.aim.prior import prior_second_moment
 from dotattn.core.validation import ParameterError, check_alpha, check_int, check_number
@@ -121,7 +121,6 @@ def _check(channel: str, T: int) -> int:
 def _softmax_h0(y: np.ndarray, beta: float) -> np.ndarray:
     """A symmetric h consistent with y = softmax_β(h) (flattened, (n, K)); h is fixed up to c·1."""
     ell = np.log(np.clip(y, 1e-300, None)) / beta  # ell_ab = h_ab − m_a
-    T = y.shape[-1]
     # symmetry: m_a − m_b = ell_ba − ell_ab; least squares with Σ m = 0
     m = np.mean(np.swapaxes(ell, -1, -2) - ell, axis=-1)
     h = ell + m[..., :, None]

@@ -128,7 +128,7 @@ class FreeEntropyPoint:
         return asdict(self)
 
     @classmethod
-    def from_row(cls, row) -> "FreeEntropyPoint":
+    def from_row(cls, row) -> FreeEntropyPoint:
         conv = {
             "channel": read_text,
             "tokens": read_int,

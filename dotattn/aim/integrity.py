@@ -6,15 +6,16 @@ summary.json), ``aim-algorithms`` (``dotattn aim amp|gd``: alphas.csv, runs.csv,
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from dotattn.aim.algo_study import BOUND_Z, AlphaRow, RunRow, gap_in_se
 from dotattn.aim.channels import alpha_bar
-from dotattn.aim.prior import prior_second_moment
 from dotattn.aim.free_entropy import STARTS, FreeEntropyPoint
+from dotattn.aim.prior import prior_second_moment
 from dotattn.aim.state_evolution import SEPoint
 from dotattn.core.integrity import FolderKind, check_finite, header_has, on_grid, read_records, register_kind
 from dotattn.core.io import IntegrityError

@@ -154,7 +154,7 @@ def _support_cached(delta: float, rho: float) -> tuple[tuple[float, float], ...]
         real = real - np.where(dv != 0, poly(real) / np.where(dv == 0, 1, dv), 0)
     real = np.sort(real)
     bulks = []
-    for lo, hi in zip(real[:-1], real[1:]):
+    for lo, hi in zip(real[:-1], real[1:], strict=True):
         if hi > lo and poly(0.5 * (lo + hi)) < 0:
             if bulks and abs(bulks[-1][1] - lo) <= 1e-12 * scale:  # a double root inside one bulk
                 bulks[-1] = (bulks[-1][0], float(hi))
@@ -182,7 +182,7 @@ def _pieces(delta: float, rho: float) -> tuple[tuple[float, float], ...]:
     for lo, hi in _support_cached(delta, rho):
         cuts = [c for c in crit if lo < c < hi and d2(c) < 0]
         edges = [lo, *cuts, hi]
-        out.extend(zip(edges[:-1], edges[1:]))
+        out.extend(zip(edges[:-1], edges[1:], strict=True))
     return tuple((float(a), float(b)) for a, b in out)
 
 
@@ -195,7 +195,7 @@ def _theta_rule(nodes: int, panels: int) -> tuple[np.ndarray, np.ndarray]:
     pts = np.unique(np.concatenate([-np.array(pts), np.array(pts)]))
     t, w = np.polynomial.legendre.leggauss(nodes)
     us, ws = [], []
-    for lo, hi in zip(pts[:-1], pts[1:]):
+    for lo, hi in zip(pts[:-1], pts[1:], strict=True):
         us.append(0.5 * (hi - lo) * t + 0.5 * (hi + lo))
         ws.append(0.5 * (hi - lo) * w)
     u, wu = np.concatenate(us), np.concatenate(ws)

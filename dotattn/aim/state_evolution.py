@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
 
 from dotattn.aim.channels import CHANNELS, HARDMAX_NODES, alpha_bar, hardmax_fisher_at_zero, q_hat
 from dotattn.aim.prior import DEFAULT_NODES, mmse_prior, prior_second_moment
-from dotattn.core.validation import ParameterError, check_alpha, check_int, check_number
 from dotattn.core.rows import read_float, read_int, read_text
 from dotattn.core.status import CONVERGED, NOT_CONVERGED
+from dotattn.core.validation import ParameterError, check_alpha, check_int, check_number
 
 __all__ = [
     "SEPoint",
@@ -91,7 +91,7 @@ class SEPoint:
         return asdict(self)
 
     @classmethod
-    def from_row(cls, row) -> "SEPoint":
+    def from_row(cls, row) -> SEPoint:
         return cls(
             channel=read_text(row["channel"]),
             rho=read_float(row["rho"]),
@@ -203,7 +203,7 @@ def _hardmax_point(alpha, rho, nodes, hnodes, derivative):
     vals = [G(u)[0] for u in us]
     roots = []
     iters = 0
-    for a, b, fa, fb in zip(us[:-1], us[1:], vals[:-1], vals[1:]):
+    for a, b, fa, fb in zip(us[:-1], us[1:], vals[:-1], vals[1:], strict=True):
         if fa == 0:
             roots.append(a)
         elif fa * fb < 0:

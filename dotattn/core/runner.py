@@ -32,10 +32,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence, TextIO
+from typing import Any, TextIO
 
 from dotattn.core.io import defer_stop, signals_deferred
 from dotattn.core.validation import ParameterError, check_dask_scheme, check_int
@@ -492,7 +493,7 @@ class RunLock:
                     self.path.unlink()
             self.held = False
 
-    def __enter__(self) -> "RunLock":
+    def __enter__(self) -> RunLock:
         try:
             with signals_deferred():  # a stop during acquire is delivered once the lock is held (or refused)
                 self.acquire()

@@ -77,8 +77,8 @@ exactly once.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -300,7 +300,7 @@ def _two_loop(
         q = q - a[..., None] * Y[i]
         coef.append(a)
     r = gamma[..., None] * q
-    for i, a in zip(reversed(order), reversed(coef)):
+    for i, a in zip(reversed(order), reversed(coef), strict=True):
         b = rho[i] * (Y[i] * r).sum(-1)
         r = r + (a - b)[..., None] * S[i]
     return r

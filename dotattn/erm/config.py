@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import InitVar, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from dotattn.core.validation import ParameterError, check_alpha
 from dotattn.core.optimizers import DEFAULT_LR, DEFAULT_TOL, OPTIMIZERS
 from dotattn.core.resources import MEMORY_FRACTION, available_memory
+from dotattn.core.validation import ParameterError, check_alpha
 from dotattn.positional_semantic.problem import Problem, check_problem
 
 __all__ = [
@@ -217,7 +218,7 @@ class ErmConfig:
             raise ParameterError(f"value_rank must be an integer in [1, {MAX_VALUE_RANK}], got {k!r}")
         object.__setattr__(self, "value_rank", int(k))
 
-    def layout(self, problem: Problem) -> "WeightLayout":
+    def layout(self, problem: Problem) -> WeightLayout:
         """The rows of the trained weight tensor for ``problem``'s student and this value option."""
         return WeightLayout(
             rank=problem.rank,

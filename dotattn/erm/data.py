@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from dotattn.erm.config import TEACHERS
 from dotattn.core.validation import ParameterError
+from dotattn.erm.config import TEACHERS
 from dotattn.positional_semantic.problem import STUDENTS, Problem, require_variant
 
 __all__ = [
@@ -217,7 +217,7 @@ class Dataset:
         """``P Pᵀ``, ``(L, L)``."""
         return self.P @ self.P.T
 
-    def head(self, n: int) -> "Dataset":
+    def head(self, n: int) -> Dataset:
         """The first ``n`` samples."""
         return Dataset(self.X[:n], self.P, self.T[:n], self.Cpz[:n], self.Czz[:n])
 

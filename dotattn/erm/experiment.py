@@ -25,12 +25,17 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+from dotattn.core.rows import matrix_cell
+from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, STALLED, from_training
+from dotattn.core.training import STATUS, train
+from dotattn.core.validation import ParameterError, check_instance, readonly_array
 from dotattn.erm.config import (
     DEVICE_CHOICES,
     INFORMED,
@@ -53,9 +58,9 @@ from dotattn.erm.models import (
     attention_matrix_pf,
     fit_linear_baseline,
     quadratic_residual_pf,
-    value_residual_pf,
     residual_sq_norm,
     sample_stats,
+    value_residual_pf,
 )
 from dotattn.erm.records import (
     BRANCH_M,
@@ -68,11 +73,7 @@ from dotattn.erm.records import (
     SummaryRecord,
     run_branch,
 )
-from dotattn.core.training import STATUS, train
-from dotattn.core.validation import ParameterError, check_instance, readonly_array
 from dotattn.positional_semantic.problem import Problem
-from dotattn.core.rows import matrix_cell
-from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, STALLED, from_training
 
 __all__ = [
     "INIT_KINDS",
@@ -153,7 +154,7 @@ class ErmResult:
         """Mean and std over seeds per (alpha, init), plus 'selected' rows."""
         rows = []
         groups = list(self.config.inits) + (["selected"] if any(k in INFORMED for k in self.config.inits) else [])
-        for alpha, n in zip(self.config.alphas, self.config.ns):
+        for alpha, n in zip(self.config.alphas, self.config.ns, strict=True):
             for init in groups:
                 runs = self.select(alpha=alpha, init=init)
                 if runs:
@@ -351,7 +352,7 @@ def _risk_function(
     and ``P``: see :func:`_sample_errors`.
     """
     bounds = [0, *ns]
-    blocks = [(j, lo, hi) for j, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])) if hi > lo]
+    blocks = [(j, lo, hi) for j, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)) if hi > lo]
 
     def risk(W: torch.Tensor) -> torch.Tensor:
         S, A, I, r, d = W.shape
@@ -578,7 +579,7 @@ def run_config(
     sel = selected.cpu().numpy()
     sig2 = problem.sigma**2
     runs = []
-    for a, (alpha, n) in enumerate(zip(alphas, ns)):
+    for a, (alpha, n) in enumerate(zip(alphas, ns, strict=True)):
         for i, kind in enumerate(inits):
             for k, s in enumerate(seeds):
                 th, qq, mu_k = arr["theta_s2"][k, a, i], arr["q_s2"][k, a, i], arr["mu"][k, a, i]

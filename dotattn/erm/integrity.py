@@ -4,8 +4,9 @@ pairs.csv, runs.csv, summary.csv, summary.json). Torch-free."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from dotattn.core.integrity import (
     FolderKind,

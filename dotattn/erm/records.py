@@ -136,7 +136,7 @@ class RunRecord:
         return out
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "RunRecord":
+    def from_row(cls, row: dict[str, Any]) -> RunRecord:
         """Inverse of :meth:`to_row` for JSON and CSV rows (``m``, ``m_norm`` are recomputed from ``mu``)."""
         kw: dict[str, Any] = {k: read_float(row[k]) for k in _FLOATS}
         kw.update({k: read_matrix(row[k], column=(k == "mu")) for k in _MATRICES})
@@ -259,7 +259,7 @@ class SummaryRecord:
         return row
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "SummaryRecord":
+    def from_row(cls, row: dict[str, Any]) -> SummaryRecord:
         """Inverse of :meth:`to_row` (JSON or CSV cells; rows written before the ``stalled`` column have none)."""
 
         def metric(x: Any) -> Any:  # a nested list (matrix metric) or a number

@@ -91,7 +91,7 @@ class RestartRecord:
         return {k: (matrix_cell(getattr(self, k)) if k in _R_MATRICES else getattr(self, k)) for k in RESTART_COLUMNS}
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "RestartRecord":
+    def from_row(cls, row: dict[str, Any]) -> RestartRecord:
         kw: dict[str, Any] = {k: read_float(row[k]) for k in _R_FLOATS}
         kw.update({k: read_matrix(row[k]) for k in _R_MATRICES})
         kw.update({k: read_int(row[k]) for k in ("d", "n", "seed", "restart", "steps")})
@@ -121,7 +121,7 @@ class PairRecord:
         return {k: getattr(self, k) for k in PAIR_COLUMNS}
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "PairRecord":
+    def from_row(cls, row: dict[str, Any]) -> PairRecord:
         return cls(**_read_flat(row, PAIR_COLUMNS, ints=("d", "seed", "a", "b"), texts=("branch",)))
 
 
@@ -187,7 +187,7 @@ class RestartSummary:
         return {k: getattr(self, k) for k in RESTART_SUMMARY_COLUMNS}
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "RestartSummary":
+    def from_row(cls, row: dict[str, Any]) -> RestartSummary:
         return cls(
             **_read_flat(
                 row,

@@ -28,23 +28,24 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from dotattn.core.resources import MEMORY_FRACTION, available_memory
+from dotattn.core.status import CONVERGED, from_training
+from dotattn.core.training import STATUS, train
+from dotattn.core.validation import ParameterError, check_alpha, check_instance, readonly_array
 from dotattn.erm.config import TEACHERS, ErmConfig, _integer, _normalise_seeds, _positive
 from dotattn.erm.data import STREAM_INIT, STREAM_TRAIN, generator, make_dataset, positional_embeddings, teacher_weights
 from dotattn.erm.experiment import DTYPES, _risk_function, _sample_errors, initial_weights, resolve_device, test_batches
 from dotattn.erm.models import sample_stats
 from dotattn.erm.records import run_branch
 from dotattn.erm.restart_records import PAIR_COLUMNS, RESTART_COLUMNS, PairRecord, RestartRecord
-from dotattn.core.training import STATUS, train
-from dotattn.core.validation import ParameterError, check_alpha, check_instance, readonly_array
 from dotattn.positional_semantic.problem import Problem, check_problem, require_variant
-from dotattn.core.status import CONVERGED, from_training
 
 __all__ = [
     "START_KINDS",
@@ -388,7 +389,7 @@ def _pairs(
         ia, ib = np.triu_indices(R, 1)
         keep = [
             (a, b)
-            for a, b in zip(ia, ib)
+            for a, b in zip(ia, ib, strict=True)
             if mine[a].status == CONVERGED and mine[b].status == CONVERGED and mine[a].branch == mine[b].branch
         ]
         if not keep:
@@ -396,7 +397,7 @@ def _pairs(
         a_idx = torch.tensor([a for a, _ in keep])
         b_idx = torch.tensor([b for _, b in keep])
         D, ov = pair_distance(Q[k, a_idx], Q[k, b_idx])
-        for (a, b), dab, o in zip(keep, D.tolist(), ov.tolist()):
+        for (a, b), dab, o in zip(keep, D.tolist(), ov.tolist(), strict=True):
             out.append(
                 PairRecord(
                     d=config.d,

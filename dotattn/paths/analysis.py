@@ -6,14 +6,15 @@ Records crossing stage boundaries (:class:`PathsPoint`) have one ``to_row`` / ``
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 from dotattn.paths.data import PathData
 from dotattn.paths.theory import PathsModel, kernel, predict
-from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 
 __all__ = [
     "Evaluation",
@@ -107,7 +108,7 @@ class PathsPoint:
         }
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "PathsPoint":
+    def from_row(cls, row: dict[str, Any]) -> PathsPoint:
         return cls(
             subset=read_text(row["subset"]),
             method=read_text(row["method"]),

@@ -32,17 +32,17 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
-
 from scipy.linalg import lapack
 
 from dotattn.core.resources import check_memory
 from dotattn.core.validation import ParameterError
 from dotattn.paths.network import FactoredKernels
-from dotattn.paths.sampler import SampleResult, SamplerConfig
+from dotattn.paths.sampler import SamplerConfig, SampleResult
 from dotattn.paths.theory import PathsModel
 
 __all__ = [
@@ -189,7 +189,7 @@ def pack_kernels(C: np.ndarray | FactoredKernels | PackedKernels) -> PackedKerne
     i, j = np.triu_indices(P)
     a_idx, b_idx = np.triu_indices(n)
     S = np.empty((len(a_idx), len(i)))
-    for k, (a, b) in enumerate(zip(a_idx, b_idx)):
+    for k, (a, b) in enumerate(zip(a_idx, b_idx, strict=True)):
         M = np.array(C[a, b], dtype=float)
         if a != b:
             M += C[b, a]
@@ -343,7 +343,7 @@ def log_density_fn(
 def prior_draw(layout: Layout, rng: np.random.Generator) -> np.ndarray:
     """Bartlett coordinates drawn from the prior (the chains' starting points)."""
     parts = []
-    for lv, _, rows, cols, nu in _indices(layout):
+    for _, _, rows, cols, nu in _indices(layout):
         diag = rows == cols
         centre, scale = _diagonal_map(nu)
         log_b = 0.5 * np.log(rng.chisquare(np.maximum(nu, 1)))

@@ -7,14 +7,14 @@ One :class:`PathData` per (task, head selection): the kernels C_ππ' on the tra
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
+from dotattn.core.validation import ParameterError, check_instance
 from dotattn.paths.network import attention, path_inputs, path_kernel_diagonal, path_kernels
 from dotattn.paths.task import PATH_NAMES, MarkovTask, markov_heads, markov_sequences
-from dotattn.core.validation import ParameterError, check_instance
 
 __all__ = ["PathData", "markov_path_data", "SUBSETS", "subset_heads", "path_data_bytes"]
 
@@ -58,7 +58,7 @@ class PathData:
     def n_paths(self) -> int:
         return len(self.path_keys)
 
-    def restrict(self, keep: Sequence[Sequence[int]]) -> "PathData":
+    def restrict(self, keep: Sequence[Sequence[int]]) -> PathData:
         """The network with only the heads ``keep[ℓ]`` in layer ℓ (its paths, in the code's order)."""
         if len(keep) != len(self.head_names) or any(not k for k in keep):
             raise ParameterError(f"keep one or more heads in each of the {len(self.head_names)} layers")

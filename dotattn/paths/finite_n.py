@@ -88,7 +88,7 @@ def laplace_mean(result: TheoryResult, C: np.ndarray, y: np.ndarray, model: Path
     third = np.zeros_like(theta)  # N ∇³φ : Σ
     curv = np.zeros_like(U0)  # ½ tr(∇²U_1 Σ)
     u0 = U1(theta)
-    for s, v in zip(sig, vec.T):
+    for s, v in zip(sig, vec.T, strict=True):
         tp, tm = theta + STEP * v, theta - STEP * v
         third += N * s * (grad(tp) - 2 * g0 + grad(tm)) / STEP**2
         curv += 0.5 * s * (U1(tp) - 2 * u0 + U1(tm)) / STEP**2

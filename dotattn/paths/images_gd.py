@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -249,8 +250,9 @@ def train_network(
                 f"(best {best[0]:.3f} at {best[1]}) {seconds:.0f} s"
             )
         if checkpoint is not None:
-            from dotattn.core.io import atomic_write_bytes
             import io as _io
+
+            from dotattn.core.io import atomic_write_bytes
 
             buf = _io.BytesIO()
             torch.save(

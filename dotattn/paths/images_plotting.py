@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -44,7 +45,7 @@ def figure_accuracy_vs_N(
     fig = Figure(figsize=(4.2 * len(sets), 3.6))
     axes = fig.subplots(1, len(sets), squeeze=False)[0]
     widths = sorted((float(k), v) for k, v in per_N.items() if k != "gp" and "temperature" in v)
-    for ax, part in zip(axes, sets):
+    for ax, part in zip(axes, sets, strict=True):
         Ns = [N for N, _ in widths]
         acc = [v[part]["accuracy"] for _, v in widths]
         err = [v[part]["accuracy_error"] for _, v in widths]
@@ -108,12 +109,12 @@ def figure_heads(heads: Sequence[dict[str, Any]], pruning: dict[str, Any], sets:
     that head alone is pruned, one panel per evaluation set, with the Spearman correlation and interval."""
     fig = Figure(figsize=(4.2 * len(sets), 3.6))
     axes = fig.subplots(1, len(sets), squeeze=False)[0]
-    for ax, part in zip(axes, sets):
+    for ax, part in zip(axes, sets, strict=True):
         s = np.array([h["score"] for h in heads])
         d = np.array([h[f"gd_drop_{part}"] for h in heads])
         colours = ["tab:blue" if h["layer"] == 1 else "tab:red" for h in heads]
         ax.scatter(s, d, c=colours, s=25)
-        for h, si, di in zip(heads, s, d):
+        for h, si, di in zip(heads, s, d, strict=True):
             ax.annotate(f"L{h['layer']}H{h['head']}", (si, di), fontsize=7, xytext=(3, 3), textcoords="offset points")
         sp = pruning.get(part, {}).get("spearman_score_vs_gd_drop", {})
         if sp:

@@ -6,8 +6,9 @@ gd_history.csv, gd_network.npz, summary.json)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -111,7 +112,7 @@ def _check_paths_sample(folder: Path, manifest: Mapping[str, Any] | None) -> Non
             vals = [float(row[c]) for c in cols]
         except (KeyError, TypeError, ValueError):
             raise IntegrityError(f"{path}: row {k}: lacks the U entries of {n} paths or holds a non-number") from None
-        for c, v in zip(cols, vals):
+        for c, v in zip(cols, vals, strict=True):
             check_finite(path, k, c, v, MATRIX_BOUND)
 
 

@@ -10,8 +10,8 @@ Paths are numbered with h_1 the most significant digit (``np.ravel_multi_index``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -171,7 +171,7 @@ def network_output(
     P, N0, T = x.shape
     N = a.shape[0]
     h = np.einsum("ni,pit->pnt", V0, x) / np.sqrt(N0)
-    for V, om in zip(values, omegas):
+    for V, om in zip(values, omegas, strict=True):
         H = V.shape[0]
         h = np.einsum("hnm,pmt,hpts->pns", V, h, om) / np.sqrt(H * N)
     return np.einsum("n,pnt,t->p", a, h, readout_vector(T, readout)) / np.sqrt(N)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -29,11 +30,11 @@ SUBSET_STYLE = {
 }
 
 
-def figure_accuracy_loss(points: Sequence["PathsPoint"], subsets: Sequence[str]) -> Figure:
+def figure_accuracy_loss(points: Sequence[PathsPoint], subsets: Sequence[str]) -> Figure:
     """Test accuracy and loss against N: theory (lines), GP limit (dashed), sampler (points with errors)."""
     fig = Figure(figsize=(10, 4))
     axes = fig.subplots(1, 2)
-    for ax, key in zip(axes, ("accuracy", "loss")):
+    for ax, key in zip(axes, ("accuracy", "loss"), strict=True):
         for subset in subsets:
             colour, label = SUBSET_STYLE.get(subset, ("k", subset))
             th = sorted((p for p in points if p.subset == subset and p.method == "theory"), key=lambda p: p.N)
@@ -82,7 +83,7 @@ def figure_U_heatmaps(Us: dict[float, np.ndarray], names: Sequence[str]) -> Figu
     it and left the others pale), with its own labelled colour bar."""
     fig = Figure(figsize=(4.4 * len(Us), 3.8))
     axes = np.atleast_1d(fig.subplots(1, len(Us)))
-    for k, (ax, (N, U)) in enumerate(zip(axes, sorted(Us.items()))):
+    for k, (ax, (N, U)) in enumerate(zip(axes, sorted(Us.items()), strict=True)):
         vmax = float(np.max(np.abs(U)))
         im = _heat(ax, U, names, f"U at N = {N:g}", vmax, ylabels=k == 0)
         cb = fig.colorbar(im, ax=ax, shrink=0.8)
@@ -91,12 +92,12 @@ def figure_U_heatmaps(Us: dict[float, np.ndarray], names: Sequence[str]) -> Figu
     return fig
 
 
-def figure_path_kernels(data: "PathData", order: Sequence[int]) -> Figure:
+def figure_path_kernels(data: PathData, order: Sequence[int]) -> Figure:
     """The diagonal path kernels C_ππ on the training set (rows and columns sorted by label)."""
     srt = np.argsort(-data.y_train, kind="stable")
     fig = Figure(figsize=(3.2 * len(order), 3.2))
     axes = np.atleast_1d(fig.subplots(1, len(order)))
-    for ax, i in zip(axes, order):
+    for ax, i in zip(axes, order, strict=True):
         C = data.C_train[i, i][np.ix_(srt, srt)]
         im = ax.imshow(C, cmap="viridis")
         fig.colorbar(im, ax=ax, shrink=0.8).set_label("path kernel C_ππ(x, x′)", fontsize=7)
@@ -183,7 +184,7 @@ def figure_U_vs_N(per_N: dict[str, dict[str, Any]], names: Sequence[str]) -> Fig
     fig = Figure(figsize=(13, 4))
     axes = fig.subplots(1, len(entries))
     Ns = sorted(per_N, key=float)
-    for ax, (i, j) in zip(axes, entries):
+    for ax, (i, j) in zip(axes, entries, strict=True):
         if i >= len(names) or j >= len(names):
             ax.set_visible(False)
             continue
@@ -191,7 +192,7 @@ def figure_U_vs_N(per_N: dict[str, dict[str, Any]], names: Sequence[str]) -> Fig
         ax.plot(x, [per_N[n]["U"][i][j] for n in Ns], "-", color="tab:blue", label="saddle point")
         lap = [(float(n), per_N[n]["U_mean_1overN"][i][j]) for n in Ns if "U_mean_1overN" in per_N[n]]
         if lap:
-            ax.plot(*zip(*lap), "--", color="tab:orange", label="saddle point + O(1/N) mean correction")
+            ax.plot(*zip(*lap, strict=True), "--", color="tab:orange", label="saddle point + O(1/N) mean correction")
         for key, se_key, fmt, label in (
             ("U_collapsed", "U_collapsed_mcse", "o", "collapsed posterior mean"),
             ("U_sampled", "U_sampled_mcse", "s", "NUTS over the weights"),
@@ -202,7 +203,7 @@ def figure_U_vs_N(per_N: dict[str, dict[str, Any]], names: Sequence[str]) -> Fig
                 if key in per_N[n] and se_key in per_N[n]
             ]
             if pts:
-                xs, ys, es = zip(*pts)
+                xs, ys, es = zip(*pts, strict=True)
                 ax.errorbar(xs, ys, yerr=es, fmt=fmt, mfc="none", ms=7, capsize=3, label=f"{label} ± 2 se")
         ax.set_xscale("log")
         ax.set_xlabel("width N")
@@ -219,7 +220,7 @@ def figure_gap_vs_N(gap: dict[str, Any]) -> Figure:
     present = [(ij, lab) for ij, lab in labels.items() if any(r["entry"] == list(ij) for r in gap["rows"])]
     fig = Figure(figsize=(4.2 * max(len(present), 1), 4))
     axes = np.atleast_1d(fig.subplots(1, max(len(present), 1), sharex=True))
-    for ax, ((i, j), lab) in zip(axes, present):
+    for ax, ((i, j), lab) in zip(axes, present, strict=False):
         pts = [r for r in gap["rows"] if r["entry"] == [i, j]]
         N = np.array([r["N"] for r in pts])
         ax.errorbar(

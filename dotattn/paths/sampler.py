@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.paths.analysis import Evaluation
 from dotattn.paths.data import PathData
 from dotattn.paths.theory import PathsModel, kernel
-from dotattn.core.validation import ParameterError, check_int, check_number
 
 __all__ = ["SamplerConfig", "SampleResult", "run_nuts", "sampled_evaluation", "MAX_SAMPLE_N"]
 

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from dotattn.core.io import IntegrityError, provenance, save_figure, write_csv, write_json, write_manifest
+from dotattn.core.rows import read_float
+from dotattn.core.status import CONVERGED
+from dotattn.core.validation import ParameterError, check_instance
 from dotattn.paths.analysis import (
     POINT_COLUMNS,
     PathsPoint,
@@ -29,9 +33,6 @@ from dotattn.paths.data import PathData, markov_path_data, subset_heads
 from dotattn.paths.finite_n import COORDINATES, laplace_mean
 from dotattn.paths.task import SUMMARY_ORDER, MarkovTask
 from dotattn.paths.theory import PathsModel, TheoryResult, gp_order_parameters, kernel, minimise_action
-from dotattn.core.rows import read_float
-from dotattn.core.validation import ParameterError, check_instance
-from dotattn.core.status import CONVERGED
 
 __all__ = [
     "StudyConfig",
@@ -212,8 +213,8 @@ def _check_sample_matches(config: StudyConfig, s: dict[str, Any]) -> None:
 def read_sample_run(folder: str | Path, config: StudyConfig) -> dict[str, Any]:
     """The summary of one sampling run written by :func:`write_sample_run` (its folder verified,
     :func:`dotattn.core.integrity.verify_folder`, and checked against ``config``)."""
-    from dotattn.paths import integrity as _integrity  # noqa: F401  (registers this package's kinds)
     from dotattn.core.integrity import read_verified_json, verify_folder
+    from dotattn.paths import integrity as _integrity  # noqa: F401  (registers this package's kinds)
 
     folder = Path(folder)
     if not (folder / SAMPLE_FILE).is_file():

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import linalg, optimize
 
-from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
+from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.paths.network import FactoredKernels
 
 __all__ = [
@@ -288,13 +289,13 @@ def stationarity(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, mod
     """max_k ‖∂S/∂U_k‖_F / (sum of the Frobenius norms of the terms of ∂S/∂U_k): the relative residual
     of the saddle-point equations (0 at a stationary point, 1 when the terms do not cancel at all)."""
     _, _, grads, scales = _terms(levels, C, y, model)
-    return max(float(np.linalg.norm(g)) / s for g, s in zip(grads, scales))
+    return max(float(np.linalg.norm(g)) / s for g, s in zip(grads, scales, strict=True))
 
 
 def _theta_gradient(factors: Sequence[np.ndarray], grads: Sequence[np.ndarray]) -> np.ndarray:
     """The gradient in θ from the symmetric ∂S/∂U_k: dS/dL_k = 2 G_k L_k, times L_ii on the log-diagonals."""
     out = []
-    for Lc, G in zip(factors, grads):
+    for Lc, G in zip(factors, grads, strict=True):
         dL = 2.0 * G @ Lc
         i, j = np.tril_indices(Lc.shape[0])
         out.append(np.where(i == j, dL[i, j] * Lc[i, j], dL[i, j]))
@@ -392,7 +393,7 @@ class TheoryResult:
         }
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "TheoryResult":
+    def from_row(cls, row: dict[str, Any]) -> TheoryResult:
         import json
 
         levels = row["levels"]

@@ -12,15 +12,15 @@ end inside the grid is bracketed by bisection (:meth:`Branch.spinodals`).
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
+from dotattn.core.status import ABSENT
 from dotattn.positional_semantic.catalogue import QuadratureSpec, branch_label, coarse_difference, initialisations
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import GaussianRule
 from dotattn.positional_semantic.records import BranchPoint
 from dotattn.positional_semantic.stability import rs_stability
 from dotattn.positional_semantic.state_evolution import FixedPoint, SolverOptions, iterate, predict_start
-from dotattn.core.status import ABSENT
 
 __all__ = ["Branch", "follow_branches", "branch_names", "selected_at", "branch_records", "FOLLOWED_BRANCHES"]
 
@@ -192,7 +192,7 @@ class Branch:
         is the lowest one the solver finds from both sides (one more solve per grid point)."""
         on = sorted(self.points)
         order = on[::-1] if alphas.index(on[0]) == seed else on
-        for prev_a, a in zip(order, order[1:]):
+        for prev_a, a in zip(order, order[1:], strict=False):
             fp = self.solve_from(a, self.points[prev_a])
             if self.on_branch(fp) and fp.train_loss < self.points[a].train_loss - DISTINCT_TRAIN_LOSS:
                 self.points[a] = fp

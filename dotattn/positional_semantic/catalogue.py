@@ -17,16 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from dotattn.positional_semantic.baseline import linear_baseline_test_error
-from dotattn.positional_semantic.overlaps import Overlaps, overlaps_from_scalars, untied_lift
 from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int
+from dotattn.positional_semantic.baseline import linear_baseline_test_error
+from dotattn.positional_semantic.labels import BRANCHES, NO_BRANCH
+from dotattn.positional_semantic.labels import branch_label as _label
+from dotattn.positional_semantic.overlaps import Overlaps, overlaps_from_scalars, untied_lift
 from dotattn.positional_semantic.problem import Problem, check_problem
 from dotattn.positional_semantic.quadrature import MAX_TENSOR_NODES, GaussianRule, make_rule
 from dotattn.positional_semantic.records import BranchPoint, Stability
 from dotattn.positional_semantic.stability import rs_stability
 from dotattn.positional_semantic.state_evolution import FixedPoint, SolverOptions, iterate
-from dotattn.positional_semantic.labels import BRANCHES, NO_BRANCH
-from dotattn.positional_semantic.labels import branch_label as _label
 
 __all__ = [
     "CatalogueEntry",
@@ -85,7 +85,7 @@ class QuadratureSpec:
         return k
 
     @classmethod
-    def standard(cls, kind: str) -> "QuadratureSpec":
+    def standard(cls, kind: str) -> QuadratureSpec:
         """The standard rule of a kind: Gauss-Hermite order 12 (coarse 6), QMC 2^14 points (coarse 2^11)."""
         if kind not in _STANDARD:
             raise ParameterError(f"quadrature kind must be one of {', '.join(QUADRATURE_KINDS)}, got {kind!r}")
@@ -112,7 +112,7 @@ class QuadratureSpec:
             return None
         return make_rule(dim, self.kind, self.coarse_order, self.scramblings, self.seed)
 
-    def finer(self) -> "QuadratureSpec":
+    def finer(self) -> QuadratureSpec:
         """The rule used by the quadrature check: +4 points per axis (GH) or 4x the points (QMC)."""
         return replace(self, order=self.order + (4 if self.kind == "gauss-hermite" else 2))
 
@@ -220,7 +220,7 @@ class Catalogue:
     linear_baseline_test_error: float
     quadrature: dict
     seconds: float
-    quadrature_check: "list[QuadratureCheck] | None" = field(default=None)
+    quadrature_check: list[QuadratureCheck] | None = field(default=None)
 
     @property
     def selected(self) -> CatalogueEntry | None:
@@ -467,7 +467,7 @@ class QuadratureCheck:
         return row
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "QuadratureCheck":
+    def from_row(cls, row: dict[str, Any]) -> QuadratureCheck:
         finer = row.get("finer") or {}
         return cls(
             branch=row["branch"],

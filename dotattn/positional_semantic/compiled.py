@@ -73,7 +73,7 @@ if AVAILABLE:
             x1, x2, c1, c2, t1, t2 = x1s[m], x2s[m], c1s[m], c2s[m], t1s[m], t2s[m]
             fa, sa, sb = _value(x1, x2, c1, c2, t1, t2, v, s2)
             it = 0
-            for it in range(1, max_iter + 1):
+            for it in range(1, max_iter + 1):  # noqa: B007 (the count is read after the loop)
                 ra, rb = sa - t1, sb - t2
                 da, db = sa * (1 - sa), sb * (1 - sb)
                 ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db
@@ -228,7 +228,7 @@ if AVAILABLE:
                 x[i] = x0s[m, i]
             fa, sa, sb = _untied_value(x, c, t1, t2, Vi, s2)
             it = 0
-            for it in range(1, max_iter + 1):
+            for it in range(1, max_iter + 1):  # noqa: B007 (the count is read after the loop)
                 ra, rb = sa - t1, sb - t2
                 da, db = sa * (1 - sa), sb * (1 - sb)
                 ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db

@@ -5,8 +5,9 @@ Also the row checks other packages reuse for theory records (:func:`check_branch
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from dotattn.core.integrity import (
     FolderKind,

@@ -50,8 +50,8 @@ from dotattn.positional_semantic.overlaps import (
 )
 from dotattn.positional_semantic.problem import Problem, require_replica_theory
 from dotattn.positional_semantic.prox import ProxResult, _apply_right, point_loss, prox
-from dotattn.positional_semantic.tokens import mix_tokens, teacher_target, whitened_teacher_gradient
 from dotattn.positional_semantic.quadrature import Fold, GaussianRule
+from dotattn.positional_semantic.tokens import mix_tokens, teacher_target, whitened_teacher_gradient
 
 __all__ = [
     "Fields",
@@ -90,7 +90,7 @@ class LossChannelResult:
     envelope: float
     prox: ProxResult
     fields: Fields
-    symmetry: "TokenSymmetry | None" = None
+    symmetry: TokenSymmetry | None = None
 
 
 @dataclass(frozen=True)
@@ -229,7 +229,7 @@ def _minima(px: ProxResult, fl: Fields, weights: np.ndarray) -> tuple[np.ndarray
     for k in range(px.alts.shape[0]):
         i = np.flatnonzero(~np.isnan(px.alts[k, :, 0, 0]))
         parts.append((px.alts[k, i], px.alts_f[k, i], fl.xi[i], fl.eta[i], fl.h_star[i], weights[i] / count[i]))
-    return tuple(np.concatenate(z) for z in zip(*parts))
+    return tuple(np.concatenate(z) for z in zip(*parts, strict=True))
 
 
 def hat_update(

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from dotattn.core.integrity import read_record, read_verified_json, verify_folder
 from dotattn.core.io import IntegrityError, provenance, read_csv, save_figure, write_csv, write_json, write_manifest
@@ -242,9 +243,9 @@ def disagreements(summaries: list[ColumnSummary], rows: list[BranchPoint], folde
             new_roots = (s.refined.get(name) or {}).get("roots")
             old_roots = (ref.refined.get(name) or {}).get("roots")
             if new_roots is not None and old_roots is not None and len(new_roots) < len(old_roots):
-                pairs = list(zip(new_roots, old_roots))  # fewer rules: rule by rule only
+                pairs = list(zip(new_roots, old_roots, strict=False))  # fewer rules: rule by rule only
             else:
-                pairs = list(zip(new_roots or [], old_roots or []))
+                pairs = list(zip(new_roots or [], old_roots or [], strict=False))
                 err = getattr(ref, f"{name}_error")
                 if (got is None) != (want is None) or (got is not None and not abs(got - want) <= (err or 0.0)):
                     out.append(f"omega = {s.omega:g}: {name} {got} against {want} +- {err}")

@@ -18,8 +18,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from dotattn.positional_semantic.problem import Problem
 from dotattn.core.validation import readonly_array
+from dotattn.positional_semantic.problem import Problem
 
 __all__ = [
     "Overlaps",
@@ -63,7 +63,7 @@ class Overlaps(_ArrayState):
         return np.concatenate([self.q.ravel(), self.V.ravel(), self.theta.ravel(), self.mu.ravel()])
 
     @classmethod
-    def from_vector(cls, x: np.ndarray, problem: Problem) -> "Overlaps":
+    def from_vector(cls, x: np.ndarray, problem: Problem) -> Overlaps:
         """Inverse of :meth:`vector` (q and V symmetrised)."""
         r, rt, L = problem.field_rank, problem.teacher_rank, problem.L
         sizes = np.cumsum([r * r, r * r, r * rt])
@@ -71,7 +71,7 @@ class Overlaps(_ArrayState):
         q, V = q.reshape(r, r), V.reshape(r, r)
         return cls(q=0.5 * (q + q.T), V=0.5 * (V + V.T), theta=th.reshape(r, rt), mu=mu.reshape(L, r))
 
-    def mix(self, other: "Overlaps", weight_self: float) -> "Overlaps":
+    def mix(self, other: Overlaps, weight_self: float) -> Overlaps:
         """weight_self * self + (1 − weight_self) * other (damping)."""
         w = weight_self
         return Overlaps(
@@ -81,7 +81,7 @@ class Overlaps(_ArrayState):
             mu=w * self.mu + (1 - w) * other.mu,
         )
 
-    def canonical(self, untied: bool = False) -> "Overlaps":
+    def canonical(self, untied: bool = False) -> Overlaps:
         """The same physical state in a canonical student frame.
 
         Everything is invariant under Q → QU (U orthogonal r x r), which maps
@@ -108,7 +108,7 @@ class Overlaps(_ArrayState):
         U = U * signs
         return Overlaps(q=U.T @ self.q @ U, V=U.T @ self.V @ U, theta=U.T @ self.theta, mu=self.mu @ U)
 
-    def _canonical_pairs(self) -> "Overlaps":
+    def _canonical_pairs(self) -> Overlaps:
         """:meth:`canonical` for an untied state of rank r >= 2 (see there)."""
         r = self.q.shape[0] // 2
         w, U = np.linalg.eigh(self.q[:r, :r])

@@ -37,13 +37,26 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
 
+from dotattn.core.io import read_cache_unit, remove_stale_tmp, write_cache_unit
+from dotattn.core.rows import read_float
+from dotattn.core.runner import (
+    Interrupted,
+    ProgressState,
+    RunLock,
+    as_interrupted,
+    check_dask_address,
+    check_workers,
+    run_tasks,
+)
+from dotattn.core.validation import ParameterError, check_alpha, check_number
 from dotattn.positional_semantic import compiled
 from dotattn.positional_semantic.baseline import linear_baseline_test_error
 from dotattn.positional_semantic.branch import (
@@ -55,23 +68,11 @@ from dotattn.positional_semantic.branch import (
     selected_at,
 )
 from dotattn.positional_semantic.catalogue import QuadratureSpec, default_quadrature
-from dotattn.core.io import read_cache_unit, remove_stale_tmp, write_cache_unit
-from dotattn.core.validation import ParameterError, check_alpha, check_number
-from dotattn.positional_semantic.problem import Problem
-from dotattn.positional_semantic.refine import RefinedRoot, RefineSpec, envelope_slope, refine_root
-from dotattn.positional_semantic.records import BOUNDARY_COLUMNS, BRANCH_POINT_COLUMNS, BranchPoint, PhaseBoundary
-from dotattn.core.rows import read_float
-from dotattn.core.runner import (
-    Interrupted,
-    ProgressState,
-    RunLock,
-    as_interrupted,
-    check_dask_address,
-    check_workers,
-    run_tasks,
-)
-from dotattn.positional_semantic.state_evolution import FixedPoint, SolverOptions
 from dotattn.positional_semantic.labels import NO_BRANCH
+from dotattn.positional_semantic.problem import Problem
+from dotattn.positional_semantic.records import BOUNDARY_COLUMNS, BRANCH_POINT_COLUMNS, BranchPoint, PhaseBoundary
+from dotattn.positional_semantic.refine import RefinedRoot, RefineSpec, envelope_slope, refine_root
+from dotattn.positional_semantic.state_evolution import FixedPoint, SolverOptions
 
 __all__ = [
     "SweepSettings",
@@ -180,7 +181,7 @@ class SweepSettings:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SweepSettings":
+    def from_dict(cls, d: dict[str, Any]) -> SweepSettings:
         q = d["quadrature"]
         quad = QuadratureSpec(q["kind"], q["order"], q.get("coarse_order"), q.get("scramblings", 8), q.get("seed", 0))
         return cls(
@@ -284,7 +285,7 @@ class ColumnSummary:
         }
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "ColumnSummary":
+    def from_row(cls, row: dict[str, Any]) -> ColumnSummary:
         opt = lambda x: None if x is None else float(x)  # noqa: E731
         return cls(
             omega=float(row["omega"]),
@@ -522,10 +523,10 @@ def _critical_root(branches: dict[str, Branch], alphas: list[float], tol: float)
     pos, sem = branches["positional"], branches["semantic"]
     both = [a for a in alphas if a in pos.points and a in sem.points]
     gap = {a: sem.points[a].train_loss - pos.points[a].train_loss for a in both}
-    for a, b in zip(both, both[1:]):
+    for a, b in zip(both, both[1:], strict=False):
         if gap[a] > 0 >= gap[b] and alphas.index(b) - alphas.index(a) == 1:
 
-            def f(x: float) -> tuple[float, dict[str, FixedPoint]]:
+            def f(x: float, a: float = a, b: float = b) -> tuple[float, dict[str, FixedPoint]]:
                 p, s = (pos.points[x], sem.points[x]) if x in (a, b) else (pos.at(x), sem.at(x))
                 if p is None or s is None:
                     raise _BranchLost(x)
@@ -581,7 +582,7 @@ def _baseline_alpha(
     first = selected_at(branches, grid[0])
     if branches[first].points[grid[0]].test_error < eps_lin:
         return None, None, None  # already below at the smallest α: the crossing is not in range
-    for a, b in zip(grid, grid[1:]):
+    for a, b in zip(grid, grid[1:], strict=False):
         sa, sb = selected_at(branches, a), selected_at(branches, b)
         eb = branches[sb].points[b].test_error - eps_lin
         if eb >= 0:
@@ -760,7 +761,7 @@ def phase_boundaries(
             PhaseBoundary(omega, root.alpha, p, q, "brent", np.nan if error is None else error, settings.critical_tol)
         ]
 
-    for a, b in zip(alphas, alphas[1:]):
+    for a, b in zip(alphas, alphas[1:], strict=False):
         # cuts inside (a, b): (first α of the piece to the right, last α of the piece to the left, spinodal)
         cuts = sorted(
             (max(good, bad), min(good, bad), 0.5 * (good + bad))

@@ -8,7 +8,8 @@ comparison assembled. It never touches pyplot's global state or the backend: sav
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib import colormaps
@@ -118,7 +119,7 @@ def mark_unstable(
                 shown.add(label)
 
 
-def figure_test_error(rows: Sequence[BranchPoint], summary: "ColumnSummary", title: str = "") -> Figure:
+def figure_test_error(rows: Sequence[BranchPoint], summary: ColumnSummary, title: str = "") -> Figure:
     """(a) ε_g against α at one ω: every followed branch (selected solid, metastable dashed), α_c,
     baseline."""
     omega = summary.omega
@@ -158,7 +159,7 @@ def figure_test_error(rows: Sequence[BranchPoint], summary: "ColumnSummary", tit
     return fig
 
 
-def figure_overlaps(rows: Sequence[BranchPoint], summary: "ColumnSummary", sigma: float) -> Figure:
+def figure_overlaps(rows: Sequence[BranchPoint], summary: ColumnSummary, sigma: float) -> Figure:
     """(b) ‖μ₁‖/σ² (``m_norm``; |m| of the toy model) and ‖θ‖_F/σ² against α at one ω, for both branches."""
     omega = summary.omega
     fig = new_figure(figsize=(6.4, 4.4))
@@ -193,7 +194,7 @@ def figure_overlaps(rows: Sequence[BranchPoint], summary: "ColumnSummary", sigma
     return fig
 
 
-def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummary"]) -> Figure:
+def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence[ColumnSummary]) -> Figure:
     """(c) (α, ω) plane coloured by e_t(semantic) − e_t(positional), with α_c(ω) (± its quadrature
     error where known) and α_lin(ω). With a mixed branch (rank ≥ 2) the colour compares the two pure
     branches only, and the colour bar says so (the globally minimal phase is :func:`figure_phases`)."""
@@ -243,7 +244,7 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
         if s.alpha_c is not None
     ]
     if wc:
-        a_c, w_c, err = zip(*wc)
+        a_c, w_c, err = zip(*wc, strict=True)
         refined = any(s.alpha_c_sweep is not None for s in summaries)
         ax.errorbar(
             a_c,
@@ -260,7 +261,14 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
         )
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
-        ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
+        ax.plot(
+            *zip(*wl, strict=True),
+            "w--s",
+            ms=3,
+            lw=1.5,
+            mec="k",
+            label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear",
+        )
     ax.set_xlabel(r"sample complexity $\alpha$")
     ax.set_ylabel(r"positional fraction of the target $\omega$")
     title = "Phase diagram of dot-product attention" + (" (grey: one branch only)" if np.any(np.isfinite(only)) else "")
@@ -272,7 +280,7 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence["ColumnS
     return fig
 
 
-def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummary"], title: str = "") -> Figure:
+def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence[ColumnSummary], title: str = "") -> Figure:
     """The (α, ω) plane with one colour per globally minimal phase (the ``selected`` record of
     each (ω, α): positional, semantic, mixed; white where none converged), the phase boundaries
     of the summaries as lines (one line per pair of phases across ω, ± the quadrature error of
@@ -305,7 +313,7 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
     ]
     bounds, refined = displayed_boundaries(summaries)
 
-    def is_refined(b: "PhaseBoundary") -> bool:  # by identity: a NaN error makes equal records unequal
+    def is_refined(b: PhaseBoundary) -> bool:  # by identity: a NaN error makes equal records unequal
         return any(b is r for r in refined)
 
     styles = {"brent": ("o", "k"), "spinodal": ("v", "white"), "unresolved": ("x", "k")}
@@ -376,14 +384,21 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
             )
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
-        ax.plot(*zip(*wl), "w--s", ms=3, lw=1.5, mec="k", label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear")
+        ax.plot(
+            *zip(*wl, strict=True),
+            "w--s",
+            ms=3,
+            lw=1.5,
+            mec="k",
+            label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear",
+        )
     for label, style in UNSTABLE_STYLE.items():  # the selected phase's RS verdict where it is not AT-stable
         pts = [
             (r.alpha, r.omega) for r in rows if r.selected and r.stability is not None and r.stability.label == label
         ]
         if pts:
             ax.plot(
-                *zip(*pts),
+                *zip(*pts, strict=True),
                 label={
                     "AT-unstable": "selected phase RS unstable (replicon ≥ 1)",
                     "AT-undecided": "selected phase RS undecided",
@@ -407,7 +422,7 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence["ColumnSummar
     return fig
 
 
-def displayed_boundaries(summaries: Sequence["ColumnSummary"]) -> tuple[list["PhaseBoundary"], list["PhaseBoundary"]]:
+def displayed_boundaries(summaries: Sequence[ColumnSummary]) -> tuple[list[PhaseBoundary], list[PhaseBoundary]]:
     """The phase boundaries as the figures draw them, and which of them are refined.
 
     ``boundaries.csv`` keeps the sweep rule's roots. Where a column's α_c was refined (``alpha_c_sweep``
@@ -416,8 +431,8 @@ def displayed_boundaries(summaries: Sequence["ColumnSummary"]) -> tuple[list["Ph
     computed here."""
     from dataclasses import replace
 
-    shown: list["PhaseBoundary"] = []
-    refined: list["PhaseBoundary"] = []
+    shown: list[PhaseBoundary] = []
+    refined: list[PhaseBoundary] = []
     for s in summaries:
         for b in s.boundaries:
             if (

@@ -7,9 +7,10 @@ field and its allowed range.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def _as_matrix(name: str, value: Any, L: int) -> tuple[tuple[float, ...], ...]:
     return tuple(tuple(float(x) for x in row) for row in arr)
 
 
-def check_problem(value: Any, name: str = "problem") -> "Problem":
+def check_problem(value: Any, name: str = "problem") -> Problem:
     """``value`` if it is a :class:`Problem` (ParameterError naming ``name`` otherwise, e.g. for
     ``dotattn.solve("toy", alpha=2)``: build one with ``dotattn.Problem(...)``)."""
     return check_instance(name, value, Problem, "dotattn.Problem (e.g. dotattn.Problem(omega=0.3))")
@@ -220,7 +221,7 @@ class Problem:
         """Dimension L (field_rank + r_t) of the Gaussian expectations (L (r + r_t) tied, L (2r + r_t) untied)."""
         return self.L * (self.field_rank + self.teacher_rank)
 
-    def replace(self, **changes: Any) -> "Problem":
+    def replace(self, **changes: Any) -> Problem:
         """A copy with some fields changed (validated again)."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.init}
         values.update(changes)
@@ -242,7 +243,7 @@ class Problem:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Problem":
+    def from_dict(cls, d: Mapping[str, Any]) -> Problem:
         """The problem of :meth:`to_dict`'s keys (:data:`PROBLEM_KEYS`; ParameterError naming a missing
         or unknown key, or a value out of range)."""
         if not isinstance(d, Mapping):
@@ -274,7 +275,7 @@ class Problem:
 
 
 def require_variant(
-    problem: "Problem", where: str, students: tuple[str, ...] = ("tied",), correlated: bool = False
+    problem: Problem, where: str, students: tuple[str, ...] = ("tied",), correlated: bool = False
 ) -> None:
     """ParameterError (one line) if ``where`` (a computation) does not handle ``problem``'s student
     architecture or its token correlation; called before any computation."""
@@ -284,7 +285,7 @@ def require_variant(
         raise ParameterError(f"token_correlation must be 0 for {where}, got {problem.token_correlation:g}")
 
 
-def require_replica_theory(problem: "Problem") -> None:
+def require_replica_theory(problem: Problem) -> None:
     """ParameterError (one line) unless the replica-symmetric theory handles ``problem``: either student,
     token correlation for the tied student only (the untied one with correlated tokens is not derived)."""
     require_variant(
@@ -295,7 +296,7 @@ def require_replica_theory(problem: "Problem") -> None:
     )
 
 
-def problem_of(path: Path, params: Any) -> "Problem":
+def problem_of(path: Path, params: Any) -> Problem:
     """The Problem a results file was made for (``params["problem"]``); IntegrityError naming ``path``
     if it is missing or invalid."""
     from dotattn.core.io import IntegrityError

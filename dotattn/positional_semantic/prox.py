@@ -285,7 +285,7 @@ def _newton(
     idx = np.arange(M)  # global index of each active point
     ha, ca, ta, fa = h_out.copy(), centre, target, v_out.copy()
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (the count is read after the loop)
         der = loss.derivatives(ha, ta)
         g = (_apply_right(ha - ca, V_inv) + der.grad).reshape(-1, n)
         gsmall = _row_absmax(g) < gtol
@@ -358,7 +358,7 @@ def _newton_toy(
     idx = np.arange(M)
     x1, x2, fa = x1o.copy(), x2o.copy(), vo.copy()
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (the count is read after the loop)
         ra, rb = sa - t1, sb - t2
         da, db = sa * (1 - sa), sb * (1 - sb)
         ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db
@@ -555,7 +555,7 @@ def symmetric_minimisers(
     for P, U in objective_symmetries(L, V, untied):
         perm = np.argmax(P, axis=1)  # (P a)_l = a_perm[l]
 
-        def image(x: np.ndarray) -> np.ndarray:
+        def image(x: np.ndarray, perm: np.ndarray = perm, U: np.ndarray = U) -> np.ndarray:
             return _apply_right(x[:, perm], U)
 
         gc = image(centre)

@@ -11,8 +11,8 @@ Two rules (SPEC section 7):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 from scipy import special
@@ -66,7 +66,7 @@ class GaussianRule:
         )
         return per.std(axis=0, ddof=1) / np.sqrt(R)
 
-    def fold(self, maps: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]) -> "Fold | None":
+    def fold(self, maps: Sequence[tuple[tuple[int, ...], tuple[int, ...]]]) -> Fold | None:
         """Orbits of the nodes under a group of signed coordinate permutations (cached).
 
         ``maps``: every element g of the group (identity included), each as (perm (D,), sign (D,))
@@ -109,7 +109,7 @@ class Fold:
         return int(self.rep.size)
 
     @classmethod
-    def of(cls, nodes: np.ndarray, weights: np.ndarray, maps: tuple) -> "Fold | None":
+    def of(cls, nodes: np.ndarray, weights: np.ndarray, maps: tuple) -> Fold | None:
         N = len(nodes)
         images = []
         for perm, sign in maps:

@@ -90,12 +90,12 @@ class BranchPoint:
     message: str = ""
     init: str = ""
     quadrature_error: dict = field(default_factory=dict)
-    stability: "Stability | None" = None
+    stability: Stability | None = None
 
     @classmethod
     def of(
         cls,
-        fp: "FixedPoint",
+        fp: FixedPoint,
         *,
         omega: float,
         branch: str,
@@ -103,8 +103,8 @@ class BranchPoint:
         init: str = "",
         status: str | None = None,
         message: str | None = None,
-        stability: "Stability | None" = None,
-    ) -> "BranchPoint":
+        stability: Stability | None = None,
+    ) -> BranchPoint:
         """The record of a solver result (``status`` / ``message`` override the solver's)."""
         o = fp.overlaps
         return cls(
@@ -172,7 +172,7 @@ class BranchPoint:
         }
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "BranchPoint":
+    def from_row(cls, row: dict[str, Any]) -> BranchPoint:
         """Inverse of :meth:`to_row`, for JSON rows and CSV rows (:mod:`dotattn.core.rows`); derived columns
         (``m``, ``m_norm``) are recomputed from ``mu``."""
         qe = row.get("quadrature_error") or {}
@@ -252,7 +252,7 @@ class PhaseBoundary:
         }
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "PhaseBoundary":
+    def from_row(cls, row: dict[str, Any]) -> PhaseBoundary:
         """Inverse of :meth:`to_row`, for JSON rows and CSV rows."""
         return cls(
             omega=read_float(row["omega"]),
@@ -291,7 +291,7 @@ class Stability:
     reason: str
 
     @classmethod
-    def unavailable(cls, reason: str) -> "Stability":
+    def unavailable(cls, reason: str) -> Stability:
         nan = float("nan")
         return cls(
             status="unavailable",
@@ -317,7 +317,7 @@ class Stability:
         }
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "Stability":
+    def from_row(cls, row: dict[str, Any]) -> Stability:
         """Inverse of :meth:`to_row` (JSON rows and CSV rows)."""
 
         def flag(x: Any) -> bool | None:

@@ -16,8 +16,9 @@ the reported value and uncertainty (derivation and checks: ``docs/theory.md``, s
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,7 @@ class RefineSpec:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "RefineSpec | None":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> RefineSpec | None:
         if d is None:
             return None
         if not isinstance(d, Mapping):
@@ -100,7 +101,7 @@ class RefinedRoot:
         }
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any] | None) -> "RefinedRoot | None":
+    def from_row(cls, row: Mapping[str, Any] | None) -> RefinedRoot | None:
         if row is None:
             return None
         return cls(

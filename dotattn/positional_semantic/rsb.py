@@ -25,25 +25,25 @@ model and the perceptron checks of the tests.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
+from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
+from dotattn.positional_semantic.loss import teacher_attention, teacher_gradient
+from dotattn.positional_semantic.loss_channel import test_error
 from dotattn.positional_semantic.overlaps import (
-    _ArrayState,
-    _chol,
     FieldFactors,
     InvalidOverlaps,
     Overlaps,
+    _ArrayState,
+    _chol,
     factor_jvp,
     field_factors,
     symmetric_basis,
 )
-from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
-from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
-from dotattn.positional_semantic.loss_channel import test_error
-from dotattn.positional_semantic.loss import teacher_attention, teacher_gradient
 from dotattn.positional_semantic.problem import Problem, require_variant
 from dotattn.positional_semantic.prox import prox
 from dotattn.positional_semantic.quadrature import GaussianRule, gauss_hermite
@@ -90,7 +90,7 @@ class RSBOverlaps(_ArrayState):
     def vector(self) -> np.ndarray:
         return np.concatenate([np.ravel(x) for x in (self.q0, self.q1, self.V, self.theta, self.mu)])
 
-    def from_vector(self, x: np.ndarray) -> "RSBOverlaps":
+    def from_vector(self, x: np.ndarray) -> RSBOverlaps:
         out, i = [], 0
         for a in (self.q0, self.q1, self.V, self.theta, self.mu):
             a = np.asarray(a)
@@ -110,7 +110,7 @@ class RSBOverlaps(_ArrayState):
         return Overlaps(q=self.q1, V=self.V, theta=self.theta, mu=self.mu)
 
     @classmethod
-    def from_rs(cls, rs: Overlaps, split: float) -> "RSBOverlaps":
+    def from_rs(cls, rs: Overlaps, split: float) -> RSBOverlaps:
         """q1 = q, q0 = (1 − split) q: a start next to the RS point (split = 0 is RS itself)."""
         return cls(
             q0=(1.0 - split) * np.asarray(rs.q),
@@ -435,7 +435,7 @@ class AttentionChannel:
         f_sum = np.zeros_like(px.f)
         ff_sum = np.zeros((len(px.value), px.f.shape[2], px.f.shape[2]))
         g_sum = np.zeros(h_star.shape)
-        for h, f in zip(hs, fs):
+        for h, f in zip(hs, fs, strict=True):
             ok = ~np.isnan(h[:, 0, 0])
             hh = np.where(ok[:, None, None], h, px.h)
             ff_ = np.where(ok[:, None, None], f, 0.0)
@@ -928,7 +928,7 @@ def solve_rsb(
             )
         bad = next(p for p in scan if p.status != COLLAPSED)
         return finish(bad.status, f"no y converged; y = {bad.y:g}: {bad.message}", bad, bad.y, np.nan, np.nan)
-    for high, low in zip(done, done[1:]):  # y decreasing: Σ ≤ 0 at the larger y, > 0 at the smaller
+    for high, low in zip(done, done[1:], strict=False):  # y decreasing: Σ ≤ 0 at the larger y, > 0 at the smaller
         if high.complexity <= 0 < low.complexity:
             return _root(high, low, run, finish, options, problem)
     last = done[-1]

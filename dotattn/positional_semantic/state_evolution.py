@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
+from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.positional_semantic.loss_channel import hat_update, test_error
 from dotattn.positional_semantic.overlaps import Hats, InvalidOverlaps, Overlaps, field_factors
-from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import GaussianRule
 from dotattn.positional_semantic.regulariser import overlap_update, regulariser_potential
-from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 
 __all__ = [
     "FixedPoint",
@@ -140,7 +140,7 @@ class FixedPoint:
         overlaps: Overlaps | None,
         alpha: float,
         seconds: float,
-    ) -> "FixedPoint":
+    ) -> FixedPoint:
         """A run that did not converge: the last iterate and the steps taken, no hats, NaN outputs."""
         return cls(
             status=status,
@@ -228,7 +228,7 @@ class _Subspace:
     exchangeable: tuple[tuple[int, ...], ...] = ()
 
     @classmethod
-    def of(cls, init: Overlaps) -> "_Subspace":
+    def of(cls, init: Overlaps) -> _Subspace:
         r = init.q.shape[0]
         off = ~np.eye(r, dtype=bool)
         noise = np.array(

@@ -33,12 +33,17 @@ import os
 import re
 import time
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from dotattn.core.io import read_cache_unit, write_cache_unit
+from dotattn.core.runner import check_dask_address, check_workers, run_tasks
+from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
+from dotattn.positional_semantic.problem import Problem, check_problem, require_replica_theory
 from dotattn.theory_vs_erm.crossing import (
     CROSSING,
     FIT_MODELS,
@@ -51,10 +56,6 @@ from dotattn.theory_vs_erm.crossing import (
     fit_finite_size,
     summarise_cell,
 )
-from dotattn.core.io import read_cache_unit, write_cache_unit
-from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
-from dotattn.positional_semantic.problem import Problem, check_problem, require_replica_theory
-from dotattn.core.runner import check_dask_address, check_workers, run_tasks
 
 __all__ = [
     "AlphaCConfig",
@@ -243,7 +244,7 @@ class AlphaCConfig:
         return out
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "AlphaCConfig":
+    def from_dict(cls, d: Mapping[str, Any]) -> AlphaCConfig:
         """Inverse of :meth:`to_dict`; ParameterError naming a missing or unknown key."""
         d = check_instance("config", d, Mapping, "a mapping of AlphaCConfig fields")
         fields = cls.__dataclass_fields__
@@ -299,7 +300,7 @@ class CellRuns:
         """Points where both runs have status ``converged`` and ended in different minima, ``(S, A)``."""
         return (self.status_sem == converged) & (self.status_pos == converged) & ~self.same
 
-    def on_alphas(self, keep: Sequence[float]) -> "CellRuns":
+    def on_alphas(self, keep: Sequence[float]) -> CellRuns:
         """The cell on the points of its grid that are in ``keep`` (to 1e-9), in grid order."""
         cols = [j for j, a in enumerate(self.alphas) if any(abs(a - b) < 1e-9 for b in keep)]
         return replace(
@@ -328,7 +329,7 @@ class CellRuns:
         }
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "CellRuns":
+    def from_row(cls, row: Mapping[str, Any]) -> CellRuns:
         return cls(
             omega=float(row["omega"]),
             d=int(row["d"]),
@@ -344,7 +345,7 @@ class CellRuns:
         )
 
     @staticmethod
-    def concat(parts: Sequence["CellRuns"]) -> "CellRuns":
+    def concat(parts: Sequence[CellRuns]) -> CellRuns:
         """Join chunks of seeds of the same cell."""
         p0 = parts[0]
         cat = lambda k: np.concatenate([getattr(p, k) for p in parts], axis=0)
@@ -466,7 +467,7 @@ def _chunk(
             runs, device = _erm(problem, cfg, d, block, "semantic", seeds, offset, progress)
             sem.update(runs["semantic"])
             runs, _ = _erm(problem, cfg, d, block, "positional", pos_seeds, offset, progress)
-            rename = dict(zip(pos_seeds, seeds))
+            rename = dict(zip(pos_seeds, seeds, strict=True))
             pos.update({(rename[s2], a): r for (s2, a), r in runs["positional"].items()})
     S, A = len(seeds), len(alphas)
     shape = (S, A)
@@ -584,7 +585,7 @@ class TheoryColumn:
         }
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> "TheoryColumn":
+    def from_row(cls, row: Mapping[str, Any]) -> TheoryColumn:
         opt = lambda v: None if v is None else float(v)  # noqa: E731
         return cls(
             omega=float(row["omega"]),
@@ -694,7 +695,7 @@ class AlphaCStudy:
     def summary_dict(self) -> dict[str, Any]:
         """``{"omegas": [{"omega", "theory_alpha_c", "by_d": [...], "extrapolated": {...}}]}`` (the issue's shape)."""
         out = []
-        for w, th, fit, alt in zip(self.config.omegas, self.theory, self.fits, self.alternative_fits):
+        for w, th, fit, alt in zip(self.config.omegas, self.theory, self.fits, self.alternative_fits, strict=True):
             by_d = [
                 {
                     "d": s.d,
@@ -900,9 +901,9 @@ def run_study(
     counts the mean cost of its cell's runs, the rest when the cell is done), per cell on a Dask
     cluster; cells from the cache at once.
     """
+    from dotattn.core.status import STATUS_CONVERGED
     from dotattn.erm.config import ErmConfig
     from dotattn.erm.experiment import resolve_device
-    from dotattn.core.status import STATUS_CONVERGED
 
     check_problem(problem)
     check_instance("config", config, AlphaCConfig, "dotattn.theory_vs_erm.alpha_c.AlphaCConfig")

@@ -19,19 +19,20 @@ one is compared with the mixed fixed point); the table reports how many runs eac
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from dotattn.positional_semantic.catalogue import default_quadrature
+from dotattn.core.rows import read_bool, read_float, read_int, read_text
 from dotattn.erm.config import INFORMED
 from dotattn.erm.records import RunRecord
+from dotattn.positional_semantic.catalogue import default_quadrature
 from dotattn.positional_semantic.phase_diagram import SweepSettings, branch_points
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.records import BranchPoint
-from dotattn.core.rows import read_bool, read_float, read_int, read_text
 
 __all__ = [
     "ErmRun",
@@ -147,7 +148,7 @@ class ComparisonRow:
         return {**row, "max_rel_diff": self.max_rel_diff, "agrees": self.agrees}
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "ComparisonRow":
+    def from_row(cls, row: dict[str, Any]) -> ComparisonRow:
         """Inverse of :meth:`to_row` (JSON or CSV cells; files written before ``abs_diff`` and
         ``diff_kind`` existed read as ERM mean − theory and "relative")."""
         q = {

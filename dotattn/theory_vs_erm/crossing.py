@@ -19,8 +19,9 @@ reproducible). Finite-size extrapolation: weighted least squares of the per-d me
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -28,20 +28,21 @@ no torch (the ERM records it reads are torch-free).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
 
+from dotattn.core.rows import read_float, read_int, read_text
+from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 from dotattn.erm.restart_records import RestartRecord
 from dotattn.positional_semantic.loss import attention_loss, teacher_attention
 from dotattn.positional_semantic.overlaps import InvalidOverlaps
 from dotattn.positional_semantic.problem import Problem, require_variant
 from dotattn.positional_semantic.prox import prox
 from dotattn.positional_semantic.quadrature import GaussianRule
-from dotattn.core.rows import read_float, read_int, read_text
-from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 
 __all__ = [
     "exact_fields",
@@ -279,7 +280,7 @@ class DiagnosticRecord:
         return {k: getattr(self, k) for k in DIAGNOSTIC_COLUMNS}
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> "DiagnosticRecord":
+    def from_row(cls, row: dict[str, Any]) -> DiagnosticRecord:
         ints, texts = ("d", "seed", "restart"), ("start", "branch", "status", "message")
         kw = {
             k: (read_int(row[k]) if k in ints else read_text(row[k]) if k in texts else read_float(row[k]))

@@ -6,8 +6,9 @@ kind uses) and ``variants`` (``dotattn variants``: variants.csv, summary.json)."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from dotattn.core.integrity import FolderKind, read_record, read_verified_csv, read_verified_json, register_kind
 from dotattn.core.io import IntegrityError

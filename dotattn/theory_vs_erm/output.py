@@ -22,8 +22,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ __all__ = [
 
 def theory_from_phase_diagram(
     folder: str | os.PathLike, problem: Problem, omegas: Sequence[float], alphas: Sequence[float]
-) -> list["TheoryColumn"]:
+) -> list[TheoryColumn]:
     """The theory columns of an α_c study read from a verified phase-diagram folder instead of being
     computed: per ω its α_c ± error (refined where the folder was) and Δe_t = e_t(sem) − e_t(pos) of
     its records at the study's α. ParameterError unless the folder was made for ``problem`` (ω
@@ -249,8 +250,8 @@ def compare_and_write(
 ) -> tuple[dict[str, str], list[ComparisonRow]]:
     """Load the ERM run, get the theory (read or computed), tabulate, and write comparison.csv/json
     and figures into ``out`` (created only after every input has been checked); returns (paths, table)."""
-    from dotattn.theory_vs_erm import plotting
     from dotattn.positional_semantic.baseline import linear_baseline_test_error
+    from dotattn.theory_vs_erm import plotting
 
     t0 = time.perf_counter()
     erm = load_erm(erm_dir)
@@ -266,7 +267,7 @@ def compare_and_write(
                 f"{str(theory_dir)!r}; every ERM alpha must be there"
             )
     finite = [load_erm(f) for f in finite_dirs]
-    for f, run in zip(finite_dirs, finite):
+    for f, run in zip(finite_dirs, finite, strict=True):
         diff = first_difference(erm.problem.to_dict(), run.problem.to_dict())
         if diff is not None:
             raise ParameterError(
@@ -346,13 +347,13 @@ def write_alpha_c_study(
     out_dir: str | os.PathLike,
     command: str = "",
     extra: Mapping[str, Any] | None = None,
-    theory_summaries: "Sequence[ColumnSummary] | None" = None,
+    theory_summaries: Sequence[ColumnSummary] | None = None,
 ) -> dict[str, str]:
     """crossings.csv, cells.csv, delta.csv, summary.json (with provenance) and the two figures; with
     ``theory_summaries`` (a phase diagram's, :func:`read_phase_summaries`) also ``headline.png``
     (:func:`dotattn.theory_vs_erm.plotting.figure_headline`)."""
-    from dotattn.theory_vs_erm import plotting
     from dotattn.core.status import STATUS_CONVERGED
+    from dotattn.theory_vs_erm import plotting
 
     out = Path(out_dir)
     params = {
@@ -405,7 +406,7 @@ def write_alpha_c_study(
 
     curves = mean_curves(study, STATUS_CONVERGED)
     scaling = []
-    for w, th, fit in zip(study.config.omegas, study.theory, study.fits):
+    for w, th, fit in zip(study.config.omegas, study.theory, study.fits, strict=True):
         s_w = [s for s in study.summaries if abs(s.omega - w) < 1e-12]
         x_line = np.linspace(0.0, 1.0 / min(study.config.ds), 50)
         scaling.append(
@@ -440,7 +441,7 @@ def write_alpha_c_study(
     return paths
 
 
-def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
+def read_alpha_c_part(folder: str | os.PathLike) -> StudyPart:
     """The cells of a committed ``erm-alpha-c`` folder, from its rows, verified and never trusted.
 
     The folder must pass :func:`dotattn.core.integrity.verify_folder` (its manifest, so a folder made
@@ -450,8 +451,8 @@ def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
     ``crossings.csv`` (outcome, crossing α to 1e-12, sign changes, valid points) and the seed
     counts those of ``cells.csv``. IntegrityError (one line) at the first mismatch.
     """
-    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, StudyPart, cell_crossings
     from dotattn.core.status import ERM_STATUSES, STATUS_CONVERGED
+    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, StudyPart, cell_crossings
 
     folder = Path(folder)
     verify_folder(folder, kind="alpha-c")
@@ -493,7 +494,7 @@ def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
                     f"{path}: cell omega = {w:g}, d = {d}, seed {s} has {len(by_seed[s])} of {len(alphas)} alpha values"
                 )
         rows = [[by_seed[s][min(by_seed[s], key=lambda x: abs(x - a))] for a in alphas] for s in seeds]
-        col = lambda name, conv: np.array([[conv(r[name]) for r in row] for row in rows])  # noqa: E731
+        col = lambda name, conv, rows=rows: np.array([[conv(r[name]) for r in row] for row in rows])  # noqa: E731
         cell = CellRuns(
             omega=w,
             d=d,
@@ -546,7 +547,7 @@ def read_alpha_c_part(folder: str | os.PathLike) -> "StudyPart":
 
 
 def write_variants(
-    points: Sequence["VariantPoint"],
+    points: Sequence[VariantPoint],
     out_dir: str | os.PathLike,
     params: Mapping[str, Any],
     command: str = "",

@@ -6,7 +6,8 @@ Plotting never computes physics and never touches pyplot's global state or the b
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib import colormaps
@@ -32,7 +33,7 @@ __all__ = [
 
 def figure_comparison(
     theory: dict[str, dict[str, np.ndarray]],
-    table: Sequence["ComparisonRow"],
+    table: Sequence[ComparisonRow],
     erm_linear: Sequence[dict],
     omega: float,
     d: int,
@@ -164,7 +165,7 @@ def figure_finite_size(points: Sequence[dict], theory: dict[str, float], alpha: 
     return fig
 
 
-def figure_alpha_c_delta(curves: Sequence[dict], theory: Sequence["TheoryColumn"]) -> Figure:
+def figure_alpha_c_delta(curves: Sequence[dict], theory: Sequence[TheoryColumn]) -> Figure:
     """ERM α_c figure (a): mean Δe_t(α) = e_t(sem) − e_t(pos) over seeds (± standard error) per d,
     one panel per ω, with the theory's Δe_t(α) and α_c.
 
@@ -176,7 +177,7 @@ def figure_alpha_c_delta(curves: Sequence[dict], theory: Sequence["TheoryColumn"
     axes = fig.subplots(1, len(omegas), squeeze=False)
     ds = sorted({int(c["d"]) for c in curves})
     cmap = colormaps["viridis"]
-    for ax, w in zip(axes[0], omegas):
+    for ax, w in zip(axes[0], omegas, strict=True):
         for k, d in enumerate(ds):
             for c in curves:
                 if abs(float(c["omega"]) - w) < 1e-12 and int(c["d"]) == d:
@@ -255,7 +256,7 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
     return fig
 
 
-def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> Figure:
+def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Figure:
     """The headline. Top: α_c(ω) of the theory (line, band ± 2 standard errors of the refined root),
     α_lin(ω) (dashed), and at every ω of the ERM study its crossing per d (mean and bootstrap
     interval, small offsets in ω per d) and the d → ∞ extrapolation with its interval. Bottom, one
@@ -278,7 +279,9 @@ def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> F
         pts = [(s.omega, getattr(s, key), getattr(s, err)) for s in theory if getattr(s, key) is not None]
         if not pts:
             continue
-        w, a, e = (np.array([np.nan if x is None else x for x in v], dtype=float) for v in zip(*sorted(pts)))
+        w, a, e = (
+            np.array([np.nan if x is None else x for x in v], dtype=float) for v in zip(*sorted(pts), strict=True)
+        )
         e = np.where(np.isfinite(e), e, 0.0)
         ax.plot(w, a, ls=ls, color=colour, lw=1.6, label=label + " (band: ± 2 s.e.)")
         ax.fill_between(w, a - 2 * e, a + 2 * e, color=colour, alpha=0.25, lw=0)
@@ -375,7 +378,7 @@ def figure_headline(theory: Sequence["ColumnSummary"], erm: Sequence[dict]) -> F
     return fig
 
 
-def figure_variants(points: Sequence["VariantPoint"], baseline: str) -> Figure:
+def figure_variants(points: Sequence[VariantPoint], baseline: str) -> Figure:
     """α_c(ω) of several variants (top) and their shift from ``baseline`` (bottom), one colour per
     label: the theory as a line with a band (± 2 s.e.), ERM as points with their intervals (small
     offsets in ω per label so that they do not hide each other; the legend names each study's d).

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -154,7 +155,7 @@ def theory_variant_points(
     return out
 
 
-def _crossings(cells: Iterable["CellRuns"]) -> dict[tuple[float, int], list[SeedCrossing]]:
+def _crossings(cells: Iterable[CellRuns]) -> dict[tuple[float, int], list[SeedCrossing]]:
     """(ω, d) -> the per-seed crossings of each cell."""
     from dotattn.theory_vs_erm.alpha_c import cell_crossings
 
@@ -162,7 +163,7 @@ def _crossings(cells: Iterable["CellRuns"]) -> dict[tuple[float, int], list[Seed
 
 
 def erm_variant_points(
-    label: str, part: "StudyPart", baseline: "StudyPart | None" = None, d_max: int | None = None
+    label: str, part: StudyPart, baseline: StudyPart | None = None, d_max: int | None = None
 ) -> list[VariantPoint]:
     """The ERM crossing of one verified erm-alpha-c study (:func:`dotattn.theory_vs_erm.output.read_alpha_c_part`)
     at every ω, at its largest d ≤ ``d_max``, on its own grid; the paired shift from the ``baseline``
