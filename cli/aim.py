@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
-from dotattn.cli.main import cli
-from dotattn.cli.options import command_line, output_folder, parse_grid
 
 from dotattn.core.validation import ParameterError, check_int
+
+from .main import cli
+from .options import command_line, output_folder, parse_grid
 
 
 @cli.group("aim")
@@ -413,9 +414,9 @@ def study_options(func: Callable) -> Callable:
 
 
 def _spec(d, rho, T, alpha, channel, beta, seeds, test_samples="2000"):
-    from dotattn.cli.options import parse_grid
-
     from dotattn.aim.algo_study import StudySpec
+
+    from .options import parse_grid
 
     return StudySpec(
         d=_number("d", d),
@@ -637,7 +638,7 @@ def gd_command(
     try:
         import torch  # noqa: F401
     except ModuleNotFoundError as err:
-        from dotattn.cli.main import missing_extra
+        from .main import missing_extra
 
         extra = missing_extra("aim gd", err)
         if extra is None:

@@ -12,16 +12,6 @@ import sys
 import time
 
 import click
-from dotattn.cli.main import cli
-from dotattn.cli.options import (
-    correlation_option,
-    parse_grid,
-    problem_from_options,
-    problem_options,
-    student_option,
-    threads_per_worker,
-    value_options,
-)
 
 from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
 from dotattn.core.runner import (
@@ -37,6 +27,17 @@ from dotattn.core.validation import ParameterError
 from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
 from dotattn.theory_vs_erm.crossing import FIT_MODELS
 from dotattn.theory_vs_erm.output import write_alpha_c_study
+
+from .main import cli
+from .options import (
+    correlation_option,
+    parse_grid,
+    problem_from_options,
+    problem_options,
+    student_option,
+    threads_per_worker,
+    value_options,
+)
 
 
 @cli.command("erm-alpha-c")

@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from dotattn.cli.main import cli
-from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
 
 from dotattn.core.validation import check_number
+
+from .main import cli
+from .solve import build_quadrature, build_solver_options, quadrature_options, solver_options
 
 
 def _fmt(x: float, spec: str) -> str:

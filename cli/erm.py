@@ -8,8 +8,13 @@ from typing import Any
 
 import click
 import numpy as np
-from dotattn.cli.main import cli
-from dotattn.cli.options import (
+
+from dotattn.core.optimizers import DEFAULT_LR, OPTIMIZERS
+from dotattn.core.validation import check_int
+from dotattn.erm.config import DEVICE_CHOICES, INIT_CHOICES, ErmConfig
+
+from .main import cli
+from .options import (
     correlation_option,
     output_folder,
     parse_grid,
@@ -18,10 +23,6 @@ from dotattn.cli.options import (
     student_option,
     value_options,
 )
-
-from dotattn.core.optimizers import DEFAULT_LR, OPTIMIZERS
-from dotattn.core.validation import check_int
-from dotattn.erm.config import DEVICE_CHOICES, INIT_CHOICES, ErmConfig
 
 
 @cli.command("train-erm")

@@ -13,10 +13,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
-from dotattn.cli.main import cli, missing_extra
-from dotattn.cli.options import command_line, output_folder, parse_grid
 
 from dotattn.core.validation import ParameterError
+
+from .main import cli, missing_extra
+from .options import command_line, output_folder, parse_grid
 
 
 @cli.group("paths")

@@ -6,12 +6,13 @@ import os
 import time
 
 import click
-from dotattn.cli.main import cli
-from dotattn.cli.options import correlation_option, parse_grid, problem_from_options, problem_options, student_option
-from dotattn.cli.solve import build_quadrature, build_solver_options, quadrature_options, solver_options
 
 from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
 from dotattn.positional_semantic.problem import require_replica_theory
+
+from .main import cli
+from .options import correlation_option, parse_grid, problem_from_options, problem_options, student_option
+from .solve import build_quadrature, build_solver_options, quadrature_options, solver_options
 
 DEFAULT_OUT = "dotattn-output/phase_diagram"
 """Default output folder: relative to the working directory, ignored by git in a clone."""

@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 
 import click
-from dotattn.cli.main import cli
-from dotattn.cli.options import correlation_option, output_folder, problem_from_options, problem_options
 
 from dotattn.core.io import provenance, write_csv, write_json, write_manifest
 from dotattn.core.validation import ParameterError, check_int
@@ -25,6 +23,9 @@ from dotattn.erm.restart_records import (
     summarise_restarts,
 )
 from dotattn.positional_semantic.problem import require_variant
+
+from .main import cli
+from .options import correlation_option, output_folder, problem_from_options, problem_options
 
 MAX_QUAD_ORDER = 16
 

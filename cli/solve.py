@@ -7,14 +7,15 @@ import sys
 
 import click
 import numpy as np
-from dotattn.cli.main import cli
-from dotattn.cli.options import correlation_option, problem_from_options, problem_options, student_option
 
 from dotattn.core.io import to_jsonable
 from dotattn.core.validation import check_alpha, check_int
 from dotattn.positional_semantic.catalogue import MAX_RANDOM_STARTS, QuadratureSpec, default_quadrature, solve
 from dotattn.positional_semantic.problem import require_variant
 from dotattn.positional_semantic.state_evolution import SolverOptions
+
+from .main import cli
+from .options import correlation_option, problem_from_options, problem_options, student_option
 
 
 def quadrature_options(func):

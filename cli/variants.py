@@ -13,10 +13,11 @@ import sys
 import time
 
 import click
-from dotattn.cli.main import cli
-from dotattn.cli.options import output_folder
 
 from dotattn.core.validation import ParameterError, check_int
+
+from .main import cli
+from .options import output_folder
 
 
 def _labelled(option: str, items: tuple[str, ...]) -> list[tuple[str, str]]:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import click
-from dotattn.cli.main import cli
+
+from .main import cli
 
 
 @cli.command("verify")
