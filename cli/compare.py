@@ -22,6 +22,13 @@ def _max_rel(row) -> str:
     return "-" if k is None else f"{_fmt(row.max_rel_diff, '.2%')} ({'eps_g' if k == 'test_error' else k})"
 
 
+def default_out(erm_dir: str) -> Path:
+    """The output folder when --out is not given: ``<ERM folder>-compare`` beside the ERM folder (a
+    comparison written into the ERM folder would make it hold two folder kinds, and fail ``verify``)."""
+    erm = Path(erm_dir).resolve()
+    return erm.parent / f"{erm.name}-compare"
+
+
 @cli.command("compare")
 @click.option("--erm", "erm_dir", required=True, help="Output folder of `dotattn train-erm`.")
 @click.option(
@@ -37,7 +44,13 @@ def _max_rel(row) -> str:
     multiple=True,
     help="train-erm folders at several d (same alpha, omega) for the finite-size figure; repeatable.",
 )
-@click.option("--out", "out_dir", default=None, help="Output folder (default: the --erm folder).")
+@click.option(
+    "--out",
+    "out_dir",
+    default=None,
+    help="Output folder (default: a folder of its own beside the --erm folder, named after it with "
+    "'-compare' appended; never the ERM folder itself).",
+)
 @quadrature_options
 @solver_options
 @click.option(
@@ -77,7 +90,12 @@ def compare_command(
         build_solver_options(tol, damping, max_iter, hat_form, problem),
     )
     paths, table = compare_and_write(
-        Path(erm_dir), Path(out_dir or erm_dir), theory_dir, list(finite_dirs), settings, tolerance
+        Path(erm_dir),
+        Path(out_dir) if out_dir else default_out(erm_dir),
+        theory_dir,
+        list(finite_dirs),
+        settings,
+        tolerance,
     )
     click.echo(
         f"{'alpha':>6} {'init':<11} {'branch':<11} {'runs':>5} {'eps_g theory':>12} {'eps_g ERM':>22} "

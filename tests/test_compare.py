@@ -176,3 +176,39 @@ def test_comparison_table_uses_gauge_invariants_and_runs_that_stayed_on_the_bran
         ("semantic", "positional", 1),
     ]
     assert rows[1].rel_diff["test_error"] == pytest.approx(0.0) and np.isnan(rows[1].erm_std["test_error"])
+
+
+def test_theory_follows_the_branch_whatever_the_erm_alphas():
+    """With ERM points at α = 1 and 2 only, the theory at α = 2 is the followed positional branch (the informed
+    start of `solve`, m = 0.258), not the fixed point that continuation straight from α = 1 lands on (m = 0.092)."""
+    from dotattn.positional_semantic.catalogue import solve
+    from dotattn.positional_semantic.problem import Problem
+    from dotattn.theory_vs_erm.comparison import follow_grid, theory_points
+
+    problem = Problem(L=2, rank=1, teacher_rank=1, sigma=0.5, omega=0.3)
+    assert follow_grid([1.0, 2.0]) == pytest.approx([round(0.1 * k, 10) for k in range(1, 21)])
+    two = {p.branch: p for p in theory_points(problem, [1.0, 2.0]) if p.alpha == 2.0}
+    eight = {p.branch: p for p in theory_points(problem, [0.25 * k for k in range(1, 9)]) if p.alpha == 2.0}
+    informed = {e.init: e for e in solve(problem, 2.0, n_random=0, stability=False).fixed_points}["positional"]
+    pos = two["positional"]
+    assert abs(pos.mu[0][0]) == pytest.approx(0.2583, abs=1e-4)  # the followed branch, not m = 0.092
+    # the same fixed point three ways, to the solver's tolerance (1e-8 on the overlaps)
+    for other in (eight["positional"].test_error, informed.test_error):
+        assert pos.test_error == pytest.approx(other, rel=1e-6)
+    assert two["semantic"].test_error == pytest.approx(eight["semantic"].test_error, rel=1e-6)
+
+
+def test_compare_without_out_writes_a_folder_of_its_own(tmp_path):
+    erm = tmp_path / "erm"
+    r = run(*"train-erm --d 30 --alpha 1.5 --seeds 1 --steps 50 --test-samples 200 --quiet --out".split(), str(erm))
+    assert r.returncode == 0, r.stderr
+    before = sorted(p.name for p in erm.iterdir())
+    r = run("compare", "--erm", str(erm), "--quad-order", "4", "--coarse-order", "0")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in erm.iterdir()) == before  # nothing written into the ERM folder
+    assert (tmp_path / "erm-compare" / "comparison.json").is_file()
+    for folder in (erm, tmp_path / "erm-compare"):
+        v = run("verify", str(folder))
+        assert v.returncode == 0, v.stdout + v.stderr
+    r = run("compare", "--erm", str(erm), "--quad-order", "4", "--coarse-order", "0", "--out", str(erm))
+    assert r.returncode == 2 and "folder of its own" in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -317,12 +317,18 @@ def _follow(
 
 
 def branch_points(
-    problem_dict: dict[str, Any], omega: float, alphas: list[float], settings_dict: dict[str, Any]
+    problem_dict: dict[str, Any],
+    omega: float,
+    alphas: list[float],
+    settings_dict: dict[str, Any],
+    at: list[float] | None = None,
 ) -> list[BranchPoint]:
-    """The branch records at ``alphas`` only (no spinodals, α_c or α_lin): what a comparison with ERM needs."""
+    """The branch records (no spinodals, α_c or α_lin): what a comparison with ERM needs. The branches are
+    followed along ``alphas``; the records are those at ``at`` (a subset of ``alphas``; default all of them)."""
     problem = Problem.from_dict({**problem_dict, "omega": omega})
     alphas = sorted(alphas)
-    return branch_records(_follow(problem, alphas, SweepSettings.from_dict(settings_dict)), omega, alphas)
+    keep = alphas if at is None else sorted(a for a in alphas if any(abs(a - b) < 1e-9 for b in at))
+    return branch_records(_follow(problem, alphas, SweepSettings.from_dict(settings_dict)), omega, keep)
 
 
 def omega_column(

@@ -38,6 +38,8 @@ __all__ = [
     "ErmRun",
     "ComparisonRow",
     "theory_points",
+    "follow_grid",
+    "FOLLOW_STEP",
     "comparison_table",
     "overlap_invariants",
     "theory_curves",
@@ -192,10 +194,39 @@ class ErmRun:
         return sorted({r.alpha for r in self.runs})
 
 
+FOLLOW_STEP = 0.1
+"""Spacing of the α grid along which :func:`theory_points` follows the informed branches: that of the phase
+diagram's default grid (:data:`dotattn.positional_semantic.phase_diagram.DEFAULT_ALPHAS`), so that the theory
+compared with ERM is the branch the phase diagram and ``solve`` (its informed start) call followed, whatever
+α the ERM folder holds."""
+FOLLOW_POINTS = 200
+"""At most this many grid points below the largest α (the step widens beyond 200 × :data:`FOLLOW_STEP`)."""
+
+
+def follow_grid(alphas: Sequence[float]) -> list[float]:
+    """The α grid along which the branches are followed: ``alphas`` together with every multiple of
+    :data:`FOLLOW_STEP` (or of max α / :data:`FOLLOW_POINTS`, if larger) up to the largest of them.
+
+    Following the branches along the ERM's own α alone would jump: with ERM points at α = 1 and 2 only, the
+    positional branch continued from α = 1 lands at α = 2 on another fixed point that carries the positional
+    label (m = 0.092, e_t 0.00467 on the default rule, the fixed point a random start finds) instead of the
+    followed one (m = 0.258, e_t 0.00451)."""
+    asked = sorted({float(a) for a in alphas})
+    if not asked:
+        return []
+    step = max(FOLLOW_STEP, asked[-1] / FOLLOW_POINTS)
+    grid = {round(step * k, 10) for k in range(1, int(asked[-1] / step + 1e-9) + 1)}
+    # grid points within 1e-6 of an asked alpha are that alpha (no two solves a rounding apart)
+    grid = {g for g in grid if all(abs(g - a) > 1e-6 for a in asked)}
+    return sorted(grid | set(asked))
+
+
 def theory_points(problem: Problem, alphas: list[float], settings: SweepSettings | None = None) -> list[BranchPoint]:
-    """The informed branches followed along ``alphas`` at the problem's ω (computed now)."""
+    """The informed branches at ``alphas`` and the problem's ω (computed now): followed along
+    :func:`follow_grid` (the ERM's α and the phase diagram's spacing between them), the records taken at
+    ``alphas`` only; the same fixed points as the phase diagram's rows at those α."""
     settings = settings or SweepSettings(default_quadrature(problem))
-    return branch_points(problem.to_dict(), problem.omega, sorted(alphas), settings.to_dict())
+    return branch_points(problem.to_dict(), problem.omega, follow_grid(alphas), settings.to_dict(), at=sorted(alphas))
 
 
 def overlap_invariants(q: np.ndarray, theta: np.ndarray, mu: np.ndarray, sigma: float) -> dict[str, float]:

@@ -274,6 +274,10 @@ def compare_and_write(
                 f"finite-size folder {str(f)!r} was run for another {diff[0]}: {diff[2]} there, "
                 f"{diff[1]} in the ERM folder"
             )
+    if Path(out).resolve() in [Path(erm_dir).resolve(), *(Path(f).resolve() for f in finite_dirs)]:
+        raise ParameterError(
+            f"out must be a folder of its own, not the ERM folder {str(out)!r} (it would then hold two folder kinds)"
+        )
     out = ensure_writable_dir(out)  # only now: every input above is valid
     if not theory_dir:
         theory = theory_points(erm.problem, erm.alphas, settings)
