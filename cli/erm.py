@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from .options import (
     problem_from_options,
     problem_options,
     student_option,
+    threads_per_worker,
     value_options,
 )
 
@@ -92,7 +92,7 @@ from .options import (
     type=int,
     default=0,
     show_default=True,
-    help="CPU threads for torch (0: torch's default). Use 1 when other jobs share the cores.",
+    help="CPU threads for torch, in [0, 1024] (0: the cores not already busy, by the load average; at least 1).",
 )
 @click.option(
     "--out",
@@ -160,24 +160,47 @@ def train_erm(
     config.check(problem)
     import torch  # only now: invalid input above is rejected without importing torch
 
-    from dotattn.erm.experiment import resolve_device, run_config
+    from dotattn.core.runner import Interrupted
+    from dotattn.erm.experiment import ERM_COST, erm_unit_seconds, resolve_device
     from dotattn.theory_vs_erm.output import write_erm
 
     resolve_device(config.device)  # is the requested device there? (before any folder is made)
 
-    if threads:
-        torch.set_num_threads(threads)
+    threads = threads_per_worker(threads, 1)  # never more threads than free cores by default
+    torch.set_num_threads(threads)
+    from dotattn.core.progress import CommandProgress
+    from dotattn.erm.experiment import cached_units, config_units, run_config_cached
 
-    show = not quiet and sys.stderr.isatty()
     ctx = click.get_current_context()
     with output_folder(out, "train-erm", "erm") as folder:  # removed again if still empty when the run is interrupted
-        if show:
-            with click.progressbar(
-                length=config.steps, label=f"train-erm d={d}", show_eta=True, show_pos=True, file=sys.stderr
-            ) as bar:
-                result = run_config(problem, config, progress=bar.update)
-        else:
-            result = run_config(problem, config)
+        units = config_units(config)
+        cache = Path(folder) / "cache"
+        progress = CommandProgress(
+            "train-erm",
+            len(units),
+            "seeds" if len(units) > 1 else "batches",
+            cached=cached_units(problem, config, cache),
+            quiet=quiet,
+        )
+        per_unit = erm_unit_seconds(problem, units[0])
+        progress.start(
+            f"{len(config.alphas)} alpha x {len(config.inits)} inits x {len(config.seeds)} seeds = "
+            f"{len(config.alphas) * len(config.inits) * len(config.seeds)} runs at d = {d}, at most {config.steps} "
+            f"{config.optimizer} steps each, one batch per seed",
+            progress.estimate_line(per_unit, ERM_COST, 1, threads),
+            str(folder),
+        )
+        try:
+            result = run_config_cached(problem, config, cache, on_unit=lambda cached: progress.unit_done())
+        except Interrupted as err:
+            raise Interrupted(
+                err.signum,
+                err.detail,
+                f"train-erm: interrupted; {progress.kept(str(cache))}"
+                + (", run the same command again to resume" if progress.done else ""),
+            ) from None
+        finally:
+            progress.close()
         summary = write_erm(folder, result, {"command": "train-erm", "cli": dict(ctx.params)})
     if not quiet:
         _echo_table(summary)

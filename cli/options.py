@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import shlex
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -235,13 +234,23 @@ def output_folder(
             raise
 
 
-def threads_per_worker(threads: int, workers: int, cores: int | None = None) -> int:
-    """Torch threads per worker process: ``threads`` if given (> 0), else ``max(1, cores // workers)``
-    so that the default never runs more threads than cores (on 2 cores, 2 workers with torch's
-    default of 2 threads each ran 30x slower than 1 worker with 1 thread)."""
+def threads_per_worker(threads: int, workers: int, cores: int | None = None, load: float | None = None) -> int:
+    """Torch threads per worker process: ``threads`` if given (> 0), else ``max(1, free // workers)`` with
+    ``free`` the cores not already busy (``cores`` minus the load average rounded, at least 1), so that the
+    default never runs more threads than cores (on 2 cores, 2 workers with torch's default of 2 threads each
+    ran 30x slower than 1 worker with 1 thread; train-erm's README example took 1344 CPU-s with torch's 2
+    threads at load 3-10 against 313 s with 1 thread). ``load`` defaults to the present one-minute load
+    average when ``cores`` is not given (the machine's cores), else to 0."""
     if threads > 0:
         return threads
-    return max(1, (cores if cores is not None else os.cpu_count() or 1) // max(1, workers))
+    from dotattn.core.progress import cores as machine_cores
+    from dotattn.core.progress import present_load
+
+    if load is None:
+        load = present_load() if cores is None else 0.0
+    n = cores if cores is not None else machine_cores()
+    free = max(1, n - int(load + 0.5))
+    return max(1, free // max(1, workers))
 
 
 def command_line() -> str:

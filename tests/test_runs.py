@@ -255,11 +255,11 @@ def test_progress_lines_are_throttled_and_the_bar_has_an_eta():
     lines = buf.getvalue().splitlines()
     assert lines == [
         "pd: 0/10 fixed points, 0 of 2 columns, 0 s elapsed, ETA ?",
-        "pd: 10/10 fixed points, 2 of 2 columns, 20 s elapsed, ETA 0 s",
+        "pd: 10/10 fixed points, 2 of 2 columns, 20 s elapsed (2 s per fixed point), ETA 0 s",
     ]
     tty = io.StringIO()
     ProgressReporter("pd", stream=tty, tty=True)(ProgressState(5, 10, 1, 2, 0, 10.0))
-    assert tty.getvalue().startswith("\rpd [") and "ETA 10 s" in tty.getvalue()
+    assert tty.getvalue().startswith("\rpd [") and "2 s per fixed point, ETA 10 s" in tty.getvalue()
     quiet = io.StringIO()
     ProgressReporter("pd", stream=quiet, quiet=True)(ProgressState(5, 10, 1, 2, 0, 10.0))
     assert quiet.getvalue() == ""

@@ -527,6 +527,17 @@ class ProgressState:
     task: str = "columns"
 
     @property
+    def rate(self) -> str:
+        """The rate so far, e.g. ``2.1 s per fixed point`` or ``14 fixed points/s`` ('' before the first unit)."""
+        if self.units_done <= 0 or self.elapsed <= 0:
+            return ""
+        per = self.elapsed / self.units_done
+        words = (self.unit or "units").split()
+        plural = next((i for i, w in enumerate(words) if w.endswith("s")), None)
+        one = " ".join(w[:-1] if i == plural else w for i, w in enumerate(words))
+        return f"{per:.2g} s per {one}" if per >= 1 else f"{1 / per:.2g} {' '.join(words)}/s"
+
+    @property
     def eta(self) -> float | None:
         """Seconds left at the rate so far (None before the first unit)."""
         if self.units_done <= 0:
@@ -569,12 +580,16 @@ class ProgressReporter:
         self._drawn = False
 
     def line(self, s: ProgressState) -> str:
-        tasks = f"{s.tasks_done} of {s.tasks_total} {s.task}" + (
-            f" ({s.tasks_cached} cached)" if s.tasks_cached else ""
+        tasks = (
+            f"{s.tasks_done} of {s.tasks_total} {s.task}" + (f" ({s.tasks_cached} cached)" if s.tasks_cached else "") + ", "
+            if s.task
+            else ""
         )
         return (
-            f"{self.label}: {s.units_done}/{s.units_total} {s.unit}, {tasks}, "
-            f"{format_duration(s.elapsed)} elapsed, ETA {format_duration(s.eta)}"
+            f"{self.label}: {s.units_done}/{s.units_total} {s.unit}, {tasks}"
+            f"{format_duration(s.elapsed)} elapsed"
+            + (f" ({s.rate})" if s.rate else "")
+            + f", ETA {format_duration(s.eta)}"
         )
 
     def __call__(self, s: ProgressState) -> None:
@@ -585,10 +600,11 @@ class ProgressReporter:
             width = 30
             frac = min(1.0, s.units_done / s.units_total) if s.units_total else 1.0
             bar = "#" * int(round(frac * width))
-            tasks = f"{s.tasks_done}/{s.tasks_total} {s.task}"
+            tasks = f"{s.tasks_done}/{s.tasks_total} {s.task}, " if s.task else ""
             self.stream.write(
-                f"\r{self.label} [{bar:<{width}}] {s.units_done}/{s.units_total} {s.unit}, {tasks}, "
-                f"ETA {format_duration(s.eta)}   "
+                f"\r{self.label} [{bar:<{width}}] {s.units_done}/{s.units_total} {s.unit}, {tasks}"
+                + (f"{s.rate}, " if s.rate else "")
+                + f"ETA {format_duration(s.eta)}   "
             )
             if final:
                 self.stream.write("\n")

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dotattn.core.progress import Cost
 from dotattn.core.rows import matrix_cell
 from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, STALLED, from_training
 from dotattn.core.training import STATUS, train
@@ -618,3 +619,103 @@ def run_config(
         seconds=time.perf_counter() - t0,
         threads=torch.get_num_threads(),
     )
+
+
+CACHE_FORMAT = 1
+"""Version of a cached train-erm unit (part of its key)."""
+
+
+def config_units(config: ErmConfig) -> list[ErmConfig]:
+    """The units of work :func:`run_config_cached` runs and caches one at a time: one per seed (every α and
+    init of that seed in one batch; the runs are independent, so the numbers are those of the whole batch),
+    or the whole configuration for ``lbfgs``, which optimises the sum of all the runs' risks as one problem."""
+    from dataclasses import replace
+
+    if config.optimizer == "lbfgs" or len(config.seeds) == 1:
+        return [config]
+    return [replace(config, seeds=(s,)) for s in config.seeds]
+
+
+def _unit_key(problem: Problem, unit: ErmConfig) -> dict[str, Any]:
+    return {"format": CACHE_FORMAT, "problem": problem.to_dict(), "erm": unit.to_dict()}
+
+
+def _unit_file(cache_dir: Any, unit: ErmConfig) -> Any:
+    from pathlib import Path
+
+    seeds = unit.seeds
+    name = f"seed_{seeds[0]}.json" if len(seeds) == 1 else f"seeds_{seeds[0]}-{seeds[-1]}_{len(seeds)}.json"
+    return Path(cache_dir) / name
+
+
+def cached_units(problem: Problem, config: ErmConfig, cache_dir: Any) -> int:
+    """How many of :func:`config_units` are cached in ``cache_dir`` for these settings."""
+    from dotattn.core.io import read_cache_unit
+
+    if cache_dir is None:
+        return 0
+    return sum(
+        read_cache_unit(_unit_file(cache_dir, u), _unit_key(problem, u)) is not None for u in config_units(config)
+    )
+
+
+def run_config_cached(
+    problem: Problem,
+    config: ErmConfig,
+    cache_dir: Any = None,
+    on_unit: Callable[[bool], None] | None = None,
+) -> ErmResult:
+    """:func:`run_config` one unit at a time (:func:`config_units`), each finished unit written at once to
+    ``cache_dir`` (``seed_<s>.json``, atomic, checksummed) and taken from there on a later call with the same
+    problem and configuration, so an interrupted run keeps its finished seeds and a rerun continues.
+    ``on_unit(cached)`` after each unit. The runs are returned in :class:`ErmResult`'s order; ``seconds``
+    counts this call only."""
+    from dotattn.core.io import read_cache_unit, write_cache_unit
+
+    if cache_dir is not None:
+        from pathlib import Path
+
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    runs: list[RunRecord] = []
+    device, threads = str(resolve_device(config.device)), torch.get_num_threads()
+    for unit in config_units(config):
+        key = _unit_key(problem, unit)
+        path = None if cache_dir is None else _unit_file(cache_dir, unit)
+        hit = read_cache_unit(path, key)
+        if hit is not None:
+            runs += [RunRecord.from_row(r) for r in hit["runs"]]
+        else:
+            res = run_config(problem, unit)
+            device = res.device
+            if path is not None:
+                write_cache_unit(path, key, runs=res.run_rows(), device=res.device, seconds=res.seconds)
+            runs += list(res.runs)
+        if on_unit is not None:
+            on_unit(hit is not None)
+    order = {
+        "alpha": {a: i for i, a in enumerate(config.alphas)},
+        "init": {k: i for i, k in enumerate(config.inits)},
+        "seed": {s: i for i, s in enumerate(config.seeds)},
+    }
+    runs.sort(key=lambda r: (order["alpha"][r.alpha], order["init"][r.init], order["seed"][r.seed]))
+    return ErmResult(problem, config, tuple(runs), device, time.perf_counter() - t0, threads=threads)
+
+
+ERM_COST = Cost(1.2e-9, 'benchmarks/README.md "Start-line estimates"')
+"""CPU seconds (one thread) per sample × d × gradient step of one run of the toy model (L = 2, r = 1): 0.67,
+1.13, 0.69 ns measured at d = 400, 800, 1000 (300, 300, 100 gd steps, ``benchmarks/estimates.py``); the
+committed ``results/erm/omega0.3_d1000`` (64 runs, 5000 steps, one thread) took 0.87 ns per unit of wall time
+on the loaded machine."""
+ERM_STEP_OVERHEAD = 1e-3
+"""CPU seconds per gradient step of one batch besides the per-sample work (Python and autograd; measured
+1 ms per step of a batch at d = 200)."""
+
+
+def erm_unit_seconds(problem: Problem, unit: ErmConfig) -> float:
+    """Rough CPU seconds (one thread) of one unit of :func:`config_units`: every run's samples × d × steps at
+    :data:`ERM_COST`, scaled by L/2 and by the student's weight rows (the toy model has L = 2 and one row), plus
+    :data:`ERM_STEP_OVERHEAD` per step; at most, as runs that converge stop before the step budget."""
+    rows = unit.layout(problem).rows
+    work = sum(unit.ns) * unit.d * unit.steps * len(unit.inits) * len(unit.seeds) * (problem.L / 2) * rows
+    return work * ERM_COST.seconds + unit.steps * ERM_STEP_OVERHEAD

@@ -1,0 +1,174 @@
+"""How every long command speaks: one start line with an estimate, then progress per finished unit.
+
+A long command (phase diagram, ERM training, AMP/GD studies, NUTS chains, ...) does a known number of
+units of work (columns, runs, chains, fixed points). :class:`CommandProgress` is the one way to say so:
+
+* :meth:`CommandProgress.start` prints one start line on stderr: what it computes, how many units
+  (and how many come from a cache), where it writes, and an estimate of the wall time that counts
+  every unit still to do: ``units × seconds per unit`` from a :class:`Cost` calibrated per command
+  on a stated measurement (``benchmarks/`` or a committed results README), divided over the cores it
+  will use (``workers × threads``, at most the cores) and stretched by the load it finds
+  (:func:`load_factor`); the line states the load it assumes.
+* :meth:`CommandProgress.unit_done` after every finished unit: on a terminal a bar redrawn in place
+  with rate and ETA; off a terminal one line at most every ``interval`` seconds (and at the last
+  unit), through :class:`dotattn.core.runner.ProgressReporter`. The denominator is fixed at the
+  start: it never grows during a run.
+* ``quiet``: nothing at all.
+
+Nothing here knows about physics; the costs live beside each command's code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+from dotattn.core.runner import ProgressReporter, ProgressState, format_duration
+
+__all__ = ["Cost", "CommandProgress", "load_factor", "estimate_seconds", "cores"]
+
+
+@dataclass(frozen=True)
+class Cost:
+    """A calibrated cost: ``seconds`` of CPU time (one thread) per unit of some measure of work that the
+    command's own estimate multiplies out (e.g. per sample × d × gradient step of one ERM run), and
+    ``source``: where the measurement is written down, with its conditions (e.g.
+    ``benchmarks/README.md "Start-line estimates"``)."""
+
+    seconds: float
+    source: str
+
+
+def cores() -> int:
+    """The CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+def present_load() -> float:
+    """The one-minute load average (0 where the platform has none)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - not Unix
+        return 0.0
+
+
+def load_factor(parallel: int, load: float | None = None, n_cores: int | None = None) -> float:
+    """How much longer than on idle cores a run of ``parallel`` busy threads takes when ``load`` other
+    runnable threads share ``n_cores``: max(1, (load + parallel) / cores) (the cores are shared evenly)."""
+    load = present_load() if load is None else load
+    n_cores = cores() if n_cores is None else n_cores
+    return max(1.0, (load + parallel) / max(1, n_cores))
+
+
+def estimate_seconds(
+    cpu_seconds: float, workers: int = 1, threads: int = 1, load: float | None = None, n_cores: int | None = None
+) -> float:
+    """Wall seconds of ``cpu_seconds`` of work (measured on one thread) spread over ``workers × threads``
+    (at most the cores), at ``load`` (default: the present one-minute load average)."""
+    n_cores = cores() if n_cores is None else n_cores
+    parallel = max(1, min(workers * max(threads, 1), n_cores))
+    return cpu_seconds / parallel * load_factor(parallel, load, n_cores)
+
+
+def _singular(unit: str) -> str:
+    return unit[:-1] if unit.endswith("s") else unit
+
+
+class CommandProgress:
+    """The start line and the per-unit progress of one long command (see the module docstring).
+
+    ``label``: the command as the user typed it (``train-erm``); ``total``: units this run does or takes
+    from a cache (fixed: never grows); ``unit``: their name in the plural (``runs``); ``cached``: how many of
+    them come from a cache (counted done at once)."""
+
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        unit: str,
+        *,
+        cached: int = 0,
+        quiet: bool = False,
+        stream: TextIO | None = None,
+        interval: float = 5.0,
+        tty: bool | None = None,
+    ) -> None:
+        self.label, self.total, self.unit, self.quiet = label, int(total), unit, quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self.cached = min(int(cached), self.total)
+        self.done = self.cached
+        self.reporter = ProgressReporter(label, quiet=quiet, stream=self.stream, interval=interval, tty=tty)
+        self.t0 = time.monotonic()
+
+    @property
+    def computed(self) -> int:
+        """Units finished by this run (not taken from a cache)."""
+        return self.done - self.cached
+
+    def estimate_line(
+        self, cpu_seconds_per_unit: float, cost: Cost, workers: int = 1, threads: int = 1, n_cores: int | None = None
+    ) -> str:
+        """``roughly 12 min for the 60 runs left on 1 worker x 2 threads at load 3.1 on 2 cores (0.8 CPU-s
+        per run from SOURCE)``: the estimate that counts every unit still to do."""
+        left = self.total - self.cached
+        load, n_cores = present_load(), cores() if n_cores is None else n_cores
+        wall = estimate_seconds(left * cpu_seconds_per_unit, workers, threads, load, n_cores)
+        return (
+            f"roughly {format_duration(wall)} for the {left} {self.unit} left on {workers} worker(s) x "
+            f"{threads} thread(s), assuming the present load {load:.1f} on {n_cores} cores stays "
+            f"({cpu_seconds_per_unit:.3g} CPU-s per {_singular(self.unit)}, calibrated in {cost.source})"
+        )
+
+    def start(self, what: str, estimate: str = "", where: str | None = None) -> None:
+        """One line: ``LABEL: WHAT; N UNITS (K cached); writing WHERE; ESTIMATE``."""
+        if self.quiet:
+            return
+        parts = [
+            f"{self.label}: {what}",
+            f"{self.total} {self.unit}" + (f" ({self.cached} cached)" if self.cached else ""),
+        ]
+        if where:
+            parts.append(f"writing {where}")
+        if estimate:
+            parts.append(estimate)
+        self.stream.write("; ".join(parts) + "\n")
+        self.stream.flush()
+        self._emit()
+
+    def unit_done(self, n: int = 1) -> None:
+        """``n`` more units finished (by this run)."""
+        self.done = min(self.total, self.done + n)
+        self._emit()
+
+    def _emit(self) -> None:
+        if self.quiet or self.total <= 0:
+            return
+        self.reporter(
+            ProgressState(
+                units_done=self.computed,
+                units_total=self.total - self.cached,  # fixed at the start: never grows
+                tasks_done=self.done,
+                tasks_total=self.total,
+                tasks_cached=self.cached,
+                elapsed=time.monotonic() - self.t0,
+                unit=self.unit,
+                task="",
+            )
+        )
+
+    def kept(self, where: str) -> str:
+        """What an interruption keeps, truthfully: ``the 3 runs finished (2 now, 1 before) are kept in WHERE``,
+        or ``no run finished, nothing is kept``."""
+        if self.done == 0:
+            return f"no unit of the {self.total} {self.unit} finished, nothing is kept"
+        before = f" ({self.computed} now, {self.cached} before)" if self.cached else ""
+        return f"the {self.done} {self.unit} finished{before} are kept in {where}"
+
+    def close(self) -> None:
+        self.reporter.close()

@@ -1,0 +1,57 @@
+"""Long commands speak the same way (dotattn.core.progress): a start line with an estimate, then progress
+lines off a terminal; and they keep their finished units when stopped (resume)."""
+
+import re
+import signal
+
+from clitools import run, start_until
+
+ERM = ["train-erm", "--d", "60", "--alpha", "1,2", "--test-samples", "200", "--steps"]
+
+
+def progress_lines(stderr: str, label: str, unit: str) -> list[tuple[int, int]]:
+    """(done, total) of every progress line ``LABEL: k/N UNIT ... ETA ...`` in ``stderr``."""
+    pat = re.compile(rf"^{re.escape(label)}: (\d+)/(\d+) {re.escape(unit)}, .*ETA ")
+    return [(int(m[1]), int(m[2])) for m in map(pat.match, stderr.splitlines()) if m]
+
+
+def check_speaks(stderr: str, label: str, unit: str) -> list[tuple[int, int]]:
+    """The start line comes first and states units, an estimate and the load it assumes; progress lines
+    follow with a fixed denominator and end at it."""
+    first = stderr.splitlines()[0]
+    assert first.startswith(f"{label}: ") and "roughly " in first and "present load" in first, first
+    assert re.search(r"\d+ (CPU-s|s|min|h)", first) and "calibrated in benchmarks/" in first, first
+    seen = progress_lines(stderr, label, unit)
+    assert seen, stderr
+    assert len({total for _, total in seen}) == 1, seen  # the denominator never grows
+    assert seen[-1][0] == seen[-1][1], seen
+    return seen
+
+
+def test_train_erm_start_line_and_progress_off_a_terminal(tmp_path):
+    r = run(*ERM, "100", "--seeds", "2", "--out", str(tmp_path / "erm"))  # stderr is a pipe: not a terminal
+    assert r.returncode == 0, r.stderr
+    assert check_speaks(r.stderr, "train-erm", "seeds")[-1] == (2, 2)
+    assert "2 alpha x 2 inits x 2 seeds = 8 runs" in r.stderr.splitlines()[0]
+    q = run(*ERM, "100", "--seeds", "2", "--quiet", "--out", str(tmp_path / "erm2"))
+    assert q.returncode == 0 and q.stderr == "" and q.stdout == ""
+
+
+def test_train_erm_keeps_finished_seeds_on_sigterm_and_resumes(tmp_path):
+    out = tmp_path / "erm"
+    args = [*ERM, "3000", "--tol", "1e-30", "--seeds", "6", "--out", str(out)]
+    proc = start_until(args, out / "cache", "seed_*.json")  # wait for a finished seed, no fixed sleep
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    kept = len(list((out / "cache").glob("seed_*.json")))
+    assert 1 <= kept < 6
+    assert f"the {kept} seeds finished are kept in {out / 'cache'}" in err and "run the same command again" in err
+    assert not (out / "runs.csv").exists()
+    again = run(*args)
+    assert again.returncode == 0, again.stderr
+    assert f"6 seeds ({kept} cached)" in again.stderr.splitlines()[0]
+    assert progress_lines(again.stderr, "train-erm", "seeds")[-1] == (6 - kept, 6 - kept)
+    rows = (out / "runs.csv").read_text().splitlines()
+    assert len([r for r in rows if not r.startswith("#")]) == 1 + 2 * 2 * 6  # header + every run
+    assert run("verify", str(out)).returncode == 0
