@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -196,7 +197,7 @@ def train_erm(
             raise Interrupted(
                 err.signum,
                 err.detail,
-                f"train-erm: interrupted; {progress.kept(str(cache))}"
+                f"train-erm: interrupted ({signal.Signals(err.signum).name}); {progress.kept(str(cache))}"
                 + (", run the same command again to resume" if progress.done else ""),
             ) from None
         finally:

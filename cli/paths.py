@@ -294,16 +294,47 @@ def sample(
         "choose a smaller P, P_test or T",
     )
     made_for = sample_parameters(model, tk, config)
-    with _interruption("paths sample"), output_folder(out, "paths sample", "paths-sample", made_for) as folder:
-        data = markov_path_data(tk)
-        theory_result = minimise_action(data.C_train, data.y_train, model)
-        # NUTS in a process of its own: a signal stops it between two Python steps here, never inside JAX
-        if collapsed:
-            from dotattn.paths.collapsed import run_collapsed
+    from dotattn.core.progress import CommandProgress, UnitReport
+    from dotattn.core.runner import Interrupted
+    from dotattn.paths.sampler import NUTS_COST, SAMPLER_START, cached_chains, chain_seconds
 
-            result = run_isolated(run_collapsed, data.C_train, data.y_train, model, config, None)
-        else:
-            result = run_isolated(run_nuts, data, model, config, not quiet and sys.stderr.isatty())
+    with output_folder(out, "paths sample", "paths-sample", made_for) as folder:
+        cache = Path(folder) / "cache"
+        kind = "collapsed" if collapsed else "weights"
+        cached = 0 if collapsed else cached_chains(cache, made_for, config)
+        progress = CommandProgress("paths sample", config.chains, "chains", cached=cached, quiet=quiet)
+        progress.start(
+            f"NUTS over the {kind} at N = {N:g}, {config.warmup} warm-up + {config.draws} draws per chain, "
+            f"P = {tk.P}, T = {tk.T}" + ("" if collapsed else "; each finished chain is cached"),
+            progress.estimate_line(chain_seconds(config, tk.P, N, collapsed), NUTS_COST, 1, 1, fixed=SAMPLER_START),
+            str(folder),
+        )
+        try:
+            data = markov_path_data(tk)
+            theory_result = minimise_action(data.C_train, data.y_train, model)
+            # NUTS in a process of its own: a signal stops it between two Python steps here, never inside JAX
+            if collapsed:
+                from dotattn.paths.collapsed import run_collapsed
+
+                result = run_isolated(run_collapsed, data.C_train, data.y_train, model, config, None)
+                progress.unit_done(config.chains)
+            else:
+                report = UnitReport("paths sample", config.chains, "chains", cached=cached, quiet=quiet)
+                result = run_isolated(
+                    run_nuts, data, model, config, not quiet and sys.stderr.isatty(), cache, made_for, report
+                )
+        except Interrupted as err:
+            kept = 0 if collapsed else cached_chains(cache, made_for, config)
+            raise Interrupted(
+                err.signum,
+                err.detail,
+                f"paths sample: interrupted ({signal.Signals(err.signum).name}); "
+                + (
+                    f"the {kept} chains finished are kept in {cache}, run the same command again to resume"
+                    if kept
+                    else "no chain finished, nothing was kept"
+                ),
+            ) from None
         evaluation = sampled_evaluation(result, data, model)
         s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, command_line())
     if not quiet:

@@ -28,7 +28,7 @@ from typing import TextIO
 
 from dotattn.core.runner import ProgressReporter, ProgressState, format_duration
 
-__all__ = ["Cost", "CommandProgress", "load_factor", "estimate_seconds", "cores"]
+__all__ = ["Cost", "CommandProgress", "UnitReport", "load_factor", "estimate_seconds", "cores"]
 
 
 @dataclass(frozen=True)
@@ -98,13 +98,14 @@ class CommandProgress:
         stream: TextIO | None = None,
         interval: float = 5.0,
         tty: bool | None = None,
+        t0: float | None = None,
     ) -> None:
         self.label, self.total, self.unit, self.quiet = label, int(total), unit, quiet
         self.stream = stream if stream is not None else sys.stderr
         self.cached = min(int(cached), self.total)
         self.done = self.cached
         self.reporter = ProgressReporter(label, quiet=quiet, stream=self.stream, interval=interval, tty=tty)
-        self.t0 = time.monotonic()
+        self.t0 = time.monotonic() if t0 is None else t0  # CLOCK_MONOTONIC: comparable across processes
 
     @property
     def computed(self) -> int:
@@ -112,13 +113,20 @@ class CommandProgress:
         return self.done - self.cached
 
     def estimate_line(
-        self, cpu_seconds_per_unit: float, cost: Cost, workers: int = 1, threads: int = 1, n_cores: int | None = None
+        self,
+        cpu_seconds_per_unit: float,
+        cost: Cost,
+        workers: int = 1,
+        threads: int = 1,
+        n_cores: int | None = None,
+        fixed: float = 0.0,
     ) -> str:
         """``roughly 12 min for the 60 runs left on 1 worker x 2 threads at load 3.1 on 2 cores (0.8 CPU-s
-        per run from SOURCE)``: the estimate that counts every unit still to do."""
+        per run from SOURCE)``: the estimate that counts every unit still to do (plus ``fixed`` CPU seconds
+        once: a process to start, imports)."""
         left = self.total - self.cached
         load, n_cores = present_load(), cores() if n_cores is None else n_cores
-        wall = estimate_seconds(left * cpu_seconds_per_unit, workers, threads, load, n_cores)
+        wall = estimate_seconds(left * cpu_seconds_per_unit + fixed, workers, threads, load, n_cores)
         return (
             f"roughly {format_duration(wall)} for the {left} {self.unit} left on {workers} worker(s) x "
             f"{threads} thread(s), assuming the present load {load:.1f} on {n_cores} cores stays "
@@ -166,9 +174,31 @@ class CommandProgress:
         """What an interruption keeps, truthfully: ``the 3 runs finished (2 now, 1 before) are kept in WHERE``,
         or ``no run finished, nothing is kept``."""
         if self.done == 0:
-            return f"no unit of the {self.total} {self.unit} finished, nothing is kept"
+            return f"none of the {self.total} {self.unit} finished, nothing is kept"
         before = f" ({self.computed} now, {self.cached} before)" if self.cached else ""
         return f"the {self.done} {self.unit} finished{before} are kept in {where}"
 
     def close(self) -> None:
         self.reporter.close()
+
+
+class UnitReport:
+    """A picklable ``report(cached)`` for work that runs in another process (:func:`dotattn.core.runner.run_isolated`):
+    it builds, in that process, the :class:`CommandProgress` whose start line the parent printed, and counts a
+    unit there after each one computed. Lines, never a bar (a library's own bar may be drawing on a terminal)."""
+
+    def __init__(self, label: str, total: int, unit: str, cached: int = 0, quiet: bool = False) -> None:
+        self.label, self.total, self.unit, self.cached, self.quiet = label, total, unit, cached, quiet
+        self.t0 = time.monotonic()
+        self._progress: CommandProgress | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "_progress": None}
+
+    def __call__(self, cached: bool) -> None:
+        if self._progress is None:
+            self._progress = CommandProgress(
+                self.label, self.total, self.unit, cached=self.cached, quiet=self.quiet, tty=False, t0=self.t0
+            )
+        if not cached:
+            self._progress.unit_done()

@@ -581,7 +581,9 @@ class ProgressReporter:
 
     def line(self, s: ProgressState) -> str:
         tasks = (
-            f"{s.tasks_done} of {s.tasks_total} {s.task}" + (f" ({s.tasks_cached} cached)" if s.tasks_cached else "") + ", "
+            f"{s.tasks_done} of {s.tasks_total} {s.task}"
+            + (f" ({s.tasks_cached} cached)" if s.tasks_cached else "")
+            + ", "
             if s.task
             else ""
         )

@@ -672,10 +672,6 @@ def run_config_cached(
     counts this call only."""
     from dotattn.core.io import read_cache_unit, write_cache_unit
 
-    if cache_dir is not None:
-        from pathlib import Path
-
-        Path(cache_dir).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     runs: list[RunRecord] = []
     device, threads = str(resolve_device(config.device)), torch.get_num_threads()
@@ -688,7 +684,8 @@ def run_config_cached(
         else:
             res = run_config(problem, unit)
             device = res.device
-            if path is not None:
+            if path is not None:  # the folder only now: an interrupted first unit leaves no empty cache folder
+                path.parent.mkdir(parents=True, exist_ok=True)
                 write_cache_unit(path, key, runs=res.run_rows(), device=res.device, seconds=res.seconds)
             runs += list(res.runs)
         if on_unit is not None:

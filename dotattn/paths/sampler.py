@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from dotattn.core.progress import Cost
 from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.paths.analysis import Evaluation
 from dotattn.paths.data import PathData
@@ -141,9 +142,71 @@ def _numpyro_model(
     numpyro.deterministic("U", U)
 
 
-def run_nuts(data: PathData, model: PathsModel, config: SamplerConfig, progress: bool = False) -> SampleResult:
+NUTS_COST = Cost(0.09, "results/paths/markov/sample_N*/sample.json and benchmarks/README.md (paths_collapsed)")
+"""CPU seconds per NUTS iteration (warm-up or draw) of one chain at P = 100, N <= 30: 0.095 and 0.089 s in the
+committed sample_N10 and sample_N30 (T = 30, 4 paths, 4 x 600 iterations, loaded 2 cores); 0.34 s at N = 100;
+1.45 s at P = 600 with 16 paths (benchmarks/README.md, paths_collapsed row). See :func:`chain_seconds`."""
+CHAIN_OVERHEAD = 6.0
+"""CPU seconds of one chain besides its iterations (NumPyro builds and JAX compiles the sampler for each chain):
+measured 16 CPU-s for a whole run of 2 chains of 70 iterations at P = 8, T = 4, N = 3, of which about 4 s the
+sampler process's start and imports (:data:`SAMPLER_START`)."""
+SAMPLER_START = 4.0
+"""CPU seconds to start the sampler's process and import JAX and NumPyro (once per command)."""
+
+
+def chain_seconds(config: SamplerConfig, P: int, N: float, collapsed: bool = False) -> float:
+    """Rough CPU seconds of one chain: :data:`CHAIN_OVERHEAD` + (warm-up + draws) × :data:`NUTS_COST` ×
+    (P/100)^1.5 (the P × P factorisations: 16x from P = 100 to 600 measured) × max(1, N/30) for the weights
+    sampler (0.34 s per iteration at N = 100; the collapsed chain's dimension does not grow with N: 0.083 s at
+    N = 10 and 0.049 s at N = 1000 in results/paths/markov/collapsed_N*)."""
+    width = 1.0 if collapsed else max(1.0, float(N) / 30)
+    return CHAIN_OVERHEAD + (config.warmup + config.draws) * NUTS_COST.seconds * (P / 100) ** 1.5 * width
+
+
+CHAIN_CACHE_FORMAT = 1
+"""Version of a cached chain (part of its key)."""
+
+
+def chain_file(cache_dir: Any, chain: int) -> Any:
+    """The cache file of chain ``chain`` (0-based) in ``cache_dir``."""
+    from pathlib import Path
+
+    return Path(cache_dir) / f"chain_{chain}.json"
+
+
+def chain_key(key: Any, config: SamplerConfig, chain: int) -> dict[str, Any]:
+    """The cache key of one chain: what the run was made for (``key``: problem, task, sampler settings), the
+    chain's index and the format."""
+    return {"format": CHAIN_CACHE_FORMAT, "made_for": key, "chain": chain, "chains": config.chains}
+
+
+def cached_chains(cache_dir: Any, key: Any, config: SamplerConfig) -> int:
+    """How many of the ``config.chains`` chains are cached in ``cache_dir`` for ``key``."""
+    from dotattn.core.io import read_cache_unit
+
+    if cache_dir is None:
+        return 0
+    return sum(
+        read_cache_unit(chain_file(cache_dir, c), chain_key(key, config, c)) is not None for c in range(config.chains)
+    )
+
+
+def run_nuts(
+    data: PathData,
+    model: PathsModel,
+    config: SamplerConfig,
+    progress: bool = False,
+    cache_dir: Any = None,
+    cache_key: Any = None,
+    report: Any = None,
+) -> SampleResult:
     """Sample the posterior of (a, V^{(ℓ)h}) by NUTS, ``config.chains`` chains one after the other,
-    float64, initialised by prior draws; diagnostics on the entries of U (split R-hat, bulk ESS)."""
+    float64, initialised by prior draws; diagnostics on the entries of U (split R-hat, bulk ESS).
+
+    Chain c runs on the c-th of ``config.chains`` keys split from ``config.seed`` (NumPyro's own split for
+    several chains), one chain at a time; with ``cache_dir`` each finished chain is written there at once
+    (``chain_<c>.json``, atomic, checksummed, keyed by ``cache_key`` and the settings) and taken from there on
+    a later call, so an interrupted run keeps its finished chains. ``report(cached)`` after each chain."""
     N = config.check(model)
     if data.heads != model.heads:
         raise ParameterError(f"heads per layer of the model {model.heads} and of the data {data.heads} differ")
@@ -154,47 +217,65 @@ def run_nuts(data: PathData, model: PathsModel, config: SamplerConfig, progress:
     from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
     from numpyro.infer import MCMC, NUTS, init_to_sample
 
+    from dotattn.core.io import read_cache_unit, write_cache_unit
+
     t0 = time.perf_counter()
-    kernel_ = NUTS(
-        _numpyro_model,
-        init_strategy=init_to_sample,
-        target_accept_prob=config.target_accept,
-        max_tree_depth=config.max_tree_depth,
-    )
-    mcmc = MCMC(
-        kernel_,
-        num_warmup=config.warmup,
-        num_samples=config.draws,
-        num_chains=config.chains,
-        chain_method="sequential",
-        progress_bar=progress,
-    )
-    mcmc.run(
-        jax.random.PRNGKey(config.seed),
-        jnp.asarray(data.C_train),
-        jnp.asarray(data.y_train),
-        N,
-        model.heads,
-        float(np.sqrt(model.sigma2)),
-        model.temperature,
-        model.kernel_scale,
-        extra_fields=("diverging", "num_steps", "adapt_state.step_size"),
-    )
-    U = np.asarray(mcmc.get_samples(group_by_chain=True)["U"], dtype=float)
-    extra = mcmc.get_extra_fields(group_by_chain=True)
+    key = jax.random.PRNGKey(config.seed)
+    keys = jax.random.split(key, config.chains) if config.chains > 1 else [key]
+    chains: list[dict[str, Any]] = []
+    for c in range(config.chains):
+        path = None if cache_dir is None else chain_file(cache_dir, c)
+        ckey = chain_key(cache_key, config, c)
+        hit = read_cache_unit(path, ckey)
+        if hit is None:
+            kernel_ = NUTS(
+                _numpyro_model,
+                init_strategy=init_to_sample,
+                target_accept_prob=config.target_accept,
+                max_tree_depth=config.max_tree_depth,
+            )
+            mcmc = MCMC(
+                kernel_, num_warmup=config.warmup, num_samples=config.draws, num_chains=1, progress_bar=progress
+            )
+            mcmc.run(
+                keys[c],
+                jnp.asarray(data.C_train),
+                jnp.asarray(data.y_train),
+                N,
+                model.heads,
+                float(np.sqrt(model.sigma2)),
+                model.temperature,
+                model.kernel_scale,
+                extra_fields=("diverging", "num_steps", "adapt_state.step_size"),
+            )
+            extra = mcmc.get_extra_fields()
+            unit = {
+                "U": np.asarray(mcmc.get_samples()["U"], dtype=float),
+                "divergences": int(np.sum(extra["diverging"])),
+                "num_steps": np.asarray(extra["num_steps"], dtype=float),
+                "step_size": float(np.asarray(extra["adapt_state.step_size"], dtype=float)[-1]),
+            }
+            if path is not None:  # the folder only now: an interrupted first chain leaves no empty folder
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_cache_unit(path, ckey, **unit)
+        else:
+            unit = {k: hit[k] for k in ("U", "divergences", "num_steps", "step_size")}
+        chains.append(unit)
+        if report is not None:
+            report(hit is not None)
+    U = np.stack([np.asarray(u["U"], dtype=float) for u in chains])  # (chains, draws, n, n)
     rhat = np.asarray(split_gelman_rubin(U), dtype=float)
     ess = np.asarray(effective_sample_size(U), dtype=float)
-    steps = np.asarray(extra["adapt_state.step_size"], dtype=float)
     return SampleResult(
         N=N,
         U=U,
-        divergences=int(np.sum(extra["diverging"])),
+        divergences=int(sum(u["divergences"] for u in chains)),
         rhat_max=float(np.nanmax(rhat)),
         ess_min=float(np.nanmin(ess)),
         rhat=rhat,
         ess=ess,
-        mean_steps=float(np.mean(extra["num_steps"])),
-        step_sizes=tuple(float(s) for s in steps[:, -1]),
+        mean_steps=float(np.mean([np.asarray(u["num_steps"], dtype=float) for u in chains])),
+        step_sizes=tuple(float(u["step_size"]) for u in chains),
         seconds=time.perf_counter() - t0,
     )
 
