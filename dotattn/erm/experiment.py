@@ -690,12 +690,10 @@ def run_config_cached(
             runs += list(res.runs)
         if on_unit is not None:
             on_unit(hit is not None)
-    order = {
-        "alpha": {a: i for i, a in enumerate(config.alphas)},
-        "init": {k: i for i, k in enumerate(config.inits)},
-        "seed": {s: i for i, s in enumerate(config.seeds)},
-    }
-    runs.sort(key=lambda r: (order["alpha"][r.alpha], order["init"][r.init], order["seed"][r.seed]))
+    a_at = {a: i for i, a in enumerate(config.alphas)}
+    i_at = {k: i for i, k in enumerate(config.inits)}
+    s_at = {s: i for i, s in enumerate(config.seeds)}
+    runs.sort(key=lambda r: (a_at[r.alpha], i_at[r.init], s_at[r.seed]))
     return ErmResult(problem, config, tuple(runs), device, time.perf_counter() - t0, threads=threads)
 
 
