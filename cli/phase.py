@@ -142,8 +142,9 @@ def phase_diagram_command(
     out = ensure_writable_dir(out_dir)
     settings = SweepSettings(quad, options, refine=RefineSpec(refine_order, refine_rules) if refine else None)
 
-    from dotattn.core.runner import Interrupted, ProgressReporter, RunLock, format_duration, stop_on_signals
+    from dotattn.core.runner import Interrupted, ProgressReporter, RunLock, stop_on_signals
     from dotattn.positional_semantic.phase_diagram import (
+        PHASE_DIAGRAM_COST,
         cached_columns,
         column_fixed_points_estimate,
         estimate_seconds,
@@ -157,25 +158,27 @@ def phase_diagram_command(
 
         check_output_folder(out, "phase-diagram", what="phase-diagram")  # not another command's folder
         remove_stale_tmp(out)
-        if not quiet:
-            cached = len(cached_columns(problem, omega_grid, alpha_grid, settings, out / "cache"))
-            todo = len(omega_grid) - cached
-            n_fp = todo * column_fixed_points_estimate(problem, alpha_grid, settings.refine)
-            n_refine = todo * refine_fixed_points(settings.refine)
-            runners = "on Dask" if dask_address is not None else f"on {min(workers, max(todo, 1))} worker process(es)"
-            from dotattn.positional_semantic.branch import branch_names
+        from dotattn.core.progress import CommandProgress
+        from dotattn.positional_semantic.branch import branch_names
 
-            click.echo(
-                f"phase-diagram: {len(omega_grid)} omega x {len(alpha_grid)} alpha, branches "
-                f"{', '.join(branch_names(problem))}; phase boundaries, alpha_c and "
-                f"alpha_lin by Brent: about {n_fp} fixed points"
-                + (f" ({n_refine} of them on the refinement rules)" if n_refine else "")
-                + (f" ({cached} columns cached)" if cached else "")
-                + f" {runners}; writing {out}; roughly "
-                f"{format_duration(estimate_seconds(problem, alpha_grid, settings, todo, workers) * max(1.0, (os.getloadavg()[0] + min(workers, max(todo, 1))) / (os.cpu_count() or 1)))}"
-                f" at the present load ({os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; rough estimate)",
-                err=True,
-            )
+        cached = len(cached_columns(problem, omega_grid, alpha_grid, settings, out / "cache"))
+        todo = len(omega_grid) - cached
+        per_column = column_fixed_points_estimate(problem, alpha_grid, settings.refine)
+        n_refine = todo * refine_fixed_points(settings.refine)
+        columns = CommandProgress("phase-diagram", len(omega_grid), "columns", cached=cached, quiet=quiet)
+        columns.start(
+            f"{len(omega_grid)} omega x {len(alpha_grid)} alpha, branches {', '.join(branch_names(problem))}; phase "
+            f"boundaries, alpha_c and alpha_lin by Brent: about {todo * per_column} fixed points"
+            + (f" ({n_refine} of them on the refinement rules)" if n_refine else "")
+            + (" on Dask" if dask_address is not None else ""),
+            columns.estimate_line(
+                estimate_seconds(problem, alpha_grid, settings, 1, 1),
+                PHASE_DIAGRAM_COST,
+                workers=1 if dask_address is not None else min(workers, max(todo, 1)),
+            ),
+            str(out),
+            first_line=False,  # progress counts fixed points (run_phase_diagram's reporter)
+        )
         try:
             pd = run_phase_diagram(
                 problem,

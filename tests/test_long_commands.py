@@ -78,3 +78,11 @@ def test_paths_sample_keeps_finished_chains_on_sigterm_and_resumes(tmp_path):
     assert f"3 chains ({kept} cached)" in again.stderr.splitlines()[0]
     assert check_speaks(again.stderr, "paths sample", "chains")[-1] == (3 - kept, 3 - kept)
     assert run("verify", str(out)).returncode == 0
+
+
+def test_phase_diagram_start_line_and_a_fixed_denominator(tmp_path):
+    args = ["phase-diagram", "--omega", "0.3", "--alpha", "1:2:3", "--quad-order", "4", "--coarse-order", "0"]
+    r = run(*args, "--no-refine", "--workers", "1", "--out", str(tmp_path / "pd"))
+    assert r.returncode == 0, r.stderr
+    seen = check_speaks(r.stderr, "phase-diagram", "fixed points")
+    assert seen[-1][0] == seen[-1][1]

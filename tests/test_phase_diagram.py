@@ -1,5 +1,6 @@
 """Sweeps: continuation, Brent roots, executors and the cache."""
 
+import itertools
 import math
 
 import pytest
@@ -261,3 +262,5 @@ def test_fewer_columns_than_workers_split_by_branch():
     assert_rows_close([r.to_row() for r in split.rows], [r.to_row() for r in whole.rows])
     assert_rows_close([s.to_row() for s in split.summaries], [s.to_row() for s in whole.summaries])
     assert calls[-1].tasks_done == 1 and calls[-1].units_done == calls[-1].units_total > 6
+    assert len({c.units_total for c in calls}) == 1  # the denominator never grows during the run
+    assert all(a.units_done <= b.units_done for a, b in itertools.pairwise(calls))

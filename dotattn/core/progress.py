@@ -133,8 +133,9 @@ class CommandProgress:
             f"({cpu_seconds_per_unit:.3g} CPU-s per {_singular(self.unit)}, calibrated in {cost.source})"
         )
 
-    def start(self, what: str, estimate: str = "", where: str | None = None) -> None:
-        """One line: ``LABEL: WHAT; N UNITS (K cached); writing WHERE; ESTIMATE``."""
+    def start(self, what: str, estimate: str = "", where: str | None = None, first_line: bool = True) -> None:
+        """One line: ``LABEL: WHAT; N UNITS (K cached); writing WHERE; ESTIMATE``; then the first progress line
+        (``first_line``; off where the command reports finer units through its own reporter)."""
         if self.quiet:
             return
         parts = [
@@ -147,7 +148,8 @@ class CommandProgress:
             parts.append(estimate)
         self.stream.write("; ".join(parts) + "\n")
         self.stream.flush()
-        self._emit()
+        if first_line:
+            self._emit()
 
     def unit_done(self, n: int = 1) -> None:
         """``n`` more units finished (by this run)."""

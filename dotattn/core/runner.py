@@ -513,7 +513,8 @@ class RunLock:
 class ProgressState:
     """A snapshot of a run: tasks (e.g. ω columns) and units (fixed points), with elapsed seconds.
 
-    ``units_total`` is an estimate until every task is done (it grows if tasks need more units).
+    ``units_total`` is fixed at the start of a run (an estimate of the units: a task that needs more counts
+    at most its share until it finishes), so the denominator never grows.
     Tasks taken from a cache count as done and contribute no units.
     """
 

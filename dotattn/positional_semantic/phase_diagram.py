@@ -46,6 +46,7 @@ import numpy as np
 from scipy.optimize import brentq
 
 from dotattn.core.io import read_cache_unit, remove_stale_tmp, write_cache_unit
+from dotattn.core.progress import Cost
 from dotattn.core.rows import read_float
 from dotattn.core.runner import (
     Interrupted,
@@ -132,6 +133,13 @@ that of the vectorised kernel before it (which the constants above describe), me
 column in one session at load average 19-25 on 2 cores:
 sweep solves 0.198 -> 0.115 s each, refinement solves 0.568 -> 0.212 s, stability 0.178 -> 0.046 s per
 record (42.3 -> 18.5 s for the column, the same α_c and α_lin to every printed digit)."""
+
+PHASE_DIAGRAM_COST = Cost(
+    SECONDS_PER_FIXED_POINT_NODE, "dotattn/positional_semantic/phase_diagram.py and benchmarks/README.md (main_job.py)"
+)
+"""The calibration :func:`estimate_seconds` multiplies out (its constants above); checked again on the default
+ω = 0.3 column with refinement: 10.3 CPU-s measured against 9.3 estimated (26.6 s wall at load 5 on 2 cores,
+where the start line says 28 s)."""
 
 COLUMN_FORMAT = 3
 """Version of a column result's content (part of the cache key): 2 added the α_c, α_lin errors,
@@ -970,13 +978,13 @@ def run_phase_diagram(
 
         def emit() -> None:
             if progress is not None:
-                total = sum(finished.values()) + sum(
-                    max(estimate, units[i]) for i in range(len(todo)) if i not in finished
-                )
+                # the denominator is fixed at the start (estimate x columns to do): a column counts at most its
+                # estimate while it runs and exactly its estimate once finished, so the total never grows
+                done = sum(estimate if i in finished else min(units[i], estimate - 1) for i in range(len(todo)))
                 progress(
                     ProgressState(
-                        units_done=sum(units),
-                        units_total=total,
+                        units_done=done,
+                        units_total=estimate * len(todo),
                         tasks_done=len(results),
                         tasks_total=len(omegas),
                         tasks_cached=from_cache,
