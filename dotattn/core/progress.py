@@ -129,7 +129,7 @@ class CommandProgress:
         wall = estimate_seconds(left * cpu_seconds_per_unit + fixed, workers, threads, load, n_cores)
         return (
             f"roughly {format_duration(wall)} for the {left} {self.unit} left on {workers} worker(s) x "
-            f"{threads} thread(s), assuming the present load {load:.1f} on {n_cores} cores stays "
+            f"{threads} thread(s) at the present load {load:.1f} on {n_cores} cores (assumed to stay) "
             f"({cpu_seconds_per_unit:.3g} CPU-s per {_singular(self.unit)}, calibrated in {cost.source})"
         )
 
