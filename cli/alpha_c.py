@@ -8,29 +8,29 @@ before the output folder is created.
 from __future__ import annotations
 
 import shlex
+import signal
 import sys
 import time
 
 import click
 
-from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
+from dotattn.core.io import remove_stale_tmp
 from dotattn.core.runner import (
     Interrupted,
     ProgressReporter,
     ProgressState,
-    RunLock,
     check_workers,
     connect_dask,
-    stop_on_signals,
 )
 from dotattn.core.validation import ParameterError
-from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
+from dotattn.theory_vs_erm.alpha_c import ALPHA_C_COST, AlphaCConfig, run_study, study_seconds
 from dotattn.theory_vs_erm.crossing import FIT_MODELS
 from dotattn.theory_vs_erm.output import write_alpha_c_study
 
 from .main import cli
 from .options import (
     correlation_option,
+    output_folder,
     parse_grid,
     problem_from_options,
     problem_options,
@@ -265,7 +265,6 @@ def erm_alpha_c(
         except IntegrityError as err:
             raise ParameterError(f"--phase-diagram: {err}") from None
     dask = connect_dask(dask_address) if dask_address is not None else None  # before any folder is made
-    out = ensure_writable_dir(out_dir)
 
     n_cells = len(config.ds) * len(config.omegas)
     total = sum(config.cost(d) for d in config.ds) * len(config.omegas)
@@ -291,12 +290,26 @@ def erm_alpha_c(
             )
         )
 
-    with stop_on_signals(), RunLock(out, "erm-alpha-c"):
-        from dotattn.verify import check_output_folder
+    # the folder is made, locked and checked here; one left empty by a refusal or an interruption is removed
+    with output_folder(out_dir, "erm-alpha-c", "alpha-c") as out:
+        remove_stale_tmp(out / "cache")
+        from dotattn.core.progress import CommandProgress
 
-        check_output_folder(out, "alpha-c", what="erm-alpha-c")  # not another command's folder
-        for folder in (out, out / "cache"):
-            remove_stale_tmp(folder)
+        cells = CommandProgress("erm-alpha-c", total_runs, "runs", quiet=quiet)
+        cells.start(
+            f"{len(config.omegas)} omega x {len(config.ds)} d x {config.seeds} seeds x {len(config.alphas)} alpha x 2 "
+            f"starts ({config.optimizer}, at most {config.steps} steps)"
+            + (", and the theory alpha_c per omega" if theory and phase_dir is None else "")
+            + "; every finished cell and chunk of seeds is cached",
+            cells.estimate_line(
+                study_seconds(problem, config, theory and phase_dir is None) / max(total_runs, 1),
+                ALPHA_C_COST,
+                workers=1 if dask_address is not None else min(workers, n_cells),
+                threads=threads,
+            ),
+            str(out),
+            first_line=False,  # progress below: the share of the work done
+        )
         try:
             study = run_study(
                 problem,
@@ -321,12 +334,17 @@ def erm_alpha_c(
                     ),
                 )
         except Interrupted as err:
+            units = sorted((out / "cache").glob("*.json")) if (out / "cache").is_dir() else []
             raise Interrupted(
                 err.signum,
                 err.detail,
-                "erm-alpha-c: interrupted; finished cells and chunks are "
-                f"cached in {out / 'cache'}, run the same command again "
-                "to resume",
+                f"erm-alpha-c: interrupted ({signal.Signals(err.signum).name}); "
+                + (
+                    f"{len(units)} finished cells and chunks of seeds are cached in {out / 'cache'}, run the same "
+                    "command again to resume"
+                    if units
+                    else "no cell or chunk of seeds had finished, nothing is kept"
+                ),
             ) from None
         finally:
             reporter.close()

@@ -307,7 +307,8 @@ def test_sigterm_stops_cleanly_and_the_study_resumes(tmp_path):
     # study (were it to finish first, that would be a failure of this test's design, not a skip)
     assert proc.returncode == 143, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("erm-alpha-c: interrupted;"), err
+    assert len(lines) == 1 and lines[0].startswith("erm-alpha-c: interrupted (SIGTERM); "), err
+    assert "are cached in" in lines[0] and "run the same command again to resume" in lines[0], err
     _wait_for(lambda: not [w for w in workers if _alive(w)], 15, f"workers {sorted(workers)} to exit")  # no orphans
     assert not list(out.rglob("*.tmp")) and not (out / ".dotattn.lock").exists()
     cached = len(list((out / "cache").glob("cell_*.json")))

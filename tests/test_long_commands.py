@@ -86,3 +86,33 @@ def test_phase_diagram_start_line_and_a_fixed_denominator(tmp_path):
     assert r.returncode == 0, r.stderr
     seen = check_speaks(r.stderr, "phase-diagram", "fixed points")
     assert seen[-1][0] == seen[-1][1]
+
+
+def test_erm_alpha_c_interrupted_before_any_unit_says_nothing_is_kept(tmp_path):
+    """The start line comes first; a stop before the first cell finished says nothing is kept (not "cached in
+    .../cache", which would not exist) and leaves no empty folder."""
+    import subprocess
+    import time
+
+    from clitools import ENV, dotattn_command
+
+    out = tmp_path / "ac"
+    args = ["erm-alpha-c", "--omega", "0.3", "--d", "1500", "--seeds", "2", "--alpha", "0.8:1.8:6", "--threads", "1"]
+    proc = subprocess.Popen(
+        [*dotattn_command(), *args, "--workers", "1", "--no-theory", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    deadline = time.monotonic() + 120
+    while not (out / ".dotattn.lock").exists():  # the folder is made and locked just before the work starts
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err
+    lines = err.strip().splitlines()
+    assert lines[-1] == "erm-alpha-c: interrupted (SIGTERM); no cell or chunk of seeds had finished, nothing is kept"
+    assert not out.exists()

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from dotattn.core.io import read_cache_unit, write_cache_unit
+from dotattn.core.progress import Cost
 from dotattn.core.runner import check_dask_address, check_workers, run_tasks
 from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
 from dotattn.positional_semantic.problem import Problem, check_problem, require_replica_theory
@@ -269,6 +270,26 @@ class AlphaCConfig:
     def runs_per_seed(self) -> int:
         """Runs per seed of a cell: both starts at every α."""
         return 2 * len(self.alphas)
+
+
+ALPHA_C_COST = Cost(6.3e-7, "results/alpha_c_erm/omega0.1_d4000/summary.json")
+"""CPU seconds (one thread) per unit of :meth:`AlphaCConfig.cost` (d² Σα per seed): the committed
+omega0.1_d4000 study (d = 4000, 15 α, 16 seeds, batched-lbfgs, one thread, one worker) took 2913 s for
+4.6e9 units."""
+
+
+def study_seconds(problem: Problem, config: AlphaCConfig, theory: bool) -> float:
+    """Rough CPU seconds (one thread) of a whole study: every cell at :data:`ALPHA_C_COST` and, with ``theory``,
+    one refined phase-diagram column per ω (:func:`dotattn.positional_semantic.phase_diagram.estimate_seconds`)."""
+    from dotattn.positional_semantic.catalogue import default_quadrature
+    from dotattn.positional_semantic.phase_diagram import SweepSettings, estimate_seconds
+    from dotattn.positional_semantic.refine import RefineSpec
+
+    erm = ALPHA_C_COST.seconds * sum(config.cost(d) for d in config.ds) * len(config.omegas)
+    if not theory:
+        return erm
+    settings = SweepSettings(default_quadrature(problem), refine=RefineSpec())
+    return erm + estimate_seconds(problem, list(config.alphas), settings, len(config.omegas), 1)
 
 
 @dataclass(frozen=True)
