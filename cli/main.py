@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import click
 
-from dotattn import __version__
 from dotattn.core.runner import Interrupted
 from dotattn.core.validation import ParameterError, check_dask_scheme, check_out_dir
+from dotattn.core.version import __version__
 
 
 @dataclass(frozen=True)

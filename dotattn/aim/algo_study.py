@@ -355,7 +355,7 @@ def _unit(
 ) -> tuple[Path | None, dict[str, Any]]:
     """(file, key) of the cache unit of one (α, seed) run: the key holds every setting that changes
     the run (not the α grid or the number of seeds, so a study with more seeds or α reuses it)."""
-    from dotattn import __version__
+    from dotattn.core.version import __version__
 
     problem = {k: v for k, v in spec.to_dict().items() if k not in ("alpha", "seeds")}
     key = {

@@ -94,7 +94,7 @@ def git_commit() -> str | None:
 
 def provenance(parameters: Mapping[str, Any], seconds: float | None = None) -> dict[str, Any]:
     """Parameters plus package version, git commit, host and UTC time."""
-    from dotattn import __version__
+    from dotattn.core.version import __version__
 
     out = {
         "parameters": to_jsonable(dict(parameters)),

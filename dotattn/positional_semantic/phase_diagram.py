@@ -830,7 +830,7 @@ class PhaseDiagram:
 
 
 def _cache_key(problem: Problem, omega: float, alphas: list[float], settings: SweepSettings) -> str:
-    from dotattn import __version__
+    from dotattn.core.version import __version__
 
     blob = json.dumps(
         {

@@ -522,7 +522,7 @@ def _find(runs: Mapping[tuple[int, float], Any], seed: int, alpha: float) -> Any
 
 
 def _key(*parts: Any) -> str:
-    from dotattn import __version__
+    from dotattn.core.version import __version__
 
     blob = json.dumps([*parts, __version__], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -66,7 +66,7 @@ from dotattn.theory_vs_erm.crossing import CellSummary, SeedCrossing
 if TYPE_CHECKING:  # pragma: no cover
     from dotattn.positional_semantic.phase_diagram import ColumnSummary
     from dotattn.theory_vs_erm.alpha_c import StudyPart, TheoryColumn
-    from dotattn.theory_vs_erm.variants import VariantPoint
+    from dotattn.theory_vs_erm.variant_records import VariantPoint
 
 __all__ = [
     "read_alpha_c_part",
@@ -560,7 +560,7 @@ def write_variants(
     """variants.csv (the points), summary.json (the same rows, parameters, provenance), variants.png
     (:func:`dotattn.theory_vs_erm.plotting.figure_variants`) and the manifest, written last."""
     from dotattn.theory_vs_erm import plotting
-    from dotattn.theory_vs_erm.variants import VARIANT_COLUMNS
+    from dotattn.theory_vs_erm.variant_records import VARIANT_COLUMNS
 
     out = Path(out_dir)
     prov = provenance({**params, "command": command}, seconds=seconds)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.positional_semantic.phase_diagram import ColumnSummary
     from dotattn.theory_vs_erm.alpha_c import TheoryColumn
     from dotattn.theory_vs_erm.comparison import ComparisonRow
-    from dotattn.theory_vs_erm.variants import VariantPoint
+    from dotattn.theory_vs_erm.variant_records import VariantPoint
 
 __all__ = [
     "figure_comparison",
@@ -382,7 +382,7 @@ def figure_variants(points: Sequence[VariantPoint], baseline: str) -> Figure:
     """α_c(ω) of several variants (top) and their shift from ``baseline`` (bottom), one colour per
     label: the theory as a line with a band (± 2 s.e.), ERM as points with their intervals (small
     offsets in ω per label so that they do not hide each other; the legend names each study's d).
-    Records only (:class:`dotattn.theory_vs_erm.variants.VariantPoint`): nothing is computed here."""
+    Records only (:class:`dotattn.theory_vs_erm.variant_records.VariantPoint`): nothing is computed here."""
     labels = list(dict.fromkeys(p.label for p in points))
     cycle = ("k", "tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:cyan")
     colour = {lab: cycle[k % len(cycle)] for k, lab in enumerate([baseline] + [x for x in labels if x != baseline])}
