@@ -37,6 +37,7 @@ def test_train_erm_start_line_and_progress_off_a_terminal(tmp_path):
     assert q.returncode == 0 and q.stderr == "" and q.stdout == ""
 
 
+@pytest.mark.serial
 def test_train_erm_keeps_finished_seeds_on_sigterm_and_resumes(tmp_path):
     out = tmp_path / "erm"
     args = [*ERM, "3000", "--tol", "1e-30", "--seeds", "6", "--out", str(out)]
@@ -60,6 +61,7 @@ def test_train_erm_keeps_finished_seeds_on_sigterm_and_resumes(tmp_path):
 SAMPLE = ["paths", "sample", "--P", "8", "--P-test", "8", "--T", "4", "--N", "3", "--warmup", "40", "--draws", "30"]
 
 
+@pytest.mark.serial
 def test_paths_sample_keeps_finished_chains_on_sigterm_and_resumes(tmp_path):
     pytest.importorskip("numpyro")
     out = tmp_path / "s"
@@ -88,6 +90,7 @@ def test_phase_diagram_start_line_and_a_fixed_denominator(tmp_path):
     assert seen[-1][0] == seen[-1][1]
 
 
+@pytest.mark.serial
 def test_erm_alpha_c_interrupted_before_any_unit_says_nothing_is_kept(tmp_path):
     """The start line comes first; a stop before the first cell finished says nothing is kept (not "cached in
     .../cache", which would not exist) and leaves no empty folder."""
