@@ -478,41 +478,28 @@ def _say(quiet: bool) -> Callable[[str], None] | None:
 
 @contextlib.contextmanager
 def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: str) -> Iterator[Callable[[bool], None]]:
-    """A start line (what will run, how much is cached, where it is written), then progress with an ETA
-    after each run (:class:`dotattn.core.runner.ProgressReporter`); an interruption says that the
-    finished runs are kept and how to resume. Yields the ``on_run(cached)`` callback of the study."""
-    from dotattn.core.runner import Interrupted, ProgressReporter, ProgressState
+    """The shared start line (what will run, how much is cached, where it is written, an estimate) and progress
+    with rate and ETA after each run (:class:`dotattn.core.progress.CommandProgress`); an interruption says how
+    many finished runs are kept, those of earlier runs included, and how to resume. Yields the
+    ``on_run(cached)`` callback of the study."""
+    from dotattn.aim.algo_study import AMP_COST, GD_COST, cached_runs, run_seconds
+    from dotattn.core.progress import CommandProgress
+    from dotattn.core.runner import Interrupted
 
+    estimator = label.split()[-1]
     total = len(spec.alphas) * spec.seeds
-    from dotattn.aim.algo_study import cached_runs
-
-    cached = cached_runs(folder / "cache", label.split()[-1], spec, config)
-    if not quiet:
-        click.echo(
-            f"{label}: {len(spec.alphas)} alpha x {spec.seeds} seeds = {total} {what} (d = {spec.d}, n up to "
-            f"{spec.n(max(spec.alphas))} samples){f', {cached} cached' if cached else ''}; writing {folder}; "
-            f"an ETA follows the first run",
-            err=True,
-        )
-    reporter = ProgressReporter(label, quiet=quiet)
-    state = {"done": 0, "cached": 0, "t0": time.monotonic()}
+    cached = cached_runs(folder / "cache", estimator, spec, config)
+    progress = CommandProgress(label, total, "runs", cached=cached, quiet=quiet)
+    progress.start(
+        f"{len(spec.alphas)} alpha x {spec.seeds} seeds = {total} {what} (d = {spec.d}, n up to "
+        f"{spec.n(max(spec.alphas))} samples)",
+        progress.estimate_line(run_seconds(spec, config, estimator), AMP_COST if estimator == "amp" else GD_COST),
+        str(folder),
+    )
 
     def on_run(was_cached: bool) -> None:
-        state["done"] += 1
-        state["cached"] += was_cached
-        computed = state["done"] - state["cached"]
-        reporter(
-            ProgressState(
-                units_done=computed,
-                units_total=total - state["cached"],
-                tasks_done=state["done"],
-                tasks_total=total,
-                tasks_cached=state["cached"],
-                elapsed=time.monotonic() - state["t0"],
-                unit="runs computed",
-                task="runs",
-            )
-        )
+        if not was_cached:  # the cached ones are counted from the start
+            progress.unit_done()
 
     try:
         yield on_run
@@ -520,12 +507,11 @@ def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: s
         raise Interrupted(
             err.signum,
             err.detail,
-            f"{label}: interrupted; the {state['done'] - state['cached']} runs "
-            f"finished are kept in {folder / 'cache'}, run the same command "
-            f"again to resume",
+            f"{label}: interrupted; {progress.kept(str(folder / 'cache'))}"
+            + (", run the same command again to resume" if progress.done else ""),
         ) from None
     finally:
-        reporter.close()
+        progress.close()
 
 
 @aim.command("amp", short_help="GAMP with the rotationally invariant denoiser at finite d, against the MMSE.")

@@ -119,3 +119,48 @@ def test_erm_alpha_c_interrupted_before_any_unit_says_nothing_is_kept(tmp_path):
     lines = err.strip().splitlines()
     assert lines[-1] == "erm-alpha-c: interrupted (SIGTERM); no cell or chunk of seeds had finished, nothing is kept"
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["aim", "amp", "--d", "20", "--alpha", "0.2,0.3", "--seeds", "2", "--max-iter", "30"],
+        [
+            "aim",
+            "gd",
+            "--d",
+            "10",
+            "--alpha",
+            "0.3",
+            "--seeds",
+            "2",
+            "--inits",
+            "2",
+            "--steps",
+            "50",
+            "--device",
+            "cpu",
+        ],
+    ],
+)
+def test_aim_algorithms_speak(args, tmp_path):
+    r = run(*args, "--out", str(tmp_path / "o"))
+    assert r.returncode == 0, r.stderr
+    label = " ".join(args[:2])
+    assert check_speaks(r.stderr, label, "runs")[-1][0] >= 1
+
+
+def test_kept_counts_the_units_of_earlier_runs(tmp_path):
+    """aim amp said "the 0 runs finished are kept" with one cached: the count includes earlier runs' units."""
+    import io
+
+    from dotattn.core.progress import CommandProgress
+
+    p = CommandProgress("aim amp", 4, "runs", cached=1, stream=io.StringIO(), tty=False)
+    assert p.kept("C") == "the 1 runs finished (0 now, 1 before) are kept in C"
+    p.unit_done()
+    assert p.kept("C") == "the 2 runs finished (1 now, 1 before) are kept in C"
+    assert (
+        CommandProgress("x", 3, "runs", stream=io.StringIO()).kept("C")
+        == "none of the 3 runs finished, nothing is kept"
+    )

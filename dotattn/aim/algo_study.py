@@ -24,6 +24,7 @@ import numpy as np
 
 from dotattn.aim.model import check_d, data_bytes, teacher_rank
 from dotattn.core.io import provenance, write_csv, write_json, write_manifest
+from dotattn.core.progress import Cost
 from dotattn.core.rows import read_bool, read_float, read_int, read_text
 from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
 from dotattn.core.validation import ParameterError, check_instance, check_int, check_number
@@ -368,6 +369,28 @@ def _unit(
     }
     path = None if cache_dir is None else Path(cache_dir) / f"{estimator}_alpha{float(alpha)!r}_seed{int(seed)}.json"
     return path, key
+
+
+AMP_COST = Cost(1.57e-9, "results/aim/amp_softmax_d100_rho0.5_T2/summary.json")
+"""CPU seconds per α d⁴ × iteration of one AMP run (n = α d² samples, each iteration O(n d²)): the committed
+amp_softmax_d100_rho0.5_T2 study (d = 100, 9 α summing to 1.375, 8 seeds, max_iter 300) took 517.7 s; an upper
+bound where runs converge before max_iter."""
+GD_COST = Cost(4.3e-10, "results/aim/gd_softmax_d40_rho0.5_T2 and gd_softmax_d100_rho0.5_T2 (summary.json)")
+"""CPU seconds per sample × d² × initialisation of one GD step, besides :data:`GD_STEP_OVERHEAD`: fitted to the
+committed d = 40 (722 s, 72,000 data-set steps) and d = 100 (1033 s, 12,000 data-set steps) studies."""
+GD_STEP_OVERHEAD = 0.0095
+"""CPU seconds per step of one data set (all its initialisations at once) besides the per-sample work."""
+
+
+def run_seconds(spec: StudySpec, config: Any, estimator: str) -> float:
+    """Rough CPU seconds (one thread) of one (α, seed) run averaged over the study's α: AMP at
+    :data:`AMP_COST` × α d⁴ × max_iter, GD at (:data:`GD_STEP_OVERHEAD` + :data:`GD_COST` × n d² × inits) × steps."""
+    d, alphas = spec.d, list(spec.alphas)
+    if estimator == "amp":
+        per = [AMP_COST.seconds * a * d**4 * config.max_iter for a in alphas]
+    else:
+        per = [(GD_STEP_OVERHEAD + GD_COST.seconds * spec.n(a) * d * d * config.inits) * config.steps for a in alphas]
+    return sum(per) / max(len(per), 1)
 
 
 def cached_runs(cache_dir: str | Path, estimator: str, spec: StudySpec, config: Any) -> int:
