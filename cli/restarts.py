@@ -4,7 +4,6 @@ overlaps (:func:`dotattn.theory_vs_erm.diagnostics.diagnose_restarts`)."""
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from dotattn.erm.restart_records import (
 from dotattn.positional_semantic.problem import require_variant
 
 from .main import cli
-from .options import correlation_option, output_folder, problem_from_options, problem_options
+from .options import correlation_option, output_folder, problem_from_options, problem_options, threads_per_worker
 
 MAX_QUAD_ORDER = 16
 
@@ -202,26 +201,33 @@ def erm_restarts(
     from dotattn.erm.experiment import resolve_device
 
     resolve_device(config.device)
-    if threads:
-        torch.set_num_threads(threads)
-    show = not quiet and sys.stderr.isatty()
+    threads = threads_per_worker(threads, 1)  # never more threads than free cores by default
+    torch.set_num_threads(threads)
     with output_folder(
         out, "erm-restarts", "restarts"
     ) as folder:  # removed again if still empty when the run is interrupted
-        _run_and_write(problem, config, folder, show, order, quiet)
+        _run_and_write(problem, config, folder, threads, order, quiet)
 
 
-def _run_and_write(problem, config, folder: Path, show: bool, order: int | None, quiet: bool) -> None:
+def _run_and_write(problem, config, folder: Path, threads: int, order: int | None, quiet: bool) -> None:
     """Train, measure, write runs.csv, pairs.csv, summary.csv, summary.json (and diagnostics.csv with
     the theory at each run's overlaps on Gauss-Hermite ``order``, unless None); print the table."""
-    from dotattn.erm.restarts import run_restarts
+    from dotattn.core.progress import CommandProgress
+    from dotattn.erm.restarts import RESTART_COST, restart_seconds, run_restarts
 
     diagnose, rule = order is not None, None
-    if show:
-        with click.progressbar(length=config.steps, label=f"erm-restarts d={config.d}", file=sys.stderr) as bar:
-            result = run_restarts(problem, config, progress=bar.update)
-    else:
-        result = run_restarts(problem, config)
+    runs_total = len(config.seeds) * len(config.starts)
+    progress = CommandProgress("erm-restarts", runs_total, "runs", quiet=quiet)
+    progress.start(
+        f"{len(config.seeds)} seeds x {len(config.starts)} restarts at d = {config.d}, alpha = {config.alpha:g} "
+        f"(batched-lbfgs, at most {config.steps} steps, all in one batch: nothing is kept if stopped)",
+        progress.estimate_line(restart_seconds(problem, config), RESTART_COST, 1, threads),
+        str(folder),
+    )
+    try:
+        result = run_restarts(problem, config, finished=progress.unit_done)
+    finally:
+        progress.close()
     runs, pairs = list(result.runs), list(result.pairs)
     summary = summarise_restarts(runs, pairs)
     diag_rows, diag_seconds = None, 0.0

@@ -164,3 +164,10 @@ def test_kept_counts_the_units_of_earlier_runs(tmp_path):
         CommandProgress("x", 3, "runs", stream=io.StringIO()).kept("C")
         == "none of the 3 runs finished, nothing is kept"
     )
+
+
+def test_erm_restarts_speaks(tmp_path):
+    args = ["erm-restarts", "--d", "30", "--alpha", "2", "--seeds", "1", "--random", "2", "--semantic", "2"]
+    r = run(*args, "--out", str(tmp_path / "rs"))
+    assert r.returncode == 0, r.stderr
+    assert check_speaks(r.stderr, "erm-restarts", "runs")[-1] == (4, 4)

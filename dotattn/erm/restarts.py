@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from dotattn.core.progress import Cost
 from dotattn.core.resources import MEMORY_FRACTION, available_memory
 from dotattn.core.status import CONVERGED, from_training
 from dotattn.core.training import STATUS, train
@@ -241,10 +242,25 @@ def _starts(config: RestartConfig, problem: Problem, Q_star: torch.Tensor, P: to
     return torch.stack(out)
 
 
+RESTART_COST = Cost(2.5e-7, 'benchmarks/README.md "Start-line estimates"')
+"""CPU seconds (one thread) per sample × d of one restart trained by batched-lbfgs to its tolerance: the
+README example (2 seeds x 24 restarts at d = 1000, n = 2000, teacher rank 2, --threads 1) took 24.3 CPU-s
+(77 s wall at load 5 on 2 cores, where the start line says 73 s)."""
+
+
+def restart_seconds(problem: Problem, config: RestartConfig) -> float:
+    """Rough CPU seconds (one thread) of one restart: n × d × :data:`RESTART_COST` (scaled by the student's rank)."""
+    return config.n * config.d * RESTART_COST.seconds * problem.rank
+
+
 def run_restarts(
-    problem: Problem, config: RestartConfig, progress: Callable[[int], None] | None = None
+    problem: Problem,
+    config: RestartConfig,
+    progress: Callable[[int], None] | None = None,
+    finished: Callable[[int], None] | None = None,
 ) -> RestartResult:
-    """Train every (seed, restart) of ``config`` and measure it (module docstring)."""
+    """Train every (seed, restart) of ``config`` and measure it (module docstring). ``progress(k)`` after
+    each chunk of ``k`` steps; ``finished(k)`` as ``k`` more runs stop training (any status)."""
     check_instance("config", config, RestartConfig, "dotattn.erm.restarts.RestartConfig")
     config.check(problem)
     t0 = time.perf_counter()
@@ -290,6 +306,7 @@ def run_restarts(
         tol=config.tol,
         ridge=problem.ridge,
         progress=progress,
+        finished=None if finished is None else (lambda mask: finished(int(mask.sum()))),
     )
     with torch.no_grad():
         W = to_sector(out.Q[:, 0])  # (S, R, r, d)
