@@ -255,6 +255,9 @@ def format_table(cat) -> str:
     help="With --rsb 1: the Parisi parameters y scanned, each in (0, 1e6] (default 300,100,30,10,3).",
 )
 @click.option("--out", "out_dir", default=None, help="With --rsb 1: also write rsb.json and a manifest to this folder.")
+@click.option(
+    "--quiet", is_flag=True, help="No start line and no progress (printed on stderr for rank >= 2 and untied students)."
+)
 def solve_command(
     alpha,
     omega,
@@ -283,6 +286,7 @@ def solve_command(
     rsb_orders,
     rsb_y,
     out_dir,
+    quiet,
 ):
     """All fixed points of the replica equations at one (alpha, omega), and the selected one."""
     problem = problem_from_options(
@@ -296,15 +300,21 @@ def solve_command(
     rsb_options, branches = build_rsb_options(rsb, rsb_branches, rsb_orders, rsb_y, out_dir)
     if rsb_options is not None:
         require_variant(problem, "--rsb 1")
-    cat = solve(
-        problem,
-        alpha,
-        quadrature=quad,
-        n_random=random_starts,
-        options=options,
-        seed=seed,
-        check_quadrature=check_quadrature,
-    )
+    progress = _solve_progress(problem, quad, random_starts, quiet)
+    try:
+        cat = solve(
+            problem,
+            alpha,
+            quadrature=quad,
+            n_random=random_starts,
+            options=options,
+            seed=seed,
+            check_quadrature=check_quadrature,
+            report=None if progress is None else progress.unit_done,
+        )
+    finally:
+        if progress is not None:
+            progress.close()
     if as_json:
         click.echo(json.dumps(to_jsonable(cat.to_dict())))
     else:
@@ -317,6 +327,26 @@ def solve_command(
             err=True,
         )
         sys.exit(1)
+
+
+def _solve_progress(problem, quad, random_starts: int, quiet: bool):
+    """The shared start line and per-start progress (:class:`dotattn.core.progress.CommandProgress`) where a
+    catalogue takes minutes: a student of rank >= 2 or an untied one; None for the toy model's seconds."""
+    if quiet or (problem.rank < 2 and problem.student != "untied"):
+        return None
+    from dotattn.core.progress import CommandProgress
+    from dotattn.positional_semantic.catalogue import SOLVE_COST, initialisations, start_seconds
+
+    starts = len(initialisations(problem, random_starts, 0))
+    nodes = quad.rule(problem.gaussian_dim).size
+    per_start = start_seconds(problem, nodes)
+    progress = CommandProgress("solve", starts, "starts")
+    progress.start(
+        f"every fixed point from {starts} starts (informed and random) of the {problem.student} student of rank "
+        f"{problem.rank} on {nodes} nodes, then their RS stability",
+        progress.estimate_line(per_start, SOLVE_COST),
+    )
+    return progress
 
 
 def build_rsb_options(rsb, branches, orders, ys, out_dir):

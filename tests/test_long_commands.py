@@ -171,3 +171,31 @@ def test_erm_restarts_speaks(tmp_path):
     r = run(*args, "--out", str(tmp_path / "rs"))
     assert r.returncode == 0, r.stderr
     assert check_speaks(r.stderr, "erm-restarts", "runs")[-1] == (4, 4)
+
+
+def test_solve_speaks_for_rank_2_only(tmp_path):
+    r = run("solve", "--alpha", "2", "--rank", "2", "--quad-order", "3", "--random-starts", "1")
+    assert r.returncode == 0, r.stderr
+    assert check_speaks(r.stderr, "solve", "starts")[-1] == (5, 5)  # 4 informed (rank 2) + 1 random
+    toy = run("solve", "--alpha", "2", "--quad-order", "4", "--random-starts", "1")
+    assert toy.returncode == 0 and toy.stderr == ""  # seconds: no start line
+
+
+def test_verify_says_a_folder_is_being_written_or_unfinished(tmp_path):
+    import os
+
+    from dotattn.core.integrity import folder_kind
+    from dotattn.core.io import IntegrityError
+
+    folder = tmp_path / "erm"
+    folder.mkdir()
+    (folder / ".dotattn.lock").write_text(f"{os.getpid()} {os.uname().nodename}\n")  # a live run holds it
+    with pytest.raises(IntegrityError, match="being written by a running dotattn command"):
+        folder_kind(folder)
+    (folder / ".dotattn.lock").unlink()
+    (folder / "cache").mkdir()
+    (folder / "cache" / "seed_0.json").write_text("{}")
+    with pytest.raises(IntegrityError, match="unfinished: an interrupted run"):
+        folder_kind(folder)
+    r = run("verify", str(folder))
+    assert r.returncode != 0 and "unfinished" in r.stdout + r.stderr

@@ -110,6 +110,27 @@ def folders_with_manifest(root: str | os.PathLike) -> list[Path]:
     return sorted(found)
 
 
+def _being_written(folder: Path) -> str | None:
+    """Why a folder without a finished output is not one yet: a live run holds its lock (``being written``), or
+    an interrupted run left its cache (``unfinished``); None otherwise."""
+    from dotattn.core.runner import RunLock, _pid_alive
+
+    lock = folder / RunLock.NAME
+    if lock.is_file():
+        try:
+            pid = int(lock.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pid = None
+        if pid is not None and _pid_alive(pid):
+            return f"being written by a running dotattn command (pid {pid}); verify it once that command has finished"
+    if (folder / "cache").is_dir() and any((folder / "cache").iterdir()):
+        return (
+            "unfinished: an interrupted run left its finished units in cache/; run the same command again to "
+            "finish it, then verify"
+        )
+    return None
+
+
 def folder_kind(folder: str | os.PathLike) -> str:
     """The kind of a dotattn output folder, from its files; IntegrityError when none fits.
 
@@ -121,6 +142,9 @@ def folder_kind(folder: str | os.PathLike) -> str:
         k for k in _KINDS.values() if (folder / k.files[0]).is_file() and (k.recognise is None or k.recognise(folder))
     ]
     if not fits:
+        writing = _being_written(folder)
+        if writing:
+            raise IntegrityError(f"{folder}: {writing}")
         markers = ", ".join(sorted({k.files[0] for k in _KINDS.values()}))
         raise IntegrityError(f"{folder}: not a dotattn output folder (none of {markers})")
     score = {k.name: (sum((folder / f).is_file() for f in k.files), len(k.files)) for k in fits}

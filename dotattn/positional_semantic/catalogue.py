@@ -12,11 +12,13 @@ is the theory's prediction.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from dotattn.core.progress import Cost
 from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int
 from dotattn.positional_semantic.baseline import linear_baseline_test_error
 from dotattn.positional_semantic.labels import BRANCHES, NO_BRANCH
@@ -312,6 +314,23 @@ def _dedupe(results: list[tuple[str, FixedPoint]], rtol: float) -> list[tuple[st
     return kept
 
 
+SOLVE_COST = Cost(1.4e-4, "benchmarks/README.md (general_shapes.py) and dotattn/positional_semantic/catalogue.py")
+"""CPU seconds per node of the fine rule per start of a catalogue, for a student of rank 2: the rank-2 catalogue
+at α = 2 took 66 CPU-s for 10 starts on the default 46,656-node rule (see the comment in :func:`solve`)."""
+SOLVE_START_OVERHEAD = 1.5
+"""CPU seconds per start besides the nodes (the coarse pass, the RS stability, Python): measured 17.8 CPU-s for
+6 starts of the rank-2 student on 729 nodes (``solve --alpha 2 --rank 2 --quad-order 3 --random-starts 2``,
+imports included)."""
+
+
+def start_seconds(problem: Problem, nodes: int) -> float:
+    """Rough CPU seconds of one start of a catalogue on a fine rule of ``nodes`` nodes: :data:`SOLVE_START_OVERHEAD`
+    + :data:`SOLVE_COST` × nodes, times the student's cost per node (untied: 4.6, ``phase_diagram.STUDENT_COST_FACTORS``)."""
+    from dotattn.positional_semantic.phase_diagram import STUDENT_COST_FACTORS
+
+    return (SOLVE_START_OVERHEAD + SOLVE_COST.seconds * nodes) * STUDENT_COST_FACTORS[problem.student]
+
+
 def solve(
     problem: Problem,
     alpha: float,
@@ -323,6 +342,7 @@ def solve(
     check_quadrature: bool = False,
     inits: list[tuple[str, Overlaps]] | None = None,
     stability: bool = True,
+    report: Callable[[int], None] | None = None,
 ) -> Catalogue:
     """All fixed points at sample complexity ``alpha`` for ``problem``, with the selected one.
 
@@ -330,6 +350,8 @@ def solve(
     initialisations, ``options`` for the iteration, ``check_quadrature`` to solve every
     converged fixed point again on a finer rule and report the change of every output,
     ``stability`` to add the RS stability of every converged fixed point (:func:`dotattn.positional_semantic.stability.rs_stability`).
+    ``report(k)`` (progress): ``k`` more starts finished; called until every start of ``inits`` (the informed
+    ones and ``n_random``) is counted once (a start merged with another on the coarse rule counts then).
     """
     t0 = time.perf_counter()
     check_problem(problem)
@@ -353,6 +375,11 @@ def solve(
     rule = quad.rule(D)
     coarse = quad.coarse_rule(D)
     inits = inits if inits is not None else initialisations(problem, n_random, seed)
+
+    def tell(k: int) -> None:
+        if report is not None and k > 0:
+            report(k)
+
     if coarse is not None:
         # cheap pass on the coarse rule; a start that fails there is reported as it failed
         # coarse fixed points within the coarse rule's own error (2 % in every invariant) are
@@ -370,19 +397,28 @@ def solve(
         coarse_results = _dedupe(
             [(name, iterate(problem, alpha, init, coarse, coarse_options)) for name, init in inits], 2e-2
         )
-        fine = [
-            (
-                name,
+        tell(len(inits) - len(coarse_results))  # merged with another start: done
+
+        def refined(name: str, fp: FixedPoint) -> FixedPoint:
+            out = (
                 _with_coarse_error(iterate(problem, alpha, fp.overlaps, rule, options), fp, quad)
                 if fp.converged
                 else _fine_after_coarse_failure(iterate(problem, alpha, starts[name], rule, options), fp)
                 if not name.startswith("random-")
-                else replace(fp, message=f"{fp.message} (on the coarse rule)"),
+                else replace(fp, message=f"{fp.message} (on the coarse rule)")
             )
-            for name, fp in coarse_results
-        ]
+            tell(1)
+            return out
+
+        fine = [(name, refined(name, fp)) for name, fp in coarse_results]
     else:
-        fine = [(name, iterate(problem, alpha, init, rule, options)) for name, init in inits]
+
+        def direct(init: Overlaps) -> FixedPoint:
+            out = iterate(problem, alpha, init, rule, options)
+            tell(1)
+            return out
+
+        fine = [(name, direct(init)) for name, init in inits]
     fine = _dedupe(fine, 1e-6)
     converged = [(i, fp) for i, (_, fp) in enumerate(fine) if fp.converged]
     best = min(converged, key=lambda t: t[1].train_loss)[0] if converged else -1
