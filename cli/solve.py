@@ -416,13 +416,25 @@ def run_rsb(cat, options, branches, out_dir, as_json) -> None:
     if as_json:
         click.echo(json.dumps(to_jsonable({"rsb": [{"branch": b, **r.to_row()} for b, _, r in entries]})))
     else:
-        click.echo(format_rsb_table(entries, options))
+        click.echo(format_rsb_table(entries, options, cat.quadrature))
     if out_dir is not None:
         write_rsb(out_dir, cat.problem, cat.alpha, entries, options, time.perf_counter() - t0)
 
 
-def format_rsb_table(entries, options) -> str:
-    """One row per broken fixed point: RS e_t, eps_g beside the 1RSB status, y*, complexity, e_t, eps_g."""
+def rsb_shifted_train_loss(rs, r) -> float | None:
+    """The e_t of a branch with one-step RSB, on the RS rule: the RS e_t plus the 1RSB shift measured on the 1RSB
+    rules (1RSB e_t - e_t(y_min), both on the same rules); the RS e_t where 1RSB leaves it (replica_symmetric);
+    None where the 1RSB solve did not decide (not bracketed, failed)."""
+    if r.status == "replica_symmetric":
+        return float(rs.train_loss)
+    if r.status == "converged" and r.small_y_train_loss == r.small_y_train_loss:
+        return float(rs.train_loss + (r.train_loss - r.small_y_train_loss))
+    return None
+
+
+def format_rsb_table(entries, options, rs_rule: dict | None = None) -> str:
+    """One row per broken fixed point: RS e_t, eps_g beside the 1RSB status, y*, complexity, e_t, eps_g; then which
+    rule each e_t is on, the scan per branch, the selected branch with 1RSB and the verdict."""
     cols = [
         "branch",
         "RS e_t",
@@ -455,6 +467,11 @@ def format_rsb_table(entries, options) -> str:
             ]
         )
     widths = [max(len(c), *(len(x[i]) for x in rows)) for i, c in enumerate(cols)] if rows else [len(c) for c in cols]
+    rs_text = (
+        f"{rs_rule.get('kind', '?')} order {rs_rule.get('order', '?')}, {rs_rule.get('nodes', '?')} nodes"
+        if rs_rule
+        else "the catalogue's rule"
+    )
     lines = [
         f"one-step RSB (zero temperature; Gauss-Hermite {options.outer_order} outer x {options.inner_order} inner; "
         f"y scanned: {', '.join(f'{y:g}' for y in options.y_grid)})",
@@ -462,10 +479,31 @@ def format_rsb_table(entries, options) -> str:
         "  ".join("-" * w for w in widths),
     ]
     lines += ["  ".join(v.ljust(w) for v, w in zip(x, widths, strict=True)) for x in rows]
+    lines.append(
+        f"  rules: RS e_t and RS eps_g on the RS rule ({rs_text}); 1RSB e_t, e_t(y_min) and 1RSB eps_g on the 1RSB "
+        f"rules above. Compare 1RSB e_t with e_t(y_min) (same rules; the 1RSB shift), not with RS e_t."
+    )
     for branch, _, r in entries:
+        scan = ", ".join(f"{p.y:g}: {p.train_loss:.7g}" for p in r.scan if p.converged)
+        lines.append(f"  {branch}: {r.message}; " + (f"e_t(y) = {scan}" if scan else "no fixed-y point converged"))
+    shifted = {branch: rsb_shifted_train_loss(rs, r) for branch, rs, r in entries}
+    rs_best = min(entries, key=lambda t: t[1].train_loss)[0] if entries else None
+    if entries and all(v is not None for v in shifted.values()):
+        best = min(shifted, key=lambda b: shifted[b])
         lines.append(
-            f"  {branch}: {r.message}; e_t(y) = "
-            + ", ".join(f"{p.y:g}: {p.train_loss:.7g}" for p in r.scan if p.converged)
+            "  selected with 1RSB (lowest e_t, RS e_t + the 1RSB shift): "
+            + ", ".join(f"{b} {v:.7g}" for b, v in shifted.items())
+            + f" -> {best}; "
+            + (
+                "1RSB does not change the selected branch"
+                if best == rs_best
+                else f"1RSB changes the selected branch: {rs_best} under RS, {best} with 1RSB"
+            )
+        )
+    elif entries:
+        undecided = ", ".join(b for b, v in shifted.items() if v is None)
+        lines.append(
+            f"  selected with 1RSB: undecided ({undecided}: no 1RSB answer); under RS the selected branch is {rs_best}"
         )
     lines.append(
         "  (e_t(y_min): e_t at the smallest y scanned, the RS e_t on the 1RSB rules, the reference for the "

@@ -581,3 +581,35 @@ def test_perceptron_rs_is_stable_for_nonnegative_margin():
     for y in (1.0, 10.0):
         pt = iterate_rsb(y, alpha, init, outer, inner, HingeChannel(0.5), SphericalWeights(), RSBOptions(max_iter=3000))
         assert pt.status == COLLAPSED, (y, pt.message)
+
+
+def test_rsb_table_names_the_rules_the_selected_branch_and_never_an_empty_scan():
+    """solve --rsb 1's table: which rule each e_t is on, no "e_t(y) = " with nothing after it, and the
+    selected branch with 1RSB and the verdict (RS e_t plus the 1RSB shift measured on the 1RSB rules)."""
+    from types import SimpleNamespace as NS
+
+    from dotattn.cli.solve import format_rsb_table
+
+    from dotattn.positional_semantic.rsb import RSBOptions
+
+    def result(status, scan, train_loss=float("nan")):
+        pts = tuple(NS(y=y, train_loss=e, converged=True) for y, e in scan)
+        small = min(pts, key=lambda p: p.y).train_loss if pts else float("nan")
+        return NS(
+            status=status, message=status, y=3.0, train_loss=train_loss, small_y_train_loss=small,
+            test_error=float("nan"), overlaps=None, seconds=1.0, scan=pts,
+        )  # fmt: skip
+
+    rs_pos, rs_sem = NS(train_loss=0.00450, test_error=0.0035), NS(train_loss=0.00452, test_error=0.0014)
+    entries = [
+        ("positional", rs_pos, result("replica_symmetric", [(3.0, 0.0046), (10.0, 0.0045)])),
+        ("semantic", rs_sem, result("converged", [(3.0, 0.0047), (10.0, 0.00466)], train_loss=0.00465)),
+    ]
+    text = format_rsb_table(entries, RSBOptions(), {"kind": "gauss-hermite", "order": 12, "nodes": 20736})
+    assert "RS e_t and RS eps_g on the RS rule (gauss-hermite order 12, 20736 nodes)" in text
+    assert "e_t(y) = \n" not in text + "\n" and not any(ln.rstrip().endswith("e_t(y) =") for ln in text.splitlines())
+    # semantic with 1RSB: 0.00452 + (0.00465 - 0.0047) = 0.00447 < positional's RS 0.00450
+    assert "-> semantic; 1RSB changes the selected branch: positional under RS, semantic with 1RSB" in text
+    failed = [("positional", rs_pos, result("not_bracketed", []))]
+    text = format_rsb_table(failed, RSBOptions(), None)
+    assert "positional: not_bracketed; no fixed-y point converged" in text and "undecided (positional" in text
