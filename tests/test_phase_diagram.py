@@ -264,3 +264,15 @@ def test_fewer_columns_than_workers_split_by_branch():
     assert calls[-1].tasks_done == 1 and calls[-1].units_done == calls[-1].units_total > 6
     assert len({c.units_total for c in calls}) == 1  # the denominator never grows during the run
     assert all(a.units_done <= b.units_done for a, b in itertools.pairwise(calls))
+
+
+def test_run_phase_diagram_names_the_refined_and_the_sweep_alpha_c():
+    """The Python default is the CLI's (refinement on), and the result names both roots: the refined α_c that
+    the CLI and README quote, and the sweep rule's Brent root (issue 47: 1.2515 against 1.2565 at ω = 0.3)."""
+    pd = run_phase_diagram(Problem(omega=0.3), [0.3], [1.0, 1.5])
+    (s,) = pd.summaries
+    assert pd.settings.refine is not None and s.refined
+    assert pd.alpha_c_refined == {0.3: s.alpha_c} and pd.alpha_c_sweep == {0.3: s.alpha_c_sweep}
+    assert abs(pd.alpha_c_refined[0.3] - 1.2515) < 5e-4 and abs(pd.alpha_c_sweep[0.3] - 1.2565) < 5e-4
+    plain = run_phase_diagram(Problem(omega=0.3), [0.3], [1.0, 1.5], settings=SETTINGS)  # no refinement
+    assert plain.alpha_c_refined == {0.3: None} and plain.alpha_c_sweep == {0.3: plain.summaries[0].alpha_c}

@@ -828,6 +828,18 @@ class PhaseDiagram:
     seconds: float
     from_cache: int = 0
 
+    @property
+    def alpha_c_refined(self) -> dict[float, float | None]:
+        """ω -> α_c refined on the independent QMC rules (the mean of their roots: what the CLI, the README and
+        the headline quote); None at every ω when the settings have no refinement, or where there is no root."""
+        return {s.omega: (s.alpha_c if self.settings.refine is not None else None) for s in self.summaries}
+
+    @property
+    def alpha_c_sweep(self) -> dict[float, float | None]:
+        """ω -> α_c as the Brent root on the sweep's own rule (the default Gauss-Hermite rule), before any
+        refinement; None where there is no root in the α grid."""
+        return {s.omega: (s.alpha_c_sweep if self.settings.refine is not None else s.alpha_c) for s in self.summaries}
+
 
 def _cache_key(problem: Problem, omega: float, alphas: list[float], settings: SweepSettings) -> str:
     from dotattn.core.version import __version__
@@ -940,6 +952,11 @@ def run_phase_diagram(
 ) -> PhaseDiagram:
     """Compute every ω column (in parallel), reusing finished columns from ``cache_dir``.
 
+    ``settings`` default to those of ``dotattn phase-diagram``: the problem's default rule with α_c and α_lin
+    refined on the independent QMC rules (:class:`dotattn.positional_semantic.refine.RefineSpec`). The result
+    names both roots: :attr:`PhaseDiagram.alpha_c_refined` (what the CLI and README quote) and
+    :attr:`PhaseDiagram.alpha_c_sweep` (the Brent root on the sweep's rule).
+
     Each column is cached (atomically) as soon as it finishes. With a ``cache_dir``, one run at a
     time may use it (:class:`dotattn.core.runner.RunLock`; :class:`dotattn.core.runner.RunLockedError`
     otherwise) and stale temporary files of killed writes are removed first.
@@ -961,7 +978,7 @@ def run_phase_diagram(
         )
     if isinstance(dask_address, str):
         check_dask_address(dask_address)
-    settings = settings or SweepSettings(default_quadrature(problem))
+    settings = settings or SweepSettings(default_quadrature(problem), refine=RefineSpec())  # as the CLI's default
     settings.check(problem)
     cache = Path(cache_dir) if cache_dir is not None else None
     if cache is not None:
