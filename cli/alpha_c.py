@@ -86,7 +86,8 @@ from .options import (
     "--teacher",
     default="gaussian",
     show_default=True,
-    help="Teacher: gaussian (SPEC) or orthonormal (Q*^T Q*/d = I exactly).",
+    help="Teacher: gaussian (i.i.d. N(0, 1) entries, the model of docs/theory.md section 1) or orthonormal "
+    "(Q*^T Q*/d = I exactly).",
 )
 @click.option(
     "--paired/--unpaired",

@@ -70,7 +70,8 @@ DEFAULT_OUT = "dotattn-output/phase_diagram"
     "--figure-omega",
     type=float,
     default=None,
-    help="omega of figures (a) and (b): one of the computed omega (default 0.3 or the middle one).",
+    help="omega of the single-omega figures test_error.png and overlaps.png: one of the computed omega "
+    "(default 0.3 or the middle one).",
 )
 @click.option("--quiet", is_flag=True, help="No start line and no progress (bar or lines on stderr).")
 def phase_diagram_command(

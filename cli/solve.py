@@ -34,7 +34,7 @@ def quadrature_options(func):
                 type=int,
                 default=None,
                 help="Points per axis (Gauss-Hermite) or log2 of the points (QMC). Default: 12 for the "
-                "4-D toy model (see the convergence study in the README).",
+                "4-D toy model (see 'Accuracy of the transition' in docs/results.md: alpha_c over quadrature rules).",
             ),
             click.option(
                 "--coarse-order",
