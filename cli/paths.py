@@ -565,6 +565,23 @@ def images(
     from dotattn.core.runner import Interrupted
 
     with output_folder(out, "paths images", "paths-images") as folder:
+        from dotattn.core.progress import CommandProgress
+        from dotattn.paths.images_study import IMAGES_COST, study_seconds
+
+        saddles = len(config.widths) * len(config.temperatures)
+        start = CommandProgress("paths images", 1, "study", quiet=quiet)
+        start.start(
+            f"train the query-key network (at most {config.gd.max_epochs} epochs), {saddles} saddle points "
+            f"({len(config.widths)} widths x {len(config.temperatures)} temperatures) at P = {config.P}, head pruning"
+            + (
+                f", a sampling check ({config.sample_chains} chains at N = {config.sample_N:g})"
+                if config.sample_N
+                else ""
+            ),
+            start.estimate_line(study_seconds(config), IMAGES_COST),
+            str(folder),
+            first_line=False,  # progress: one line per stage below
+        )
         try:
             study = run_image_study(config, data, Path(folder), progress=say)
             write_image_study(study, Path(folder), command_line())

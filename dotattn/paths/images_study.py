@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
+from dotattn.core.progress import Cost
 from dotattn.core.status import CONVERGED
 from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.paths.analysis import POINT_COLUMNS, PathsPoint, head_scores, prune_heads
@@ -601,6 +602,25 @@ def _sampling_check(
         "divergences": res.divergences,
         "seconds": res.seconds,
     }
+
+
+IMAGES_COST = Cost(7.2, "results/paths/omniglot/summary.json (timings)")
+"""CPU seconds per saddle point (one width, one temperature) at P = 600 in the committed Omniglot study (48 in
+343 s); with its training (224 s, stopped early by the patience) and sampling check (4 collapsed chains of 1500
+iterations at P = 200: 637 s, 0.106 s per iteration) the basis of :func:`study_seconds`."""
+
+
+def study_seconds(config: ImageStudyConfig, gd_reused: bool = False) -> float:
+    """Rough CPU seconds of a whole study: the committed study's training time (unless the trained network is
+    reused), widths × temperatures saddle points at :data:`IMAGES_COST` × (P/600)^1.5, and the sampling check
+    at 0.106 s per iteration per chain × (sample_P/200)^1.5."""
+    saddles = len(config.widths) * len(config.temperatures) * IMAGES_COST.seconds * (config.P / 600) ** 1.5
+    sampling = (
+        config.sample_chains * (config.sample_warmup + config.sample_draws) * 0.106 * (config.sample_P / 200) ** 1.5
+        if config.sample_N
+        else 0.0
+    )
+    return (0.0 if gd_reused else 224.0) + saddles + sampling
 
 
 def run_image_study(
