@@ -205,3 +205,45 @@ def test_phase_plane_of_a_rank2_diagram_says_it_compares_the_pure_branches_only(
     toy = results / "phase_diagram"
     fig = plotting.figure_phase_plane(read_phase_diagram(toy), read_phase_summaries(toy))
     assert "phases.png" not in fig.axes[0].get_title() and "global minimum" in fig.axes[1].get_ylabel()
+
+
+def test_alpha_c_vs_d_draws_the_theory_at_every_omega_in_mathtext():
+    """alpha_c_vs_d.png drew the theory line only for the last ω (0.3; 0.1, the refuted case, was missing) and
+    wrote a raw "α_c": one dashed theory line per ω with a theory, labelled with $\\alpha_c$."""
+    import numpy as np
+
+    from dotattn.theory_vs_erm.plotting import figure_alpha_c_scaling
+
+    points = [
+        {
+            "omega": w,
+            "inv_d": [1 / 1000, 1 / 2000],
+            "alpha_c": [a + 0.01, a + 0.005],
+            "ci": np.array([[a, a + 0.02], [a, a + 0.01]]),
+            "fit_x": [0.0, 1 / 1000],
+            "fit_y": [a, a + 0.01],
+            "fit_model": "1/d",
+            "alpha_inf": a,
+            "alpha_inf_ci": (a - 0.01, a + 0.01),
+            "theory_alpha_c": t,
+        }
+        for w, a, t in ((0.1, 0.70, 0.7516), (0.2, 0.94, 0.9479), (0.3, 1.26, 1.2515))
+    ]
+    ax = figure_alpha_c_scaling(points).axes[0]
+    theory = [ln for ln in ax.get_lines() if ln.get_linestyle() == "--"]
+    assert sorted(round(float(ln.get_ydata()[0]), 4) for ln in theory) == [0.7516, 0.9479, 1.2515]
+    assert all(r"$\alpha_c$" in ln.get_label() for ln in theory) and r"$\alpha_c$" in ax.get_ylabel()
+
+
+def test_headline_says_how_wide_its_band_is():
+    """The ± 2 s.e. band of the headline is thinner than its line at that scale: the legend says how wide."""
+    import json
+
+    from dotattn.positional_semantic.output import read_phase_summaries
+    from dotattn.theory_vs_erm.plotting import figure_headline
+
+    root = Path(__file__).resolve().parents[1]
+    theory = read_phase_summaries(root / "results" / "phase_diagram")
+    erm = json.loads((root / "results" / "alpha_c_erm" / "summary.json").read_text())["omegas"]
+    labels = [ln.get_label() for ln in figure_headline(theory, erm).axes[0].get_lines()]
+    assert any("± 2 s.e. ≤ 0.00" in lab and "within the line" in lab for lab in labels), labels

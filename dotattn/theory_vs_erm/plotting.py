@@ -197,7 +197,7 @@ def figure_alpha_c_delta(curves: Sequence[dict], theory: Sequence[TheoryColumn])
                 delta = np.array([np.nan if v is None else v for v in t.delta], dtype=float)
                 ax.plot(t.alphas, delta, "k-", lw=1.5, label="theory")
                 if t.alpha_c is not None:
-                    ax.axvline(t.alpha_c, color="k", ls=":", lw=1, label=f"theory α_c = {t.alpha_c:.3f}")
+                    ax.axvline(t.alpha_c, color="k", ls=":", lw=1, label=rf"theory $\alpha_c$ = {t.alpha_c:.3f}")
         ax.axhline(0.0, color="grey", lw=0.6)
         ax.set_xlabel("α = n/d")
         ax.set_title(f"ω = {w:g}")
@@ -231,6 +231,14 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
             label=f"ω = {p['omega']:g}: ERM",
         )
         ax.plot(p["fit_x"], p["fit_y"], "-", color=col, lw=1)
+        if p.get("theory_alpha_c") is not None:  # at every ω (the refuted ω = 0.1 included), in its colour
+            ax.axhline(
+                float(p["theory_alpha_c"]),
+                color=col,
+                ls="--",
+                lw=1,
+                label=rf"ω = {p['omega']:g}: theory $\alpha_c$ = {p['theory_alpha_c']:.3f}",
+            )
         lo, hi = p["alpha_inf_ci"]
         ax.errorbar(
             [0.0],
@@ -244,12 +252,8 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
     if points:  # one legend entry each for the fits and the extrapolations (same style at every ω)
         ax.plot([], [], "-", color="0.3", lw=1, label=f"fit {points[0]['fit_model']} (per ω)")
         ax.plot([], [], "s", color="0.3", mfc="none", label="d → ∞ extrapolation (interval)")
-        if p.get("theory_alpha_c") is not None:
-            ax.axhline(
-                float(p["theory_alpha_c"]), color=col, ls="--", lw=1, label=f"theory α_c = {p['theory_alpha_c']:.3f}"
-            )
     ax.set_xlabel("1/d")
-    ax.set_ylabel("α_c (crossing of the paired training losses)")
+    ax.set_ylabel(r"$\alpha_c$ (crossing of the paired training losses)")
     ax.set_xlim(left=-0.0002)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # outside: hides no point
     fig.tight_layout()
@@ -283,7 +287,10 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
             np.array([np.nan if x is None else x for x in v], dtype=float) for v in zip(*sorted(pts), strict=True)
         )
         e = np.where(np.isfinite(e), e, 0.0)
-        ax.plot(w, a, ls=ls, color=colour, lw=1.6, label=label + " (band: ± 2 s.e.)")
+        # the band is drawn, but ± 2 s.e. (about ± 0.003) is thinner than the line on this axis: the label says
+        # so, and the panels below show it on the scale of the agreement
+        band = f"± 2 s.e. ≤ {2 * float(np.max(e)):.3f}, within the line here; panels below" if np.any(e > 0) else ""
+        ax.plot(w, a, ls=ls, color=colour, lw=1.6, label=label + (f" ({band})" if band else ""))
         ax.fill_between(w, a - 2 * e, a + 2 * e, color=colour, alpha=0.25, lw=0)
     ds = sorted({b["d"] for o in erm for b in o["by_d"]})
     cmap = colormaps["viridis"]
