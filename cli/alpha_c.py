@@ -347,6 +347,10 @@ def erm_alpha_c(
                     else "no cell or chunk of seeds had finished, nothing is kept"
                 ),
             ) from None
+        else:  # the last line: every run done (the cost shares can sum to just under 100 %)
+            if int(100 * done[0] / total) < 100:
+                done[0] = total
+                progress(0.0, 0)
         finally:
             reporter.close()
     command = "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])

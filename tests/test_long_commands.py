@@ -12,7 +12,7 @@ ERM = ["train-erm", "--d", "60", "--alpha", "1,2", "--test-samples", "200", "--s
 
 def progress_lines(stderr: str, label: str, unit: str) -> list[tuple[int, int]]:
     """(done, total) of every progress line ``LABEL: k/N UNIT ... ETA ...`` in ``stderr``."""
-    pat = re.compile(rf"^{re.escape(label)}: (\d+)/(\d+) {re.escape(unit)}, .*ETA ")
+    pat = re.compile(rf"^{re.escape(label)}: (\d+)/(\d+) {re.escape(unit)}\b.*ETA ")
     return [(int(m[1]), int(m[2])) for m in map(pat.match, stderr.splitlines()) if m]
 
 
@@ -199,3 +199,11 @@ def test_verify_says_a_folder_is_being_written_or_unfinished(tmp_path):
         folder_kind(folder)
     r = run("verify", str(folder))
     assert r.returncode != 0 and "unfinished" in r.stdout + r.stderr
+
+
+def test_erm_alpha_c_speaks(tmp_path):
+    args = ["erm-alpha-c", "--omega", "0.3", "--d", "20", "--seeds", "2", "--alpha", "0.8:1.8:3", "--threads", "1"]
+    r = run(*args, "--no-theory", "--out", str(tmp_path / "ac"))
+    assert r.returncode == 0, r.stderr
+    assert "2 seeds x 3 alpha x 2 starts" in r.stderr.splitlines()[0]
+    assert check_speaks(r.stderr, "erm-alpha-c", "% of the work")[-1] == (100, 100)

@@ -533,6 +533,8 @@ class ProgressState:
         if self.units_done <= 0 or self.elapsed <= 0:
             return ""
         per = self.elapsed / self.units_done
+        if self.unit.startswith("%"):
+            return f"{per:.2g} s per %" if per >= 1 else f"{1 / per:.2g} %/s"
         words = (self.unit or "units").split()
         plural = next((i for i, w in enumerate(words) if w.endswith("s")), None)
         one = " ".join(w[:-1] if i == plural else w for i, w in enumerate(words))

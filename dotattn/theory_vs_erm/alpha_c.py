@@ -278,6 +278,11 @@ omega0.1_d4000 study (d = 4000, 15 α, 16 seeds, batched-lbfgs, one thread, one 
 4.6e9 units."""
 
 
+CELL_OVERHEAD = 3.0
+"""CPU seconds per (ω, d) cell besides its share of :data:`ALPHA_C_COST` (data, the optimiser's set-up, the line
+searches of small d): a study of one cell at d = 20, 2 seeds, 3 α took about 3 CPU-s."""
+
+
 def study_seconds(problem: Problem, config: AlphaCConfig, theory: bool) -> float:
     """Rough CPU seconds (one thread) of a whole study: every cell at :data:`ALPHA_C_COST` and, with ``theory``,
     one refined phase-diagram column per ω (:func:`dotattn.positional_semantic.phase_diagram.estimate_seconds`)."""
@@ -285,7 +290,8 @@ def study_seconds(problem: Problem, config: AlphaCConfig, theory: bool) -> float
     from dotattn.positional_semantic.phase_diagram import SweepSettings, estimate_seconds
     from dotattn.positional_semantic.refine import RefineSpec
 
-    erm = ALPHA_C_COST.seconds * sum(config.cost(d) for d in config.ds) * len(config.omegas)
+    cells = len(config.ds) * len(config.omegas)
+    erm = ALPHA_C_COST.seconds * sum(config.cost(d) for d in config.ds) * len(config.omegas) + CELL_OVERHEAD * cells
     if not theory:
         return erm
     settings = SweepSettings(default_quadrature(problem), refine=RefineSpec())
