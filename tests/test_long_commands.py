@@ -207,3 +207,15 @@ def test_erm_alpha_c_speaks(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "2 seeds x 3 alpha x 2 starts" in r.stderr.splitlines()[0]
     assert check_speaks(r.stderr, "erm-alpha-c", "% of the work")[-1] == (100, 100)
+
+
+def test_default_threads_leave_busy_cores_alone():
+    """train-erm, erm-restarts and erm-alpha-c take --threads 0 as the cores not already busy (load average
+    rounded), divided over the workers: a plain example on a loaded 2-core machine runs one thread."""
+    from dotattn.cli.options import threads_per_worker
+
+    assert threads_per_worker(0, 1, cores=2, load=0.2) == 2
+    assert threads_per_worker(0, 1, cores=2, load=1.6) == 1  # one core busy elsewhere
+    assert threads_per_worker(0, 1, cores=2, load=7.0) == 1  # at least one
+    assert threads_per_worker(0, 2, cores=16, load=3.4) == 6  # (16 - 3) // 2
+    assert threads_per_worker(4, 2, cores=2, load=9.0) == 4  # given explicitly: as given
