@@ -247,3 +247,18 @@ def test_headline_says_how_wide_its_band_is():
     erm = json.loads((root / "results" / "alpha_c_erm" / "summary.json").read_text())["omegas"]
     labels = [ln.get_label() for ln in figure_headline(theory, erm).axes[0].get_lines()]
     assert any("± 2 s.e. ≤ 0.00" in lab and "within the line" in lab for lab in labels), labels
+
+
+def test_phase_plane_legend_covers_no_data():
+    """phase_plane.png's legend sat on the plane (upper left): it is now below the axes, and its α_c entry says
+    how wide the error bars are (thinner than the markers at this scale)."""
+    from dotattn.positional_semantic.output import read_phase_diagram, read_phase_summaries
+    from dotattn.positional_semantic.plotting import figure_phase_plane
+
+    root = Path(__file__).resolve().parents[1] / "results" / "phase_diagram"
+    fig = figure_phase_plane(read_phase_diagram(root), read_phase_summaries(root))
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend, plane = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.y1 <= plane.y0 + 1  # entirely below the plane
+    assert any("within the marker" in t.get_text() for t in ax.get_legend().get_texts())

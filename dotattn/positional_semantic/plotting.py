@@ -257,7 +257,8 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence[ColumnSu
             elinewidth=1,
             label=r"$\alpha_c(\omega)$ "
             + ("refined, ± standard error" if refined else "± its error")
-            + r" (summary.json): positional $\to$ semantic",
+            + (f" (at most {np.nanmax(err):.4f}: within the marker)" if np.any(np.isfinite(err)) else "")
+            + r": positional $\to$ semantic",
         )
     wl = [(s.alpha_lin, s.omega) for s in summaries if s.alpha_lin is not None]
     if wl:
@@ -275,7 +276,8 @@ def figure_phase_plane(rows: Sequence[BranchPoint], summaries: Sequence[ColumnSu
     if mixed:  # the colour compares the pure branches; the mixed phase is the global minimum where it exists
         title += "\npure branches only: the globally minimal (mixed) phase is in phases.png"
     ax.set_title(title, fontsize=10)
-    ax.legend(loc="upper left", fontsize=8, framealpha=0.85)
+    # below the axes: inside, it covered the small-α, large-ω corner of the plane
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), fontsize=8, frameon=False, ncol=1)
     fig.tight_layout()
     return fig
 
