@@ -262,3 +262,26 @@ def test_phase_plane_legend_covers_no_data():
     legend, plane = ax.get_legend().get_window_extent(), ax.get_window_extent()
     assert legend.y1 <= plane.y0 + 1  # entirely below the plane
     assert any("within the marker" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_variants_marks_the_computed_omega_of_each_theory():
+    """variants.png joined a variant computed at two ω by a plain straight line: every theory point is marked,
+    and a variant with two ω is dotted and says so."""
+    from dotattn.theory_vs_erm.plotting import figure_variants
+    from dotattn.theory_vs_erm.variant_records import VariantPoint
+
+    nan = float("nan")
+
+    def point(label, omega, a):
+        return VariantPoint(
+            label=label, source="theory", omega=omega, d=0, alpha_c=a, se=0.001, ci_lo=a - 0.002, ci_hi=a + 0.002,
+            level=0.95, seeds=0, crossings=0, shift=nan, shift_se=nan, shift_ci_lo=nan, shift_ci_hi=nan,
+            paired_seeds=0, shift_alphas=0, folder="f",
+        )  # fmt: skip
+
+    pts = [point("tied", w, 0.6 + w * 2) for w in (0.1, 0.2, 0.3)] + [point("untied", w, 1.0 + w) for w in (0.1, 0.3)]
+    top = figure_variants(pts, "tied").axes[0]
+    lines = {ln.get_label(): ln for ln in top.get_lines() if ln.get_label().endswith(("theory", "only)"))}
+    assert lines["tied: theory"].get_marker() == "s" and lines["tied: theory"].get_linestyle() == "-"
+    two = lines["untied: theory (at 2 ω only)"]
+    assert two.get_marker() == "s" and two.get_linestyle() == ":"

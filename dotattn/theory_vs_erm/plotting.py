@@ -409,13 +409,15 @@ def figure_variants(points: Sequence[VariantPoint], baseline: str) -> Figure:
             t = [p for p in th if np.isfinite(getattr(p, value))]
             if t:
                 w = np.array([p.omega for p in t])
-                ax.plot(
+                ax.plot(  # markers at the computed ω: a variant computed at two ω is two points, not a curve
                     w,
                     [getattr(p, value) for p in t],
-                    "-",
+                    "-" if len(t) > 2 else ":",
+                    marker="s",
+                    ms=3.5,
                     color=colour[lab],
-                    lw=1.5,
-                    label=f"{lab}: theory" if ax is top else None,
+                    lw=1.5 if len(t) > 2 else 1.0,
+                    label=(f"{lab}: theory" + ("" if len(t) > 2 else f" (at {len(t)} ω only)")) if ax is top else None,
                 )
                 ax.fill_between(
                     w, [getattr(p, lo) for p in t], [getattr(p, hi) for p in t], color=colour[lab], alpha=0.2, lw=0
