@@ -285,3 +285,21 @@ def test_variants_marks_the_computed_omega_of_each_theory():
     assert lines["tied: theory"].get_marker() == "s" and lines["tied: theory"].get_linestyle() == "-"
     two = lines["untied: theory (at 2 ω only)"]
     assert two.get_marker() == "s" and two.get_linestyle() == ":"
+
+
+def test_paths_accuracy_figure_does_not_draw_an_unconverged_nuts_point_as_a_good_one():
+    """`paths theory --sampled` plotted an unconverged NUTS point (R-hat 1.13, ESS 7) like a converged one."""
+    from dotattn.paths.analysis import PathsPoint
+    from dotattn.paths.plotting import figure_accuracy_loss
+
+    def point(method, N, status="converged", acc=0.9):
+        return PathsPoint(
+            subset="all", method=method, N=N, temperature=0.01, accuracy=acc, loss=0.3, variance=float("nan"),
+            status=status, stationarity=0.0, iterations=1, seconds=1.0, paths=("good",), U=np.eye(1),
+            accuracy_error=0.01, loss_error=0.01,
+        )  # fmt: skip
+
+    pts = [point("theory", 10), point("theory", 30), point("sampled", 10), point("sampled", 30, "not_converged")]
+    ax = figure_accuracy_loss(pts, ["all"]).axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "NUTS, all paths" in labels and any("not converged" in lab and "not evidence" in lab for lab in labels)

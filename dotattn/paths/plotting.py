@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from dotattn.core.status import CONVERGED
+
 if TYPE_CHECKING:  # pragma: no cover
     from dotattn.paths.analysis import PathsPoint
     from dotattn.paths.data import PathData
@@ -45,18 +47,21 @@ def figure_accuracy_loss(points: Sequence[PathsPoint], subsets: Sequence[str]) -
                 if p.subset == subset and p.method == "gp":
                     ax.axhline(getattr(p, key), color=colour, ls="--", lw=1, label=f"GP limit, {label}")
         sm = sorted((p for p in points if p.method == "sampled"), key=lambda p: p.N)
-        if sm:
-            ax.errorbar(
-                [p.N for p in sm],
-                [getattr(p, key) for p in sm],
-                yerr=[getattr(p, f"{key}_error") for p in sm],
-                fmt="s",
-                color="k",
-                mfc="none",
-                ms=8,
-                capsize=3,
-                label="NUTS, all paths",
-            )
+        # a chain that failed its convergence rule (R-hat, ESS, divergences) is not drawn like a good one
+        for good, style in ((True, {"fmt": "s", "color": "k"}), (False, {"fmt": "x", "color": "tab:red"})):
+            part = [p for p in sm if (p.status == CONVERGED) == good]
+            if part:
+                ax.errorbar(
+                    [p.N for p in part],
+                    [getattr(p, key) for p in part],
+                    yerr=[getattr(p, f"{key}_error") for p in part],
+                    mfc="none",
+                    ms=8,
+                    capsize=3,
+                    label="NUTS, all paths"
+                    + ("" if good else ": not converged (R-hat, ESS or divergences), not evidence"),
+                    **style,
+                )
         ax.set_xscale("log")
         ax.set_xlabel("width N")
         ax.set_ylabel(f"test {key}" + (" (mean predictor MSE)" if key == "loss" else ""))
