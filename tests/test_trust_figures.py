@@ -83,9 +83,26 @@ def test_comparison_figure_says_when_no_theory_row_has_a_verdict():
     bare = [replace(p, stability=None) for p in theory]
     fig = _figure(bare, table, problem)
     assert all(m.size == 0 for m in _marked(fig, "*"))
-    assert "theory RS stability not computed" in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "theory RS stability not computed" in fig.axes[0].get_title()  # a note, not a legend entry without a glyph
     fig = _figure(theory, table, problem)
-    assert "theory RS stability not computed" not in [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "theory RS stability not computed" not in fig.axes[0].get_title()
+
+
+def test_comparison_figure_legends_below_and_overlaps_over_sigma2():
+    """comparison.png's legends covered the semantic line, and its middle panel drew ‖μ_1‖ (≈ 0.25) where
+    overlaps.png draws m/σ² (≈ 1.0) for the same branch: legends below the panels, ‖μ_1‖/σ² drawn."""
+    from dotattn.theory_vs_erm.plotting import figure_comparison
+
+    theory, table, problem = _comparison(RANK2 / "comparison")
+    curves = theory_curves(theory, problem["omega"], problem["sigma"])
+    fig = figure_comparison(curves, table, [], problem["omega"], 1000, sigma=problem["sigma"])
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert ax.get_legend().get_window_extent().y1 <= ax.get_window_extent().y0 + 1
+    mid = fig.axes[1]
+    assert r"\|\mu_1\|/\sigma^2" in mid.get_ylabel()
+    pos = next(ln for ln in mid.get_lines() if ln.get_label().startswith("theory, positional"))
+    assert np.allclose(pos.get_ydata(), curves["positional"]["m_norm"] / problem["sigma"] ** 2)
 
 
 def test_phases_legend_lies_beside_the_plane():

@@ -323,6 +323,7 @@ def compare_and_write(
         erm.d,
         eps_lin,
         title=shape_title(erm.problem),
+        sigma=erm.problem.sigma,
     )
     save_figure(fig, paths["figure"], {"git_commit": prov["git_commit"]})
     if finite_dirs:

@@ -39,9 +39,11 @@ def figure_comparison(
     d: int,
     eps_lin: float | None = None,
     title: str = "",
+    sigma: float = 1.0,
 ) -> Figure:
     """Theory (lines, one point per α) against ERM means ± std (points): ε_g, the branch overlaps
-    (‖μ_1‖ and ‖θ‖_F/σ²) and Tr q/σ², against α, per branch.
+    (‖μ_1‖/σ² and ‖θ‖_F/σ², both over σ² as in the phase diagram's overlaps.png, where m/σ² is drawn) and
+    Tr q/σ², against α, per branch. The legends sit below the panels (inside they covered the curves).
 
     ``theory``: per branch the arrays of :func:`dotattn.theory_vs_erm.comparison.theory_curves`; ``table``: rows
     of :func:`dotattn.theory_vs_erm.comparison.comparison_table` (ERM runs grouped by init and final branch);
@@ -53,13 +55,14 @@ def figure_comparison(
     fig = new_figure(figsize=(15, 4.2))
     axes = fig.subplots(1, 3)
     overlap_keys = {
-        "positional": [("m_norm", r"$\|\mu_1\|$")],
+        "positional": [("m_norm", r"$\|\mu_1\|/\sigma^2$")],
         "semantic": [("theta_norm", r"$\|\theta\|_F/\sigma^2$")],
-        "mixed": [("m_norm", r"$\|\mu_1\|$"), ("theta_norm", r"$\|\theta\|_F/\sigma^2$")],
+        "mixed": [("m_norm", r"$\|\mu_1\|/\sigma^2$"), ("theta_norm", r"$\|\theta\|_F/\sigma^2$")],
     }
+    scale = {"m_norm": 1.0 / sigma**2}  # ‖μ_1‖ is stored as is (comparison.csv); drawn over σ² like θ and q
     panels = [
         (axes[0], lambda b: [("test_error", "")], r"test error $\varepsilon_g$", "Test error"),
-        (axes[1], lambda b: overlap_keys[b], r"$\|\mu_1\|$,  $\|\theta\|_F/\sigma^2$", "Branch overlaps"),
+        (axes[1], lambda b: overlap_keys[b], r"$\|\mu_1\|/\sigma^2$,  $\|\theta\|_F/\sigma^2$", "Branch overlaps"),
         (axes[2], lambda b: [("q_trace", "")], r"Tr $q/\sigma^2$", "Self-overlap"),
     ]
     branches = [b for b in BRANCH_STYLE if b in theory or any(r.branch == b for r in table)]
@@ -70,10 +73,11 @@ def figure_comparison(
             for key, what in keys(b):
                 tag = f"{b} {what}".strip()
                 style = "-" if key != "theta_norm" or b != "mixed" else "--"
+                f = scale.get(key, 1.0)
                 if b in theory:
                     ax.plot(
                         theory[b]["alpha"],
-                        theory[b][key],
+                        theory[b][key] * f,
                         ls=style,
                         marker="x",
                         color=colour,
@@ -86,7 +90,7 @@ def figure_comparison(
                         if np.any(hit):
                             ax.plot(
                                 theory[b]["alpha"][hit],
-                                theory[b][key][hit],
+                                theory[b][key][hit] * f,
                                 **mark,
                                 label=None if (ax, label) in shown else UNSTABLE_LABEL[label],
                             )
@@ -98,8 +102,8 @@ def figure_comparison(
                         continue
                     ax.errorbar(
                         [r.alpha for r in sub],
-                        [r.erm_mean[key] for r in sub],
-                        yerr=[r.erm_std[key] if np.isfinite(r.erm_std[key]) else 0.0 for r in sub],
+                        [r.erm_mean[key] * f for r in sub],
+                        yerr=[r.erm_std[key] * f if np.isfinite(r.erm_std[key]) else 0.0 for r in sub],
                         fmt=marker if init == b or b == "mixed" else "D",
                         color=colour,
                         mfc="white" if init == "positional" else colour,
@@ -126,9 +130,11 @@ def figure_comparison(
     if eps_lin is not None:
         ax.axhline(eps_lin, color="k", ls=":", lw=1.2, label="theory linear baseline")
     if theory and all(np.all(c.get("rs", np.array(["unknown"])) == "unknown") for c in theory.values()):
-        axes[0].plot([], [], ls="none", label="theory RS stability not computed")
+        # a note, not a legend entry without a glyph
+        axes[0].set_title(axes[0].get_title() + "\n(theory RS stability not computed)", fontsize=9)
     for ax in axes:
-        ax.legend(frameon=False, fontsize=6)
+        ax.legend(frameon=False, fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2)
+    fig.set_size_inches(15, 6.0)
     fig.tight_layout()
     return fig
 
