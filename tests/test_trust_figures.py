@@ -320,3 +320,23 @@ def test_paths_accuracy_figure_does_not_draw_an_unconverged_nuts_point_as_a_good
     ax = figure_accuracy_loss(pts, ["all"]).axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "NUTS, all paths" in labels and any("not converged" in lab and "not evidence" in lab for lab in labels)
+
+
+def test_phases_colour_ends_at_the_phase_boundary():
+    """The rank-2 phases.png drew the positional block to α = 1.5 (the midpoint of its grid 0.5, 1, 2) though
+    the positional -> mixed boundary at ω = 0.5 is α = 1.0005: the cell edge is the boundary where one is known."""
+    from dotattn.positional_semantic.output import read_phase_diagram, read_phase_summaries
+    from dotattn.positional_semantic.plotting import PHASES, boundary_edges
+
+    root = Path(__file__).resolve().parents[1] / "results" / "general" / "L2_r2_rt1" / "phase_diagram"
+    rows, summaries = read_phase_diagram(root), read_phase_summaries(root)
+    alphas = sorted({r.alpha for r in rows})
+    (s,) = [s for s in summaries if s.omega == 0.5]
+    phases = np.array(
+        [next(PHASES.index(r.branch) for r in rows if r.selected and r.omega == 0.5 and r.alpha == a) for a in alphas],
+        dtype=float,
+    )
+    (b,) = s.boundaries
+    edges = boundary_edges(alphas, np.array([0.25, 0.75, 1.5, 2.5]), phases, s.boundaries)
+    assert [PHASES[int(p)] for p in phases] == ["positional", "positional", "mixed"]
+    assert edges[2] == b.alpha and abs(b.alpha - 1.0005) < 1e-3 and list(edges[[0, 1, 3]]) == [0.25, 0.75, 2.5]

@@ -300,16 +300,19 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence[ColumnSummary
     fig = new_figure(figsize=(9.6, 4.8))
     ax = fig.subplots()
     cmap = ListedColormap([COLOURS[p] for p in PHASES])
-    ax.pcolormesh(
-        _edges(np.array(alphas)),
-        _edges(np.array(omegas)),
-        np.ma.masked_invalid(grid),
-        cmap=cmap,
-        vmin=-0.5,
-        vmax=len(PHASES) - 0.5,
-        alpha=0.35,
-        shading="flat",
-    )
+    a_edges, w_edges = _edges(np.array(alphas)), _edges(np.array(omegas))
+    for i, w in enumerate(omegas):  # row by row: a cell ends at the phase boundary where one is known
+        edges = boundary_edges(alphas, a_edges, grid[i], [b for s in summaries if s.omega == w for b in s.boundaries])
+        ax.pcolormesh(
+            edges,
+            w_edges[i : i + 2],
+            np.ma.masked_invalid(grid[i : i + 1]),
+            cmap=cmap,
+            vmin=-0.5,
+            vmax=len(PHASES) - 0.5,
+            alpha=0.35,
+            shading="flat",
+        )
     handles: list[Any] = [
         Patch(facecolor=COLOURS[p], alpha=0.35, label=f"{p} phase") for i, p in enumerate(PHASES) if np.any(grid == i)
     ]
@@ -422,6 +425,25 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence[ColumnSummary
     ax.set_title(f"Globally minimal phase (lowest $e_t$){', ' + title if title else ''}", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def boundary_edges(
+    alphas: Sequence[float], edges: np.ndarray, phases: np.ndarray, boundaries: Sequence[PhaseBoundary]
+) -> np.ndarray:
+    """The α edges of one ω row of the phase colours: the midpoints between grid α (``edges``), except where the
+    selected phase changes between two grid points and a boundary between exactly those two phases lies between
+    them: there the edge is the boundary (the rank-2 diagram's positional block ended at the midpoint 1.5 while
+    its boundary is at α = 1.0005)."""
+    out = np.array(edges, dtype=float)
+    for j in range(len(alphas) - 1):
+        left, right = phases[j], phases[j + 1]
+        if not (np.isfinite(left) and np.isfinite(right)) or left == right:
+            continue
+        pair = (PHASES[int(left)], PHASES[int(right)])
+        inside = [b.alpha for b in boundaries if (b.below, b.above) == pair and alphas[j] < b.alpha < alphas[j + 1]]
+        if len(inside) == 1:
+            out[j + 1] = inside[0]
+    return out
 
 
 def displayed_boundaries(summaries: Sequence[ColumnSummary]) -> tuple[list[PhaseBoundary], list[PhaseBoundary]]:
