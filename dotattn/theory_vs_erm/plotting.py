@@ -291,11 +291,11 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
     span = 0.012  # offsets in ω so that the d of one ω do not hide each other
     for k, d in enumerate(ds):
         off = span * (k - (len(ds) - 1) / 2) / max(len(ds) - 1, 1)
-        pts = [(o["omega"], b) for o in erm for b in o["by_d"] if b["d"] == d]
-        w = np.array([p[0] for p in pts]) + off
-        y = np.array([p[1]["alpha_c"] for p in pts], dtype=float)
-        lo = np.array([p[1]["ci"][0] for p in pts], dtype=float)
-        hi = np.array([p[1]["ci"][1] for p in pts], dtype=float)
+        cells = [(o["omega"], b) for o in erm for b in o["by_d"] if b["d"] == d]
+        w = np.array([c[0] for c in cells]) + off
+        y = np.array([c[1]["alpha_c"] for c in cells], dtype=float)
+        lo = np.array([c[1]["ci"][0] for c in cells], dtype=float)
+        hi = np.array([c[1]["ci"][1] for c in cells], dtype=float)
         ax.errorbar(
             w,
             y,
@@ -336,8 +336,8 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
         sub = fig.add_subplot(grid[1, k])
         s = by_omega.get(round(o["omega"], 9))
         if s is not None and s.alpha_c is not None:
-            e = 2 * (s.alpha_c_error or 0.0)
-            sub.axhspan(s.alpha_c - e, s.alpha_c + e, color="k", alpha=0.25, lw=0)
+            band = 2 * (s.alpha_c_error or 0.0)
+            sub.axhspan(s.alpha_c - band, s.alpha_c + band, color="k", alpha=0.25, lw=0)
             sub.axhline(s.alpha_c, color="k", lw=1.2, label=rf"theory {s.alpha_c:.3f}")
         for b in o["by_d"]:
             lo, hi = b["ci"]
