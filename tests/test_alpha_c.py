@@ -274,6 +274,7 @@ def test_study_crosses_in_a_band_around_the_theory(tmp_path, d, seeds, alphas, m
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to find the worker processes")
+@pytest.mark.serial
 def test_sigterm_stops_cleanly_and_the_study_resumes(tmp_path):
     """SIGTERM to the main process only: exit 143 with one line, workers gone, finished cells cached, resume."""
     from clitools import alive as _alive
