@@ -23,7 +23,7 @@ from dotattn.core.runner import (
     connect_dask,
 )
 from dotattn.core.validation import ParameterError
-from dotattn.theory_vs_erm.alpha_c import ALPHA_C_COST, AlphaCConfig, run_study, study_seconds
+from dotattn.theory_vs_erm.alpha_c import ALPHA_C_COST, AlphaCConfig, CellRuns, run_study, study_seconds
 from dotattn.theory_vs_erm.crossing import FIT_MODELS
 from dotattn.theory_vs_erm.output import write_alpha_c_study
 
@@ -244,7 +244,8 @@ def erm_alpha_c(
     from dotattn.erm.experiment import resolve_device
 
     resolve_device(config.device)
-    supplied, sources = {}, {}
+    supplied: dict[tuple[float, int], CellRuns] = {}  # (omega, d) -> runs read from --include
+    sources: dict[tuple[float, int], list[str]] = {}
     if includes:  # read and verified before any folder is made (IntegrityError / ParameterError: one line)
         from dotattn.core.io import IntegrityError
         from dotattn.theory_vs_erm.alpha_c import check_supplied, merge_parts

@@ -488,11 +488,12 @@ def format_rsb_table(entries, options, rs_rule: dict | None = None) -> str:
         lines.append(f"  {branch}: {r.message}; " + (f"e_t(y) = {scan}" if scan else "no fixed-y point converged"))
     shifted = {branch: rsb_shifted_train_loss(rs, r) for branch, rs, r in entries}
     rs_best = min(entries, key=lambda t: t[1].train_loss)[0] if entries else None
-    if entries and all(v is not None for v in shifted.values()):
-        best = min(shifted, key=lambda b: shifted[b])
+    decided = {b: v for b, v in shifted.items() if v is not None}
+    if entries and len(decided) == len(shifted):
+        best = min(decided, key=lambda b: decided[b])
         lines.append(
             "  selected with 1RSB (lowest e_t, RS e_t + the 1RSB shift): "
-            + ", ".join(f"{b} {v:.7g}" for b, v in shifted.items())
+            + ", ".join(f"{b} {v:.7g}" for b, v in decided.items())
             + f" -> {best}; "
             + (
                 "1RSB does not change the selected branch"

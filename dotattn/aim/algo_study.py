@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -60,6 +60,20 @@ class StudySpec:
     beta: float = 1.0
     seeds: int = 8
     test_samples: int = 2000
+
+    if TYPE_CHECKING:  # the constructor the dataclass generates: the counts may be whole floats (checked, made int)
+
+        def __init__(
+            self,
+            d: float,
+            rho: float,
+            T: float,
+            alphas: Sequence[float],
+            channel: str = ...,
+            beta: float = ...,
+            seeds: float = ...,
+            test_samples: float = ...,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         from dotattn.aim.state_evolution import check_inputs
@@ -143,7 +157,7 @@ class RunRow:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunRow:
-        conv = {
+        conv: dict[str, Callable[[Any], Any]] = {
             "estimator": read_text,
             "seed": read_int,
             "init": read_int,
@@ -200,7 +214,7 @@ class AlphaRow:
         def flag(x):
             return False if x in (None, "") else read_bool(x)
 
-        conv = {
+        conv: dict[str, Callable[[Any], Any]] = {
             "estimator": read_text,
             "runs": read_int,
             "converged": read_int,

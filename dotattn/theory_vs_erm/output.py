@@ -527,16 +527,16 @@ def read_alpha_c_part(folder: str | os.PathLike) -> StudyPart:
                 f"{counts.get((cell.omega, cell.d))} seeds, delta.csv holds {len(cell.seeds)}"
             )
         for x in cell_crossings(cell, STATUS_CONVERGED):
-            r = committed.get((x.omega, x.d, x.seed))
+            stored = committed.get((x.omega, x.d, x.seed))
             same = (
-                r is not None
-                and r["outcome"] == x.outcome
-                and int(r["changes"]) == x.changes
-                and int(r["valid"]) == x.valid
+                stored is not None
+                and stored["outcome"] == x.outcome
+                and int(stored["changes"]) == x.changes
+                and int(stored["valid"]) == x.valid
                 and (
                     np.isnan(x.alpha_c)
-                    and r["alpha_c"] in ("", "nan")
-                    or abs(float(r["alpha_c"] or "nan") - x.alpha_c) <= 1e-12
+                    and stored["alpha_c"] in ("", "nan")
+                    or abs(float(stored["alpha_c"] or "nan") - x.alpha_c) <= 1e-12
                 )
             )
             if not same:

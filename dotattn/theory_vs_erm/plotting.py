@@ -295,8 +295,8 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
         e = np.where(np.isfinite(e), e, 0.0)
         # the band is drawn, but ± 2 s.e. (about ± 0.003) is thinner than the line on this axis: the label says
         # so, and the panels below show it on the scale of the agreement
-        band = f"± 2 s.e. ≤ {2 * float(np.max(e)):.3f}, within the line here; panels below" if np.any(e > 0) else ""
-        ax.plot(w, a, ls=ls, color=colour, lw=1.6, label=label + (f" ({band})" if band else ""))
+        note = f"± 2 s.e. ≤ {2 * float(np.max(e)):.3f}, within the line here; panels below" if np.any(e > 0) else ""
+        ax.plot(w, a, ls=ls, color=colour, lw=1.6, label=label + (f" ({note})" if note else ""))
         ax.fill_between(w, a - 2 * e, a + 2 * e, color=colour, alpha=0.25, lw=0)
     ds = sorted({b["d"] for o in erm for b in o["by_d"]})
     cmap = colormaps["viridis"]
@@ -304,11 +304,11 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
     span = 0.012  # offsets in ω so that the d of one ω do not hide each other
     for k, d in enumerate(ds):
         off = span * (k - (len(ds) - 1) / 2) / max(len(ds) - 1, 1)
-        pts = [(o["omega"], b) for o in erm for b in o["by_d"] if b["d"] == d]
-        w = np.array([p[0] for p in pts]) + off
-        y = np.array([p[1]["alpha_c"] for p in pts], dtype=float)
-        lo = np.array([p[1]["ci"][0] for p in pts], dtype=float)
-        hi = np.array([p[1]["ci"][1] for p in pts], dtype=float)
+        cells = [(o["omega"], b) for o in erm for b in o["by_d"] if b["d"] == d]
+        w = np.array([c[0] for c in cells]) + off
+        y = np.array([c[1]["alpha_c"] for c in cells], dtype=float)
+        lo = np.array([c[1]["ci"][0] for c in cells], dtype=float)
+        hi = np.array([c[1]["ci"][1] for c in cells], dtype=float)
         ax.errorbar(
             w,
             y,
@@ -349,8 +349,8 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
         sub = fig.add_subplot(grid[1, k])
         s = by_omega.get(round(o["omega"], 9))
         if s is not None and s.alpha_c is not None:
-            e = 2 * (s.alpha_c_error or 0.0)
-            sub.axhspan(s.alpha_c - e, s.alpha_c + e, color="k", alpha=0.25, lw=0)
+            band = 2 * (s.alpha_c_error or 0.0)
+            sub.axhspan(s.alpha_c - band, s.alpha_c + band, color="k", alpha=0.25, lw=0)
             sub.axhline(s.alpha_c, color="k", lw=1.2, label=rf"theory {s.alpha_c:.3f}")
         for b in o["by_d"]:
             lo, hi = b["ci"]
