@@ -118,7 +118,8 @@ from .options import (
     "--dask",
     "dask_address",
     default=None,
-    help="Address [tcp://]host:port of a running Dask scheduler to run the cells on (workers need torch).",
+    help="Address [tcp://]host:port of a running Dask scheduler to run the cells on (workers need torch), or "
+    "slurm[:JOBS] / pbs[:JOBS]: a Dask cluster of batch jobs (dotattn[jobqueue]; ~/.config/dask/jobqueue.yaml).",
 )
 @click.option(
     "--threads",

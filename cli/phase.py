@@ -64,7 +64,9 @@ DEFAULT_OUT = "dotattn-output/phase_diagram"
     "--dask",
     "dask_address",
     default=None,
-    help="Address [tcp://]host:port of a running Dask scheduler (connect timeout 5 s).",
+    help="Address [tcp://]host:port of a running Dask scheduler (connect timeout 5 s), or slurm[:JOBS] / "
+    "pbs[:JOBS]: a Dask cluster of that many batch jobs (dotattn[jobqueue]; job size from "
+    "~/.config/dask/jobqueue.yaml).",
 )
 @click.option(
     "--figure-omega",

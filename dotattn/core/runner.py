@@ -47,6 +47,9 @@ __all__ = [
     "DASK_TIMEOUT",
     "MAX_WORKERS",
     "check_dask_address",
+    "jobqueue_spec",
+    "jobqueue_cluster",
+    "job_script",
     "connect_dask",
     "check_workers",
     "Interrupted",
@@ -264,9 +267,61 @@ _DASK_ADDRESS = re.compile(
 )
 
 
+JOBQUEUE_CLUSTERS = {"slurm": "SLURMCluster", "pbs": "PBSCluster"}
+"""``--dask slurm[:JOBS]`` / ``pbs[:JOBS]``: a Dask cluster of batch jobs started through dask-jobqueue (the extra
+``dotattn[jobqueue]``), each job's size (cores, memory, walltime, queue, account, ...) from Dask's jobqueue
+configuration (``~/.config/dask/jobqueue.yaml``, section ``jobqueue.slurm`` or ``jobqueue.pbs``)."""
+_JOBQUEUE = re.compile(r"^(slurm|pbs)(?::(\d+))?$", re.IGNORECASE)
+MAX_JOBS = 10_000
+
+
+def jobqueue_spec(address: Any) -> tuple[str, int] | None:
+    """(kind, jobs) for ``slurm``, ``slurm:JOBS``, ``pbs`` or ``pbs:JOBS`` (jobs in [1, :data:`MAX_JOBS`], default
+    1); None for anything else (a scheduler address)."""
+    m = _JOBQUEUE.match(str(address).strip()) if isinstance(address, str) else None
+    if m is None:
+        return None
+    jobs = int(m[2]) if m[2] is not None else 1
+    if not 1 <= jobs <= MAX_JOBS:
+        raise ParameterError(f"dask: the number of {m[1].lower()} jobs must be in [1, {MAX_JOBS}], got {jobs}")
+    return m[1].lower(), jobs
+
+
+def jobqueue_cluster(kind: str, **settings: Any) -> Any:
+    """A dask-jobqueue cluster of ``kind`` (``slurm`` or ``pbs``; no job submitted yet), its job size from Dask's
+    jobqueue configuration overridden by ``settings`` (``cores``, ``memory``, ``walltime``, ``queue``, ...);
+    ParameterError (one line) when dask-jobqueue is missing or the configuration lacks what a job needs."""
+    try:
+        import dask_jobqueue
+    except ImportError:
+        raise ParameterError(
+            f"dask {kind}: install the optional extra 'dotattn[jobqueue]' (dask-jobqueue) to submit Dask workers as "
+            f"{kind.upper()} jobs"
+        ) from None
+    try:
+        return getattr(dask_jobqueue, JOBQUEUE_CLUSTERS[kind])(**settings)
+    except (ValueError, TypeError, KeyError) as err:
+        raise ParameterError(
+            f"dask {kind}: the job size is not configured ({str(err).splitlines()[0][:160]}); set cores and memory "
+            f"(and walltime, queue, ...) under jobqueue.{kind} in ~/.config/dask/jobqueue.yaml"
+        ) from None
+
+
+def job_script(kind: str, **settings: Any) -> str:
+    """The batch script one worker job of :func:`jobqueue_cluster` would submit (nothing is submitted)."""
+    cluster = jobqueue_cluster(kind, **settings)
+    try:
+        return str(cluster.job_script())
+    finally:
+        cluster.close()
+
+
 def check_dask_address(address: Any) -> str:
     """``address`` if it reads as a Dask scheduler address ``[tcp|tls|ucx|ws|wss://]host:port`` or
-    ``inproc://...`` (ParameterError otherwise)."""
+    ``inproc://...``, or as a batch-job cluster ``slurm[:JOBS]`` / ``pbs[:JOBS]`` (:func:`jobqueue_spec`);
+    ParameterError otherwise."""
+    if jobqueue_spec(address) is not None:
+        return str(address).strip()
     text = check_dask_scheme(address)  # tcp, ws (and inproc): the schemes that work without configuration
     m = _DASK_ADDRESS.match(text)
     if m is None or (not text.startswith("inproc://") and not 1 <= int(text.rsplit(":", 1)[1]) <= 65535):
@@ -284,6 +339,12 @@ def connect_dask(address: str, timeout: float = DASK_TIMEOUT) -> Any:
         from distributed import Client
     except ImportError:  # pragma: no cover - depends on the optional extra
         raise ParameterError("dask: install the optional extra 'dotattn[dask]' to use a Dask scheduler") from None
+    spec = jobqueue_spec(text)
+    if spec is not None:  # a cluster of batch jobs: its scheduler runs here, its workers as submitted jobs
+        kind, jobs = spec
+        cluster = jobqueue_cluster(kind)
+        cluster.scale(jobs=jobs)
+        return Client(cluster)
     try:
         return Client(text, timeout=timeout)
     except (OSError, TimeoutError, ValueError) as err:
@@ -391,7 +452,10 @@ def _run_dask(
         raise
     finally:
         if isinstance(address, str):
+            cluster = getattr(client, "cluster", None) if jobqueue_spec(address) is not None else None
             client.close()
+            if cluster is not None:  # the batch jobs end with the run
+                cluster.close()
 
 
 # ----------------------------------------------------------------------------------------------
