@@ -141,7 +141,7 @@ def train_erm(
     problem = problem_from_options(
         omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, student, token_correlation
     )
-    check_int("threads (0: torch's default)", threads, 0, 1024)
+    check_int("threads (0: the free cores)", threads, 0, 1024)
     config = ErmConfig(
         d=d,
         alphas=tuple(parse_grid("alpha", alpha)),

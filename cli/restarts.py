@@ -162,7 +162,7 @@ def erm_restarts(
     problem = problem_from_options(
         omega, L, rank, teacher_rank, sigma, ridge, A, positional_gram, token_correlation=token_correlation
     )
-    check_int("threads (0: torch's default)", threads, 0, 1024)
+    check_int("threads (0: the free cores)", threads, 0, 1024)
     check_int("seeds", seeds, 1, 10_000)
     check_int("first_seed", first_seed, 0)
     for name, v in (("random", n_random), ("semantic", n_semantic), ("positional", n_positional)):
