@@ -385,10 +385,13 @@ def _unit(
     return path, key
 
 
-AMP_COST = Cost(1.57e-9, "results/aim/amp_softmax_d100_rho0.5_T2/summary.json")
-"""CPU seconds per α d⁴ × iteration of one AMP run (n = α d² samples, each iteration O(n d²)): the committed
-amp_softmax_d100_rho0.5_T2 study (d = 100, 9 α summing to 1.375, 8 seeds, max_iter 300) took 517.7 s; an upper
-bound where runs converge before max_iter."""
+AMP_COST = Cost(6.5e-9, "benchmarks/estimates.py and results/aim/amp_softmax_d100_rho0.5_T2/summary.json")
+"""CPU seconds per α d⁴ of one AMP iteration (n = α d² samples, each iteration O(n d²)), besides
+:data:`AMP_ITER_OVERHEAD`: fitted to 100-iteration runs at d = 40 (7 ms per iteration) and d = 80 (44 ms), α = 0.1,
+0.2; an upper bound where runs converge before max_iter (the committed d = 100 study, 72 runs of at most 300
+iterations, took 517.7 s: about a quarter of the bound)."""
+AMP_ITER_OVERHEAD = 4.5e-3
+"""CPU seconds per AMP iteration besides the α d⁴ work (the denoiser's eigendecomposition, the test samples)."""
 GD_COST = Cost(4.3e-10, "results/aim/gd_softmax_d40_rho0.5_T2 and gd_softmax_d100_rho0.5_T2 (summary.json)")
 """CPU seconds per sample × d² × initialisation of one GD step, besides :data:`GD_STEP_OVERHEAD`: fitted to the
 committed d = 40 (722 s, 72,000 data-set steps) and d = 100 (1033 s, 12,000 data-set steps) studies."""
@@ -398,10 +401,10 @@ GD_STEP_OVERHEAD = 0.0095
 
 def run_seconds(spec: StudySpec, config: Any, estimator: str) -> float:
     """Rough CPU seconds (one thread) of one (α, seed) run averaged over the study's α: AMP at
-    :data:`AMP_COST` × α d⁴ × max_iter, GD at (:data:`GD_STEP_OVERHEAD` + :data:`GD_COST` × n d² × inits) × steps."""
+    (:data:`AMP_ITER_OVERHEAD` + :data:`AMP_COST` × α d⁴) × max_iter (at most: runs that converge stop sooner), GD at (:data:`GD_STEP_OVERHEAD` + :data:`GD_COST` × n d² × inits) × steps."""
     d, alphas = spec.d, list(spec.alphas)
     if estimator == "amp":
-        per = [AMP_COST.seconds * a * d**4 * config.max_iter for a in alphas]
+        per = [(AMP_ITER_OVERHEAD + AMP_COST.seconds * a * d**4) * config.max_iter for a in alphas]
     else:
         per = [(GD_STEP_OVERHEAD + GD_COST.seconds * spec.n(a) * d * d * config.inits) * config.steps for a in alphas]
     return sum(per) / max(len(per), 1)

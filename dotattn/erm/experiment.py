@@ -703,14 +703,13 @@ def run_config_cached(
     return ErmResult(problem, config, tuple(runs), device, time.perf_counter() - t0, threads=threads)
 
 
-ERM_COST = Cost(1.2e-9, 'benchmarks/README.md "Start-line estimates"')
-"""CPU seconds (one thread) per sample × d × gradient step of one run of the toy model (L = 2, r = 1): 0.67,
-1.13, 0.69 ns measured at d = 400, 800, 1000 (300, 300, 100 gd steps, ``benchmarks/estimates.py``); the
-committed ``results/erm/omega0.3_d1000`` (64 runs, 5000 steps, one thread) took 0.87 ns per unit of wall time
-on the loaded machine."""
-ERM_STEP_OVERHEAD = 1e-3
-"""CPU seconds per gradient step of one batch besides the per-sample work (Python and autograd; measured
-1 ms per step of a batch at d = 200)."""
+ERM_COST = Cost(0.9e-9, 'benchmarks/README.md "Start-line estimates"')
+"""CPU seconds (one thread) per sample × d × gradient step of one run of the toy model (L = 2, r = 1): 0.67, 1.13,
+0.69 ns measured at d = 400, 800, 1000 (300, 300, 100 gd steps, load 3, per-step overhead not separated); the
+committed ``results/erm/omega0.3_d1000`` (64 runs, 5000 steps, one thread) took 0.87 ns per unit of wall time on
+the loaded machine; ``benchmarks/estimates.py`` (d = 400, 16 runs, 300 steps, load 1.3): 1.05 CPU-s measured."""
+ERM_STEP_OVERHEAD = 0.5e-3
+"""CPU seconds per gradient step of one batch besides the per-sample work (Python and autograd)."""
 
 
 def erm_unit_seconds(problem: Problem, unit: ErmConfig) -> float:
