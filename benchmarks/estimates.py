@@ -110,7 +110,10 @@ def main() -> None:
               f"ratio {ratio:5.2f}  {'ok' if ok else 'OUTSIDE 1.5x'}", flush=True)  # fmt: skip
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"cases": rows, "load_average": load}, indent=2) + "\n")
+    from dotattn.core.io import provenance
+
+    prov = provenance({"cases": names})  # the commit (and whether the tree was clean), version, machine
+    Path(args.out).write_text(json.dumps({"cases": rows, "load_average": load, **prov}, indent=2) + "\n")
 
 
 if __name__ == "__main__":
