@@ -72,6 +72,10 @@ class AttentionPointLoss:
     def derivatives(self, h: np.ndarray, data: np.ndarray) -> LossDerivatives:
         return loss_derivatives(h, data, self.problem, hessian=True)
 
+    def gradient(self, h: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """∇ℓ alone (the same numbers as ``derivatives(h, data).grad``, without the Hessian)."""
+        return loss_derivatives(h, data, self.problem, hessian=False).grad
+
 
 @dataclass(frozen=True)
 class CorrelatedAttentionLoss:
@@ -509,11 +513,16 @@ def minimise_envelope(
     V_inv = np.linalg.inv(V)
     S = starts.shape[0]
     h, value, iters = _newton_starts(starts, centre, data, V_inv, loss, max_iter, gtol)
-    best = np.argmin(value, axis=0)
-    idx = np.arange(N)
-    h_best, v_best = h[best, idx], value[best, idx]
+    if S == 1:  # one start (the warm local search): its result, without the gather
+        h_best, v_best = h[0], value[0]
+    else:
+        best = np.argmin(value, axis=0)
+        idx = np.arange(N)
+        h_best, v_best = h[best, idx], value[best, idx]
     f = _apply_right(h_best - centre, V_inv)
-    resid = np.max(np.abs(f + loss.derivatives(h_best, data).grad)) if N else 0.0
+    # the stationarity residual (a diagnostic): the gradient alone where the loss offers it
+    grad = loss.gradient(h_best, data) if isinstance(loss, AttentionPointLoss) else loss.derivatives(h_best, data).grad
+    resid = np.max(np.abs(f + grad)) if N else 0.0
     return ProxResult(h=h_best, value=v_best, f=f, iterations=iters, grad_norm=float(resid), n_starts=S)
 
 
