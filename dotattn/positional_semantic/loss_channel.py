@@ -347,8 +347,8 @@ def hat_update(
             value=px.value[sym.fold.rep_of],
             f=sym.expand(px.f),
             iterations=px.iterations,
-            grad_norm=px.grad_norm,
             n_starts=px.n_starts,
+            residual=px.residual,  # the representatives' residual (the others are their images)
             alts=alts,
             alts_f=alts_f,
         )
