@@ -26,6 +26,13 @@ diagram's CPU split by stage (summed over the columns from their cache units; th
 is imports, the pool and figure writing), fixed points solved, the load average before and after,
 and provenance. Writes ``benchmarks/results/main_job.json`` (``--out``).
 
+Measured from a clean clone at 9dbcb73 (``pip install .``, numba; 2-core machine shared at load 6.6-6.9):
+reference 14.97 CPU-s, ``solve`` 1.40 CPU-s (10.7x), phase diagram 97.4 CPU-s (6.5x; CPU by stage:
+refinement 27.5, follow 26.1, stability 20.3, two-sided walk 12.5, Brent 7.5, boundaries 2.0, figures 1.2).
+The levers the issue names (common random numbers across the refinement rules, the two-sided walk only
+where needed, the follow's prox reused by the stability) would each move committed records; what was
+pulled instead (all bit-for-bit exact) and why those were not: ``benchmarks/README.md``, "The main job".
+
 Usage::
 
     python benchmarks/main_job.py                 # all three (minutes)
