@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -308,9 +309,14 @@ def sample(
         s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, command_line())
     if not quiet:
         d = s["diagnostics"]
+        ess = (
+            f"{d['ess_min']:.0f}"
+            if math.isfinite(d["ess_min"])
+            else f"not computable ({'one chain' if d['chains'] < 2 else 'an entry has no positive estimate'})"
+        )
         click.echo(
             f"N={N:g}: accuracy sampled {s['accuracy_sampled']:.4f} +- {s['accuracy_error']:.4f}, theory "
-            f"{s['accuracy_theory']:.4f}; R-hat max {d['rhat_max']:.4f}, ESS min {d['ess_min']:.0f}, "
+            f"{s['accuracy_theory']:.4f}; R-hat max {d['rhat_max']:.4f}, ESS min {ess}, "
             f"divergences {d['divergences']} ({s['status']}, {result.seconds:.0f} s)"
         )
         click.echo(f"wrote {Path(folder) / 'sample.json'}")

@@ -126,5 +126,12 @@ def _check_restarts(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     read_records(folder / "pairs.csv", PairRecord)
 
 
-ERM = register_kind(FolderKind("erm", ("runs.csv", "summary.json"), _check_erm))
-RESTARTS = register_kind(FolderKind("restarts", ("pairs.csv", "runs.csv", "summary.json"), _check_restarts))
+ERM = register_kind(FolderKind("erm", ("runs.csv", "summary.json"), _check_erm, optional=("summary.csv",)))
+RESTARTS = register_kind(
+    FolderKind(
+        "restarts",
+        ("pairs.csv", "runs.csv", "summary.json"),
+        _check_restarts,
+        optional=("summary.csv", "diagnostics.csv"),
+    )
+)

@@ -107,6 +107,7 @@ def _check_paths_sample(folder: Path, manifest: Mapping[str, Any] | None) -> Non
     if len(rows) != total:
         raise IntegrityError(f"{path}: {len(rows)} draws, sample.json counts {total} (rows removed or added?)")
     cols = [f"U_{i}_{j}" for i in range(n) for j in range(i, n)]
+    draws: list[list[float]] = []
     for k, row in enumerate(rows, start=1):
         try:
             vals = [float(row[c]) for c in cols]
@@ -114,6 +115,67 @@ def _check_paths_sample(folder: Path, manifest: Mapping[str, Any] | None) -> Non
             raise IntegrityError(f"{path}: row {k}: lacks the U entries of {n} paths or holds a non-number") from None
         for c, v in zip(cols, vals, strict=True):
             check_finite(path, k, c, v, MATRIX_BOUND)
+        draws.append(vals)
+    _check_sample_summary(folder / "sample.json", meta, np.asarray(draws, dtype=float), n)
+
+
+SAMPLE_MEAN_RTOL = 1e-9
+"""sample.json's U_sampled is the mean of the draws that U_draws.csv holds (written with repr(), read back
+exactly); the two means differ only by the order of summation, ~1e-15 relative."""
+
+
+def _positive_or_null(path: Path, name: str, value: Any) -> None:
+    """An ESS: a positive finite number, or null (not computable, e.g. with one chain)."""
+    if value is None:
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) and value > 0
+    if not ok:
+        raise IntegrityError(f"{path}: {name} = {value!r} is not a positive number (nor null: not computable)")
+
+
+def _check_sample_summary(path: Path, meta: Mapping[str, Any], draws: np.ndarray, n: int) -> None:
+    """sample.json against U_draws.csv: the draws are chains x draws_per_chain, U_sampled is their mean;
+    every ESS is positive (or null where not computable) and ess_min is the smallest; a converged run has
+    every ESS, R-hat max < 1.01 and no divergences (its own convergence rule)."""
+    diag = meta.get("diagnostics")
+    if not isinstance(diag, dict):
+        raise IntegrityError(f"{path}: no diagnostics")
+    try:
+        chains, per_chain = int(diag["chains"]), int(diag["draws_per_chain"])
+    except (KeyError, TypeError, ValueError):
+        raise IntegrityError(f"{path}: diagnostics lack chains and draws_per_chain") from None
+    if chains * per_chain != len(draws):
+        raise IntegrityError(f"{path}: {chains} chains x {per_chain} draws, U_draws.csv has {len(draws)} draws")
+    _positive_or_null(path, "ess_min", diag.get("ess_min"))
+    ess = diag.get("ess_U")
+    if isinstance(ess, list):
+        flat = [v for row in ess for v in (row if isinstance(row, list) else [row])]
+        for v in flat:
+            _positive_or_null(path, "an entry of ess_U", v)
+        finite = [float(v) for v in flat if v is not None]
+        want = min(finite) if finite and len(finite) == len(flat) else None
+        got = diag.get("ess_min")
+        if (want is None) != (got is None) or (want is not None and got is not None and abs(want - got) > 1e-9 * want):
+            raise IntegrityError(f"{path}: ess_min = {got!r} is not the smallest entry of ess_U ({want!r})")
+    if meta.get("status") == "converged" and not (
+        diag.get("ess_min") is not None
+        and diag["ess_min"] >= 100
+        and isinstance(diag.get("rhat_max"), (int, float))
+        and diag["rhat_max"] < 1.01
+        and diag.get("divergences") == 0
+    ):
+        raise IntegrityError(f"{path}: status converged, but its diagnostics fail its convergence rule")
+    mean = meta.get("U_sampled")
+    if mean is not None and len(draws):
+        try:
+            U = np.asarray(mean, dtype=float)
+        except (TypeError, ValueError):
+            raise IntegrityError(f"{path}: U_sampled is not a matrix of numbers") from None
+        iu = np.triu_indices(n)
+        if U.shape != (n, n) or not np.allclose(
+            U[iu], draws.mean(axis=0), rtol=SAMPLE_MEAN_RTOL, atol=SAMPLE_MEAN_RTOL * np.abs(draws).max()
+        ):
+            raise IntegrityError(f"{path}: U_sampled is not the mean of the draws in U_draws.csv")
 
 
 PATHS_THEORY = register_kind(
@@ -121,6 +183,7 @@ PATHS_THEORY = register_kind(
         "paths-theory",
         ("points.csv", "summary.json"),
         _check_paths_theory,
+        optional=("heads.csv", "alignment.csv"),
         recognise=lambda folder: not header_has(folder / "points.csv", "mmse"),
     )
 )
@@ -180,5 +243,6 @@ PATHS_IMAGES = register_kind(
         "paths-images",
         ("selection.csv", "summary.json", "points.csv", "heads.csv", "gd_history.csv"),
         _check_paths_images,
+        optional=("fixed_temperature.csv", "gd_network.npz"),
     )
 )

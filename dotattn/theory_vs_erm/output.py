@@ -451,11 +451,30 @@ def read_alpha_c_part(folder: str | os.PathLike) -> StudyPart:
     ``crossings.csv`` (outcome, crossing α to 1e-12, sign changes, valid points) and the seed
     counts those of ``cells.csv``. IntegrityError (one line) at the first mismatch.
     """
+    folder = Path(folder)
+    verify_folder(folder, kind="alpha-c")
+    return alpha_c_rows(folder)
+
+
+def alpha_c_rows(folder: Path) -> StudyPart:
+    """The rows of an ``erm-alpha-c`` folder checked against each other (the part of
+    :func:`read_alpha_c_part` after the manifest; the ``alpha-c`` folder kind's check, also before
+    sealing): IntegrityError (one line) at the first row that cannot be read or does not agree."""
+    try:
+        return _alpha_c_rows(folder)
+    except (KeyError, TypeError, ValueError) as err:
+        if isinstance(err, ParameterError):
+            raise
+        raise IntegrityError(
+            f"{folder}: a row of crossings.csv, cells.csv or delta.csv cannot be read "
+            f"({type(err).__name__}: {err}; cut short or edited)"
+        ) from None
+
+
+def _alpha_c_rows(folder: Path) -> StudyPart:
     from dotattn.core.status import ERM_STATUSES, STATUS_CONVERGED
     from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, StudyPart, cell_crossings
 
-    folder = Path(folder)
-    verify_folder(folder, kind="alpha-c")
     summary = read_verified_json(folder / "summary.json")
     params = (summary.get("provenance") or {}).get("parameters") or {}
     try:
@@ -515,6 +534,11 @@ def read_alpha_c_part(folder: str | os.PathLike) -> StudyPart:
         (float(r["omega"]), int(r["d"]), int(r["seed"])): r for r in read_verified_csv(folder / "crossings.csv")
     }
     counts = {(float(r["omega"]), int(r["d"])): int(r["seeds"]) for r in read_verified_csv(folder / "cells.csv")}
+    extra = sorted(set(counts) - {(c.omega, c.d) for c in cells})
+    if extra:
+        raise IntegrityError(
+            f"{folder / 'cells.csv'}: cell omega = {extra[0][0]:g}, d = {extra[0][1]} has no rows in delta.csv"
+        )
     for cell in cells:
         if counts.get((cell.omega, cell.d)) != len(cell.seeds):
             raise IntegrityError(
