@@ -13,15 +13,13 @@ import time
 
 import click
 
-from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
+from dotattn.core.io import remove_stale_tmp
 from dotattn.core.runner import (
     Interrupted,
     ProgressReporter,
     ProgressState,
-    RunLock,
     check_workers,
     connect_dask,
-    stop_on_signals,
 )
 from dotattn.core.validation import ParameterError
 from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
@@ -31,12 +29,14 @@ from dotattn.theory_vs_erm.output import write_alpha_c_study
 from .main import cli
 from .options import (
     correlation_option,
+    output_folder,
     parse_grid,
     problem_from_options,
     problem_options,
     student_option,
     threads_per_worker,
     value_options,
+    value_rank_of,
 )
 
 
@@ -203,6 +203,7 @@ def erm_alpha_c(
     workers = check_workers(workers)
     if threads < 0:
         raise ParameterError(f"threads must be an integer >= 0 (0: cores // workers), got {threads}")
+    value_rank = value_rank_of(value, value_rank)
     problem = problem_from_options(
         omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram, student, token_correlation
     )
@@ -215,6 +216,12 @@ def erm_alpha_c(
                 raise ParameterError(f"--phase-diagram: the replica theory does not handle this problem ({refusal})")
             theory = False
             click.echo(f"erm-alpha-c: no theory alpha_c, as with --no-theory: {refusal}", err=True)
+    if theory and str(value).strip().lower() != "none":  # the theory's student has V = I
+        refusal = f"the replica theory is for a fixed value matrix V = I, not --value {value}"
+        if phase_dir is not None:
+            raise ParameterError(f"--phase-diagram: {refusal}")
+        theory = False
+        click.echo(f"erm-alpha-c: no theory alpha_c, as with --no-theory: {refusal}", err=True)
     if dask_address is None:  # never oversubscribe by default: processes x threads <= cores
         tasks = len(omega_grid) * (len(d_grid) + (1 if theory else 0))  # (omega, d) cells and theory columns
         threads = threads_per_worker(threads, min(workers, tasks))
@@ -264,8 +271,22 @@ def erm_alpha_c(
             theory_summaries = read_phase_summaries(phase_dir)
         except IntegrityError as err:
             raise ParameterError(f"--phase-diagram: {err}") from None
+    theory_columns = None
+    if phase_dir is not None and theory:  # its problem and grid checked before anything is trained
+        from dotattn.theory_vs_erm.output import theory_from_phase_diagram
+
+        try:
+            theory_columns = tuple(theory_from_phase_diagram(phase_dir, problem, config.omegas, config.alphas))
+        except ParameterError as err:  # IntegrityError too
+            raise ParameterError(f"--phase-diagram: {err}") from None
     dask = connect_dask(dask_address) if dask_address is not None else None  # before any folder is made
-    out = ensure_writable_dir(out_dir)
+    included = {f"{w:g}/{d}": src for (w, d), src in sorted(sources.items())}
+    made_for = {
+        "problem": problem.to_dict(),
+        "config": config.to_dict(),
+        "included_cells": included,
+        "phase_diagram": phase_dir,
+    }
 
     n_cells = len(config.ds) * len(config.omegas)
     total = sum(config.cost(d) for d in config.ds) * len(config.omegas)
@@ -291,12 +312,10 @@ def erm_alpha_c(
             )
         )
 
-    with stop_on_signals(), RunLock(out, "erm-alpha-c"):
-        from dotattn.verify import check_output_folder
-
-        check_output_folder(out, "alpha-c", what="erm-alpha-c")  # not another command's folder
-        for folder in (out, out / "cache"):
-            remove_stale_tmp(folder)
+    # created, locked and checked before anything is computed (not another command's folder, not a
+    # finished study of other settings); removed again if still empty (an empty cache/ too) when stopped
+    with output_folder(out_dir, "erm-alpha-c", "alpha-c", made_for) as out:
+        remove_stale_tmp(out / "cache")
         try:
             study = run_study(
                 problem,
@@ -309,17 +328,10 @@ def erm_alpha_c(
                 progress=progress,
                 supplied=supplied,
             )
-            if phase_dir is not None and theory:  # the theory read from the phase diagram's records
+            if theory_columns is not None:  # the theory read from the phase diagram's records
                 from dataclasses import replace
 
-                from dotattn.theory_vs_erm.output import theory_from_phase_diagram
-
-                study = replace(
-                    study,
-                    theory=tuple(
-                        theory_from_phase_diagram(phase_dir, problem, study.config.omegas, study.config.alphas)
-                    ),
-                )
+                study = replace(study, theory=theory_columns)
         except Interrupted as err:
             raise Interrupted(
                 err.signum,
@@ -339,7 +351,7 @@ def erm_alpha_c(
             "threads": threads,
             "workers": workers,
             "dask": dask_address,
-            "included_cells": {f"{w:g}/{d}": src for (w, d), src in sorted(sources.items())},
+            "included_cells": included,
             "phase_diagram": phase_dir,
         },
         theory_summaries=theory_summaries,

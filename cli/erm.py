@@ -22,6 +22,7 @@ from .options import (
     problem_options,
     student_option,
     value_options,
+    value_rank_of,
 )
 
 
@@ -116,7 +117,7 @@ def train_erm(
     student: str,
     token_correlation: float,
     value: str,
-    value_rank: int,
+    value_rank: int | None,
     init: str,
     seeds: int,
     first_seed: int,
@@ -155,7 +156,7 @@ def train_erm(
         dtype=dtype,
         device=device,
         value=value,
-        value_rank=value_rank,
+        value_rank=value_rank_of(value, value_rank),
     )
     config.check(problem)
     import torch  # only now: invalid input above is rejected without importing torch
@@ -170,7 +171,10 @@ def train_erm(
 
     show = not quiet and sys.stderr.isatty()
     ctx = click.get_current_context()
-    with output_folder(out, "train-erm", "erm") as folder:  # removed again if still empty when the run is interrupted
+    made_for = {"problem": problem.to_dict(), "erm": config.to_dict()}  # a finished run of other settings refused
+    with output_folder(
+        out, "train-erm", "erm", made_for
+    ) as folder:  # removed again if still empty when the run is interrupted
         if show:
             with click.progressbar(
                 length=config.steps, label=f"train-erm d={d}", show_eta=True, show_pos=True, file=sys.stderr

@@ -372,10 +372,24 @@ def _check_made_for(folder: Path, spec: FolderKind, man: Mapping[str, Any]) -> N
         )
 
 
-SETTING_FREE_KEYS: frozenset[str] = frozenset({"command", "device", "quiet", "workers", "threads", "sampler_library"})
+SETTING_FREE_KEYS: frozenset[str] = frozenset(
+    {
+        "command",
+        "cli",
+        "device",
+        "resolved_device",
+        "quiet",
+        "workers",
+        "threads",
+        "torch_threads",
+        "torch_version",
+        "dask",
+        "sampler_library",
+    }
+)
 """Keys of a manifest's ``made_for`` that say how or where a run was made (command line, device, worker
-processes, library versions), not what it computes: a folder made with other values of these holds a run
-of the same settings."""
+processes and threads, library versions), not what it computes: a folder made with other values of these
+holds a run of the same settings."""
 
 
 def check_output_folder(
