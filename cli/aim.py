@@ -499,7 +499,8 @@ def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: s
             err=True,
         )
     reporter = ProgressReporter(label, quiet=quiet)
-    state = {"done": 0, "cached": 0, "t0": time.monotonic()}
+    state = {"done": 0, "cached": 0}
+    t0 = time.monotonic()
 
     def on_run(was_cached: bool) -> None:
         state["done"] += 1
@@ -512,7 +513,7 @@ def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: s
                 tasks_done=state["done"],
                 tasks_total=total,
                 tasks_cached=state["cached"],
-                elapsed=time.monotonic() - state["t0"],
+                elapsed=time.monotonic() - t0,
                 unit="runs computed",
                 task="runs",
             )

@@ -22,7 +22,7 @@ from dotattn.core.runner import (
     connect_dask,
 )
 from dotattn.core.validation import ParameterError
-from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study
+from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, run_study
 from dotattn.theory_vs_erm.crossing import FIT_MODELS
 from dotattn.theory_vs_erm.output import write_alpha_c_study
 
@@ -250,7 +250,8 @@ def erm_alpha_c(
     from dotattn.erm.experiment import resolve_device
 
     resolve_device(config.device)
-    supplied, sources = {}, {}
+    supplied: dict[tuple[float, int], CellRuns] = {}  # (omega, d) -> runs read from --include
+    sources: dict[tuple[float, int], list[str]] = {}
     if includes:  # read and verified before any folder is made (IntegrityError / ParameterError: one line)
         from dotattn.core.io import IntegrityError
         from dotattn.theory_vs_erm.alpha_c import check_supplied, merge_parts

@@ -5,13 +5,14 @@ from __future__ import annotations
 import errno
 import importlib
 import sys
+import weakref
 from dataclasses import dataclass
 
 import click
 
-from dotattn import __version__
 from dotattn.core.runner import Interrupted
 from dotattn.core.validation import ParameterError, check_dask_scheme, check_out_dir
+from dotattn.core.version import __version__
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def _guard_params(command: click.Command) -> None:
     checks = {**{name: _check_out for name in OUT_PARAMS}, **{name: _check_dask for name in DASK_PARAMS}}
     for param in command.params:
         check = checks.get(param.name)
-        if check is None or getattr(param, "_dotattn_guarded", False):
+        if check is None or param in _GUARDED:
             continue
         previous = param.callback
 
@@ -145,7 +146,11 @@ def _guard_params(command: click.Command) -> None:
             return previous(ctx, p, value) if previous is not None else value
 
         param.callback = callback
-        param._dotattn_guarded = True
+        _GUARDED.add(param)
+
+
+_GUARDED: weakref.WeakSet[click.Parameter] = weakref.WeakSet()
+"""The parameters whose callbacks :func:`_guard_params` has chained already."""
 
 
 class LazyGroup(click.Group):
@@ -209,14 +214,15 @@ def os_error_line(err: OSError) -> str:
     """One line for an OSError: what failed, on which file, and what to do for the common causes."""
     what = err.strerror or str(err) or type(err).__name__
     where = f" ({err.filename})" if err.filename else ""
-    hint = {
+    hints = {
         errno.ENOSPC: "free some space or choose another --out; every file is written atomically, so no "
         "partial file was left",
         errno.EDQUOT: "free some space or choose another --out",
         errno.EACCES: "choose a folder you can write to (--out)",
         errno.EPERM: "choose a folder you can write to (--out)",
         errno.EROFS: "choose a folder on a writable file system (--out)",
-    }.get(err.errno)
+    }
+    hint = None if err.errno is None else hints.get(err.errno)
     return f"{what}{where}" + (f"; {hint}" if hint else "")
 
 

@@ -113,6 +113,11 @@ def value_rank_of(value: str, value_rank: int | None) -> int:
     return value_rank
 
 
+def _matrix(text: str) -> tuple[tuple[float, ...], ...]:
+    """A matrix option as the rows of a Problem's matrix field."""
+    return tuple(tuple(row) for row in parse_matrix(text))
+
+
 def problem_from_options(
     omega: float,
     L: int,
@@ -133,8 +138,8 @@ def problem_from_options(
         sigma=sigma,
         ridge=ridge,
         omega=omega,
-        positional_attention=None if A is None else parse_matrix(A),
-        positional_gram=None if positional_gram is None else parse_matrix(positional_gram),
+        positional_attention=None if A is None else _matrix(A),
+        positional_gram=None if positional_gram is None else _matrix(positional_gram),
         student=str(student).strip().lower(),
         token_correlation=token_correlation,
     )

@@ -234,7 +234,7 @@ def phase_diagram_command(
                 f"refinement rules)"
             )
         for b in s.boundaries:
-            err = "" if b.error != b.error else f" +- {b.error:.4f}"
-            click.echo(f"      boundary {b.below} -> {b.above} at alpha = {b.alpha:.4f}{err} ({b.method})")
+            pm_error = "" if b.error != b.error else f" +- {b.error:.4f}"
+            click.echo(f"      boundary {b.below} -> {b.above} at alpha = {b.alpha:.4f}{pm_error} ({b.method})")
     for path in paths.values():
         click.echo(f"  wrote {path}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -216,7 +217,8 @@ def _run_and_write(problem, config, folder: Path, show: bool, order: int | None,
     the theory at each run's overlaps on Gauss-Hermite ``order``, unless None); print the table."""
     from dotattn.erm.restarts import run_restarts
 
-    diagnose, rule = order is not None, None
+    diagnose = order is not None
+    quadrature: dict[str, Any] | None = None  # the rule of the diagnostics, when asked for
     if show:
         with click.progressbar(length=config.steps, label=f"erm-restarts d={config.d}", file=sys.stderr) as bar:
             result = run_restarts(problem, config, progress=bar.update)
@@ -225,7 +227,7 @@ def _run_and_write(problem, config, folder: Path, show: bool, order: int | None,
     runs, pairs = list(result.runs), list(result.pairs)
     summary = summarise_restarts(runs, pairs)
     diag_rows, diag_seconds = None, 0.0
-    if diagnose:
+    if order is not None:
         from dotattn.positional_semantic.quadrature import make_rule
         from dotattn.theory_vs_erm.diagnostics import DIAGNOSTIC_COLUMNS, diagnose_restarts
 
@@ -234,13 +236,14 @@ def _run_and_write(problem, config, folder: Path, show: bool, order: int | None,
         diag = diagnose_restarts(problem, runs, rule)
         diag_seconds = time.perf_counter() - t0
         diag_rows = [r.to_row() for r in diag]
+        quadrature = rule.describe()
     ctx = click.get_current_context()
     params = {
         **result.parameters(),
         "command": "erm-restarts",
         "cli": dict(ctx.params),
         "same_minimum_distance": SAME_MINIMUM,
-        "diagnose": ({"quadrature": rule.describe(), "seconds": round(diag_seconds, 3)} if diagnose else None),
+        "diagnose": ({"quadrature": quadrature, "seconds": round(diag_seconds, 3)} if diagnose else None),
     }
     prov = provenance(params, seconds=result.seconds + diag_seconds)
     import json

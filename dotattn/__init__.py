@@ -12,9 +12,8 @@ The phase diagram: :func:`dotattn.positional_semantic.phase_diagram.run_phase_di
 :mod:`dotattn.erm`.
 """
 
-__version__ = "0.1.0"
-
 from dotattn.core.validation import ParameterError
+from dotattn.core.version import __version__
 from dotattn.positional_semantic.problem import Problem
 
 # the solver is imported on first use (PEP 562), so that `import dotattn` (and the CLI's help)

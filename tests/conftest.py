@@ -25,7 +25,11 @@ def reduced_and_full(argnames: str, reduced, full):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Skip every slow test unless DOTATTN_SLOW=1."""
+    """Tests marked ``serial`` run on one xdist worker (``--dist loadgroup``); skip every slow test unless
+    DOTATTN_SLOW=1."""
+    for item in items:
+        if item.get_closest_marker("serial") is not None:
+            item.add_marker(pytest.mark.xdist_group(name="serial"))
     if SLOW:
         return
     skip = pytest.mark.skip(reason="slow: set DOTATTN_SLOW=1 to run it (its reduced form runs by default)")

@@ -108,6 +108,10 @@ def test_records_round_trip_through_rows():
     assert CellSummary.from_row(c.to_row()) == c
     f = FiniteSizeFit("1/d", 1.0, 1.2, 1.1, 1.3, 40.0, 0.5, 1, 0.95)
     assert FiniteSizeFit.from_row(f.to_row()) == f
+    # a missing integer cell is named (a missing float is NaN, a missing text "")
+    for empty in ("", None):
+        with pytest.raises(ValueError, match="seed is missing"):
+            SeedCrossing.from_row({**x.to_row(), "seed": empty})
 
 
 def test_finite_size_fit_recovers_a_known_limit():
@@ -274,6 +278,7 @@ def test_study_crosses_in_a_band_around_the_theory(tmp_path, d, seeds, alphas, m
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to find the worker processes")
+@pytest.mark.serial
 def test_sigterm_stops_cleanly_and_the_study_resumes(tmp_path):
     """SIGTERM to the main process only: exit 143 with one line, workers gone, finished cells cached, resume."""
     from clitools import alive as _alive

@@ -16,7 +16,10 @@ from clitools import alive as _alive
 from clitools import children as _children
 from clitools import wait_for as _wait_for
 
-pytestmark = pytest.mark.skipif(not Path("/proc").is_dir(), reason="the checks read /proc (Linux)")
+pytestmark = [
+    pytest.mark.skipif(not Path("/proc").is_dir(), reason="the checks read /proc (Linux)"),
+    pytest.mark.serial,
+]
 
 
 def test_sigkill_of_the_main_process_leaves_no_worker(tmp_path):

@@ -385,3 +385,50 @@ def test_point_row_round_trip():
     q = PathsPoint.from_row({k: (str(v) if not isinstance(v, list) else v) for k, v in row.items()})
     assert q.paths == p.paths and np.array_equal(q.U, p.U) and q.accuracy == p.accuracy
     assert np.array_equal(read_matrix(row["U"]), p.U)
+
+
+def test_rows_without_their_matrices_are_refused():
+    """A row whose U (or one level of a theory result) is an empty cell cannot be read back: the
+    records hold matrices (before, PathsPoint.U and TheoryResult.levels silently held None)."""
+    p = PathsPoint(
+        subset="all",
+        method="theory",
+        N=10.0,
+        temperature=0.01,
+        accuracy=0.9,
+        loss=0.3,
+        variance=0.1,
+        status="converged",
+        stationarity=1e-10,
+        iterations=5,
+        seconds=0.1,
+        paths=("good", "denoising"),
+        U=np.eye(2),
+    )
+    with pytest.raises(ValueError, match="U is missing"):
+        PathsPoint.from_row({**p.to_row(), "U": ""})
+    C, y = _random_problem(heads=(1,), P=6)
+    row = minimise_action(C, y, PathsModel(N=5.0, temperature=0.1, heads=(1,))).to_row()
+    assert len(row["levels"]) == 2
+    with pytest.raises(ValueError, match="level 2 of 2 is missing"):
+        TheoryResult.from_row({**row, "levels": [row["levels"][0], None]})
+
+
+def test_restricting_factored_kernels_is_refused():
+    """PathData.restrict indexes dense kernels; factored ones (the image study's) are refused by name
+    (before, a matmul shape error from deep inside FactoredKernels)."""
+    rng = np.random.default_rng(0)
+    xi, xit = rng.standard_normal((4, 12, 5)), rng.standard_normal((4, 9, 5))
+    keys = ((0, 0), (0, 1), (1, 0), (1, 1))
+    data = PathData(
+        head_names=(("a", "b"), ("c", "d")),
+        path_keys=keys,
+        path_names=tuple(map(str, keys)),
+        C_train=FactoredKernels(xi, xi),
+        y_train=np.ones(12),
+        C_cross=FactoredKernels(xit, xi),
+        C_diag=np.ones((4, 4, 9)),
+        y_test=np.ones(9),
+    )
+    with pytest.raises(TypeError, match="dense path kernels"):
+        data.restrict([[0], [0, 1]])

@@ -51,6 +51,7 @@ def _dead_pid() -> int:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc to find the worker processes")
 @pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.serial
 def test_signal_stops_cleanly_and_the_run_resumes(tmp_path, sig, status):
     out = tmp_path / "pd"
     proc = start_until(
@@ -98,6 +99,7 @@ def test_a_second_run_into_the_same_folder_is_refused(tmp_path):
     assert not (out / "cache").exists()
 
 
+@pytest.mark.serial
 def test_a_stale_lock_is_taken_over(tmp_path):
     out = tmp_path / "pd"
     out.mkdir()
@@ -157,6 +159,7 @@ def test_default_output_is_untracked():
 # ----------------------------------------------------------------------------------------------
 # the pieces
 # ----------------------------------------------------------------------------------------------
+@pytest.mark.serial
 def test_run_lock_refuses_a_live_owner_and_takes_over_a_dead_one(tmp_path):
     with RunLock(tmp_path, "x") as lock:
         assert (tmp_path / RunLock.NAME).read_text().split()[0] == str(os.getpid())
@@ -169,6 +172,7 @@ def test_run_lock_refuses_a_live_owner_and_takes_over_a_dead_one(tmp_path):
         assert (tmp_path / RunLock.NAME).read_text().split()[0] == str(os.getpid())
 
 
+@pytest.mark.serial
 def test_a_stop_during_lock_acquisition_leaves_no_lock_file(tmp_path, monkeypatch):
     """SIGTERM raised while the lock file is being created (here: from inside _create, after the link)
     is held back until the lock is taken, then stops the run through RunLock's own clean-up: the lock
@@ -188,6 +192,7 @@ def test_a_stop_during_lock_acquisition_leaves_no_lock_file(tmp_path, monkeypatc
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.serial
 def test_signals_deferred_delivers_the_signal_when_the_block_ends():
     """A SIGINT inside signals_deferred (under stop_on_signals) stops the run only when the block ends;
     outside such a block it stops at once."""
@@ -234,6 +239,7 @@ def test_run_tasks_propagates_a_worker_error():
         run_tasks(_raise, [(), ()], workers=2)
 
 
+@pytest.mark.serial
 def test_stop_on_signals_raises_interrupted_once():
     with pytest.raises(Interrupted) as info:
         with stop_on_signals():

@@ -66,6 +66,7 @@ def test_bad_out_refused_before_solving(out, why, tmp_path):
         ["paths", "theory", "--P", "20", "--P-test", "20", "--T", "10", "--N", "10", "--subsets", "all"],
     ],
 )
+@pytest.mark.serial
 def test_a_folder_in_use_is_refused(args, tmp_path):
     out = tmp_path / "busy"
     out.mkdir()
@@ -106,6 +107,7 @@ def test_amp_past_perfect_recovery_and_resume_from_cached_runs(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_amp_interrupted_keeps_finished_runs_and_resumes(tmp_path):
     out = tmp_path / "amp"
     args = ["aim", "amp", "--d", "12", "--alpha", "0.2,0.3", "--seeds", "2", "--max-iter", "40", "--out", str(out)]
@@ -387,6 +389,7 @@ def test_paths_theory_without_N_does_not_rewrite_an_earlier_folder(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.serial
 def test_paths_theory_sigterm_stops_cleanly(tmp_path):
     out = tmp_path / "th"
     proc = subprocess.Popen(
@@ -431,6 +434,7 @@ def _wait_for_line(proc: subprocess.Popen, text: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.serial
 def test_paths_sample_stops_cleanly_on_signals(signum, tmp_path):
     """Sampling runs in a process of its own: a signal ends the command at once with 128 + signal and
     one line (it segfaulted or hung when the signal was handled inside JAX), no folder, no process left."""

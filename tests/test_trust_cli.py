@@ -150,6 +150,7 @@ def test_read_only_file_system(tmp_path):
         assert lines[-1].startswith("Error: Read-only file system") and len(lines) == 2
 
 
+@pytest.mark.serial
 def test_sigterm_to_train_erm_leaves_no_empty_folder(tmp_path):
     pytest.importorskip("torch")
     out = tmp_path / "a" / "b"

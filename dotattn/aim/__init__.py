@@ -1,6 +1,6 @@
 """Bayes-optimal learning of the attention-indexed model (AIM), L = 1.
 
-Theory 4 of dotattn (docs/aim.md; Boncoraglio, Troiani, Erba, Zdeborová, NeurIPS 2025,
+Theory 2 of dotattn (docs/aim.md; Boncoraglio, Troiani, Erba, Zdeborová, NeurIPS 2025,
 arXiv:2506.01582). Modules: :mod:`~dotattn.aim.prior` (the prior channel: free convolution of
 √ρ·Marchenko–Pastur with a semicircle, its MMSE and the rotationally invariant estimator),
 :mod:`~dotattn.aim.channels` (softmax and hardmax output functions, the state-evolution q̂),

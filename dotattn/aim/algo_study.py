@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,6 +59,20 @@ class StudySpec:
     beta: float = 1.0
     seeds: int = 8
     test_samples: int = 2000
+
+    if TYPE_CHECKING:  # the constructor the dataclass generates: the counts may be whole floats (checked, made int)
+
+        def __init__(
+            self,
+            d: float,
+            rho: float,
+            T: float,
+            alphas: Sequence[float],
+            channel: str = ...,
+            beta: float = ...,
+            seeds: float = ...,
+            test_samples: float = ...,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         from dotattn.aim.state_evolution import check_inputs
@@ -142,7 +156,7 @@ class RunRow:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunRow:
-        conv = {
+        conv: dict[str, Callable[[Any], Any]] = {
             "estimator": read_text,
             "seed": read_int,
             "init": read_int,
@@ -199,7 +213,7 @@ class AlphaRow:
         def flag(x):
             return False if x in (None, "") else read_bool(x)
 
-        conv = {
+        conv: dict[str, Callable[[Any], Any]] = {
             "estimator": read_text,
             "runs": read_int,
             "converged": read_int,
@@ -355,7 +369,7 @@ def _unit(
 ) -> tuple[Path | None, dict[str, Any]]:
     """(file, key) of the cache unit of one (α, seed) run: the key holds every setting that changes
     the run (not the α grid or the number of seeds, so a study with more seeds or α reuses it)."""
-    from dotattn import __version__
+    from dotattn.core.version import __version__
 
     problem = {k: v for k, v in spec.to_dict().items() if k not in ("alpha", "seeds")}
     key = {

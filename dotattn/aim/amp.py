@@ -24,7 +24,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,6 +52,10 @@ class AMPConfig:
     max_iter: int = 300
     tol: float = 1e-5
     damping: float = 0.5
+
+    if TYPE_CHECKING:  # the constructor the dataclass generates: max_iter may be a whole float (checked, made int)
+
+        def __init__(self, max_iter: float = ..., tol: float = ..., damping: float = ...) -> None: ...
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "max_iter", check_int("max_iter", self.max_iter, 1, 100_000))
@@ -122,7 +126,8 @@ def run_amp(
     S_hat = math.sqrt(data.r / d) * np.eye(d)  # prior mean E S* = √ρ I
     V = 1.0  # the prior's MMSE: Q0 − ρ = (1 + ρ) − ρ
     g = np.zeros((data.n, T, T))
-    mse_path, V_path, D_path = [data.mse(S_hat)], [V], []
+    mse_path, V_path = [data.mse(S_hat)], [V]
+    D_path: list[float] = []
     blowup = BLOWUP * (1.0 + data.r / d)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # non-finite values are detected below
         status, message, it, S_hat, V = _iterate(

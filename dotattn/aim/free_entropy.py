@@ -21,7 +21,9 @@ to 1e-12 in log V, without its slow approach near a threshold), and every sign c
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq
@@ -129,7 +131,7 @@ class FreeEntropyPoint:
 
     @classmethod
     def from_row(cls, row) -> FreeEntropyPoint:
-        conv = {
+        conv: dict[str, Callable[[Any], Any]] = {
             "channel": read_text,
             "tokens": read_int,
             "start": read_text,

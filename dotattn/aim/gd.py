@@ -148,6 +148,8 @@ def run_gd(
     L = losses(W)
     L.sum().backward()
     loss = L.detach().cpu().numpy()
+    if W.grad is None:  # cannot happen: the loss depends on W, which requires its gradient
+        raise RuntimeError("gd: backward() gave no gradient of the loss with respect to W")
     grad_rms = (W.grad.reshape(K, -1).norm(dim=1) / math.sqrt(d * r)).cpu().numpy()
     Wn = W.detach().cpu().numpy()
     S_runs = Wn @ np.swapaxes(Wn, 1, 2) / math.sqrt(r * d)

@@ -153,7 +153,7 @@ def _support_cached(delta: float, rho: float) -> tuple[tuple[float, float], ...]
         dv = dpoly(real)
         real = real - np.where(dv != 0, poly(real) / np.where(dv == 0, 1, dv), 0)
     real = np.sort(real)
-    bulks = []
+    bulks: list[tuple[float, float]] = []
     for lo, hi in zip(real[:-1], real[1:], strict=True):
         if hi > lo and poly(0.5 * (lo + hi)) < 0:
             if bulks and abs(bulks[-1][1] - lo) <= 1e-12 * scale:  # a double root inside one bulk
@@ -178,7 +178,7 @@ def _pieces(delta: float, rho: float) -> tuple[tuple[float, float], ...]:
     d1, d2 = poly.deriv(), poly.deriv(2)
     crit = d1.roots()
     crit = np.sort(crit[np.abs(crit.imag) < 1e-9].real)
-    out = []
+    out: list[tuple[float, float]] = []
     for lo, hi in _support_cached(delta, rho):
         cuts = [c for c in crit if lo < c < hi and d2(c) < 0]
         edges = [lo, *cuts, hi]
@@ -191,8 +191,8 @@ def _theta_rule(nodes: int, panels: int) -> tuple[np.ndarray, np.ndarray]:
     """Nodes θ ∈ (−π/2, π/2) and weights: ``panels`` Gauss–Legendre panels graded towards the ends."""
     half = panels // 2
     # breakpoints in u = 2θ/π ∈ [−1, 1]: 0, ±(1 − 2^-k), ±1
-    pts = [0.0] + [1.0 - 2.0 ** (-k) for k in range(1, half)] + [1.0]
-    pts = np.unique(np.concatenate([-np.array(pts), np.array(pts)]))
+    right = [0.0] + [1.0 - 2.0 ** (-k) for k in range(1, half)] + [1.0]
+    pts = np.unique(np.concatenate([-np.array(right), np.array(right)]))
     t, w = np.polynomial.legendre.leggauss(nodes)
     us, ws = [], []
     for lo, hi in zip(pts[:-1], pts[1:], strict=True):
@@ -220,7 +220,10 @@ def integrate_bulks(
 
 def free_fisher(delta: float, rho: float, nodes: int = DEFAULT_NODES, panels: int = DEFAULT_PANELS) -> float:
     """Free Fisher information Φ*(μ_Δ) = (4π²/3) ∫ μ_Δ³ dx."""
-    return 4.0 * math.pi**2 / 3.0 * integrate_bulks(lambda x, mu: mu**3, delta, rho, nodes, panels)
+    integral = integrate_bulks(lambda x, mu: mu**3, delta, rho, nodes, panels)
+    if isinstance(integral, complex):  # cannot happen: the integrand is real
+        raise ArithmeticError(f"free Fisher information: complex integral {integral!r} of a real integrand")
+    return 4.0 * math.pi**2 / 3.0 * integral
 
 
 def mmse_prior(delta: float, rho: float, nodes: int = DEFAULT_NODES, panels: int = DEFAULT_PANELS) -> float:

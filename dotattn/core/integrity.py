@@ -112,7 +112,8 @@ def meta_parameters(path: Path) -> dict[str, Any]:
     """The parameters a JSON file of a folder records: ``provenance.parameters``, or ``parameters`` at
     the top (IntegrityError, one line, when it has neither)."""
     meta = read_verified_json(path)
-    prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else meta
+    stored = meta.get("provenance")
+    prov: dict[str, Any] = stored if isinstance(stored, dict) else meta
     params = prov.get("parameters")
     if not isinstance(params, dict):
         raise IntegrityError(f"{path}: no parameters (neither 'provenance.parameters' nor 'parameters')")
@@ -133,7 +134,7 @@ def registered_kinds() -> dict[str, FolderKind]:
     return dict(_KINDS)
 
 
-def folders_with_manifest(root: str | os.PathLike) -> list[Path]:
+def folders_with_manifest(root: str | os.PathLike[str]) -> list[Path]:
     """Every folder at or below ``root`` that holds a ``manifest.json`` (sorted; hidden folders, whose
     names start with '.', are skipped). ParameterError if ``root`` is not a folder."""
     root = Path(root)
@@ -147,7 +148,7 @@ def folders_with_manifest(root: str | os.PathLike) -> list[Path]:
     return sorted(found)
 
 
-def folder_kind(folder: str | os.PathLike) -> str:
+def folder_kind(folder: str | os.PathLike[str]) -> str:
     """The kind of a dotattn output folder, from its files; IntegrityError when none fits.
 
     A kind fits when its marker file exists and its ``recognise`` (if any) accepts the folder; of
@@ -236,11 +237,11 @@ def _equal(a: Any, b: Any) -> bool:
         try:
             x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
         except (TypeError, ValueError):
-            return a == b
+            return bool(a == b)
         return x.shape == y.shape and bool(np.allclose(x, y, rtol=1e-12, atol=1e-15))
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return abs(a - b) <= 1e-12 * max(abs(a), abs(b))
-    return a == b
+    return bool(a == b)
 
 
 def first_difference(asked: dict[str, Any], stored: dict[str, Any]) -> tuple[str, Any, Any] | None:
@@ -277,7 +278,7 @@ def check_provenance_line(path: Path, parameters: Mapping[str, Any]) -> None:
         )
 
 
-def verify_folder(folder: str | os.PathLike, *, manifest: bool = True, kind: str | None = None) -> str:
+def verify_folder(folder: str | os.PathLike[str], *, manifest: bool = True, kind: str | None = None) -> str:
     """Every check a reader makes, for a whole folder (manifest of every listed file, then the rows);
     returns the folder kind. ``manifest=False`` checks the rows only (used before sealing); ``kind``:
     the kind the caller needs (IntegrityError if the folder is another)."""
@@ -393,7 +394,7 @@ holds a run of the same settings."""
 
 
 def check_output_folder(
-    folder: str | os.PathLike, kind: str, made_for: Mapping[str, Any] | None = None, what: str | None = None
+    folder: str | os.PathLike[str], kind: str, made_for: Mapping[str, Any] | None = None, what: str | None = None
 ) -> None:
     """Refuse (ParameterError, one line) to write a ``kind`` run made for ``made_for`` into ``folder``
     when the folder holds another command's files (another kind) or a finished run of this kind made
@@ -463,7 +464,7 @@ def read_records(path: Path, cls: Any) -> list[Any]:
     return [read_record(path, i, cls, r) for i, r in enumerate(read_verified_csv(path), start=1)]
 
 
-def seal_folder(folder: str | os.PathLike, command: str | None = None) -> Path:
+def seal_folder(folder: str | os.PathLike[str], command: str | None = None) -> Path:
     """Write the manifest of a folder made before manifests existed, after its rows pass every
     consistency check; the manifest says it was sealed after the fact, by which commit."""
     folder = Path(folder)
@@ -473,7 +474,8 @@ def seal_folder(folder: str | os.PathLike, command: str | None = None) -> Path:
     spec = _KINDS[kind]
     made_for = spec.read_parameters(folder)
     meta = read_verified_json(folder / spec.meta_file)
-    prov = meta.get("provenance") if isinstance(meta.get("provenance"), dict) else meta
+    stored_prov = meta.get("provenance")
+    prov: dict[str, Any] = stored_prov if isinstance(stored_prov, dict) else meta
     files = [folder / name for name in unknown_files(folder, spec) if spec.knows(name)]
     from dotattn.core.io import provenance
 

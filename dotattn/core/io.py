@@ -101,7 +101,7 @@ def git_commit() -> str | None:
 
 def provenance(parameters: Mapping[str, Any], seconds: float | None = None) -> dict[str, Any]:
     """Parameters plus package version, git commit, host and UTC time."""
-    from dotattn import __version__
+    from dotattn.core.version import __version__
 
     out = {
         "parameters": to_jsonable(dict(parameters)),
@@ -167,7 +167,7 @@ def defer_stop(stop: Callable[[], None]) -> bool:
     return False
 
 
-def ensure_writable_dir(path: str | os.PathLike) -> Path:
+def ensure_writable_dir(path: str | os.PathLike[str]) -> Path:
     """Create the folder if needed and check that files can be written there (ParameterError if not)."""
     p = Path(path)
     try:
@@ -180,7 +180,7 @@ def ensure_writable_dir(path: str | os.PathLike) -> Path:
     return p
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     """Write to a temporary file beside ``path`` and rename it into place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -200,7 +200,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def remove_stale_tmp(folder: str | os.PathLike) -> list[Path]:
+def remove_stale_tmp(folder: str | os.PathLike[str]) -> list[Path]:
     """Remove the temporary files that :func:`atomic_write_bytes` leaves only when its process is
     killed mid-write (``.NAME.XXXX.tmp``); call it only while holding the folder (a run lock)."""
     removed = []
@@ -213,16 +213,16 @@ def remove_stale_tmp(folder: str | os.PathLike) -> list[Path]:
     return removed
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> None:
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(path, json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n")
 
 
 def write_csv(
-    path: str | os.PathLike, rows: Iterable[Mapping[str, Any]], columns: Sequence[str], comment: str | None = None
+    path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]], columns: Sequence[str], comment: str | None = None
 ) -> None:
     """Atomically write rows as CSV; ``comment`` lines (e.g. provenance) are prefixed with '#'."""
     buf = io.StringIO()
@@ -236,7 +236,7 @@ def write_csv(
     atomic_write_text(path, buf.getvalue())
 
 
-def read_json_if_valid(path: str | os.PathLike) -> Any | None:
+def read_json_if_valid(path: str | os.PathLike[str]) -> Any | None:
     """The parsed JSON file, or None if it is missing or unreadable (e.g. cut short, not UTF-8, or nested
     too deeply for the parser)."""
     try:
@@ -246,7 +246,7 @@ def read_json_if_valid(path: str | os.PathLike) -> Any | None:
         return None
 
 
-def read_csv(path: str | os.PathLike) -> list[dict[str, str]]:
+def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """Read a CSV written by :func:`write_csv` (skipping '#' comment lines)."""
     with open(path, newline="") as fh:
         lines = [ln for ln in fh if not ln.startswith("#")]
@@ -263,7 +263,7 @@ def _csv_value(v: Any) -> Any:
     return v
 
 
-def save_figure(fig: Any, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> None:
+def save_figure(fig: Any, path: str | os.PathLike[str], metadata: Mapping[str, Any] | None = None) -> None:
     """Save a matplotlib figure as PNG atomically, with provenance in the PNG text chunks."""
     buf = io.BytesIO()
     meta = {"Software": "dotattn"}
@@ -276,7 +276,7 @@ def save_figure(fig: Any, path: str | os.PathLike, metadata: Mapping[str, Any] |
 # ----------------------------------------------------------------------------------------------
 # integrity: manifests of output folders, checksummed cache units
 # ----------------------------------------------------------------------------------------------
-def sha256_file(path: str | os.PathLike) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a file's bytes."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -285,12 +285,12 @@ def sha256_file(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def csv_data_rows(path: str | os.PathLike) -> int:
+def csv_data_rows(path: str | os.PathLike[str]) -> int:
     """Number of data rows of a CSV written by :func:`write_csv` (comment lines and header excluded)."""
     return len(read_csv(path))
 
 
-def csv_comment(path: str | os.PathLike) -> str:
+def csv_comment(path: str | os.PathLike[str]) -> str:
     """The '#' comment lines at the top of a CSV (provenance), joined, without the '# ' prefix."""
     out = []
     with open(path, newline="") as fh:
@@ -302,8 +302,8 @@ def csv_comment(path: str | os.PathLike) -> str:
 
 
 def write_manifest(
-    folder: str | os.PathLike,
-    files: Iterable[str | os.PathLike],
+    folder: str | os.PathLike[str],
+    files: Iterable[str | os.PathLike[str]],
     made_for: Mapping[str, Any],
     *,
     command: str | None = None,
@@ -407,7 +407,7 @@ def _commit_in_comment(comment: str) -> str | None:
     return None if m.group(1) in ("None", "null") else m.group(1)
 
 
-def verify_manifest(folder: str | os.PathLike, required: Sequence[str]) -> dict[str, Any]:
+def verify_manifest(folder: str | os.PathLike[str], required: Sequence[str]) -> dict[str, Any]:
     """Check ``folder/manifest.json`` against the files: each ``required`` file is listed and
     present, has the listed data-row count (CSV) and SHA-256, and a CSV's provenance comment names
     the manifest's commit. Returns the manifest; :class:`IntegrityError` (one line) otherwise."""
@@ -463,14 +463,14 @@ def _digest(payload: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def write_checked_json(path: str | os.PathLike, payload: Any) -> None:
+def write_checked_json(path: str | os.PathLike[str], payload: Any) -> None:
     """Write a cache unit atomically with the SHA-256 of its canonical JSON, so that
     :func:`read_checked_json` detects any later edit."""
     payload = to_jsonable(payload)
     write_json(path, {"sha256": _digest(payload), "payload": payload})
 
 
-def read_checked_json(path: str | os.PathLike) -> tuple[Any | None, str | None]:
+def read_checked_json(path: str | os.PathLike[str]) -> tuple[Any | None, str | None]:
     """(payload, None) for a verified cache unit; (None, None) when there is none; (None, reason)
     when the file exists but fails verification (unreadable, cut short, edited, older format)."""
     p = Path(path)
@@ -490,7 +490,7 @@ def read_checked_json(path: str | os.PathLike) -> tuple[Any | None, str | None]:
     return obj["payload"], None
 
 
-def read_cache_unit(path: str | os.PathLike | None, key: Any) -> dict[str, Any] | None:
+def read_cache_unit(path: str | os.PathLike[str] | None, key: Any) -> dict[str, Any] | None:
     """The verified cache unit at ``path`` whose ``key`` matches (a dict written by
     :func:`write_cache_unit`), or None: none there, made for other settings (key differs), or failing
     verification — then one line on stderr says so (:func:`cache_notice`) and the caller recomputes it."""
@@ -502,17 +502,17 @@ def read_cache_unit(path: str | os.PathLike | None, key: Any) -> dict[str, Any] 
     if reason is not None:
         cache_notice(path, reason)
         return None
-    if payload is None or payload.get("key") != to_jsonable(key):
-        return None
+    if not isinstance(payload, dict) or payload.get("key") != to_jsonable(key):
+        return None  # nothing there (None), or made for other settings
     return payload
 
 
-def write_cache_unit(path: str | os.PathLike, key: Any, **content: Any) -> None:
+def write_cache_unit(path: str | os.PathLike[str], key: Any, **content: Any) -> None:
     """Write one cache unit ``{"key": key, **content}`` atomically with its checksum."""
     write_checked_json(path, {"key": key, **content})
 
 
-def cache_notice(path: str | os.PathLike, reason: str) -> None:
+def cache_notice(path: str | os.PathLike[str], reason: str) -> None:
     """Say on stderr, in one line, that a cache unit failed verification and will be recomputed."""
     sys.stderr.write(f"dotattn: cache {Path(path).name}: {reason}; recomputing it\n")
     sys.stderr.flush()

@@ -18,11 +18,12 @@ import numpy as np
 __all__ = ["matrix_cell", "read_float", "read_int", "read_bool", "read_matrix", "read_text"]
 
 
-def matrix_cell(a: Any) -> list | None:
+def matrix_cell(a: Any) -> list[list[float]] | None:
     """A matrix as a nested list of floats (2-D), or None."""
     if a is None:
         return None
-    return np.atleast_2d(np.asarray(a, dtype=float)).tolist()
+    cell: list[list[float]] = np.atleast_2d(np.asarray(a, dtype=float)).tolist()
+    return cell
 
 
 def read_float(x: Any) -> float:
@@ -40,7 +41,7 @@ def read_bool(x: Any) -> bool:
     """A boolean written as JSON ``true``/``false`` or as the CSV cells ``True``/``False``."""
     if isinstance(x, (bool, np.bool_)):
         return bool(x)
-    if x in ("True", "False"):
+    if isinstance(x, str) and x in ("True", "False"):
         return x == "True"
     raise ValueError(f"not a boolean cell: {x!r}")
 

@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
 from dotattn.core.io import defer_stop, signals_deferred
@@ -97,9 +98,9 @@ def stop_on_signals(signums: Sequence[int] = (signal.SIGINT, signal.SIGTERM)) ->
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    fired = []
+    fired: list[int] = []
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> None:
         if fired:
             return
         fired.append(signum)
@@ -142,7 +143,7 @@ def _set_parent_death_signal(signum: int = signal.SIGKILL) -> bool:
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(1, int(signum), 0, 0, 0) == 0  # PR_SET_PDEATHSIG = 1
+        return bool(libc.prctl(1, int(signum), 0, 0, 0) == 0)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):
         return False
 
@@ -198,7 +199,7 @@ def _init_worker(q: Any, parent_pid: int | None = None) -> None:
         watch_parent(parent_pid)
 
 
-def _pool_call(fn: Callable, index: int, task: tuple) -> Any:
+def _pool_call(fn: Callable[..., Any], index: int, task: tuple[Any, ...]) -> Any:
     q = _REPORT_QUEUE
     result = fn(*task, report=(lambda: q.put((index, False))) if q is not None else None)
     if q is not None:
@@ -301,7 +302,7 @@ def check_workers(workers: Any) -> int:
 
 def run_tasks(
     fn: Callable[..., Any],
-    tasks: Sequence[tuple],
+    tasks: Sequence[tuple[Any, ...]],
     *,
     workers: int = 1,
     dask_address: Any = None,
@@ -333,7 +334,9 @@ def run_tasks(
     ok = False
     try:
         futures = {pool.submit(_pool_call, fn, i, t): i for i, t in enumerate(tasks)}
-        pending, held, flushed = set(futures), {}, set()
+        pending = set(futures)
+        held: dict[int, tuple[Any, float]] = {}  # task index -> (result, when it arrived)
+        flushed: set[int] = set()
         while pending or held:
             if pending:
                 finished, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
@@ -358,7 +361,7 @@ def run_tasks(
 
 def _drain(q: Any, on_unit: Callable[[int], None]) -> set[int]:
     """Report the queued units; the tasks whose last message (all units sent) arrived."""
-    done = set()
+    done: set[int] = set()
     while True:
         try:
             i, last = q.get_nowait()
@@ -370,7 +373,9 @@ def _drain(q: Any, on_unit: Callable[[int], None]) -> set[int]:
             on_unit(i)
 
 
-def _run_dask(fn: Callable, tasks: Sequence[tuple], address: Any, on_result: Callable[[int, Any], None]) -> None:
+def _run_dask(
+    fn: Callable[..., Any], tasks: Sequence[tuple[Any, ...]], address: Any, on_result: Callable[[int, Any], None]
+) -> None:
     client = connect_dask(address) if isinstance(address, str) else address
     from distributed import as_completed as dask_completed
 
@@ -421,7 +426,7 @@ class RunLock:
 
     NAME = ".dotattn.lock"
 
-    def __init__(self, folder: str | os.PathLike, what: str = "dotattn") -> None:
+    def __init__(self, folder: str | os.PathLike[str], what: str = "dotattn") -> None:
         self.path = Path(folder) / self.NAME
         self.what = what
         self.held = False

@@ -147,7 +147,8 @@ def relative_stationarity(grad: torch.Tensor, Q: torch.Tensor, ridge: float) -> 
     """
     g = grad.flatten(-2).norm(dim=-1)
     scale = (grad - ridge * Q).flatten(-2).norm(dim=-1) + ridge * Q.flatten(-2).norm(dim=-1)
-    return g / scale.clamp_min(torch.finfo(g.dtype).tiny)
+    stat: torch.Tensor = g / scale.clamp_min(torch.finfo(g.dtype).tiny)
+    return stat
 
 
 def _value_and_grad(
@@ -181,8 +182,11 @@ def train(
     """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
-    if optimizer in ("lbfgs", "batched-lbfgs") and (ridge is None or not ridge > 0):
-        raise ValueError(f"{optimizer} needs the ridge lambda > 0 of the risk (its stationarity criterion)")
+    lbfgs_ridge = 0.0  # the λ of the stationarity criterion of lbfgs and batched-lbfgs
+    if optimizer in ("lbfgs", "batched-lbfgs"):
+        if ridge is None or not ridge > 0:
+            raise ValueError(f"{optimizer} needs the ridge lambda > 0 of the risk (its stationarity criterion)")
+        lbfgs_ridge = float(ridge)
     run_shape = Q0.shape[:-2]
     dev = Q0.device
     state = {
@@ -211,9 +215,9 @@ def train(
     Q = Q0.detach().clone()
     evaluations = steps_taken = 0
     if optimizer == "batched-lbfgs":
-        Q, evaluations = _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, float(ridge), chunk, state, progress, ends)
+        Q, evaluations = _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, lbfgs_ridge, chunk, state, progress, ends)
     elif optimizer == "lbfgs":
-        Q, evaluations = _run_lbfgs(loss_fn, Q, steps, lr, tol, float(ridge), chunk, state, progress, ends)
+        Q, evaluations = _run_lbfgs(loss_fn, Q, steps, lr, tol, lbfgs_ridge, chunk, state, progress, ends)
     else:
         m = torch.zeros_like(Q) if optimizer == "adam" else None
         v = torch.zeros_like(Q) if optimizer == "adam" else None
@@ -228,6 +232,8 @@ def train(
                 if optimizer == "gd":
                     step = lr * grad
                 else:  # adam, bias-corrected; frozen runs keep their moments (never used again)
+                    if m is None or v is None:
+                        raise RuntimeError("adam: the moment estimates were not allocated")
                     m = torch.where(upd[..., None, None], b1 * m + (1 - b1) * grad, m)
                     v = torch.where(upd[..., None, None], b2 * v + (1 - b2) * grad * grad, v)
                     step = lr * (m / (1 - b1**done)) / ((v / (1 - b2**done)).sqrt() + _ADAM_EPS)
@@ -306,12 +312,27 @@ def _two_loop(
     return r
 
 
-def _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress, ends) -> tuple[torch.Tensor, int]:
+def _run_batched_lbfgs(
+    loss_fn: Callable[[torch.Tensor], torch.Tensor],
+    Q: torch.Tensor,
+    steps: int,
+    lr: float,
+    tol: float,
+    ridge: float,
+    chunk: int,
+    state: dict[str, torch.Tensor],
+    progress: Callable[[int], None] | None,
+    ends: _Ends,
+) -> tuple[torch.Tensor, int]:
     """Per-run L-BFGS with a per-run backtracking line search (module docstring); returns ``(Q, evaluations)``."""
     run_shape, mat = Q.shape[:-2], Q.shape[-2:]
     D = mat[0] * mat[1]
-    flat = lambda T: T.reshape(*run_shape, D)
-    unflat = lambda T: T.reshape(*run_shape, *mat)
+
+    def flat(T: torch.Tensor) -> torch.Tensor:
+        return T.reshape(*run_shape, D)
+
+    def unflat(T: torch.Tensor) -> torch.Tensor:
+        return T.reshape(*run_shape, *mat)
 
     def vg(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         R, g = _value_and_grad(loss_fn, unflat(x))
@@ -396,7 +417,18 @@ def _run_batched_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress
     return unflat(x).detach(), evals
 
 
-def _run_lbfgs(loss_fn, Q, steps, lr, tol, ridge, chunk, state, progress, ends) -> tuple[torch.Tensor, int]:
+def _run_lbfgs(
+    loss_fn: Callable[[torch.Tensor], torch.Tensor],
+    Q: torch.Tensor,
+    steps: int,
+    lr: float,
+    tol: float,
+    ridge: float,
+    chunk: int,
+    state: dict[str, torch.Tensor],
+    progress: Callable[[int], None] | None,
+    ends: _Ends,
+) -> tuple[torch.Tensor, int]:
     """torch's L-BFGS on ``Σ_runs R``; per-run statuses by relative stationarity, a step that does not
     lower ``Σ R`` stalls the runs not converged (module docstring). Returns ``(Q, evaluations)``."""
     param = Q.requires_grad_(True)

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 __all__ = [
     "ParameterError",
@@ -33,7 +34,7 @@ the toy model); α = 1e4 still solves in seconds (toy model, measured ~3 s on Ga
 while α = 1e12 kept the positional–semantic solver busy for minutes. For ERM, n = α d samples must fit too."""
 
 
-def readonly_array(a) -> np.ndarray:
+def readonly_array(a: npt.ArrayLike) -> np.ndarray:
     """A float copy of ``a`` that cannot be written to (state in frozen dataclasses)."""
     arr = np.array(a, dtype=float)
     arr.setflags(write=False)

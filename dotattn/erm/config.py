@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import InitVar, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -103,6 +103,8 @@ def _normalise_seeds(seeds: int | Sequence[int], first: int = 0) -> tuple[int, .
         return tuple(range(first, first + int(seeds)))
     if first:
         raise ParameterError("first_seed applies to a count of seeds, not to a list of seeds")
+    if isinstance(seeds, bool):
+        raise ParameterError("seeds must be a count >= 1 or a list of integers >= 0")
     try:
         out = tuple(int(s) for s in seeds)
     except (TypeError, ValueError):
@@ -167,6 +169,32 @@ class ErmConfig:
     value: str = "none"
     value_rank: int = 1
     first_seed: InitVar[int] = 0
+
+    if TYPE_CHECKING:  # the constructor the dataclass generates, with the inputs __post_init__ accepts and normalises
+
+        def __init__(
+            self,
+            d: int,
+            alphas: float | Sequence[float],
+            inits: str | Sequence[str] = ...,
+            seeds: int | Sequence[int] = ...,
+            optimizer: str = ...,
+            steps: int = ...,
+            lr: float | None = ...,
+            tol: float | None = ...,
+            test_samples: int = ...,
+            dtype: str = ...,
+            device: str = ...,
+            positional_m0: float = ...,
+            random_scale: float = ...,
+            baseline_ridge: float = ...,
+            test_batch: int = ...,
+            teacher: str = ...,
+            train_offset: int = ...,
+            value: str = ...,
+            value_rank: int = ...,
+            first_seed: int = ...,
+        ) -> None: ...
 
     def __post_init__(self, first_seed: int = 0) -> None:
         d = _integer("d", self.d, 2)

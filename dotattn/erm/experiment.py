@@ -275,10 +275,11 @@ def initial_student(
     return torch.cat(rows, dim=0)
 
 
-def value_scale(W: torch.Tensor, layout: WeightLayout) -> torch.Tensor | float:
-    """The value's scale ``v = 1 + s/√d`` of weight rows ``W (..., rows, d)`` (``1.0`` without a value option)."""
+def value_scale(W: torch.Tensor, layout: WeightLayout) -> torch.Tensor:
+    """The value's scale ``v = 1 + s/√d`` of weight rows ``W (..., rows, d)``, shape ``W.shape[:-2]`` (ones
+    without a value option)."""
     if not layout.has_scale:
-        return 1.0
+        return torch.ones_like(W[..., 0, 0])
     return 1.0 + W[..., -1, 0] / math.sqrt(W.shape[-1])
 
 
@@ -312,6 +313,8 @@ def _sample_errors(
     v = value_scale(W, layout)[..., None]  # (S, R, 1)
     err = quadratic_residual_pf(v * att, Cxx[:, :, :, None], Cyx[:, :, :, None], cyy[:, None])
     if layout.value_rank:
+        if T is None or P is None:
+            raise ValueError("the low-rank value needs the token statistics T and the positional embeddings P")
         Wv = W[:, :, layout.w_rows]  # (S, R, k, d)
         pi = torch.einsum("ld,srkd->lksr", P, Wv)[..., None] / math.sqrt(d)  # (L, k, S, R, 1)
         M = torch.einsum("srid,srjd->ijsr", Wv, Wv)[..., None] / d  # (k, k, S, R, 1)
@@ -476,13 +479,16 @@ def run_config(
         ]
     )  # (S, I, rows, d)
     W0 = W0[:, None].expand(S, A, I, rows, d).contiguous()
+    lr, tol = config.lr, config.tol
+    if lr is None or tol is None:  # cannot happen: ErmConfig sets the optimiser's defaults for None
+        raise ValueError(f"ErmConfig: lr and tol must be set, got lr = {lr!r}, tol = {tol!r}")
     out = train(
         risk,
         W0,
         optimizer=config.optimizer,
         steps=config.steps,
-        lr=config.lr,
-        tol=config.tol,
+        lr=lr,
+        tol=tol,
         ridge=problem.ridge,
         progress=progress,
         finished=None if finished is None else (lambda mask: finished(mask.cpu().numpy())),
@@ -501,7 +507,7 @@ def run_config(
             theta_s2 = theta_s2 * sign[..., None, None]
         q_s2 = Q.transpose(-1, -2) @ Q / d  # (S, A, I, r, r)
         mu = torch.einsum("ld,saidr->sailr", P, Q) / math.sqrt(d)  # (S, A, I, L, r)
-        extra = {}
+        extra: dict[str, torch.Tensor] = {}
         if layout.untied:
             extra.update(
                 theta_k=torch.einsum("saidr,sdt->sairt", K, Q_star) / d,

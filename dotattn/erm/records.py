@@ -263,7 +263,12 @@ class SummaryRecord:
         """Inverse of :meth:`to_row` (JSON or CSV cells; rows written before the ``stalled`` column have none)."""
 
         def metric(x: Any) -> Any:  # a nested list (matrix metric) or a number
-            return read_matrix(x).tolist() if isinstance(x, list) or str(x).lstrip().startswith("[") else read_float(x)
+            if isinstance(x, list) or str(x).lstrip().startswith("["):
+                m = read_matrix(x)
+                if m is None:  # cannot happen: a list, or the JSON text of one, is a matrix
+                    raise ValueError(f"not a matrix cell: {x!r}")
+                return m.tolist()
+            return read_float(x)
 
         return cls(
             alpha=read_float(row["alpha"]),

@@ -271,13 +271,14 @@ def run_restarts(
     def to_sector(W: torch.Tensor) -> torch.Tensor:  # W (..., r, d) = Qᵀ
         return W - (W @ Ppinv) @ P if project else W
 
+    risk: Callable[[torch.Tensor], torch.Tensor] = base_risk
     if project:
 
-        def risk(W: torch.Tensor) -> torch.Tensor:
+        def projected_risk(W: torch.Tensor) -> torch.Tensor:
             Wp = to_sector(W)
             return base_risk(Wp) + 0.5 * problem.ridge * (W.square().sum((-1, -2)) - Wp.square().sum((-1, -2)))
-    else:
-        risk = base_risk
+
+        risk = projected_risk
 
     Q0 = torch.stack([_starts(config, problem, Q_star[k], P, s) for k, s in enumerate(seeds)])  # (S, R, d, r)
     W0 = to_sector(Q0.transpose(-1, -2))[:, None].contiguous()  # (S, 1, R, r, d)
@@ -321,6 +322,8 @@ def run_restarts(
         test_err = tsum / nt
         test_se = ((tsq / nt - test_err.square()).clamp_min(0) / (nt - 1)).sqrt()
 
+    if out.stationarity is None:  # cannot happen: train measures it whenever it is given the ridge
+        raise ValueError("erm-restarts: the training outcome has no stationarity (no ridge given)")
     arr = {
         k: v.detach().cpu().to(torch.float64).numpy()
         for k, v in dict(
@@ -389,7 +392,7 @@ def _pairs(
         ia, ib = np.triu_indices(R, 1)
         keep = [
             (a, b)
-            for a, b in zip(ia, ib, strict=True)
+            for a, b in zip(ia.tolist(), ib.tolist(), strict=True)
             if mine[a].status == CONVERGED and mine[b].status == CONVERGED and mine[a].branch == mine[b].branch
         ]
         if not keep:

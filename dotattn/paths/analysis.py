@@ -109,6 +109,9 @@ class PathsPoint:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> PathsPoint:
+        U = read_matrix(row["U"])
+        if U is None:  # every point has its path-path order parameter (to_row writes it)
+            raise ValueError("U is missing")
         return cls(
             subset=read_text(row["subset"]),
             method=read_text(row["method"]),
@@ -124,7 +127,7 @@ class PathsPoint:
             iterations=read_int(row["iterations"]),
             seconds=read_float(row["seconds"]),
             paths=tuple(read_text(row["paths"]).split("|")),
-            U=read_matrix(row["U"]),
+            U=U,
         )
 
 

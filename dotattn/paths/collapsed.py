@@ -284,7 +284,9 @@ def _factors(z: Any, layout: Layout, sigma2: float) -> tuple[list[Any], Any]:
     import jax.numpy as jnp
 
     sig, N = math.sqrt(sigma2), layout.N
-    factors, logp, F = [], 0.0, None
+    factors: list[Any] = []
+    logp: Any = 0.0  # a JAX scalar once the first term is added
+    F = None
     for lv, p0, rows, cols, nu in _indices(layout):
         v = z[p0 : p0 + len(rows)]
         diag = rows == cols

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dotattn.core.validation import ParameterError, check_instance
-from dotattn.paths.network import attention, path_inputs, path_kernel_diagonal, path_kernels
+from dotattn.paths.network import FactoredKernels, attention, path_inputs, path_kernel_diagonal, path_kernels
 from dotattn.paths.task import PATH_NAMES, MarkovTask, markov_heads, markov_sequences
 
 __all__ = ["PathData", "markov_path_data", "SUBSETS", "subset_heads", "path_data_bytes"]
@@ -44,9 +44,9 @@ class PathData:
     head_names: tuple[tuple[str, ...], ...]
     path_keys: tuple[tuple[int, ...], ...]
     path_names: tuple[str, ...]
-    C_train: np.ndarray
+    C_train: np.ndarray | FactoredKernels
     y_train: np.ndarray
-    C_cross: np.ndarray
+    C_cross: np.ndarray | FactoredKernels
     C_diag: np.ndarray
     y_test: np.ndarray
 
@@ -64,6 +64,8 @@ class PathData:
             raise ParameterError(f"keep one or more heads in each of the {len(self.head_names)} layers")
         idx = [self.path_keys.index(tuple(p)) for p in itertools.product(*keep)]
         ix = np.ix_(idx, idx)
+        if isinstance(self.C_train, FactoredKernels) or isinstance(self.C_cross, FactoredKernels):
+            raise TypeError("PathData.restrict needs dense path kernels (these are factored)")
         return PathData(
             head_names=tuple(tuple(self.head_names[l][h] for h in k) for l, k in enumerate(keep)),
             path_keys=tuple(self.path_keys[i] for i in idx),

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dotattn.core.status import CONVERGED, INVALID
+from dotattn.paths.network import FactoredKernels
 from dotattn.paths.theory import (
     PathsModel,
     TheoryResult,
@@ -63,7 +64,9 @@ def psi_gradient(heads: tuple[int, ...]) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def laplace_mean(result: TheoryResult, C: np.ndarray, y: np.ndarray, model: PathsModel) -> MeanEstimate:
+def laplace_mean(
+    result: TheoryResult, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
+) -> MeanEstimate:
     """The first-order (1/N) posterior mean of U_1 about the saddle point ``result`` (module docstring)."""
     U0 = np.asarray(result.U)
     if result.status != CONVERGED:

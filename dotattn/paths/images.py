@@ -106,7 +106,7 @@ def standardise_image(pixels: np.ndarray) -> np.ndarray:
     a = np.asarray(pixels, dtype=np.float32)
     if a.ndim != 2 or min(a.shape) < 1:
         raise ParameterError(f"an image must be a 2-D array, got shape {a.shape}")
-    x = np.asarray(Image.fromarray(a, mode="F").resize((IMAGE_SIZE, IMAGE_SIZE), Image.BOX), dtype=float)
+    x = np.asarray(Image.fromarray(a, mode="F").resize((IMAGE_SIZE, IMAGE_SIZE), Image.Resampling.BOX), dtype=float)
     sd = float(x.std())
     if not np.isfinite(sd) or sd <= 1e-12:
         raise ParameterError("an image is constant (blank): it cannot be standardised")
@@ -177,12 +177,12 @@ def read_omniglot(path: str | Path) -> ImageSet:
             raise ParameterError(f"--omniglot: {where} is not in an <alphabet>/<character>/ folder")
         alphabet, char, fname = parts[-3:]
         digest = hashlib.sha256(data).hexdigest()
-        key = (alphabet, char, fname)
-        if key in seen:
-            if seen[key] != digest:
+        file_key = (alphabet, char, fname)
+        if file_key in seen:
+            if seen[file_key] != digest:
                 raise ParameterError(f"--omniglot: {alphabet}/{char}/{fname} appears twice with different contents")
             continue
-        seen[key] = digest
+        seen[file_key] = digest
         stem = Path(fname).stem
         try:
             drawer = int(stem.rsplit("_", 1)[1])

@@ -73,19 +73,15 @@ class GDConfig:
         return asdict(self)
 
 
-def _torch():
-    import torch
-
-    return torch
-
-
 def AttentionNetwork(config: GDConfig, N0: int):  # noqa: N802 (a class factory: torch is imported lazily)
     """A torch module of the network (weights float32, initialised from ``config.seed``): V⁰, V^{(ℓ)h},
     a ~ N(0, 1) (the prior of the theory, σ² = 1); W_Q ~ N(0, 1/N0) and W_K = W_Q at the start (so the
     first attention is a similarity of tokens, not noise; they are trained separately)."""
-    torch = _torch()
+    import torch  # lazily: the theory never needs torch
 
     class _Net(torch.nn.Module):
+        mask: torch.Tensor  # the head mask, a registered buffer (Module.__getattr__ is typed Tensor | Module)
+
         def __init__(self) -> None:
             super().__init__()
             g = torch.Generator().manual_seed(config.seed)
@@ -146,7 +142,8 @@ def predict_network(
     weights: dict[str, np.ndarray], config: GDConfig, x: np.ndarray, mask: np.ndarray | None = None, batch: int = 500
 ) -> np.ndarray:
     """Outputs f (P,) of the network with ``weights`` on token matrices x (P, N0, T), head ``mask``."""
-    torch = _torch()
+    import torch  # lazily: the theory never needs torch
+
     net = AttentionNetwork(config, x.shape[1])
     with torch.no_grad():
         for k, p in net.named_parameters():
@@ -178,7 +175,8 @@ def _read_checkpoint(path: Path) -> dict[str, Any] | None:
 
     if not path.is_file():
         return None
-    torch = _torch()
+    import torch
+
     try:
         state = torch.load(path, weights_only=False)
         if not isinstance(state, dict):
@@ -202,7 +200,8 @@ def train_network(
     ``converged``) or at ``max_epochs`` (``not_converged``); a non-finite loss stops it (``diverged``).
     With ``checkpoint``, the state after every epoch is written there atomically and a run with the same
     config resumes from it."""
-    torch = _torch()
+    import torch  # lazily: the theory never needs torch
+
     from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED
 
     t0 = time.perf_counter()

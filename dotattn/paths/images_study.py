@@ -447,25 +447,28 @@ def select_and_evaluate(
         if not cand.get(N):
             study.per_N["gp" if N == math.inf else f"{N:g}"] = {"status": "no converged temperature"}
             continue
-        acc, negloss, T, U, res = max(cand[N], key=lambda c: (c[0], c[1]))
+        acc, negloss, T, U, chosen = max(cand[N], key=lambda c: (c[0], c[1]))
         method = "gp" if N == math.inf else "theory"
         model = PathsModel(N=N_RANGE[1] if N == math.inf else N, temperature=T, sigma2=cfg.sigma2, heads=heads)
         entry: dict[str, Any] = {
             "temperature": T,
             "validation_accuracy": acc,
             "validation_loss": -negloss,
-            "status": res.status if res else CONVERGED,
+            "status": chosen.status if chosen else CONVERGED,
         }
         for part in EVAL_SETS:
-            ev, correct = _scored(U, sets[part], model)
+            scores, correct = _scored(U, sets[part], model)
+            part_ev: dict[str, Any] = dict(scores)  # and the accuracy's error, the paired difference to the GP
             n = len(sets[part].y_test)
-            ev["accuracy_error"] = accuracy_error(ev["accuracy"], n)
+            part_ev["accuracy_error"] = accuracy_error(part_ev["accuracy"], n)
             if N == math.inf:
                 gp_correct[part] = correct
             elif part in gp_correct:
-                ev["minus_gp"] = paired_difference(correct, gp_correct[part])
-            entry[part] = ev
-            study.points.append(_point(part, method, float("nan") if N == math.inf else N, U, ev, model, names, res))
+                part_ev["minus_gp"] = paired_difference(correct, gp_correct[part])
+            entry[part] = part_ev
+            study.points.append(
+                _point(part, method, float("nan") if N == math.inf else N, U, part_ev, model, names, chosen)
+            )
         study.per_N["gp" if N == math.inf else f"{N:g}"] = entry
 
 
@@ -515,7 +518,7 @@ def _pruning(
             )
         rows.append(row)
     study.heads = rows
-    two = {"heads": [f"L{l + 1}H{h + 1}" for l, h in lowest]}
+    two: dict[str, Any] = {"heads": [f"L{l + 1}H{h + 1}" for l, h in lowest]}
     for part in EVAL_SETS:
         x, y = study.data.tokens[part], sets[part].y_test
         correct = np.sign(predict_network(study.gd.weights, cfg.gd, x, prune_mask(L, H, lowest))) == y
@@ -761,6 +764,8 @@ def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str
     from dotattn.core.io import provenance, save_figure, write_csv, write_json, write_manifest
     from dotattn.paths import images_plotting as plots
 
+    if study.U_smallest is None:  # set by run_image_study before it returns
+        raise ValueError("write_image_study needs a finished study (its U at the smallest width is missing)")
     cfg, data = study.config, study.data
     prov = provenance({**cfg.to_dict(), "command": command}, seconds=study.timings.get("total_seconds"))
     comment = "dotattn paths images; provenance: " + json.dumps(prov, separators=(",", ":"))

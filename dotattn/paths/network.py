@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import SupportsIndex
 
 import numpy as np
 
@@ -117,7 +118,7 @@ class FactoredKernels:
         right = (B @ self.xi_b.transpose(1, 0, 2).reshape(Pb, n * N0)).reshape(-1, n, N0)
         return np.einsum("api,pbi->ab", self.xi_a, right, optimize=True) / N0
 
-    def __getitem__(self, pair: tuple[int, int]) -> np.ndarray:
+    def __getitem__(self, pair: tuple[SupportsIndex, SupportsIndex]) -> np.ndarray:
         """The dense block C_ππ' (P_a, P_b) of one path pair ``(π, π')``."""
         a, b = pair
         return self.xi_a[a] @ self.xi_b[b].T / self.xi_a.shape[2]

@@ -162,12 +162,11 @@ def figure_sample(U: np.ndarray, U_theory: np.ndarray, z: np.ndarray, names: Seq
     ax1, ax2 = fig.subplots(1, 2)
     chains, draws, n, _ = U.shape
     for i in range(n):
-        line = None
         for c in range(chains):
-            line = ax1.plot(
+            ax1.plot(
                 np.arange(draws), U[c, :, i, i], lw=0.6, alpha=0.7, color=f"C{i}", label=names[i] if c == 0 else None
             )
-        ax1.axhline(U_theory[i, i], color=line[0].get_color(), ls="--", lw=1.5)
+        ax1.axhline(U_theory[i, i], color=f"C{i}", ls="--", lw=1.5)
     ax1.set_xlabel("draw (all chains overlaid)")
     ax1.set_ylabel("U_ππ (dashed: theory)")
     ax1.set_title(f"NUTS at N = {N:g}", fontsize=9)

@@ -340,7 +340,7 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
                 }
             )
         per_N[f"{N:g}"] = entry
-    summary = {
+    summary: dict[str, Any] = {
         "provenance": prov,
         "paths": [data.path_names[i] for i in order],
         "head_names": [list(h) for h in data.head_names],
@@ -423,7 +423,7 @@ def saddle_gap_fit(per_N: dict[str, dict[str, Any]]) -> dict[str, Any]:
                         "status": e.get("collapsed_status"),
                     }
                 )
-    fits = {}
+    fits: dict[str, dict[str, Any]] = {}
     for i, j in GAP_ENTRIES:
         pts = [r for r in rows if r["entry"] == [i, j] and r["status"] == CONVERGED]
         if len(pts) < 3:

@@ -179,7 +179,9 @@ def _kernel_adjoint(C: np.ndarray | FactoredKernels, B: np.ndarray) -> np.ndarra
     return np.tensordot(C, B, axes=([2, 3], [0, 1]))
 
 
-def _energy(U: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> tuple[float, np.ndarray]:
+def _energy(
+    U: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
+) -> tuple[float, np.ndarray]:
     """ln det(K + 𝒯I) + Yᵀ(K + 𝒯I)⁻¹Y and its gradient in U: c Σ_μν (A − A Y Yᵀ A)_μν C_ππ'[μ, ν]."""
     value, grad, _ = _energy_parts(U, C, y, model)
     return value, grad
@@ -264,7 +266,7 @@ def _entropy_terms(levels: Sequence[np.ndarray], model: PathsModel) -> tuple[flo
 
 
 def _terms(
-    levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel
+    levels: Sequence[np.ndarray], C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
 ) -> tuple[float, float, list[np.ndarray], list[float]]:
     """(entropy 𝓛, energy N α 𝓔, ∂S/∂U_k per level, the scale of each level's gradient terms)."""
     entropy, grads, scales = _entropy_terms(levels, model)
@@ -274,18 +276,22 @@ def _terms(
     return entropy, energy, grads, scales
 
 
-def action(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel) -> float:
+def action(levels: Sequence[np.ndarray], C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel) -> float:
     """S = 𝓛 + α𝓔 at the order parameters ``levels`` = [U_1, …, U_L, U_a] (each as a matrix)."""
     entropy, energy, _, _ = _terms(levels, C, y, model)
     return entropy + energy / model.N
 
 
-def action_gradient(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel) -> list[np.ndarray]:
+def action_gradient(
+    levels: Sequence[np.ndarray], C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
+) -> list[np.ndarray]:
     """∂S/∂U_k for each level, as symmetric matrices G_k with dS = Σ_k tr(G_k dU_k)."""
     return _terms(levels, C, y, model)[2]
 
 
-def stationarity(levels: Sequence[np.ndarray], C: np.ndarray, y: np.ndarray, model: PathsModel) -> float:
+def stationarity(
+    levels: Sequence[np.ndarray], C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
+) -> float:
     """max_k ‖∂S/∂U_k‖_F / (sum of the Frobenius norms of the terms of ∂S/∂U_k): the relative residual
     of the saddle-point equations (0 at a stationary point, 1 when the terms do not cancel at all)."""
     _, _, grads, scales = _terms(levels, C, y, model)
@@ -302,7 +308,9 @@ def _theta_gradient(factors: Sequence[np.ndarray], grads: Sequence[np.ndarray]) 
     return np.concatenate(out)
 
 
-def _theta_objective(theta: np.ndarray, C: np.ndarray, y: np.ndarray, model: PathsModel) -> tuple[float, np.ndarray]:
+def _theta_objective(
+    theta: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
+) -> tuple[float, np.ndarray]:
     facs = _factors(theta, level_dims(model.heads))
     levels = [Lc @ Lc.T for Lc in facs]
     entropy, energy, grads, _ = _terms(levels, C, y, model)
@@ -399,10 +407,16 @@ class TheoryResult:
         levels = row["levels"]
         if isinstance(levels, str):
             levels = json.loads(levels)
+        matrices = []
+        for k, cell in enumerate(levels, start=1):
+            U = read_matrix(cell)
+            if U is None:  # every level of a result is a matrix (to_row writes each)
+                raise ValueError(f"level {k} of {len(levels)} is missing")
+            matrices.append(U)
         return cls(
             status=read_text(row["status"]),
             N=read_float(row["N"]),
-            levels=tuple(read_matrix(U) for U in levels),
+            levels=tuple(matrices),
             action=read_float(row["action"]),
             entropy=read_float(row["entropy"]),
             energy=read_float(row["energy"]),
@@ -459,7 +473,7 @@ def _newton(fun: Any, hess: Any, theta: np.ndarray, done: Any, steps: int) -> tu
 
 
 def minimise_action(
-    C: np.ndarray,
+    C: np.ndarray | FactoredKernels,
     y: np.ndarray,
     model: PathsModel,
     start: Sequence[np.ndarray] | None = None,
@@ -470,7 +484,7 @@ def minimise_action(
     """The minimum of S from ``start`` (default: the GP value): Newton steps on the analytic Hessian
     (:func:`theta_hessian`); where they stall short of ``tol``, L-BFGS from there, then Newton again.
 
-    ``C``: path kernels on the training set, (n_paths, n_paths, P, P); ``y``: labels (P,). Status
+    ``C``: path kernels on the training set, (n_paths, n_paths, P, P), dense or factored; ``y``: labels (P,). Status
     ``converged`` when :func:`stationarity` ≤ ``tol``; ``invalid`` when the action is not finite.
     """
     t0 = time.perf_counter()
@@ -553,7 +567,12 @@ def saddle_point_residual(U: np.ndarray, U2: np.ndarray, C: np.ndarray, y: np.nd
 
 
 def predict(
-    U: np.ndarray, C_train: np.ndarray, y: np.ndarray, C_cross: np.ndarray, C_diag: np.ndarray, model: PathsModel
+    U: np.ndarray,
+    C_train: np.ndarray | FactoredKernels,
+    y: np.ndarray,
+    C_cross: np.ndarray | FactoredKernels,
+    C_diag: np.ndarray,
+    model: PathsModel,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Mean and variance of the predictor on test inputs: kᵀ(K + 𝒯I)⁻¹Y and K(x*, x*) − kᵀ(K + 𝒯I)⁻¹k.
 

@@ -12,7 +12,7 @@ end inside the grid is bracketed by bisection (:meth:`Branch.spinodals`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from dotattn.core.status import ABSENT
 from dotattn.positional_semantic.catalogue import QuadratureSpec, branch_label, coarse_difference, initialisations
@@ -133,7 +133,7 @@ class Branch:
         """
         if alpha in self.points:
             return self.points[alpha]
-        starts = self.neighbours(alpha) or [(None, None)]
+        starts: Sequence[tuple[FixedPoint | None, FixedPoint | None]] = self.neighbours(alpha) or [(None, None)]
         found = [
             fp
             for fp in (self.solve_from(alpha, start, before if self.secant_at else None) for start, before in starts)
@@ -230,19 +230,19 @@ class Branch:
             stability = rs_stability(fp.overlaps, alpha, self.problem, random_starts=self.options.random_starts)
             self.cpu["stability"] += time.process_time() - t0
             return BranchPoint.of(fp, omega=omega, branch=self.name, selected=selected, stability=stability)
-        fp = self.failed.get(alpha)
-        if fp is None:
+        miss = self.failed.get(alpha)
+        if miss is None:
             return None
-        if fp.converged:  # flowed to another branch
+        if miss.converged:  # flowed to another branch
             return BranchPoint.of(
-                fp,
+                miss,
                 omega=omega,
                 branch=self.name,
                 selected=False,
                 status=ABSENT,
-                message=f"flows to {branch_label(fp.overlaps, self.problem)}",
+                message=f"flows to {branch_label(miss.overlaps, self.problem)}",
             )
-        return BranchPoint.of(fp, omega=omega, branch=self.name, selected=False)
+        return BranchPoint.of(miss, omega=omega, branch=self.name, selected=False)
 
 
 def _neighbour(grid: list[float], a: float, step: int) -> float | None:

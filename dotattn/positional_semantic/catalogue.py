@@ -142,8 +142,8 @@ def default_quadrature(problem: Problem, kind: str | None = None) -> QuadratureS
 def branch_label(overlaps: Overlaps, problem: Problem) -> str:
     """positional / semantic / mixed / uninformative from ‖μ‖ and ‖θ‖/σ² (zero below 1e-6)."""
     return _label(
-        positional=np.linalg.norm(overlaps.mu) > _LABEL_THRESHOLD,
-        semantic=np.linalg.norm(overlaps.theta) / problem.sigma**2 > _LABEL_THRESHOLD,
+        positional=bool(np.linalg.norm(overlaps.mu) > _LABEL_THRESHOLD),
+        semantic=bool(np.linalg.norm(overlaps.theta) / problem.sigma**2 > _LABEL_THRESHOLD),
     )
 
 
@@ -266,11 +266,11 @@ def initialisations(problem: Problem, n_random: int, seed: int = 0) -> list[tupl
     ]
     if problem.rank >= 2:
         pos, sem = inits[0][1], inits[1][1]
-        q = np.array(sem.q)
-        q[0, 0] = pos.q[0, 0]
+        q_mixed = np.array(sem.q)
+        q_mixed[0, 0] = pos.q[0, 0]
         theta = np.zeros_like(sem.theta)
         theta[1] = sem.theta[0]
-        inits.append(("mixed", Overlaps(q=q, V=sem.V, theta=theta, mu=pos.mu)))
+        inits.append(("mixed", Overlaps(q=q_mixed, V=sem.V, theta=theta, mu=pos.mu)))
     inits.append(("uninformative", overlaps_from_scalars(problem, 0.1, 0.0, 25.0, 0.0)))
     rng = np.random.default_rng(seed)
     r, rt, L = problem.rank, problem.teacher_rank, problem.L

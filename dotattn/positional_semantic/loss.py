@@ -52,6 +52,12 @@ class LossDerivatives:
     grad: np.ndarray
     hess: np.ndarray | None
 
+    def hessian(self) -> np.ndarray:
+        """``hess`` (ValueError if these derivatives were computed with ``hessian=False``)."""
+        if self.hess is None:
+            raise ValueError("the Hessian was not computed (loss_derivatives(..., hessian=False))")
+        return self.hess
+
 
 def softmax_rows(Z: np.ndarray) -> np.ndarray:
     """Row-wise softmax of (..., L, L) scores, numerically stable."""

@@ -222,7 +222,7 @@ def _minima(px: ProxResult, fl: Fields, weights: np.ndarray) -> tuple[np.ndarray
     """(ĥ, f, ξ, η, h*, w) over every global minimiser of every node: a node with k degenerate
     minimisers (:attr:`ProxResult.alts`) counts each with weight w/k. Without degenerate nodes
     these are the prox's own arrays."""
-    if px.alts is None:
+    if px.alts is None or px.alts_f is None:  # both or neither (ProxResult checks)
         return px.h, px.f, fl.xi, fl.eta, fl.h_star, weights
     count = px.minima_count()
     parts = [(px.h, px.f, fl.xi, fl.eta, fl.h_star, weights / count)]
@@ -323,8 +323,10 @@ def hat_update(
     V_hat = 0.5 * (V_hat + V_hat.T)
     hats = Hats(q_hat=q_hat, V_hat=V_hat, theta_hat=theta_hat, mu_hat=mu_hat)
     if sym is not None:  # the prox at every node of the rule, from the representatives
-        alts = None if px.alts is None else np.stack([sym.expand(a) for a in px.alts])
-        alts_f = None if px.alts is None else np.stack([sym.expand(a) for a in px.alts_f])
+        alts = alts_f = None
+        if px.alts is not None and px.alts_f is not None:  # both or neither (ProxResult checks)
+            alts = np.stack([sym.expand(a) for a in px.alts])
+            alts_f = np.stack([sym.expand(a) for a in px.alts_f])
         px = ProxResult(
             h=sym.expand(px.h),
             value=px.value[sym.fold.rep_of],

@@ -281,7 +281,7 @@ def disagreements(summaries: list[ColumnSummary], rows: list[BranchPoint], folde
         a, b = p.stability, r.stability
         if (a is None) != (b is None):
             bad.append("stability")
-        elif a is not None:
+        elif a is not None and b is not None:  # both present (the line above)
             if (a.status, a.at_stable, a.rs_stable) != (b.status, b.at_stable, b.rs_stable):
                 bad.append("RS verdicts")
             if not close(a.replicon, b.replicon, RECORD_RTOL, 1e-9):

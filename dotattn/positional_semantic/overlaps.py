@@ -14,7 +14,8 @@ of the hat updates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -44,6 +45,8 @@ class _ArrayState:
     """Frozen-dataclass mixin: every field is stored as a read-only float array."""
 
     def __post_init__(self) -> None:
+        if not is_dataclass(self):
+            raise TypeError(f"{type(self).__name__} must be a dataclass to use _ArrayState")
         for f in fields(self):
             object.__setattr__(self, f.name, readonly_array(getattr(self, f.name)))
 
@@ -201,8 +204,16 @@ def _chol(name: str, a: np.ndarray) -> np.ndarray:
         raise InvalidOverlaps(f"{name} is not positive definite") from None
 
 
-def field_factors(overlaps: Overlaps, problem: Problem) -> FieldFactors:
-    """Cholesky factors of the field covariance; raises InvalidOverlaps when they do not exist."""
+class TeacherOverlap(Protocol):
+    """What :func:`field_factors` reads of a problem: the teacher self-overlap ρ (r_t, r_t)."""
+
+    @property
+    def rho(self) -> np.ndarray: ...
+
+
+def field_factors(overlaps: Overlaps, problem: TeacherOverlap) -> FieldFactors:
+    """Cholesky factors of the field covariance; raises InvalidOverlaps when they do not exist
+    (``problem``: a :class:`Problem`, or anything with its ``rho``)."""
     C = _chol("q", overlaps.q)
     B = np.linalg.solve(C, overlaps.theta)
     D = _chol("rho - theta^T q^-1 theta", problem.rho - B.T @ B)

@@ -33,6 +33,7 @@ outputs: :mod:`dotattn.theory_vs_erm.output`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -489,9 +490,10 @@ def root_uncertainty(errors: Sequence[float | None], slope: float) -> float | No
     """First-order shift of a simple root of f(α) when f is perturbed by at most Σ|errors_i|
     (the quadrature errors of the terms of f): Σ|δ_i| / |f'(root)|. None if an error is unknown
     or the slope is zero or not finite."""
-    if any(e is None or not np.isfinite(e) for e in errors) or not np.isfinite(slope) or slope == 0:
+    known = [e for e in errors if e is not None]
+    if len(known) < len(errors) or not all(np.isfinite(e) for e in known) or not np.isfinite(slope) or slope == 0:
         return None
-    return float(sum(abs(e) for e in errors) / abs(slope))
+    return float(sum(abs(e) for e in known) / abs(slope))
 
 
 def _brent(f: Callable[[float], tuple[float, dict[str, FixedPoint]]], a: float, b: float, tol: float) -> _Root:
@@ -576,14 +578,15 @@ def _baseline_alpha(
     quadrature-error estimate (that of α_c where the switch of branch at α_c crosses the line), and
     how it was found: the Brent root on one branch, ``"alpha_c"``, or None (none, or a grid point)."""
     alpha_c = critical.alpha if critical is not None else None
-    grid = [a for a in alphas if selected_at(branches, a) is not None]
+    selected = {a: name for a in alphas if (name := selected_at(branches, a)) is not None}
+    grid = list(selected)
     if not grid:
         return None, None, None
-    first = selected_at(branches, grid[0])
+    first = selected[grid[0]]
     if branches[first].points[grid[0]].test_error < eps_lin:
         return None, None, None  # already below at the smallest α: the crossing is not in range
     for a, b in zip(grid, grid[1:], strict=False):
-        sa, sb = selected_at(branches, a), selected_at(branches, b)
+        sa, sb = selected[a], selected[b]
         eb = branches[sb].points[b].test_error - eps_lin
         if eb >= 0:
             continue
@@ -616,6 +619,8 @@ def _refine(
     name -> :class:`dotattn.positional_semantic.refine.RefinedRoot` for each root that has one (α_lin = α_c where the
     switch of branch crosses the baseline)."""
     spec, options = settings.refine, settings.options
+    if spec is None:
+        raise ValueError("_refine needs settings.refine (the caller checks it)")
     on_branch = lambda name, fp: branches[name].on_branch(fp)  # noqa: E731
     out: dict[str, RefinedRoot] = {}
     if critical is not None:
@@ -816,7 +821,7 @@ class PhaseDiagram:
 
 
 def _cache_key(problem: Problem, omega: float, alphas: list[float], settings: SweepSettings) -> str:
-    from dotattn import __version__
+    from dotattn.core.version import __version__
 
     blob = json.dumps(
         {
@@ -1049,5 +1054,8 @@ def _run_split(
     )
     for i, w in enumerate(todo):
         on_result(
-            i, finish_column(problem.to_dict(), w, alphas, settings.to_dict(), parts[i], report=lambda i=i: on_unit(i))
+            i,
+            finish_column(
+                problem.to_dict(), w, alphas, settings.to_dict(), parts[i], report=functools.partial(on_unit, i)
+            ),
         )

@@ -98,7 +98,7 @@ def unstable_points(
     return out
 
 
-UNSTABLE_STYLE = {
+UNSTABLE_STYLE: dict[str, dict[str, Any]] = {  # matplotlib keyword arguments
     "AT-unstable": dict(marker="*", color="k", ms=9, ls="none"),
     "AT-undecided": dict(marker="o", mfc="none", color="k", ms=7, mew=1.0, ls="none"),
 }
@@ -393,12 +393,12 @@ def figure_phases(rows: Sequence[BranchPoint], summaries: Sequence[ColumnSummary
             label=r"$\alpha_{\rm lin}(\omega)$: attention beats linear",
         )
     for label, style in UNSTABLE_STYLE.items():  # the selected phase's RS verdict where it is not AT-stable
-        pts = [
+        marked = [
             (r.alpha, r.omega) for r in rows if r.selected and r.stability is not None and r.stability.label == label
         ]
-        if pts:
+        if marked:
             ax.plot(
-                *zip(*pts, strict=True),
+                *zip(*marked, strict=True),
                 label={
                     "AT-unstable": "selected phase RS unstable (replicon ≥ 1)",
                     "AT-undecided": "selected phase RS undecided",

@@ -7,7 +7,7 @@ field and its allowed range.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -117,7 +117,7 @@ class Problem:
     positional_gram: tuple[tuple[float, ...], ...] | None = None
     student: str = "tied"
     token_correlation: float = 0.0
-    _arrays: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+    _arrays: dict[Hashable, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         L = check_int("L", self.L, 2, SHAPE_MAX)
@@ -146,7 +146,7 @@ class Problem:
             ),
         )
 
-        A_in = self.positional_attention
+        A_in: Any = self.positional_attention  # any L x L array-like until validated
         if A_in is None:
             if L != 2:
                 raise ParameterError(f"A (positional attention) must be given for L = {L}; only L = 2 has a default")
@@ -159,7 +159,7 @@ class Problem:
             raise ParameterError("A must be row-stochastic: rows must sum to 1 (tolerance 1e-9)")
         object.__setattr__(self, "positional_attention", A)
 
-        G_in = self.positional_gram
+        G_in: Any = self.positional_gram
         if G_in is None:
             G_in = TOY_GRAM if L == 2 else np.eye(L)
         G = _as_matrix("positional_gram", G_in, L)
@@ -177,7 +177,7 @@ class Problem:
         object.__setattr__(self, "positional_gram", G)
 
     # -- derived, read-only arrays ---------------------------------------------------------
-    def _array(self, key: str, build) -> np.ndarray:
+    def _array(self, key: Hashable, build: Callable[[], Any]) -> np.ndarray:
         if key not in self._arrays:
             self._arrays[key] = readonly_array(build())
         return self._arrays[key]
@@ -236,8 +236,8 @@ class Problem:
             "sigma": self.sigma,
             "lambda": self.ridge,
             "omega": self.omega,
-            "A": [list(r) for r in self.positional_attention],
-            "positional_gram": [list(r) for r in self.positional_gram],
+            "A": self.A.tolist(),
+            "positional_gram": self.G.tolist(),
             **({"student": self.student} if self.student != "tied" else {}),
             **({"token_correlation": self.token_correlation} if self.token_correlation != 0.0 else {}),
         }

@@ -88,7 +88,9 @@ class CorrelatedAttentionLoss:
         p, s = self.problem, loss_scale(self.problem)
         der = loss_derivatives(mix_tokens(h, p, 0.5), data, p, hessian=True)
         K = np.kron(token_power(p, 0.5), np.eye(h.shape[-1]))
-        return LossDerivatives(value=s * der.value, grad=s * mix_tokens(der.grad, p, 0.5), hess=s * (K @ der.hess @ K))
+        return LossDerivatives(
+            value=s * der.value, grad=s * mix_tokens(der.grad, p, 0.5), hess=s * (K @ der.hessian() @ K)
+        )
 
 
 def point_loss(problem: Problem) -> PointLoss:
@@ -128,6 +130,10 @@ class ProxResult:
     n_starts: int
     alts: np.ndarray | None = None
     alts_f: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if (self.alts is None) != (self.alts_f is None):
+            raise ValueError("ProxResult: alts and alts_f must be given together (both None or both arrays)")
 
     def minima_count(self) -> np.ndarray:
         """Number of global minimisers kept per node, (N,) (1 + the alternatives)."""

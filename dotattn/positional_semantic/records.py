@@ -199,6 +199,7 @@ class BranchPoint:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, BranchPoint) and self.to_row() == other.to_row()
 
+    # unhashable, Python's way; typeshed declares object.__hash__ a method, so mypy rejects None
     __hash__ = None  # type: ignore[assignment]
 
 
@@ -212,7 +213,7 @@ BOUNDARY_COLUMNS: tuple[str, ...] = ("omega", "alpha", "below", "above", "method
 """Columns of ``boundaries.csv`` (one :class:`PhaseBoundary` per row)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq=False: keeps the __eq__ and __hash__ below (as BranchPoint)
 class PhaseBoundary:
     """A boundary between two globally minimal phases (lowest e_t among the converged fixed points
     of the followed branches) at one ω.
@@ -267,6 +268,8 @@ class PhaseBoundary:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PhaseBoundary) and self.to_row() == other.to_row()
 
+    # unhashable (equal rows hold NaN objects of different hashes), Python's way; typeshed declares
+    # object.__hash__ a method, so mypy rejects None
     __hash__ = None  # type: ignore[assignment]
 
 

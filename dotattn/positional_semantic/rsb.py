@@ -91,7 +91,8 @@ class RSBOverlaps(_ArrayState):
         return np.concatenate([np.ravel(x) for x in (self.q0, self.q1, self.V, self.theta, self.mu)])
 
     def from_vector(self, x: np.ndarray) -> RSBOverlaps:
-        out, i = [], 0
+        out: list[np.ndarray] = []
+        i = 0
         for a in (self.q0, self.q1, self.V, self.theta, self.mu):
             a = np.asarray(a)
             b = np.asarray(x[i : i + a.size]).reshape(a.shape)
@@ -150,7 +151,8 @@ class NodeAverages:
 class Channel(Protocol):
     """A per-sample loss with its global prox. shape: (L, r, r_t), the fields' shapes."""
 
-    shape: tuple[int, int, int]
+    @property
+    def shape(self) -> tuple[int, int, int]: ...
 
     def prox(
         self, centre: np.ndarray, h_star: np.ndarray, V: np.ndarray, warm: np.ndarray | None = None
@@ -414,7 +416,7 @@ def potential_y_derivative(
 class AttentionChannel:
     """The attention loss of the positional-semantic model as a :class:`Channel`."""
 
-    problem: object
+    problem: Problem
     random_starts: int | None = None
 
     @property
@@ -428,7 +430,7 @@ class AttentionChannel:
         px = prox(centre, target, V, p, warm=warm, random_starts=self.random_starts, symmetric_nodes=True)
         hs = [px.h]
         fs = [px.f]
-        if px.alts is not None:
+        if px.alts is not None and px.alts_f is not None:  # both or neither (ProxResult checks)
             hs += list(px.alts)
             fs += list(px.alts_f)
         count = np.zeros(len(px.value))
@@ -466,7 +468,7 @@ class RSBPoint:
     y: float
     iterations: int
     residual: float
-    overlaps: RSBOverlaps | None
+    overlaps: RSBOverlaps
     hats: RSBHats | None
     potential: float
     dphi_dy: float
@@ -769,7 +771,13 @@ def spherical_1rsb_root(
     from scipy.optimize import brentq
 
     outer, inner = gauss_hermite(1, orders[0]), gauss_hermite(1, orders[1])
-    init = RSBOverlaps(q0=[[start[0]]], q1=[[1.0]], V=[[start[1]]], theta=np.zeros((1, 0)), mu=[[0.0]])
+    init = RSBOverlaps(
+        q0=np.array([[start[0]]]),
+        q1=np.array([[1.0]]),
+        V=np.array([[start[1]]]),
+        theta=np.zeros((1, 0)),
+        mu=np.zeros((1, 1)),
+    )
     points: dict[float, RSBPoint] = {}
 
     def sigma(y: float) -> float:

@@ -96,7 +96,8 @@ def _fixed_sobol(dim: int, log2_points: int, scramblings: int, seed: int) -> Gau
     if key not in _SOBOL_RULES:
         rule = sobol_qmc(dim, log2_points, scramblings, seed)
         for a in (rule.nodes, rule.weights, rule.groups):
-            a.setflags(write=False)
+            if a is not None:  # a QMC rule always has its groups
+                a.setflags(write=False)
         _SOBOL_RULES[key] = rule
     return _SOBOL_RULES[key]
 
@@ -136,7 +137,7 @@ def mirror_jump_weight(
     zero = np.zeros((N, L, r))
     loss = point_loss(problem)
     at_zero = loss.derivatives(zero, target)
-    lam, U = np.linalg.eigh(quadratic_hessian(L, np.linalg.inv(V))[None] + at_zero.hess)
+    lam, U = np.linalg.eigh(quadratic_hessian(L, np.linalg.inv(V))[None] + at_zero.hessian())
     loss_bound = point_loss_bound(problem)
     radius = np.sqrt(2.0 * np.max(np.linalg.eigvalsh(V)) * loss_bound)
     directed = [s * 0.5 * radius * U[:, :, j].reshape(N, L, r) for j in range(min(2, L * r)) for s in (1, -1)]
@@ -184,7 +185,7 @@ def replicon(
     target = teacher_target(fl.h_star, problem)
     warm = prox_h if prox_h is not None and np.shape(prox_h) == fl.centre.shape else None
     px = prox(fl.centre, target, V, problem, warm=warm, random_starts=random_starts)
-    hess = point_loss(problem).derivatives(px.h, target).hess
+    hess = point_loss(problem).derivatives(px.h, target).hessian()
     try:
         A = prox_jacobian(hess, V)
     except np.linalg.LinAlgError:

@@ -102,7 +102,8 @@ class FixedPoint:
 
     status : 'converged' | 'not_converged' | 'invalid';  message : why.
     iterations, residual : steps taken and the last max relative overlap change.
-    overlaps, hats : at the last iterate.  train_loss e_t = −Φ, test_error ε_g (NaN unless
+    overlaps : at the last iterate (also for a failure).  hats : at the last iterate, None unless
+    converged.  train_loss e_t = −Φ, test_error ε_g (NaN unless
     converged).  quadrature_error : estimated quadrature errors of e_t and ε_g (QMC: standard
     errors over the scramblings at the fixed overlaps, which leave out how the fixed point
     itself moves with the rule, so they are lower bounds, several times too small for ε_g;
@@ -113,7 +114,7 @@ class FixedPoint:
     message: str
     iterations: int
     residual: float
-    overlaps: Overlaps | None
+    overlaps: Overlaps
     hats: Hats | None
     train_loss: float
     test_error: float
@@ -137,7 +138,7 @@ class FixedPoint:
         *,
         iterations: int,
         residual: float,
-        overlaps: Overlaps | None,
+        overlaps: Overlaps,
         alpha: float,
         seconds: float,
     ) -> FixedPoint:

@@ -254,7 +254,8 @@ class AlphaCConfig:
         missing = [k for k in ("omegas", "ds", "alphas") if k not in d]
         if missing:
             raise ParameterError(f"config lacks the key {missing[0]!r} (omegas, ds and alphas are required)")
-        return cls(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()})
+        kwargs: dict[str, Any] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
+        return cls(**kwargs)
 
     def cost(self, d: int) -> float:
         """Relative cost of one cell at ``d`` (flops of one risk evaluation ∝ d² Σα per seed)."""
@@ -501,7 +502,7 @@ def _find(runs: Mapping[tuple[int, float], Any], seed: int, alpha: float) -> Any
 
 
 def _key(*parts: Any) -> str:
-    from dotattn import __version__
+    from dotattn.core.version import __version__
 
     blob = json.dumps([*parts, __version__], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -854,7 +855,8 @@ def _run_task(name: str, args: tuple, report: Callable[[], None] | None = None) 
     without a progress callback of its own (on a pool) calls ``report()`` once per finished run."""
     if name == "cell" and args[-1] is None and report is not None:
         args = (*args[:-1], lambda cost, runs: [report() for _ in range(runs)])
-    return {"cell": run_cell, "theory": theory_column}[name](*args)
+    tasks: dict[str, Callable[..., dict]] = {"cell": run_cell, "theory": theory_column}
+    return tasks[name](*args)
 
 
 def check_supplied(config: AlphaCConfig, supplied: Mapping[tuple[float, int], CellRuns]) -> None:

@@ -151,7 +151,7 @@ class ComparisonRow:
     def from_row(cls, row: dict[str, Any]) -> ComparisonRow:
         """Inverse of :meth:`to_row` (JSON or CSV cells; files written before ``abs_diff`` and
         ``diff_kind`` existed read as ERM mean − theory and "relative")."""
-        q = {
+        q: dict[str, dict[str, Any]] = {
             name: {k: read_float(row[pat.format(k)]) for k in QUANTITIES}
             for name, pat in (
                 ("theory", "theory_{}"),
@@ -210,7 +210,9 @@ def overlap_invariants(q: np.ndarray, theta: np.ndarray, mu: np.ndarray, sigma: 
 
 
 def _values(x: BranchPoint | RunRecord, sigma: float) -> dict[str, float]:
-    """The compared quantities of a theory point or an ERM run."""
+    """The compared quantities of a theory point or an ERM run (a converged point: it has its overlaps)."""
+    if x.q is None or x.theta is None or x.mu is None:
+        raise ValueError(f"the {x.branch} point at alpha = {x.alpha:g} has no overlaps (q, theta, mu)")
     return {"test_error": x.test_error, "train_loss": x.train_loss, **overlap_invariants(x.q, x.theta, x.mu, sigma)}
 
 

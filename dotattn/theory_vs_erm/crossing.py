@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from typing import Any
 
 import numpy as np
@@ -49,19 +49,26 @@ class _FlatRecord:
     """``to_row`` / ``from_row`` for frozen dataclasses of int, float and str fields."""
 
     def to_row(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+        if not is_dataclass(self) or isinstance(self, type):
+            raise TypeError(f"{type(self).__name__} must be a dataclass to use _FlatRecord")
+        return asdict(self)
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Any:
-        """Rebuild from a CSV/JSON row (strings or numbers); '' and None -> NaN (floats) or '' (str)."""
-        out = {}
-        for f in fields(cls):  # type: ignore[arg-type]
+        """Rebuild from a CSV/JSON row (strings or numbers); '' and None -> NaN (floats) or '' (str);
+        a missing int field is a ValueError naming it."""
+        if not is_dataclass(cls):
+            raise TypeError(f"{cls.__name__} must be a dataclass to use _FlatRecord")
+        out: dict[str, Any] = {}
+        for f in fields(cls):
             v = row.get(f.name)
             kind = str(f.type)
             if kind.startswith("int"):
+                if v is None or v == "":
+                    raise ValueError(f"{f.name} is missing (an integer)")
                 out[f.name] = int(float(v))
             elif kind.startswith("float"):
-                out[f.name] = float("nan") if v in (None, "") else float(v)
+                out[f.name] = float("nan") if v is None or v == "" else float(v)
             else:
                 out[f.name] = "" if v is None else str(v)
         return cls(**out)

@@ -282,7 +282,7 @@ class DiagnosticRecord:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> DiagnosticRecord:
         ints, texts = ("d", "seed", "restart"), ("start", "branch", "status", "message")
-        kw = {
+        kw: dict[str, Any] = {
             k: (read_int(row[k]) if k in ints else read_text(row[k]) if k in texts else read_float(row[k]))
             for k in DIAGNOSTIC_COLUMNS
             if not k.endswith("_rel_diff")

@@ -69,7 +69,7 @@ ALPHA_C = register_kind(
 
 
 def _check_variants(folder: Path, manifest: Mapping[str, Any] | None) -> None:
-    from dotattn.theory_vs_erm.variants import read_variant_points
+    from dotattn.theory_vs_erm.variant_records import read_variant_points
 
     points = read_variant_points(folder / "variants.csv")
     if not points:

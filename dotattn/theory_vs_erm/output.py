@@ -66,7 +66,7 @@ from dotattn.theory_vs_erm.crossing import CellSummary, SeedCrossing
 if TYPE_CHECKING:  # pragma: no cover
     from dotattn.positional_semantic.phase_diagram import ColumnSummary
     from dotattn.theory_vs_erm.alpha_c import StudyPart, TheoryColumn
-    from dotattn.theory_vs_erm.variants import VariantPoint
+    from dotattn.theory_vs_erm.variant_records import VariantPoint
 
 __all__ = [
     "read_alpha_c_part",
@@ -546,16 +546,16 @@ def _alpha_c_rows(folder: Path) -> StudyPart:
                 f"{counts.get((cell.omega, cell.d))} seeds, delta.csv holds {len(cell.seeds)}"
             )
         for x in cell_crossings(cell, STATUS_CONVERGED):
-            r = committed.get((x.omega, x.d, x.seed))
+            stored = committed.get((x.omega, x.d, x.seed))
             same = (
-                r is not None
-                and r["outcome"] == x.outcome
-                and int(r["changes"]) == x.changes
-                and int(r["valid"]) == x.valid
+                stored is not None
+                and stored["outcome"] == x.outcome
+                and int(stored["changes"]) == x.changes
+                and int(stored["valid"]) == x.valid
                 and (
                     np.isnan(x.alpha_c)
-                    and r["alpha_c"] in ("", "nan")
-                    or abs(float(r["alpha_c"] or "nan") - x.alpha_c) <= 1e-12
+                    and stored["alpha_c"] in ("", "nan")
+                    or abs(float(stored["alpha_c"] or "nan") - x.alpha_c) <= 1e-12
                 )
             )
             if not same:
@@ -580,7 +580,7 @@ def write_variants(
     """variants.csv (the points), summary.json (the same rows, parameters, provenance), variants.png
     (:func:`dotattn.theory_vs_erm.plotting.figure_variants`) and the manifest, written last."""
     from dotattn.theory_vs_erm import plotting
-    from dotattn.theory_vs_erm.variants import VARIANT_COLUMNS
+    from dotattn.theory_vs_erm.variant_records import VARIANT_COLUMNS
 
     out = Path(out_dir)
     prov = provenance({**params, "command": command}, seconds=seconds)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.positional_semantic.phase_diagram import ColumnSummary
     from dotattn.theory_vs_erm.alpha_c import TheoryColumn
     from dotattn.theory_vs_erm.comparison import ComparisonRow
-    from dotattn.theory_vs_erm.variants import VariantPoint
+    from dotattn.theory_vs_erm.variant_records import VariantPoint
 
 __all__ = [
     "figure_comparison",
@@ -291,11 +291,11 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
     span = 0.012  # offsets in ω so that the d of one ω do not hide each other
     for k, d in enumerate(ds):
         off = span * (k - (len(ds) - 1) / 2) / max(len(ds) - 1, 1)
-        pts = [(o["omega"], b) for o in erm for b in o["by_d"] if b["d"] == d]
-        w = np.array([p[0] for p in pts]) + off
-        y = np.array([p[1]["alpha_c"] for p in pts], dtype=float)
-        lo = np.array([p[1]["ci"][0] for p in pts], dtype=float)
-        hi = np.array([p[1]["ci"][1] for p in pts], dtype=float)
+        cells = [(o["omega"], b) for o in erm for b in o["by_d"] if b["d"] == d]
+        w = np.array([c[0] for c in cells]) + off
+        y = np.array([c[1]["alpha_c"] for c in cells], dtype=float)
+        lo = np.array([c[1]["ci"][0] for c in cells], dtype=float)
+        hi = np.array([c[1]["ci"][1] for c in cells], dtype=float)
         ax.errorbar(
             w,
             y,
@@ -336,8 +336,8 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
         sub = fig.add_subplot(grid[1, k])
         s = by_omega.get(round(o["omega"], 9))
         if s is not None and s.alpha_c is not None:
-            e = 2 * (s.alpha_c_error or 0.0)
-            sub.axhspan(s.alpha_c - e, s.alpha_c + e, color="k", alpha=0.25, lw=0)
+            band = 2 * (s.alpha_c_error or 0.0)
+            sub.axhspan(s.alpha_c - band, s.alpha_c + band, color="k", alpha=0.25, lw=0)
             sub.axhline(s.alpha_c, color="k", lw=1.2, label=rf"theory {s.alpha_c:.3f}")
         for b in o["by_d"]:
             lo, hi = b["ci"]
@@ -382,7 +382,7 @@ def figure_variants(points: Sequence[VariantPoint], baseline: str) -> Figure:
     """α_c(ω) of several variants (top) and their shift from ``baseline`` (bottom), one colour per
     label: the theory as a line with a band (± 2 s.e.), ERM as points with their intervals (small
     offsets in ω per label so that they do not hide each other; the legend names each study's d).
-    Records only (:class:`dotattn.theory_vs_erm.variants.VariantPoint`): nothing is computed here."""
+    Records only (:class:`dotattn.theory_vs_erm.variant_records.VariantPoint`): nothing is computed here."""
     labels = list(dict.fromkeys(p.label for p in points))
     cycle = ("k", "tab:blue", "tab:red", "tab:green", "tab:orange", "tab:purple", "tab:brown", "tab:cyan")
     colour = {lab: cycle[k % len(cycle)] for k, lab in enumerate([baseline] + [x for x in labels if x != baseline])}
