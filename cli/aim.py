@@ -424,11 +424,11 @@ def _spec(d, rho, T, alpha, channel, beta, seeds, test_samples="2000"):
 
     return StudySpec(
         d=_number("d", d),
-        rho=rho,
+        rho=_number("rho", rho),
         T=_number("tokens (T)", T),
         alphas=tuple(parse_grid("alpha", alpha)),
         channel=channel,
-        beta=beta,
+        beta=_number("beta", beta),
         seeds=_number("seeds", seeds),
         test_samples=_number("test-samples", test_samples),
     )

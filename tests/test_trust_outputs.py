@@ -276,3 +276,75 @@ def test_unreadable_gd_checkpoint_is_named_and_training_starts_afresh(content, t
     assert _read_checkpoint(path) is None
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and CHECKPOINT_NAME in err[0]
+
+
+def test_sigint_at_startup_of_train_erm_leaves_no_traceback(tmp_path):
+    """SIGINT sent at once after the start (the probe: within the first 0.4 s, a KeyboardInterrupt
+    traceback): killed by the signal before Python's handler exists, or one line and 130; no folder."""
+    import signal
+    import subprocess
+
+    from clitools import ENV, dotattn_command
+
+    out = tmp_path / "erm"
+    proc = subprocess.Popen(
+        [*dotattn_command(), "train-erm", "--d", "20", "--alpha", "1", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert proc.returncode in (130, -signal.SIGINT), (proc.returncode, err)
+    assert not out.exists()
+
+
+def test_keyboard_interrupt_before_the_handlers_is_one_line(monkeypatch, capsys):
+    """The same path in process: a KeyboardInterrupt raised before a command installs its handlers."""
+    from dotattn.cli import main as cli_main
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main.cli, "main", interrupted)
+    with pytest.raises(SystemExit) as exc:
+        cli_main.main(["train-erm"])
+    assert exc.value.code == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "interrupted" in err[0]
+
+
+def test_train_erm_blown_up_runs_are_diverged_and_the_folder_verifies(tmp_path):
+    """--lr 1e6 blew the risk up to 1e238 (finite) within 30 steps; the run exited 0 with rows its own
+    verify refused. Such runs are diverged (risk above DIVERGENCE_RISK) and their rows are read as such."""
+    from dotattn.core.io import read_csv
+    from dotattn.verify import verify_folder
+
+    out = tmp_path / "erm"
+    r = run(
+        "train-erm",
+        "--student",
+        "untied",
+        "--lr",
+        "1e6",
+        "--d",
+        "20",
+        "--alpha",
+        "1",
+        "--seeds",
+        "2",
+        "--steps",
+        "30",
+        "--test-samples",
+        "200",
+        "--threads",
+        "1",
+        "--quiet",
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    assert {row["status"] for row in read_csv(out / "runs.csv")} == {"diverged"}
+    assert verify_folder(out) == "erm"

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dotattn.core.integrity import (
     FolderKind,
     check_finite,
@@ -19,7 +21,7 @@ from dotattn.core.integrity import (
     register_kind,
 )
 from dotattn.core.io import IntegrityError
-from dotattn.core.status import ERM_STATUSES
+from dotattn.core.status import DIVERGED, ERM_STATUSES
 from dotattn.erm.records import RunRecord
 from dotattn.erm.restart_records import PairRecord, RestartRecord
 from dotattn.positional_semantic.problem import Problem, problem_of
@@ -56,8 +58,10 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
                 f"{path}: row {i}: a second row for alpha = {run.alpha:g}, init {run.init}, seed {run.seed}"
             )
         seen.add(key)
+        # a diverged run's numbers are where it stopped, not finite or bounded: only their shapes are checked
+        ok = run.status != DIVERGED
         for name, val, shape in (("mu", run.mu, (L, r)), ("theta", run.theta, (r, rt)), ("q", run.q, (r, r))):
-            check_matrix(path, i, name, val, shape, finite=True)
+            _matrix(path, i, name, val, shape, ok)
         untied = problem.student == "untied"
         for name, shape in (("mu_k", (L, r)), ("theta_k", (r, rt)), ("q_kk", (r, r)), ("q_qk", (r, r))):
             if (getattr(run, name) is None) == untied:
@@ -66,17 +70,18 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
                     f"student is {problem.student}"
                 )
             if untied:
-                check_matrix(path, i, name, getattr(run, name), shape, finite=True)
+                _matrix(path, i, name, getattr(run, name), shape, ok)
         value = str(erm.get("value", "none"))
         for name, wanted in (("value_scale", value != "none"), ("value_correction", value == "low-rank")):
             if (getattr(run, name) is None) == wanted:
                 raise IntegrityError(
                     f"{path}: row {i}: {name} is {'missing' if wanted else 'present'} but the value option is {value}"
                 )
-            if wanted:
+            if wanted and ok:
                 check_finite(path, i, name, float(getattr(run, name)))
         for name in ("train_loss", "test_error"):
-            check_finite(path, i, name, float(getattr(run, name)))
+            if ok:
+                check_finite(path, i, name, float(getattr(run, name)))
     missing = want - seen
     if missing:
         ia, init, s = sorted(missing)[0]
@@ -84,6 +89,16 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
             f"{path}: {len(runs)} rows, the run's parameters need {len(want)} (no row for "
             f"alpha = {alphas[ia]:g}, init {init}, seed {s})"
         )
+
+
+def _matrix(path: Path, row: int, name: str, value: Any, shape: tuple[int, int], checked: bool) -> None:
+    """A matrix of a run: its shape always; finite and within bounds unless the run diverged."""
+    if checked:
+        check_matrix(path, row, name, value, shape, finite=True)
+        return
+    a = np.asarray(value if value is not None else np.zeros(shape), dtype=float)
+    if a.shape != shape:
+        raise IntegrityError(f"{path}: row {row}: {name} has shape {a.shape}, the problem needs {shape}")
 
 
 def _check_status(path: Path, row: int, status: str) -> None:

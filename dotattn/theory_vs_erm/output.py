@@ -353,9 +353,13 @@ def write_alpha_c_study(
     ``theory_summaries`` (a phase diagram's, :func:`read_phase_summaries`) also ``headline.png``
     (:func:`dotattn.theory_vs_erm.plotting.figure_headline`)."""
     from dotattn.core.status import STATUS_CONVERGED
+    from dotattn.core.validation import check_instance, check_out_dir
     from dotattn.theory_vs_erm import plotting
 
-    out = Path(out_dir)
+    check_instance("study", study, AlphaCStudy, "dotattn.theory_vs_erm.alpha_c.AlphaCStudy")
+    out = Path(check_out_dir(out_dir, "out_dir"))
+    if extra is not None and not isinstance(extra, Mapping):
+        raise ParameterError(f"extra must be a mapping of parameters or None, got {type(extra).__name__}")
     params = {
         "problem": study.problem.to_dict(),
         "config": study.config.to_dict(),
