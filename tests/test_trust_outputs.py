@@ -348,3 +348,23 @@ def test_train_erm_blown_up_runs_are_diverged_and_the_folder_verifies(tmp_path):
     assert r.returncode == 0, r.stderr
     assert {row["status"] for row in read_csv(out / "runs.csv")} == {"diverged"}
     assert verify_folder(out) == "erm"
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_output_folder_removes_an_empty_cache_made_by_a_stopped_run(existed, tmp_path):
+    """A run stopped before its first unit (phase-diagram, erm-alpha-c) left OUT/ with an empty cache/:
+    the folders it made inside are removed while empty, then OUT itself if this run made it."""
+    from dotattn.cli.options import output_folder
+    from dotattn.core.runner import Interrupted
+
+    out = tmp_path / "out"
+    if existed:
+        out.mkdir()
+        (out / "README.md").write_text("kept\n")
+    with pytest.raises(Interrupted), output_folder(str(out), "phase-diagram", "phase-diagram") as folder:
+        (folder / "cache").mkdir()
+        raise Interrupted(2, "stopped")
+    if existed:
+        assert sorted(p.name for p in out.iterdir()) == ["README.md"]
+    else:
+        assert not out.exists()
