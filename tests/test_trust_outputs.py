@@ -355,6 +355,7 @@ def test_output_folder_removes_an_empty_cache_made_by_a_stopped_run(existed, tmp
     """A run stopped before its first unit (phase-diagram, erm-alpha-c) left OUT/ with an empty cache/:
     the folders it made inside are removed while empty, then OUT itself if this run made it."""
     from dotattn.cli.options import output_folder
+
     from dotattn.core.runner import Interrupted
 
     out = tmp_path / "out"
