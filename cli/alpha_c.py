@@ -216,12 +216,10 @@ def erm_alpha_c(
                 raise ParameterError(f"--phase-diagram: the replica theory does not handle this problem ({refusal})")
             theory = False
             click.echo(f"erm-alpha-c: no theory alpha_c, as with --no-theory: {refusal}", err=True)
+    value_notice = None
     if theory and str(value).strip().lower() != "none":  # the theory's student has V = I
-        refusal = f"the replica theory is for a fixed value matrix V = I, not --value {value}"
-        if phase_dir is not None:
-            raise ParameterError(f"--phase-diagram: {refusal}")
+        value_notice = f"the replica theory is for a fixed value matrix V = I, not --value {value}"
         theory = False
-        click.echo(f"erm-alpha-c: no theory alpha_c, as with --no-theory: {refusal}", err=True)
     if dask_address is None:  # never oversubscribe by default: processes x threads <= cores
         tasks = len(omega_grid) * (len(d_grid) + (1 if theory else 0))  # (omega, d) cells and theory columns
         threads = threads_per_worker(threads, min(workers, tasks))
@@ -247,6 +245,10 @@ def erm_alpha_c(
         value=value,
         value_rank=value_rank,
     )
+    if value_notice is not None:  # said once the value options are known to be valid
+        if phase_dir is not None:
+            raise ParameterError(f"--phase-diagram: {value_notice}")
+        click.echo(f"erm-alpha-c: no theory alpha_c, as with --no-theory: {value_notice}", err=True)
     from dotattn.erm.experiment import resolve_device
 
     resolve_device(config.device)

@@ -330,3 +330,34 @@ def test_one_chain_ess_is_not_computable():
     two = rng.standard_normal((2, 400, 2, 2))
     ess = bulk_ess(two)
     assert np.all(ess > 0) and ess_min_of(ess) == float(np.min(ess))
+
+
+def _edit_csv_cell(path: Path, row: int, column: str, change) -> None:
+    """Change one cell of data row ``row`` (0-based) of a dotattn CSV, keeping its comment lines."""
+    import csv
+    import io
+
+    lines = path.read_text().splitlines(keepends=True)
+    head = [ln for ln in lines if ln.startswith("#")]
+    rows = list(csv.DictReader(io.StringIO("".join(ln for ln in lines if not ln.startswith("#")))))
+    rows[row][column] = change(rows[row][column])
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    path.write_text("".join(head) + buf.getvalue())
+
+
+@pytest.mark.parametrize(
+    ("column", "change", "match"),
+    [
+        ("train_loss_mean", lambda v: repr(float(v) * 1.001), "not the mean of its runs"),
+        ("converged", lambda v: str(int(v) + 1), "runs.csv has"),
+        ("runs", lambda v: str(int(v) - 1), "runs.csv has"),
+    ],
+)
+def test_erm_summary_csv_against_runs_csv(column, change, match, tmp_path):
+    folder = copy_folder(ONE_PER_KIND["erm"], tmp_path)
+    _edit_csv_cell(folder / "summary.csv", 0, column, change)
+    reseal_entry(folder, "summary.csv")
+    refused(folder, match)
