@@ -361,3 +361,33 @@ def test_erm_summary_csv_against_runs_csv(column, change, match, tmp_path):
     _edit_csv_cell(folder / "summary.csv", 0, column, change)
     reseal_entry(folder, "summary.csv")
     refused(folder, match)
+
+
+def test_include_of_a_cut_crossings_csv_is_one_line(tmp_path):
+    """The probe: variants and erm-alpha-c --include on a folder whose crossings.csv was cut mid-row (its
+    manifest entry recomputed) raised a TypeError in read_alpha_c_part."""
+    from dotattn.core.io import csv_data_rows
+    from dotattn.theory_vs_erm.output import read_alpha_c_part
+
+    folder = copy_folder(ONE_PER_KIND["alpha-c"], tmp_path)
+    text = (folder / "crossings.csv").read_text()
+    (folder / "crossings.csv").write_text(text[: len(text) - 40])
+    reseal_entry(folder, "crossings.csv")
+    edit_manifest(
+        folder, lambda man: man["files"]["crossings.csv"].__setitem__("rows", csv_data_rows(folder / "crossings.csv"))
+    )
+    with pytest.raises(IntegrityError, match="crossings.csv"):
+        read_alpha_c_part(folder)
+    r = run(
+        "variants",
+        "--theory",
+        f"tied={RESULTS / 'phase_diagram'}",
+        "--erm",
+        f"cut={folder}",
+        "--baseline",
+        "tied",
+        "--out",
+        str(tmp_path / "v"),
+    )
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "Traceback" not in r.stderr and "crossings.csv" in r.stderr
