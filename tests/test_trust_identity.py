@@ -391,3 +391,20 @@ def test_include_of_a_cut_crossings_csv_is_one_line(tmp_path):
     )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "Traceback" not in r.stderr and "crossings.csv" in r.stderr
+
+
+def test_paths_theory_heads_csv_against_summary(tmp_path):
+    folder = copy_folder(ONE_PER_KIND["paths-theory"], tmp_path)
+    _edit_csv_cell(folder / "heads.csv", 0, "accuracy_pruned", lambda v: repr(float(v) + 0.01))
+    reseal_entry(folder, "heads.csv")
+    refused(folder, "heads.csv: row 1: accuracy_pruned")
+
+
+def test_paths_theory_summary_accuracy_against_points(tmp_path):
+    folder = copy_folder(ONE_PER_KIND["paths-theory"], tmp_path)
+    meta = json.loads((folder / "summary.json").read_text())
+    first = next(iter(meta["per_N"]))
+    meta["per_N"][first]["accuracy_theory"] += 0.01
+    (folder / "summary.json").write_text(json.dumps(meta))
+    reseal_entry(folder, "summary.json")
+    refused(folder, "accuracy_theory at N")

@@ -67,6 +67,66 @@ def _check_paths_theory(folder: Path, manifest: Mapping[str, Any] | None) -> Non
     if isinstance(meta.get("paths"), list) and points[0].subset == "all" and len(points[0].paths) != len(meta["paths"]):
         raise IntegrityError(f"{path}: row 1 has {len(points[0].paths)} paths, summary.json {len(meta['paths'])}")
     _check_u_agrees(folder, points, meta)
+    _check_theory_summary(folder, points, meta)
+
+
+SUMMARY_RTOL = 1e-12
+"""summary.json repeats numbers of points.csv and heads.csv: both written with repr() from the same floats."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        x, y = float(a), float(b)
+    except (TypeError, ValueError):
+        return False
+    return (np.isnan(x) and np.isnan(y)) or abs(x - y) <= SUMMARY_RTOL * max(abs(x), abs(y), 1e-300)
+
+
+def _check_theory_summary(folder: Path, points: Sequence[PathsPoint], meta: Mapping[str, Any]) -> None:
+    """summary.json against points.csv and heads.csv: each width's accuracy and loss of the whole network's
+    theory (and the GP's accuracy) are those of points.csv's rows; summary.json's ``heads`` are heads.csv's
+    rows, and the head scores of a layer at a width sum to 1."""
+    per_N = meta.get("per_N")
+    if isinstance(per_N, dict):
+        gp = next((p for p in points if p.subset == "all" and p.method == "gp"), None)
+        for p in points:
+            if p.subset != "all" or p.method != "theory":
+                continue
+            entry = per_N.get(f"{p.N:g}")
+            if not isinstance(entry, dict):
+                raise IntegrityError(f"{folder / 'summary.json'}: no entry at N = {p.N:g} (points.csv has it)")
+            checks = [("accuracy_theory", p.accuracy), ("loss_theory", p.loss)]
+            if gp is not None and "accuracy_gp" in entry:
+                checks.append(("accuracy_gp", gp.accuracy))
+            for name, value in checks:
+                if name in entry and not _same(entry[name], value):
+                    raise IntegrityError(
+                        f"{folder / 'summary.json'}: {name} at N = {p.N:g} is {entry[name]!r}, points.csv's row "
+                        f"{value!r}"
+                    )
+    heads = meta.get("heads")
+    path = folder / "heads.csv"
+    if not isinstance(heads, list) or not path.is_file():
+        return
+    rows = read_verified_csv(path)
+    if len(rows) != len(heads):
+        raise IntegrityError(f"{path}: {len(rows)} rows, summary.json's heads {len(heads)}")
+    sums: dict[tuple[str, str], float] = {}
+    for k, (row, stored) in enumerate(zip(rows, heads, strict=True), start=1):
+        if not isinstance(stored, dict):
+            raise IntegrityError(f"{folder / 'summary.json'}: head {k} is not a record")
+        for name, value in row.items():
+            want = stored.get(name)
+            same = str(want) == value or _same(want, value)
+            if not same:
+                raise IntegrityError(f"{path}: row {k}: {name} = {value}, summary.json's heads say {want!r}")
+        try:
+            sums[(row["N"], row["layer"])] = sums.get((row["N"], row["layer"]), 0.0) + float(row["score"])
+        except (KeyError, ValueError):
+            raise IntegrityError(f"{path}: row {k}: no N, layer or numeric score") from None
+    bad = next((key for key, total in sums.items() if abs(total - 1.0) > 1e-6), None)
+    if bad is not None:  # scores are shares of one layer's paths weight (summing to 1 up to rounding)
+        raise IntegrityError(f"{path}: the head scores of layer {bad[1]} at N = {bad[0]} do not sum to 1")
 
 
 def _check_u_agrees(folder: Path, points: Sequence[PathsPoint], meta: Mapping[str, Any]) -> None:
