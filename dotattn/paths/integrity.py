@@ -115,11 +115,10 @@ def _check_theory_summary(folder: Path, points: Sequence[PathsPoint], meta: Mapp
     for k, (row, stored) in enumerate(zip(rows, heads, strict=True), start=1):
         if not isinstance(stored, dict):
             raise IntegrityError(f"{folder / 'summary.json'}: head {k} is not a record")
-        for name, value in row.items():
+        for name, cell in row.items():
             want = stored.get(name)
-            same = str(want) == value or _same(want, value)
-            if not same:
-                raise IntegrityError(f"{path}: row {k}: {name} = {value}, summary.json's heads say {want!r}")
+            if not (str(want) == cell or _same(want, cell)):
+                raise IntegrityError(f"{path}: row {k}: {name} = {cell}, summary.json's heads say {want!r}")
         try:
             sums[(row["N"], row["layer"])] = sums.get((row["N"], row["layer"]), 0.0) + float(row["score"])
         except (KeyError, ValueError):
