@@ -1,4 +1,4 @@
-"""The compiled prox Newton kernel (numba, the ``fast`` extra) against the vectorised one.
+"""The compiled prox Newton kernel (numba, a default dependency) against the vectorised one.
 
 It runs the same steps node by node, so the minimisers, values and iteration counts must agree to rounding
 (the exponential comes from libm there and numpy here: at most a few ulp per evaluation, which Newton's
@@ -18,7 +18,7 @@ from dotattn.positional_semantic.problem import Problem
 
 compiled = pytest.importorskip("dotattn.positional_semantic.compiled")
 if not compiled.AVAILABLE:
-    pytest.skip("numba is not installed (pip install '.[fast]')", allow_module_level=True)
+    pytest.skip("numba cannot be imported here (it is a dependency: pip install .)", allow_module_level=True)
 
 
 @pytest.mark.parametrize("V", [0.5, 12.0, 40.0])

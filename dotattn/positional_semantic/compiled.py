@@ -1,30 +1,56 @@
-"""Optional compiled kernel of the toy model's prox Newton iteration (numba, the ``fast`` extra).
+"""Compiled kernel of the toy model's prox Newton iteration (numba, a default dependency since issue 50).
 
 :func:`newton_toy` runs, node by node in one compiled loop, exactly the steps of the vectorised
 :func:`dotattn.positional_semantic.prox._newton_toy`: the same objective, gradient and Hessian, the same
 safeguarded 2 × 2 solve (Cramer's rule where H is safely positive definite, else the closed-form
 eigendecomposition with reflected and floored eigenvalues), the same Armijo test and backtracking, and
 the same stopping rule. The two agree to rounding (the exponential is libm's here and numpy's there,
-which can differ in the last bit). Without numba (``pip install .``), or with ``DOTATTN_COMPILED=0``,
-:data:`AVAILABLE` is False and the vectorised kernel is used.
+which can differ in the last bit). numba is a default dependency (``pip install .`` brings it); where it
+cannot be imported (no wheel for the platform, a broken install, a numpy it does not support) the
+vectorised kernel is used and one line on stderr says so, once per run (the first import in a process tree:
+:data:`NOTICE_ENV` in the environment marks it said, so spawned workers stay quiet). With
+``DOTATTN_COMPILED=0`` the vectorised kernel is used silently (a deliberate choice). :data:`AVAILABLE` tells
+which kernel runs; :data:`UNAVAILABLE_REASON` why the compiled one does not.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 
-__all__ = ["AVAILABLE", "newton_toy", "newton_untied_pair"]
+__all__ = ["AVAILABLE", "UNAVAILABLE_REASON", "NOTICE_ENV", "newton_toy", "newton_untied_pair"]
+
+NOTICE_ENV = "DOTATTN_NUMBA_NOTICE_SHOWN"
+"""Set in the environment once the fallback has been announced (inherited by worker processes)."""
+
+
+def announce_fallback(reason: str) -> None:
+    """One line on stderr saying that numba could not be imported and the numpy kernel runs; only the first
+    time in a process tree (:data:`NOTICE_ENV`)."""
+    if os.environ.get(NOTICE_ENV):
+        return
+    os.environ[NOTICE_ENV] = "1"
+    print(
+        f"dotattn: numba could not be imported ({reason}); the toy model's prox runs on the vectorised numpy "
+        "kernel (same results, about twice the CPU time)",
+        file=sys.stderr,
+    )
+
 
 AVAILABLE = False
-if os.environ.get("DOTATTN_COMPILED", "1") != "0":
+UNAVAILABLE_REASON: str | None = None
+if os.environ.get("DOTATTN_COMPILED", "1") == "0":
+    UNAVAILABLE_REASON = "DOTATTN_COMPILED=0"
+else:
     try:
         import numba
 
         AVAILABLE = True
-    except ImportError:  # the light install: the vectorised kernel
-        pass
+    except ImportError as exc:  # numba is a dependency, but may fail to import: the vectorised kernel
+        UNAVAILABLE_REASON = f"{type(exc).__name__}: {exc}"
+        announce_fallback(UNAVAILABLE_REASON)
 
 _ARMIJO = 1e-4
 _EIG_FLOOR = 1e-8

@@ -76,8 +76,14 @@ def teacher_attention(h_star: np.ndarray, problem: Problem) -> np.ndarray:
     if h_star.shape[-2] == 2:  # L = 2: logistic of the score differences
         a_star, b_star = _pair_scores(h_star)
         s1, s2 = expit(a_star), expit(b_star)
-        S_star = np.stack([np.stack([s1, 1 - s1], -1), np.stack([1 - s2, s2], -1)], -2)
-        return (1.0 - problem.omega) * S_star + problem.omega * problem.A
+        # the entries of (1 − ω) S* + ω A written in place (the same operations entry by entry as
+        # stacking S* and mixing: (1 − ω) s + ω A_ij)
+        w, A = problem.omega, problem.A
+        out = np.empty(s1.shape + (2, 2))
+        for (i, j), s in (((0, 0), s1), ((0, 1), 1 - s1), ((1, 0), 1 - s2), ((1, 1), s2)):
+            np.multiply(1.0 - w, s, out=out[..., i, j])
+            out[..., i, j] += w * A[i, j]
+        return out
     S_star = softmax_rows(h_star @ np.swapaxes(h_star, -1, -2))
     return (1.0 - problem.omega) * S_star + problem.omega * problem.A
 

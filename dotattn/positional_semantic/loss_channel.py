@@ -109,15 +109,26 @@ class TokenSymmetry:
         return len(self.elements)
 
     def token_projector(self) -> np.ndarray:
-        """Π = avg_g s_ξ P_g (L, L) with (P_g a)_l = a_π(l): E[f] = Π Σ_orbits w f(x_rep)."""
+        """Π = avg_g s_ξ P_g (L, L) with (P_g a)_l = a_π(l): E[f] = Π Σ_orbits w f(x_rep) (read-only; made
+        once per symmetry, which the rule keeps across the iterations)."""
+        return self._projector
+
+    @functools.cached_property
+    def _projector(self) -> np.ndarray:
         L = len(self.elements[0][2])
         Pi = np.zeros((L, L))
         for s_xi, _, perm in self.elements:
             Pi[np.arange(L), list(perm)] += s_xi
-        return Pi / self.order
+        Pi = Pi / self.order
+        Pi.setflags(write=False)
+        return Pi
 
     def mixed_character(self) -> float:
         """avg_g s_ξ s_η: the factor of a ξ-η moment (E[f ηᵀ], E[ξ ∂ℓ/∂h*ᵀ])."""
+        return self._mixed
+
+    @functools.cached_property
+    def _mixed(self) -> float:
         return float(np.mean([s_xi * s_eta for s_xi, s_eta, _ in self.elements]))
 
     @functools.cached_property
@@ -141,6 +152,7 @@ class TokenSymmetry:
 _MAX_PERMUTED_TOKENS = 4  # beyond this only the sign actions are tried (L! permutations)
 
 
+@functools.cache
 def _normalises_shifts(perm: tuple[int, ...]) -> bool:
     """π ∘ (cyclic shift) ∘ π⁻¹ is a cyclic shift for every shift: then the prox's canonical
     starts (±c and its cyclic shifts) at the node g·x are the images of those at x."""
@@ -261,7 +273,12 @@ def hat_update(
     sym = token_symmetry(overlaps, rule, problem, random_starts) if symmetry else None
     used = rule
     if sym is not None:
-        used = GaussianRule(nodes=rule.nodes[sym.fold.rep], weights=sym.fold.weights, kind=rule.kind, order=rule.order)
+        key = ("folded rule", sym.elements)  # the rule restricted to the orbit representatives, made once
+        if key not in rule._cache:
+            rule._cache[key] = GaussianRule(
+                nodes=rule.nodes[sym.fold.rep], weights=sym.fold.weights, kind=rule.kind, order=rule.order
+            )
+        used = rule._cache[key]
         if warm is not None:
             warm = np.asarray(warm)[sym.fold.rep]
     fl = local_fields(overlaps, used, problem)
@@ -332,8 +349,8 @@ def hat_update(
             value=px.value[sym.fold.rep_of],
             f=sym.expand(px.f),
             iterations=px.iterations,
-            grad_norm=px.grad_norm,
             n_starts=px.n_starts,
+            residual=px.residual,  # the representatives' residual (the others are their images)
             alts=alts,
             alts_f=alts_f,
         )

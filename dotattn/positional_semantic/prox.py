@@ -21,8 +21,10 @@ safeguard) and an Armijo backtracking line search, so every step decreases the o
 
 from __future__ import annotations
 
+import functools
 import itertools
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -72,6 +74,10 @@ class AttentionPointLoss:
     def derivatives(self, h: np.ndarray, data: np.ndarray) -> LossDerivatives:
         return loss_derivatives(h, data, self.problem, hessian=True)
 
+    def gradient(self, h: np.ndarray, data: np.ndarray) -> np.ndarray:
+        """∇ℓ alone (the same numbers as ``derivatives(h, data).grad``, without the Hessian)."""
+        return loss_derivatives(h, data, self.problem, hessian=False).grad
+
 
 @dataclass(frozen=True)
 class CorrelatedAttentionLoss:
@@ -116,7 +122,8 @@ class ProxResult:
 
     h : (N, L, r) minimiser ĥ.    value : (N,) envelope M.    f : (N, L, r) V⁻¹(ĥ − c).
     iterations : Newton iterations of the slowest start.    grad_norm : max ∞-norm of the
-    objective's gradient at ĥ.    n_starts : starts per node.
+    objective's gradient at ĥ (a diagnostic, computed on first use from ``residual``).    n_starts :
+    starts per node.
     alts, alts_f : (K, N, L, r) the other global minimisers g ĥ of a node whose objective has an
     exact symmetry g (:func:`symmetric_minimisers`) and their V⁻¹(ĥ − c); NaN where a node has
     fewer; None if no node has any. The loss channel averages over all global minimisers of a node (:meth:`minima_count`).
@@ -126,10 +133,16 @@ class ProxResult:
     value: np.ndarray
     f: np.ndarray
     iterations: int
-    grad_norm: float
     n_starts: int
     alts: np.ndarray | None = None
     alts_f: np.ndarray | None = None
+    residual: Callable[[], float] | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def grad_norm(self) -> float:
+        """max ∞-norm of the prox objective's gradient at ĥ (NaN if unknown); computed when first read,
+        since no step of the solver needs it."""
+        return float(self.residual()) if self.residual is not None else float("nan")
 
     def __post_init__(self) -> None:
         if (self.alts is None) != (self.alts_f is None):
@@ -515,12 +528,24 @@ def minimise_envelope(
     V_inv = np.linalg.inv(V)
     S = starts.shape[0]
     h, value, iters = _newton_starts(starts, centre, data, V_inv, loss, max_iter, gtol)
-    best = np.argmin(value, axis=0)
-    idx = np.arange(N)
-    h_best, v_best = h[best, idx], value[best, idx]
+    if S == 1:  # one start (the warm local search): its result, without the gather
+        h_best, v_best = h[0], value[0]
+    else:
+        best = np.argmin(value, axis=0)
+        idx = np.arange(N)
+        h_best, v_best = h[best, idx], value[best, idx]
     f = _apply_right(h_best - centre, V_inv)
-    resid = np.max(np.abs(f + loss.derivatives(h_best, data).grad)) if N else 0.0
-    return ProxResult(h=h_best, value=v_best, f=f, iterations=iters, grad_norm=float(resid), n_starts=S)
+
+    def residual() -> float:
+        """The stationarity residual max |V⁻¹(ĥ − c) + ∇ℓ(ĥ)| (the gradient alone where the loss offers it)."""
+        if not N:
+            return 0.0
+        grad = (
+            loss.gradient(h_best, data) if isinstance(loss, AttentionPointLoss) else loss.derivatives(h_best, data).grad
+        )
+        return float(np.max(np.abs(f + grad)))
+
+    return ProxResult(h=h_best, value=v_best, f=f, iterations=iters, n_starts=S, residual=residual)
 
 
 def objective_symmetries(L: int, V: np.ndarray, untied: bool = False) -> list[tuple[np.ndarray, np.ndarray]]:
