@@ -44,9 +44,9 @@ def _check_comparison(folder: Path, manifest: Mapping[str, Any] | None) -> None:
 
 def _check_alpha_c(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     """crossings.csv, cells.csv and delta.csv of ``dotattn erm-alpha-c`` against each other and the study's
-    grid (:func:`dotattn.theory_vs_erm.output.alpha_c_rows`: every cell rebuilt from delta.csv, its crossings
+    grid (:func:`dotattn.theory_vs_erm.alpha_c_reader.alpha_c_rows`: every cell rebuilt from delta.csv, its crossings
     recomputed and compared with crossings.csv, its seed count with cells.csv)."""
-    from dotattn.theory_vs_erm.output import alpha_c_rows
+    from dotattn.theory_vs_erm.alpha_c_reader import alpha_c_rows
 
     for name in ("crossings.csv", "cells.csv", "delta.csv"):
         if not read_verified_csv(folder / name):
