@@ -16,7 +16,7 @@ import click
 from dotattn.core.validation import ParameterError, check_int
 
 from .main import cli
-from .options import command_line, output_folder, parse_grid
+from .options import command_line, output_file, output_folder, parse_grid
 
 
 @cli.group("aim")
@@ -324,6 +324,12 @@ def free_entropy_command(channel, rho, T, beta, alphas, test_samples, out, quiet
 def figure(folders, yaxis, xaxis, point_folders, title, out):
     """One figure of the MMSE (thresholds marked) or of the test error against alpha, from several folders,
     with the algorithms' points in the colour of their problem."""
+    with output_file(out, "aim figure") as path:
+        _figure(folders, yaxis, xaxis, point_folders, title, path)
+    click.echo(f"wrote {out}")
+
+
+def _figure(folders, yaxis, xaxis, point_folders, title, out) -> None:
     from dotattn.aim.plotting import (
         mmse_figure,
         read_algorithm_points,
@@ -343,13 +349,11 @@ def figure(folders, yaxis, xaxis, point_folders, title, out):
         fig = test_error_figure(
             [read_free_entropy(f) for f in folders], xaxis=xaxis, title=title, algorithm_points=extra
         )
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
     save_figure(
         fig,
         out,
         {"command": command_line(), "git_commit": git_commit(), "inputs": [str(f) for f in folders + point_folders]},
     )
-    click.echo(f"wrote {out}")
 
 
 # ---- the algorithms at finite d: dotattn aim amp | gd -------------------------------------------
@@ -420,11 +424,11 @@ def _spec(d, rho, T, alpha, channel, beta, seeds, test_samples="2000"):
 
     return StudySpec(
         d=_number("d", d),
-        rho=rho,
+        rho=_number("rho", rho),
         T=_number("tokens (T)", T),
         alphas=tuple(parse_grid("alpha", alpha)),
         channel=channel,
-        beta=beta,
+        beta=_number("beta", beta),
         seeds=_number("seeds", seeds),
         test_samples=_number("test-samples", test_samples),
     )

@@ -37,6 +37,7 @@ from .options import (
     student_option,
     threads_per_worker,
     value_options,
+    value_rank_of,
 )
 
 
@@ -205,6 +206,7 @@ def erm_alpha_c(
     workers = check_workers(workers)
     if threads < 0:
         raise ParameterError(f"threads must be an integer >= 0 (0: cores // workers), got {threads}")
+    value_rank = value_rank_of(value, value_rank)
     problem = problem_from_options(
         omega_grid[0], L, rank, teacher_rank, sigma, ridge, A, positional_gram, student, token_correlation
     )
@@ -217,6 +219,10 @@ def erm_alpha_c(
                 raise ParameterError(f"--phase-diagram: the replica theory does not handle this problem ({refusal})")
             theory = False
             click.echo(f"erm-alpha-c: no theory alpha_c, as with --no-theory: {refusal}", err=True)
+    value_notice = None
+    if theory and str(value).strip().lower() != "none":  # the theory's student has V = I
+        value_notice = f"the replica theory is for a fixed value matrix V = I, not --value {value}"
+        theory = False
     if dask_address is None:  # never oversubscribe by default: processes x threads <= cores
         tasks = len(omega_grid) * (len(d_grid) + (1 if theory else 0))  # (omega, d) cells and theory columns
         threads = threads_per_worker(threads, min(workers, tasks))
@@ -242,6 +248,10 @@ def erm_alpha_c(
         value=value,
         value_rank=value_rank,
     )
+    if value_notice is not None:  # said once the value options are known to be valid
+        if phase_dir is not None:
+            raise ParameterError(f"--phase-diagram: {value_notice}")
+        click.echo(f"erm-alpha-c: no theory alpha_c, as with --no-theory: {value_notice}", err=True)
     from dotattn.erm.experiment import resolve_device
 
     resolve_device(config.device)
@@ -267,7 +277,22 @@ def erm_alpha_c(
             theory_summaries = read_phase_summaries(phase_dir)
         except IntegrityError as err:
             raise ParameterError(f"--phase-diagram: {err}") from None
+    theory_columns = None
+    if phase_dir is not None and theory:  # its problem and grid checked before anything is trained
+        from dotattn.theory_vs_erm.output import theory_from_phase_diagram
+
+        try:
+            theory_columns = tuple(theory_from_phase_diagram(phase_dir, problem, config.omegas, config.alphas))
+        except ParameterError as err:  # IntegrityError too
+            raise ParameterError(f"--phase-diagram: {err}") from None
     dask = connect_dask(dask_address) if dask_address is not None else None  # before any folder is made
+    included = {f"{w:g}/{d}": src for (w, d), src in sorted(sources.items())}
+    made_for = {
+        "problem": problem.to_dict(),
+        "config": config.to_dict(),
+        "included_cells": included,
+        "phase_diagram": phase_dir,
+    }
 
     n_cells = len(config.ds) * len(config.omegas)
     total = sum(config.cost(d) for d in config.ds) * len(config.omegas)
@@ -293,8 +318,9 @@ def erm_alpha_c(
             )
         )
 
-    # the folder is made, locked and checked here; one left empty by a refusal or an interruption is removed
-    with output_folder(out_dir, "erm-alpha-c", "alpha-c") as out:
+    # created, locked and checked before anything is computed (not another command's folder, not a
+    # finished study of other settings); removed again if still empty (an empty cache/ too) when stopped
+    with output_folder(out_dir, "erm-alpha-c", "alpha-c", made_for) as out:
         remove_stale_tmp(out / "cache")
         from dotattn.core.progress import CommandProgress
 
@@ -325,17 +351,10 @@ def erm_alpha_c(
                 progress=progress,
                 supplied=supplied,
             )
-            if phase_dir is not None and theory:  # the theory read from the phase diagram's records
+            if theory_columns is not None:  # the theory read from the phase diagram's records
                 from dataclasses import replace
 
-                from dotattn.theory_vs_erm.output import theory_from_phase_diagram
-
-                study = replace(
-                    study,
-                    theory=tuple(
-                        theory_from_phase_diagram(phase_dir, problem, study.config.omegas, study.config.alphas)
-                    ),
-                )
+                study = replace(study, theory=theory_columns)
         except Interrupted as err:
             units = sorted((out / "cache").glob("*.json")) if (out / "cache").is_dir() else []
             raise Interrupted(
@@ -364,7 +383,7 @@ def erm_alpha_c(
             "threads": threads,
             "workers": workers,
             "dask": dask_address,
-            "included_cells": {f"{w:g}/{d}": src for (w, d), src in sorted(sources.items())},
+            "included_cells": included,
             "phase_diagram": phase_dir,
         },
         theory_summaries=theory_summaries,

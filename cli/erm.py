@@ -23,6 +23,7 @@ from .options import (
     student_option,
     threads_per_worker,
     value_options,
+    value_rank_of,
 )
 
 
@@ -117,7 +118,7 @@ def train_erm(
     student: str,
     token_correlation: float,
     value: str,
-    value_rank: int,
+    value_rank: int | None,
     init: str,
     seeds: int,
     first_seed: int,
@@ -156,7 +157,7 @@ def train_erm(
         dtype=dtype,
         device=device,
         value=value,
-        value_rank=value_rank,
+        value_rank=value_rank_of(value, value_rank),
     )
     config.check(problem)
     import torch  # only now: invalid input above is rejected without importing torch
@@ -173,7 +174,10 @@ def train_erm(
     from dotattn.erm.experiment import cached_units, config_units, run_config_cached
 
     ctx = click.get_current_context()
-    with output_folder(out, "train-erm", "erm") as folder:  # removed again if still empty when the run is interrupted
+    made_for = {"problem": problem.to_dict(), "erm": config.to_dict()}  # a finished run of other settings refused
+    with output_folder(
+        out, "train-erm", "erm", made_for
+    ) as folder:  # removed again if still empty when the run is interrupted
         units = config_units(config)
         cache = Path(folder) / "cache"
         progress = CommandProgress(

@@ -241,6 +241,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort as err:
         click.echo("Aborted.", err=True)
         sys.exit(130 if isinstance(err.__context__, KeyboardInterrupt) else 1)
+    except KeyboardInterrupt:  # SIGINT before a command installs its handlers (while importing, say): no traceback
+        click.echo("dotattn: interrupted by SIGINT before anything was written", err=True)
+        sys.exit(130)
     except click.ClickException as err:
         msg = err.format_message().replace("\n", " ")
         click.echo(f"Error: {msg}", err=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import shlex
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -90,9 +91,8 @@ def value_options(func: Callable) -> Callable:
     func = click.option(
         "--value-rank",
         type=int,
-        default=1,
-        show_default=True,
-        help="Rank k of the value correction U W^T/d (--value low-rank), in [1, 64].",
+        default=None,
+        help="Rank k of the value correction U W^T/d, in [1, 64] (only with --value low-rank; default 1).",
     )(func)
     return click.option(
         "--value",
@@ -102,6 +102,15 @@ def value_options(func: Callable) -> Callable:
         help="Trainable value matrix V of yhat = S X V: none (V = I), scalar (V = v I) or low-rank "
         "(V = v I + U W^T/d); the ridge acts on V - I.",
     )(func)
+
+
+def value_rank_of(value: str, value_rank: int | None) -> int:
+    """--value-rank as given (default 1); refused in one line unless --value is low-rank, where it is used."""
+    if value_rank is None:
+        return 1
+    if str(value).strip().lower() != "low-rank":
+        raise ParameterError(f"value-rank is only used with --value low-rank, got --value {value}")
+    return value_rank
 
 
 def _matrix(text: str) -> tuple[tuple[float, ...], ...]:
@@ -223,20 +232,80 @@ def output_folder(
         while not p.exists() and p != p.parent:
             created.append(p)  # deepest first
             p = p.parent
+        before: set[str] | None = None
         try:
             folder = ensure_writable_dir(out)
+            before = _subfolders(folder)
             with RunLock(folder, what):
                 if kind is not None:
                     check_output_folder(folder, kind, made_for, what)
                 remove_stale_tmp(folder)
                 yield folder
         except BaseException:
+            if before is not None:  # folders the run made inside (a cache/ before its first unit), if empty
+                for name in sorted(_subfolders(Path(out)) - before):
+                    with contextlib.suppress(OSError):
+                        (Path(out) / name).rmdir()
             for c in created:
                 try:
                     c.rmdir()  # only if empty
                 except OSError:
                     break
             raise
+
+
+def _subfolders(folder: Path) -> set[str]:
+    try:
+        return {p.name for p in folder.iterdir() if p.is_dir()}
+    except OSError:
+        return set()
+
+
+@contextlib.contextmanager
+def output_file(out: str, what: str, option: str = "--out") -> Iterator[Path]:
+    """The output file ``out`` (a figure) of command ``what``, checked before anything is computed: a file
+    path (not a folder), not a file of a dotattn output folder (its folder holds a manifest.json: another
+    run's file would be replaced, or an unlisted file added), its folder created and writable. Every
+    refusal is a ParameterError naming ``option``; folders created here are removed again if the block
+    fails while they are still empty."""
+    from dotattn.core.io import MANIFEST_NAME, ensure_writable_dir
+    from dotattn.core.validation import check_out_dir
+
+    check_out_dir(out, option.lstrip("-"))
+    path = Path(out)
+    if path.is_dir():
+        raise ParameterError(f"{what}: {option} {out!r} is a folder; give a file name")
+    if path.exists() and not path.is_file():
+        raise ParameterError(f"{what}: {option} {out!r} is not a regular file")
+    parent = path.absolute().parent
+    if (parent / MANIFEST_NAME).is_file():
+        raise ParameterError(
+            f"{what}: {option} {out!r} is inside the dotattn output folder {str(parent)!r} (it has a "
+            f"{MANIFEST_NAME}); choose a file elsewhere"
+        )
+    created = []
+    p = parent
+    while not p.exists() and p != p.parent:
+        created.append(p)
+        p = p.parent
+    try:
+        try:
+            ensure_writable_dir(parent)
+        except ParameterError as err:
+            raise ParameterError(f"{what}: {option} {out!r} cannot be written ({err})") from None
+        if path.exists() and not os.access(path, os.W_OK):
+            raise ParameterError(f"{what}: {option} {out!r} cannot be written (permission denied)")
+        try:
+            yield path
+        except OSError as err:
+            raise ParameterError(f"{what}: {option} {out!r} cannot be written: {err.strerror or err}") from None
+    except BaseException:
+        for c in created:
+            try:
+                c.rmdir()
+            except OSError:
+                break
+        raise
 
 
 def threads_per_worker(threads: int, workers: int, cores: int | None = None, load: float | None = None) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import math
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -163,6 +164,9 @@ def theory(
     tk = _task(task, variant, noise_perp, P, P_test, T, beta, seed)
     widths = tuple(parse_grid("N", N))
     names = tuple(s.strip() for s in subsets.split(",") if s.strip())
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ParameterError(f"subsets: {dup!r} is given twice; give each network once")
     config = StudyConfig(task=tk, widths=widths, temperature=temperature, sigma2=sigma2, subsets=names)
     samples = [read_sample_run(d, config) for d in sampled]
     from dotattn.core.resources import check_memory
@@ -339,9 +343,14 @@ def sample(
         s = write_sample_run(folder, result, data, model, tk, config, theory_result, evaluation, command_line())
     if not quiet:
         d = s["diagnostics"]
+        ess = (
+            f"{d['ess_min']:.0f}"
+            if math.isfinite(d["ess_min"])
+            else f"not computable ({'one chain' if d['chains'] < 2 else 'an entry has no positive estimate'})"
+        )
         click.echo(
             f"N={N:g}: accuracy sampled {s['accuracy_sampled']:.4f} +- {s['accuracy_error']:.4f}, theory "
-            f"{s['accuracy_theory']:.4f}; R-hat max {d['rhat_max']:.4f}, ESS min {d['ess_min']:.0f}, "
+            f"{s['accuracy_theory']:.4f}; R-hat max {d['rhat_max']:.4f}, ESS min {ess}, "
             f"divergences {d['divergences']} ({s['status']}, {result.seconds:.0f} s)"
         )
         click.echo(f"wrote {Path(folder) / 'sample.json'}")
@@ -438,9 +447,9 @@ def sample(
     "--sample-P",
     "sample_P",
     type=int,
-    default=100,
-    show_default=True,
-    help="Training episodes of the sampling check (the first of the theory's), in [10, 2000].",
+    default=None,
+    help="Training episodes of the sampling check (the first of the theory's), in [10, 2000] and at most "
+    "--P (default: 100, or --P if smaller).",
 )
 @click.option("--sample-chains", type=int, default=2, show_default=True, help="NUTS chains, in [1, 64].")
 @click.option("--sample-warmup", type=int, default=200, show_default=True, help="NUTS warm-up steps per chain.")
@@ -545,7 +554,7 @@ def images(
         split_seed=split_seed,
         bootstrap=bootstrap,
         sample_N=sample_N,
-        sample_P=sample_P,
+        sample_P=min(100, P) if sample_P is None else sample_P,
         sample_chains=sample_chains,
         sample_warmup=sample_warmup,
         sample_draws=sample_draws,

@@ -7,11 +7,17 @@ import time
 
 import click
 
-from dotattn.core.io import ensure_writable_dir, remove_stale_tmp
 from dotattn.positional_semantic.problem import require_replica_theory
 
 from .main import cli
-from .options import correlation_option, parse_grid, problem_from_options, problem_options, student_option
+from .options import (
+    correlation_option,
+    output_folder,
+    parse_grid,
+    problem_from_options,
+    problem_options,
+    student_option,
+)
 from .solve import build_quadrature, build_solver_options, quadrature_options, solver_options
 
 DEFAULT_OUT = "dotattn-output/phase_diagram"
@@ -142,10 +148,15 @@ def phase_diagram_command(
     dask = connect_dask(dask_address) if dask_address is not None else None  # before any folder is made
     if refine:  # validated before any folder is made
         RefineSpec(refine_order, refine_rules)
-    out = ensure_writable_dir(out_dir)
     settings = SweepSettings(quad, options, refine=RefineSpec(refine_order, refine_rules) if refine else None)
+    made_for = {
+        "problem": problem.to_dict(),
+        "omegas": list(omega_grid),
+        "alphas": list(alpha_grid),
+        **settings.to_dict(),
+    }
 
-    from dotattn.core.runner import Interrupted, ProgressReporter, RunLock, stop_on_signals
+    from dotattn.core.runner import Interrupted, ProgressReporter
     from dotattn.positional_semantic.phase_diagram import (
         PHASE_DIAGRAM_COST,
         cached_columns,
@@ -156,11 +167,9 @@ def phase_diagram_command(
 
     t0 = time.perf_counter()
     reporter = ProgressReporter("phase-diagram", quiet=quiet)
-    with stop_on_signals(), RunLock(out, "phase-diagram"):
-        from dotattn.verify import check_output_folder
-
-        check_output_folder(out, "phase-diagram", what="phase-diagram")  # not another command's folder
-        remove_stale_tmp(out)
+    # created, locked and checked (not another command's folder, not a finished run of other settings)
+    # before anything is computed; removed again if still empty (an empty cache/ too) when stopped
+    with output_folder(out_dir, "phase-diagram", "phase-diagram", made_for) as out:
         from dotattn.core.progress import CommandProgress
         from dotattn.positional_semantic.branch import branch_names
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -15,7 +16,7 @@ from dotattn.positional_semantic.problem import require_variant
 from dotattn.positional_semantic.state_evolution import SolverOptions
 
 from .main import cli
-from .options import correlation_option, problem_from_options, problem_options, student_option
+from .options import correlation_option, output_folder, problem_from_options, problem_options, student_option
 
 
 def quadrature_options(func):
@@ -300,33 +301,41 @@ def solve_command(
     rsb_options, branches = build_rsb_options(rsb, rsb_branches, rsb_orders, rsb_y, out_dir)
     if rsb_options is not None:
         require_variant(problem, "--rsb 1")
-    progress = _solve_progress(problem, quad, random_starts, quiet)
-    try:
-        cat = solve(
-            problem,
-            alpha,
-            quadrature=quad,
-            n_random=random_starts,
-            options=options,
-            seed=seed,
-            check_quadrature=check_quadrature,
-            report=None if progress is None else progress.unit_done,
-        )
-    finally:
-        if progress is not None:
-            progress.close()
-    if as_json:
-        click.echo(json.dumps(to_jsonable(cat.to_dict())))
-    else:
-        click.echo(format_table(cat))
-    if rsb_options is not None and cat.any_converged:
-        run_rsb(cat, rsb_options, branches, out_dir, as_json)
-    if not cat.any_converged:
-        click.echo(
-            "Error: no fixed point converged; try more iterations (--max-iter) or more damping (--damping 0.9)",
-            err=True,
-        )
-        sys.exit(1)
+    folder: contextlib.AbstractContextManager = contextlib.nullcontext()
+    if out_dir is not None:
+        from dotattn.positional_semantic.rsb import rsb_made_for
+
+        # created, locked and checked before anything is computed: writable, not another command's folder,
+        # not a finished rsb run of other settings (docs/output_folders.md)
+        folder = output_folder(out_dir, "solve --rsb 1", "rsb", rsb_made_for(problem, alpha, rsb_options))
+    with folder:
+        progress = _solve_progress(problem, quad, random_starts, quiet)
+        try:
+            cat = solve(
+                problem,
+                alpha,
+                quadrature=quad,
+                n_random=random_starts,
+                options=options,
+                seed=seed,
+                check_quadrature=check_quadrature,
+                report=None if progress is None else progress.unit_done,
+            )
+        finally:
+            if progress is not None:
+                progress.close()
+        if as_json:
+            click.echo(json.dumps(to_jsonable(cat.to_dict())))
+        else:
+            click.echo(format_table(cat))
+        if rsb_options is not None and cat.any_converged:
+            run_rsb(cat, rsb_options, branches, out_dir, as_json)
+        if not cat.any_converged:  # inside: a folder made for --out is removed again while empty
+            click.echo(
+                "Error: no fixed point converged; try more iterations (--max-iter) or more damping (--damping 0.9)",
+                err=True,
+            )
+            sys.exit(1)
 
 
 def _solve_progress(problem, quad, random_starts: int, quiet: bool):

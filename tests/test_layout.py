@@ -23,8 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     "erm": {"core", "erm", "positional_semantic"},
     "theory_vs_erm": {"core", "positional_semantic", "erm", "theory_vs_erm"},
 }
-"""Which packages each package may import. ``dotattn/__init__.py`` (the version and the public
-re-exports) may be imported by anyone for ``__version__`` only; see :func:`_top_level_names`."""
+"""Which packages each package may import. No package imports ``dotattn/__init__.py`` (the public
+re-exports): the version is :data:`dotattn.core.version.__version__`."""
 
 ERM_MAY_USE = {"dotattn.positional_semantic.problem", "dotattn.positional_semantic.labels"}
 """What ERM may take from the theory: its problem specification and branch vocabulary, never a solver."""
@@ -73,9 +73,7 @@ def test_imports_point_only_down(package):
             if target is None:
                 continue
             if target == "<top>":
-                # `from dotattn import __version__` is the only thing a package may take from the top
-                if mod == "dotattn" and set(names) <= {"__version__"}:
-                    continue
+                # nothing below the package's face imports it (the version is dotattn.core.version)
                 bad.append(f"{path.relative_to(ROOT)}:{line} imports {mod} {names}")
                 continue
             if mod == "dotattn" + "." + target and names:  # `from dotattn.X import submodule`
@@ -147,3 +145,90 @@ def test_layering_check_catches_a_back_arrow(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "PACKAGE", tmp_path / "dotattn")
     with pytest.raises(AssertionError, match="core -> aim"):
         test_imports_point_only_down("core")
+
+
+def _import_graph(root: Path) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (every import, lazy and TYPE_CHECKING ones included;
+    ``from P import name`` counts as importing ``P.name`` where that is a module, else ``P``)."""
+    files = sorted(root.joinpath("dotattn").rglob("*.py")) + sorted(root.joinpath("cli").glob("*.py"))
+    modules = {}
+    for f in files:
+        parts = list(f.relative_to(root).with_suffix("").parts)
+        if parts[0] == "cli":
+            parts = ["dotattn", "cli", *parts[1:]]
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for m, f in modules.items():
+        package = m.split(".") if f.name == "__init__.py" else m.split(".")[:-1]
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
+                mod = ".".join(x for x in (base, node.module or "") if x)
+                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
+            graph[m] |= {t for t in targets if t in modules and t != m}
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on_stack.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def test_no_import_cycle_and_nothing_imports_the_package_face():
+    graph = _import_graph(ROOT)
+    assert not _cycles(graph), f"import cycles: {_cycles(graph)}"
+    up = sorted(m for m, targets in graph.items() if "dotattn" in targets)
+    assert not up, f"modules that import the package face dotattn/__init__.py: {up}"
+
+
+def test_cycle_check_catches_a_lazy_cycle(tmp_path):
+    """The check itself can fail: a cycle closed by an import inside a function is found."""
+    pkg = tmp_path / "dotattn" / "core"
+    pkg.mkdir(parents=True)
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "dotattn" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from dotattn.core import b\n")
+    (pkg / "b.py").write_text("def f():\n    from dotattn.core.a import x\n")
+    (pkg / "c.py").write_text("from . import a\n")
+    assert _cycles(_import_graph(tmp_path)) == [["dotattn.core.a", "dotattn.core.b"]]

@@ -13,6 +13,7 @@ import pytest
 from clitools import ENV, dotattn_command, run
 
 from dotattn.core.io import MANIFEST_NAME, IntegrityError, verify_manifest, write_manifest
+from dotattn.core.validation import ParameterError
 from dotattn.verify import folder_kind, registered_kinds, verify_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,11 +177,13 @@ def test_manifest_of_a_folder_named_from_the_working_directory(tmp_path, monkeyp
     """write_manifest took 'out/x.csv' as out/out/x.csv, so a relative --out failed at the very end."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "out" / "sub").mkdir(parents=True)
-    for name in ("a.csv", "sub/b.json"):
+    for name in ("a.csv", "b.json", "sub/b.json"):
         (tmp_path / "out" / name).write_text("x\n1\n" if name.endswith(".csv") else "{}")
-    write_manifest("out", ["out/a.csv", "sub/b.json"], {"k": 1})
-    man = verify_manifest("out", ["a.csv", "sub/b.json"])
-    assert set(man["files"]) == {"a.csv", "sub/b.json"} and man["files"]["a.csv"]["rows"] == 1
+    write_manifest("out", ["out/a.csv", "b.json"], {"k": 1})
+    man = verify_manifest("out", ["a.csv", "b.json"])
+    assert set(man["files"]) == {"a.csv", "b.json"} and man["files"]["a.csv"]["rows"] == 1
+    with pytest.raises(ParameterError, match="not a plain file name"):  # issue 46: plain names only
+        write_manifest("out", ["sub/b.json"], {"k": 1})
     monkeypatch.chdir(tmp_path / "out")
     write_manifest(".", ["a.csv"], {"k": 1})
     assert set(verify_manifest(".", ["a.csv"])["files"]) == {"a.csv"}

@@ -247,7 +247,12 @@ AIM_STATE_EVOLUTION = register_kind(
     )
 )
 AIM_ALGORITHMS = register_kind(
-    FolderKind("aim-algorithms", ("alphas.csv", "runs.csv", "summary.json"), _check_aim_algorithms)
+    FolderKind(
+        "aim-algorithms",
+        ("alphas.csv", "runs.csv", "summary.json"),
+        _check_aim_algorithms,
+        optional=("iterations.csv",),
+    )
 )
 
 

@@ -11,6 +11,7 @@ every package's kinds, so ``dotattn verify`` knows them all.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import math
 import os
@@ -54,6 +55,9 @@ __all__ = [
     "GRID_TOL",
     "check_output_folder",
     "SETTING_FREE_KEYS",
+    "NOTE_PATTERNS",
+    "meta_parameters",
+    "unknown_files",
 ]
 
 MATRIX_BOUND = 1e12
@@ -70,9 +74,15 @@ class FolderKind:
 
     ``files``: the data files it must hold (``files[0]``, the marker, names the kind); every other file
     its manifest lists is checked too. ``check(folder, manifest)``: the row checks (``manifest`` is the
-    verified manifest dict, or None when the rows are checked before sealing). ``recognise(folder)``:
-    an extra test where two kinds share a marker file. ``meta_file``: the JSON file holding the
-    provenance (read when a folder is sealed).
+    verified manifest dict, or None when the rows are checked before sealing), including the checks of
+    its files against each other. ``recognise(folder)``: an extra test where two kinds share a marker
+    file. ``meta_file``: the JSON file holding the provenance (read when a folder is sealed).
+    ``optional``: the other files the kind may hold (names or ``fnmatch`` patterns; figures ``*.png``
+    always); a file that is neither required nor optional is refused by ``verify`` and ``--seal``.
+    ``companions``: files other tools add to a folder of this kind afterwards, which may stay out of the
+    manifest (no reader takes them from here). ``parameters(folder)``: how the parameters the folder was
+    made for are read back from its own files (default :func:`meta_parameters` of ``meta_file``);
+    ``verify`` compares them with the manifest's ``made_for``.
     """
 
     name: str
@@ -80,6 +90,34 @@ class FolderKind:
     check: Callable[[Path, Mapping[str, Any] | None], None]
     recognise: Callable[[Path], bool] | None = None
     meta_file: str = "summary.json"
+    optional: tuple[str, ...] = ()
+    companions: tuple[str, ...] = ()
+    parameters: Callable[[Path], dict[str, Any]] | None = None
+
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` is a file this kind writes (required, optional or a figure)."""
+        return name in self.files or any(fnmatch.fnmatchcase(name, pat) for pat in (*self.optional, "*.png"))
+
+    def read_parameters(self, folder: Path) -> dict[str, Any]:
+        """The parameters the folder was made for, read back from its own files."""
+        return (self.parameters or (lambda f: meta_parameters(f / self.meta_file)))(folder)
+
+
+NOTE_PATTERNS: tuple[str, ...] = ("*.md", "*.txt", "*.py")
+"""Files a person adds beside a run (a README, a wall-clock note, the script that made a table): never
+read by dotattn, so they may stay out of a manifest; every other unlisted file is refused."""
+
+
+def meta_parameters(path: Path) -> dict[str, Any]:
+    """The parameters a JSON file of a folder records: ``provenance.parameters``, or ``parameters`` at
+    the top (IntegrityError, one line, when it has neither)."""
+    meta = read_verified_json(path)
+    stored = meta.get("provenance")
+    prov: dict[str, Any] = stored if isinstance(stored, dict) else meta
+    params = prov.get("parameters")
+    if not isinstance(params, dict):
+        raise IntegrityError(f"{path}: no parameters (neither 'provenance.parameters' nor 'parameters')")
+    return params
 
 
 _KINDS: dict[str, FolderKind] = {}
@@ -289,14 +327,94 @@ def verify_folder(folder: str | os.PathLike[str], *, manifest: bool = True, kind
     if manifest:
         man = verify_manifest(folder, spec.files)
         verify_manifest(folder, tuple(man["files"]))
+        _check_listed_files(folder, spec, man)
+    else:
+        _check_files_known(folder, spec)
     spec.check(folder, man)
+    if man is not None:
+        _check_made_for(folder, spec, man)
     return found
 
 
-SETTING_FREE_KEYS: frozenset[str] = frozenset({"command", "device", "quiet", "workers", "threads", "sampler_library"})
+def unknown_files(folder: Path, spec: FolderKind, listed: Sequence[str] = ()) -> list[str]:
+    """The plain files of ``folder`` that are neither in ``listed`` nor notes (:data:`NOTE_PATTERNS`) nor
+    the kind's companions, and are not hidden (a lock or a temporary file of a run) or the manifest;
+    folders below (a cache, a run of its own) are not looked into."""
+    out = []
+    for p in sorted(folder.iterdir()):
+        name = p.name
+        if not p.is_file() or name == MANIFEST_NAME or name.startswith(".") or name in listed:
+            continue
+        if any(fnmatch.fnmatchcase(name, pat) for pat in (*NOTE_PATTERNS, *spec.companions)):
+            continue
+        out.append(name)
+    return out
+
+
+def _check_listed_files(folder: Path, spec: FolderKind, man: Mapping[str, Any]) -> None:
+    """Every file the manifest lists is one of the kind's, and every data file of the folder is listed."""
+    for name in man["files"]:
+        if not spec.knows(name):
+            raise IntegrityError(f"{folder / MANIFEST_NAME}: lists {name}, which is not a file of a {spec.name} folder")
+    extra = unknown_files(folder, spec, tuple(man["files"]))
+    if extra:
+        raise IntegrityError(
+            f"{folder / extra[0]}: not listed in {MANIFEST_NAME} (a file added after the run, or dropped "
+            f"from the manifest's list)"
+        )
+
+
+def _check_files_known(folder: Path, spec: FolderKind) -> None:
+    """Before sealing: every data file of the folder is one of the kind's."""
+    for name in unknown_files(folder, spec):
+        if not spec.knows(name):
+            raise IntegrityError(f"{folder / name}: not a file of a {spec.name} folder (remove it before sealing)")
+
+
+def _check_made_for(folder: Path, spec: FolderKind, man: Mapping[str, Any]) -> None:
+    """The manifest's ``made_for`` is what the folder's own files say it was made for (keys of
+    :data:`SETTING_FREE_KEYS` aside), both ways: a field edited, added or deleted on either side fails."""
+    made_for = man["made_for"]
+    try:
+        params = spec.read_parameters(folder)
+    except IntegrityError:
+        raise
+    except (KeyError, TypeError, ValueError, ParameterError) as err:
+        raise IntegrityError(f"{folder}: its parameters cannot be read back from its files ({err})") from None
+    mine = {k: v for k, v in params.items() if k not in SETTING_FREE_KEYS}
+    theirs = {k: v for k, v in made_for.items() if k not in SETTING_FREE_KEYS}
+    diff = first_difference(theirs, mine)
+    if diff is not None:
+        raise IntegrityError(
+            f"{folder / MANIFEST_NAME}: made_for says {diff[0]} = {_short(diff[1])}, the folder's files "
+            f"{_short(diff[2])} (edited, or a manifest from another run)"
+        )
+    diff = first_difference(mine, theirs)
+    if diff is not None:
+        raise IntegrityError(
+            f"{folder / MANIFEST_NAME}: made_for has {diff[0]} = {_short(diff[2])}, the folder's files "
+            f"{_short(diff[1])} (edited, or a manifest from another run)"
+        )
+
+
+SETTING_FREE_KEYS: frozenset[str] = frozenset(
+    {
+        "command",
+        "cli",
+        "device",
+        "resolved_device",
+        "quiet",
+        "workers",
+        "threads",
+        "torch_threads",
+        "torch_version",
+        "dask",
+        "sampler_library",
+    }
+)
 """Keys of a manifest's ``made_for`` that say how or where a run was made (command line, device, worker
-processes, library versions), not what it computes: a folder made with other values of these holds a run
-of the same settings."""
+processes and threads, library versions), not what it computes: a folder made with other values of these
+holds a run of the same settings."""
 
 
 def check_output_folder(
@@ -377,19 +495,12 @@ def seal_folder(folder: str | os.PathLike[str], command: str | None = None) -> P
     if (folder / MANIFEST_NAME).exists():
         raise ParameterError(f"{folder / MANIFEST_NAME} exists already; verify the folder instead")
     kind = verify_folder(folder, manifest=False)
-    meta = read_verified_json(folder / _KINDS[kind].meta_file)
+    spec = _KINDS[kind]
+    made_for = spec.read_parameters(folder)
+    meta = read_verified_json(folder / spec.meta_file)
     stored_prov = meta.get("provenance")
     prov: dict[str, Any] = stored_prov if isinstance(stored_prov, dict) else meta
-    stored_params = prov.get("parameters")
-    made_for: dict[str, Any] = stored_params if isinstance(stored_params, dict) else {}
-    files = sorted(
-        p
-        for p in folder.iterdir()
-        if p.is_file()
-        and p.suffix in (".csv", ".json", ".png")
-        and p.name != MANIFEST_NAME
-        and not p.name.startswith(".")
-    )
+    files = [folder / name for name in unknown_files(folder, spec) if spec.knows(name)]
     from dotattn.core.io import provenance
 
     sealer = provenance({})

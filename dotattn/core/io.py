@@ -49,11 +49,18 @@ __all__ = [
     "cache_notice",
     "read_cache_unit",
     "write_cache_unit",
+    "MANIFEST_VERSIONS",
+    "check_plain_name",
 ]
 
 MANIFEST_NAME = "manifest.json"
 """The manifest of an output folder: every file's SHA-256, size and data-row count, the parameters
 (problem and settings) the folder was made for, and the provenance of the run that wrote it."""
+
+
+MANIFEST_VERSIONS: tuple[int, ...] = (1,)
+"""The manifest layouts this dotattn reads (``manifest_version``); a manifest of another version was
+written by another program or edited, and is refused."""
 
 
 class IntegrityError(ParameterError):
@@ -319,7 +326,13 @@ def write_manifest(
         if not p.is_absolute() and not _under(p, folder):
             p = folder / p
         p = p.resolve()
-        name = p.relative_to(root).as_posix()
+        try:
+            name = p.relative_to(root).as_posix()
+        except ValueError:
+            raise ParameterError(
+                f"{p}: not inside the folder {str(folder)!r}, so it cannot be in its manifest"
+            ) from None
+        check_plain_name(name, ParameterError, folder / MANIFEST_NAME)
         entries[name] = {
             "sha256": sha256_file(p),
             "bytes": p.stat().st_size,
@@ -342,6 +355,22 @@ def write_manifest(
     path = folder / MANIFEST_NAME
     write_json(path, body)
     return path
+
+
+def check_plain_name(name: Any, error: type[Exception], where: Path) -> str:
+    """``name`` if it is a plain file name inside the folder (not empty, no folder part, no '..', not
+    hidden, not the manifest itself); else ``error`` (one line naming ``where``)."""
+    ok = (
+        isinstance(name, str)
+        and name not in ("", ".", "..", MANIFEST_NAME)
+        and not name.startswith(".")
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+    )
+    if not ok:
+        raise error(f"{where}: lists {name!r}, not a plain file name inside the folder")
+    return str(name)
 
 
 def _under(path: Path, folder: Path) -> bool:
@@ -393,6 +422,14 @@ def verify_manifest(folder: str | os.PathLike[str], required: Sequence[str]) -> 
     man = read_json_if_valid(mpath)
     if not isinstance(man, dict) or not isinstance(man.get("files"), dict) or not isinstance(man.get("made_for"), dict):
         raise IntegrityError(f"{mpath}: not a dotattn manifest (unreadable, or no 'files' and 'made_for')")
+    version = man.get("manifest_version")
+    if isinstance(version, bool) or version not in MANIFEST_VERSIONS:
+        raise IntegrityError(
+            f"{mpath}: manifest_version {version!r} is not one this dotattn reads "
+            f"({', '.join(map(str, MANIFEST_VERSIONS))})"
+        )
+    for name in man["files"]:
+        check_plain_name(name, IntegrityError, mpath)
     for name in required:
         p = folder / name
         entry = man["files"].get(name)

@@ -95,12 +95,18 @@ __all__ = [
     "progress_chunk",
     "relative_stationarity",
     "LBFGS_HISTORY",
+    "DIVERGENCE_RISK",
 ]
 
 STATUS: tuple[str, ...] = ("max_steps", STATUS_CONVERGED, DIVERGED, STALLED)
 """The training loop's status words by index (``max_steps`` is the shared ``not_converged``:
 :func:`dotattn.core.status.from_training`); ``STATUS_CONVERGED`` is re-exported from :mod:`dotattn.core.status`."""
 _MAX_STEPS, _CONVERGED, _DIVERGED, _STALLED = 0, 1, 2, 3
+DIVERGENCE_RISK = 1e12
+"""A run whose risk exceeds this is frozen as *diverged*, as one whose risk is not finite: the ridge-regularised
+risk of these problems is O(1) at the start and only falls under a stable step size, while a step size
+far too large (``--lr 1e6``) blew it up to 1e238 within 30 steps, still finite, and its numbers broke
+every bound a reader checks (docs/output_folders.md)."""
 LBFGS_HISTORY = 10
 """Curvature pairs kept per run by ``batched-lbfgs``."""
 _ARMIJO_C1, _MAX_BACKTRACK = 1e-4, 40
@@ -133,6 +139,11 @@ class TrainOutcome:
     def status_names(self) -> list[str]:
         """Status of each run (flattened in C order) as a word from :data:`STATUS`."""
         return [STATUS[int(s)] for s in self.status.flatten().tolist()]
+
+
+def _bounded(R: torch.Tensor) -> torch.Tensor:
+    """Runs whose risk is finite and at most :data:`DIVERGENCE_RISK` (the others have diverged)."""
+    return torch.isfinite(R) & (R.abs() <= DIVERGENCE_RISK)
 
 
 def progress_chunk(steps: int) -> int:
@@ -200,7 +211,7 @@ def train(
     def record(R: torch.Tensor) -> torch.Tensor:
         """Update statuses from the risks at the current weights; returns the runs to update."""
         active = state["active"]
-        finite = torch.isfinite(R)
+        finite = _bounded(R)
         rel = (R - state["prev"]).abs() / R.abs().clamp_min(torch.finfo(R.dtype).tiny)
         converged = active & finite & (rel <= tol)
         diverged = active & ~finite
@@ -351,7 +362,7 @@ def _run_batched_lbfgs(
 
     def update_status(R: torch.Tensor, g: torch.Tensor, x: torch.Tensor) -> None:
         active = state["active"]
-        finite = torch.isfinite(R) & torch.isfinite(g).all(-1)
+        finite = _bounded(R) & torch.isfinite(g).all(-1)
         stat = relative_stationarity(unflat(g), unflat(x), ridge)
         converged = active & finite & (stat <= tol)
         diverged = active & ~finite
@@ -459,7 +470,7 @@ def _run_lbfgs(
         nonlocal evals
         evals += 1
         R, g = _value_and_grad(loss_fn, param)
-        finite = torch.isfinite(R) & torch.isfinite(g).flatten(-2).all(-1)
+        finite = _bounded(R) & torch.isfinite(g).flatten(-2).all(-1)
         converged = finite & (relative_stationarity(g, param.detach(), ridge) <= tol)
         sticky = state["status"] == _DIVERGED
         state["status"] = torch.where(sticky | ~finite, _DIVERGED, torch.where(converged, _CONVERGED, _MAX_STEPS))

@@ -7,6 +7,8 @@ The CLI and the Python API use the same checks, so the API refuses what the CLI 
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +19,9 @@ __all__ = [
     "readonly_array",
     "parse_matrix",
     "check_number",
+    "check_real",
+    "check_bool",
+    "check_choice",
     "check_int",
     "check_alpha",
     "check_instance",
@@ -68,10 +73,13 @@ def check_number(
     allowed: str = "",
     high_open: bool = False,
 ) -> float:
-    """``value`` as a finite float in the range described by ``allowed`` (ParameterError naming ``name``)."""
+    """``value`` as a finite float in the range described by ``allowed`` (ParameterError naming ``name``).
+    A bool or a string is not a number (:func:`is_real`)."""
+    if not is_real(value):
+        raise ParameterError(f"{name} must be a real number{' ' + allowed if allowed else ''}, got {_shown(value)}")
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ParameterError(f"{name} must be a real number {allowed}".strip()) from None
     if not math.isfinite(x):
         raise ParameterError(f"{name} must be finite {allowed}, got {x}".strip())
@@ -82,11 +90,67 @@ def check_number(
     return x
 
 
+def is_real(value: Any) -> bool:
+    """Whether ``value`` is a real number of Python or NumPy (an int, a float, a NumPy integer or floating
+    scalar, or a 0-d array of one): a bool, a string, None or a complex number is not."""
+    if isinstance(value, (bool, np.bool_, str, bytes)) or value is None:
+        return False
+    if isinstance(value, np.ndarray):
+        return value.ndim == 0 and value.dtype.kind in "iuf"
+    return isinstance(value, numbers.Real)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def check_real(
+    name: str,
+    value: Any,
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
+    """``value`` as a finite float in [``low``, ``high``] (open ends with ``low_open``/``high_open``; no
+    bound where None). ParameterError naming ``name`` and the range for anything else: a bool, a string
+    (even ``"0.5"``) or None is not a number, NaN and ±inf are not finite."""
+    lo = "" if low is None else ("(" if low_open else "[") + f"{low:g}"
+    hi = "" if high is None else f"{high:g}" + (")" if high_open else "]")
+    if low is not None and high is not None:
+        allowed = f"in {lo}, {hi}"
+    elif low is not None:
+        allowed = f"{'>' if low_open else '>='} {low:g}"
+    elif high is not None:
+        allowed = f"{'<' if high_open else '<='} {high:g}"
+    else:
+        allowed = ""
+    return check_number(name, value, low, low_open, high, allowed, high_open)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` if it is a bool (Python's or NumPy's); ParameterError naming ``name`` for anything else:
+    a flag is True or False, never a string such as ``'no'`` (which Python would take as true) or a number."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise ParameterError(f"{name} must be True or False, got {_shown(value)}")
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """``value`` if it is one of the strings ``choices``; ParameterError naming ``name`` and the choices."""
+    if isinstance(value, str) and value in choices:
+        return value
+    raise ParameterError(f"{name} must be one of {', '.join(map(str, choices))}, got {_shown(value)}")
+
+
 def check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
     """``value`` as an integer in [``low``, ``high``] (no upper bound if None; ParameterError naming ``name``)."""
     allowed = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
     try:
-        ok = not isinstance(value, bool) and float(value).is_integer()
+        ok = is_real(value) and float(value).is_integer()
     except (TypeError, ValueError, OverflowError):
         ok = False
     if not ok:

@@ -4,9 +4,12 @@ pairs.csv, runs.csv, summary.csv, summary.json). Torch-free."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from dotattn.core.integrity import (
     FolderKind,
@@ -15,16 +18,17 @@ from dotattn.core.integrity import (
     check_provenance_line,
     on_grid,
     read_records,
+    read_verified_csv,
     read_verified_json,
     register_kind,
 )
 from dotattn.core.io import IntegrityError
-from dotattn.core.status import ERM_STATUSES
+from dotattn.core.status import CONVERGED, DIVERGED, ERM_STATUSES
 from dotattn.erm.records import RunRecord
 from dotattn.erm.restart_records import PairRecord, RestartRecord
 from dotattn.positional_semantic.problem import Problem, problem_of
 
-__all__ = ["check_run_rows", "erm_parts", "ERM", "RESTARTS"]
+__all__ = ["check_run_rows", "check_summary_rows", "erm_parts", "ERM", "RESTARTS"]
 
 
 def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mapping[str, Any]) -> None:
@@ -56,8 +60,10 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
                 f"{path}: row {i}: a second row for alpha = {run.alpha:g}, init {run.init}, seed {run.seed}"
             )
         seen.add(key)
+        # a diverged run's numbers are where it stopped, not finite or bounded: only their shapes are checked
+        ok = run.status != DIVERGED
         for name, val, shape in (("mu", run.mu, (L, r)), ("theta", run.theta, (r, rt)), ("q", run.q, (r, r))):
-            check_matrix(path, i, name, val, shape, finite=True)
+            _matrix(path, i, name, val, shape, ok)
         untied = problem.student == "untied"
         for name, shape in (("mu_k", (L, r)), ("theta_k", (r, rt)), ("q_kk", (r, r)), ("q_qk", (r, r))):
             if (getattr(run, name) is None) == untied:
@@ -66,17 +72,18 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
                     f"student is {problem.student}"
                 )
             if untied:
-                check_matrix(path, i, name, getattr(run, name), shape, finite=True)
+                _matrix(path, i, name, getattr(run, name), shape, ok)
         value = str(erm.get("value", "none"))
         for name, wanted in (("value_scale", value != "none"), ("value_correction", value == "low-rank")):
             if (getattr(run, name) is None) == wanted:
                 raise IntegrityError(
                     f"{path}: row {i}: {name} is {'missing' if wanted else 'present'} but the value option is {value}"
                 )
-            if wanted:
+            if wanted and ok:
                 check_finite(path, i, name, float(getattr(run, name)))
         for name in ("train_loss", "test_error"):
-            check_finite(path, i, name, float(getattr(run, name)))
+            if ok:
+                check_finite(path, i, name, float(getattr(run, name)))
     missing = want - seen
     if missing:
         ia, init, s = sorted(missing)[0]
@@ -84,6 +91,16 @@ def check_run_rows(path: Path, runs: Sequence[Any], problem: Problem, erm: Mappi
             f"{path}: {len(runs)} rows, the run's parameters need {len(want)} (no row for "
             f"alpha = {alphas[ia]:g}, init {init}, seed {s})"
         )
+
+
+def _matrix(path: Path, row: int, name: str, value: Any, shape: tuple[int, int], checked: bool) -> None:
+    """A matrix of a run: its shape always; finite and within bounds unless the run diverged."""
+    if checked:
+        check_matrix(path, row, name, value, shape, finite=True)
+        return
+    a = np.asarray(value if value is not None else np.zeros(shape), dtype=float)
+    if a.shape != shape:
+        raise IntegrityError(f"{path}: row {row}: {name} has shape {a.shape}, the problem needs {shape}")
 
 
 def _check_status(path: Path, row: int, status: str) -> None:
@@ -108,7 +125,59 @@ def erm_parts(folder: Path, csvs: Sequence[str]) -> tuple[Problem, dict[str, Any
 def _check_erm(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     problem, params = erm_parts(folder, ("runs.csv", "summary.csv"))
     path = folder / "runs.csv"
-    check_run_rows(path, read_records(path, RunRecord), problem, params.get("erm") or {})
+    runs = read_records(path, RunRecord)
+    check_run_rows(path, runs, problem, params.get("erm") or {})
+    if (folder / "summary.csv").is_file():
+        check_summary_rows(folder / "summary.csv", runs)
+
+
+SUMMARY_RTOL = 1e-9
+"""summary.csv's mean train_loss per (α, init) against the mean of runs.csv's rows: both from the same
+float64 values (written with repr(), read back exactly), summed in the same order; 1e-9 leaves room."""
+
+
+def check_summary_rows(path: Path, runs: Sequence[Any]) -> None:
+    """summary.csv against runs.csv: per (α, init) group (``selected`` aside) the number of runs, of converged
+    runs and (where the column exists: older folders lack it) of diverged runs, and the mean training loss
+    are those of its rows in runs.csv, and every group of runs.csv has its summary row."""
+    groups: dict[tuple[float, str], list[Any]] = {}
+    for run in runs:
+        groups.setdefault((run.alpha, run.init), []).append(run)
+    seen = set()
+    for i, row in enumerate(read_verified_csv(path), start=1):
+        try:
+            alpha, init = float(row["alpha"]), str(row["init"])
+            n_runs, n_conv = int(row["runs"]), int(row["converged"])
+            n_div = int(row["diverged"]) if row.get("diverged") not in (None, "") else None
+            stored = float(row["train_loss_mean"]) if row.get("train_loss_mean") not in (None, "") else math.nan
+        except (KeyError, TypeError, ValueError) as err:
+            raise IntegrityError(f"{path}: row {i} cannot be read ({type(err).__name__}: {err})") from None
+        if init == "selected":
+            continue
+        key = next((k for k in groups if k[1] == init and on_grid(alpha, [k[0]])), None)
+        if key is None:
+            raise IntegrityError(f"{path}: row {i}: no runs at alpha = {alpha:g}, init {init} in runs.csv")
+        seen.add(key)
+        rows = groups[key]
+        counts = (len(rows), sum(r.status == CONVERGED for r in rows), sum(r.status == DIVERGED for r in rows))
+        if (n_runs, n_conv) != counts[:2] or (n_div is not None and n_div != counts[2]):
+            raise IntegrityError(
+                f"{path}: row {i}: {n_runs} runs ({n_conv} converged, {n_div} diverged) at alpha = {alpha:g}, "
+                f"init {init}; runs.csv has {counts[0]} ({counts[1]}, {counts[2]})"
+            )
+        losses = np.array([float(r.train_loss) for r in rows])
+        if np.all(np.isfinite(losses)) and math.isfinite(stored):
+            mean = float(losses.mean())
+            if abs(stored - mean) > SUMMARY_RTOL * max(abs(mean), abs(stored), 1e-300):
+                raise IntegrityError(
+                    f"{path}: row {i}: train_loss_mean = {stored!r} at alpha = {alpha:g}, init {init} is not the "
+                    f"mean of its runs in runs.csv ({mean!r})"
+                )
+    missing = sorted(set(groups) - seen)
+    if missing:
+        raise IntegrityError(
+            f"{path}: no row for alpha = {missing[0][0]:g}, init {missing[0][1]} (runs.csv has its runs)"
+        )
 
 
 def _check_restarts(folder: Path, manifest: Mapping[str, Any] | None) -> None:
@@ -126,5 +195,12 @@ def _check_restarts(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     read_records(folder / "pairs.csv", PairRecord)
 
 
-ERM = register_kind(FolderKind("erm", ("runs.csv", "summary.json"), _check_erm))
-RESTARTS = register_kind(FolderKind("restarts", ("pairs.csv", "runs.csv", "summary.json"), _check_restarts))
+ERM = register_kind(FolderKind("erm", ("runs.csv", "summary.json"), _check_erm, optional=("summary.csv",)))
+RESTARTS = register_kind(
+    FolderKind(
+        "restarts",
+        ("pairs.csv", "runs.csv", "summary.json"),
+        _check_restarts,
+        optional=("summary.csv", "diagnostics.csv"),
+    )
+)

@@ -379,8 +379,10 @@ def run_collapsed(
     )
     import jax
     import jax.numpy as jnp
-    from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+    from numpyro.diagnostics import split_gelman_rubin
     from numpyro.infer.hmc import hmc
+
+    from dotattn.paths.sampler import bulk_ess, ess_min_of
 
     jax.config.update("jax_enable_x64", True)
     t0 = time.perf_counter()
@@ -431,14 +433,14 @@ def run_collapsed(
     z = np.swapaxes(np.concatenate(zs, axis=0), 0, 1)  # (chains, draws, dim)
     U = np.asarray(to_U(jnp.asarray(z)), dtype=float)
     rhat = np.asarray(split_gelman_rubin(U), dtype=float)
-    ess = np.asarray(effective_sample_size(U), dtype=float)
+    ess = bulk_ess(U)
     step_size = np.asarray(state.adapt_state.step_size, dtype=float).reshape(-1)
     return SampleResult(
         N=N,
         U=U,
         divergences=int(np.sum(np.concatenate(divs))),
         rhat_max=float(np.nanmax(rhat)),
-        ess_min=float(np.nanmin(ess)),
+        ess_min=ess_min_of(ess),
         rhat=rhat,
         ess=ess,
         mean_steps=float(np.mean(np.concatenate(steps))),

@@ -168,6 +168,25 @@ class GDResult:
     seconds: float
 
 
+def _read_checkpoint(path: Path) -> dict[str, Any] | None:
+    """The training state in ``path``, or None: none there, or unreadable (cut short, not a checkpoint),
+    which one line on stderr says (:func:`dotattn.core.io.cache_notice`) before training starts afresh."""
+    from dotattn.core.io import cache_notice
+
+    if not path.is_file():
+        return None
+    import torch
+
+    try:
+        state = torch.load(path, weights_only=False)
+        if not isinstance(state, dict):
+            raise ValueError("not a dict of training state")
+        return state
+    except Exception as err:  # a corrupt pickle raises any of many types (EOFError, UnpicklingError, OSError, ...)
+        cache_notice(path, f"unreadable ({type(err).__name__}; cut short or not a training checkpoint)")
+        return None
+
+
 def train_network(
     config: GDConfig,
     sample_epoch: Callable[[int], tuple[np.ndarray, np.ndarray]],
@@ -191,8 +210,8 @@ def train_network(
     history: list[dict[str, float]] = []
     best = (-1.0, -1, _state_arrays(net))
     start, bad, prior_seconds = 0, 0, 0.0
-    if checkpoint is not None and checkpoint.is_file():
-        state = torch.load(checkpoint, weights_only=False)
+    state = _read_checkpoint(checkpoint) if checkpoint is not None else None
+    if state is not None:
         if state.get("config") == config.to_dict():
             net.load_state_dict(state["net"])
             opt.load_state_dict(state["opt"])

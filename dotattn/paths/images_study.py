@@ -148,6 +148,10 @@ class ImageStudyConfig:
         object.__setattr__(self, "bootstrap", check_int("bootstrap", self.bootstrap, 10, 100_000))
         object.__setattr__(self, "sample_N", check_int("sample-N (0: no sampling check)", self.sample_N, 0, 200))
         object.__setattr__(self, "sample_P", check_int("sample-P", self.sample_P, 10, 2000))
+        if self.sample_N and self.sample_P > self.P:  # it samples the first sample_P of the P training episodes
+            raise ParameterError(
+                f"sample-P must be at most P = {self.P} (the training episodes it samples from), got {self.sample_P}"
+            )
         object.__setattr__(self, "sample_chains", check_int("sample-chains", self.sample_chains, 1, 64))
         object.__setattr__(self, "sample_warmup", check_int("sample-warmup", self.sample_warmup, 1, 100_000))
         object.__setattr__(self, "sample_draws", check_int("sample-draws", self.sample_draws, 4, 100_000))
@@ -689,26 +693,36 @@ def run_image_study(
 
 def _read_gd(path: Path, config: ImageStudyConfig):
     """The trained network in ``path`` if it was made with ``config.gd`` on the same data settings, else None."""
+    import zipfile
+
+    from dotattn.core.io import MANIFEST_NAME, cache_notice, read_json_if_valid, sha256_file
     from dotattn.paths.images_gd import GDResult
 
     if not path.is_file():
         return None
+    man = read_json_if_valid(path.parent / MANIFEST_NAME)
+    if man is not None:  # a finished study: reuse the network only as its manifest recorded it
+        entry = (man.get("files") or {}).get(path.name) if isinstance(man, dict) else None
+        if not isinstance(entry, dict) or entry.get("sha256") != sha256_file(path):
+            cache_notice(path, f"not the file {MANIFEST_NAME} lists (edited or replaced after it was written)")
+            return None
     try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
             weights = {k[2:]: np.array(z[k]) for k in z.files if k.startswith("w_")}
-    except (OSError, ValueError, KeyError):
+        if meta.get("key") != _gd_key(config):
+            return None
+        return GDResult(
+            weights=weights,
+            best_epoch=int(meta["best_epoch"]),
+            best_validation_accuracy=float(meta["best_validation_accuracy"]),
+            history=tuple(meta["history"]),
+            status=str(meta["status"]),
+            seconds=float(meta["seconds"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as err:
+        cache_notice(path, f"unreadable ({type(err).__name__}: {err}; cut short or not a dotattn network)")
         return None
-    if meta.get("key") != _gd_key(config):
-        return None
-    return GDResult(
-        weights=weights,
-        best_epoch=int(meta["best_epoch"]),
-        best_validation_accuracy=float(meta["best_validation_accuracy"]),
-        history=tuple(meta["history"]),
-        status=str(meta["status"]),
-        seconds=float(meta["seconds"]),
-    )
 
 
 def _gd_key(config: ImageStudyConfig) -> dict[str, Any]:

@@ -67,6 +67,65 @@ def _check_paths_theory(folder: Path, manifest: Mapping[str, Any] | None) -> Non
     if isinstance(meta.get("paths"), list) and points[0].subset == "all" and len(points[0].paths) != len(meta["paths"]):
         raise IntegrityError(f"{path}: row 1 has {len(points[0].paths)} paths, summary.json {len(meta['paths'])}")
     _check_u_agrees(folder, points, meta)
+    _check_theory_summary(folder, points, meta)
+
+
+SUMMARY_RTOL = 1e-12
+"""summary.json repeats numbers of points.csv and heads.csv: both written with repr() from the same floats."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        x, y = float(a), float(b)
+    except (TypeError, ValueError):
+        return False
+    return (np.isnan(x) and np.isnan(y)) or abs(x - y) <= SUMMARY_RTOL * max(abs(x), abs(y), 1e-300)
+
+
+def _check_theory_summary(folder: Path, points: Sequence[PathsPoint], meta: Mapping[str, Any]) -> None:
+    """summary.json against points.csv and heads.csv: each width's accuracy and loss of the whole network's
+    theory (and the GP's accuracy) are those of points.csv's rows; summary.json's ``heads`` are heads.csv's
+    rows, and the head scores of a layer at a width sum to 1."""
+    per_N = meta.get("per_N")
+    if isinstance(per_N, dict):
+        gp = next((p for p in points if p.subset == "all" and p.method == "gp"), None)
+        for p in points:
+            if p.subset != "all" or p.method != "theory":
+                continue
+            entry = per_N.get(f"{p.N:g}")
+            if not isinstance(entry, dict):
+                raise IntegrityError(f"{folder / 'summary.json'}: no entry at N = {p.N:g} (points.csv has it)")
+            checks = [("accuracy_theory", p.accuracy), ("loss_theory", p.loss)]
+            if gp is not None and "accuracy_gp" in entry:
+                checks.append(("accuracy_gp", gp.accuracy))
+            for name, value in checks:
+                if name in entry and not _same(entry[name], value):
+                    raise IntegrityError(
+                        f"{folder / 'summary.json'}: {name} at N = {p.N:g} is {entry[name]!r}, points.csv's row "
+                        f"{value!r}"
+                    )
+    heads = meta.get("heads")
+    path = folder / "heads.csv"
+    if not isinstance(heads, list) or not path.is_file():
+        return
+    rows = read_verified_csv(path)
+    if len(rows) != len(heads):
+        raise IntegrityError(f"{path}: {len(rows)} rows, summary.json's heads {len(heads)}")
+    sums: dict[tuple[str, str], float] = {}
+    for k, (row, stored) in enumerate(zip(rows, heads, strict=True), start=1):
+        if not isinstance(stored, dict):
+            raise IntegrityError(f"{folder / 'summary.json'}: head {k} is not a record")
+        for name, cell in row.items():
+            want = stored.get(name)
+            if not (str(want) == cell or _same(want, cell)):
+                raise IntegrityError(f"{path}: row {k}: {name} = {cell}, summary.json's heads say {want!r}")
+        try:
+            sums[(row["N"], row["layer"])] = sums.get((row["N"], row["layer"]), 0.0) + float(row["score"])
+        except (KeyError, ValueError):
+            raise IntegrityError(f"{path}: row {k}: no N, layer or numeric score") from None
+    bad = next((key for key, total in sums.items() if abs(total - 1.0) > 1e-6), None)
+    if bad is not None:  # scores are shares of one layer's paths weight (summing to 1 up to rounding)
+        raise IntegrityError(f"{path}: the head scores of layer {bad[1]} at N = {bad[0]} do not sum to 1")
 
 
 def _check_u_agrees(folder: Path, points: Sequence[PathsPoint], meta: Mapping[str, Any]) -> None:
@@ -107,6 +166,7 @@ def _check_paths_sample(folder: Path, manifest: Mapping[str, Any] | None) -> Non
     if len(rows) != total:
         raise IntegrityError(f"{path}: {len(rows)} draws, sample.json counts {total} (rows removed or added?)")
     cols = [f"U_{i}_{j}" for i in range(n) for j in range(i, n)]
+    draws: list[list[float]] = []
     for k, row in enumerate(rows, start=1):
         try:
             vals = [float(row[c]) for c in cols]
@@ -114,6 +174,67 @@ def _check_paths_sample(folder: Path, manifest: Mapping[str, Any] | None) -> Non
             raise IntegrityError(f"{path}: row {k}: lacks the U entries of {n} paths or holds a non-number") from None
         for c, v in zip(cols, vals, strict=True):
             check_finite(path, k, c, v, MATRIX_BOUND)
+        draws.append(vals)
+    _check_sample_summary(folder / "sample.json", meta, np.asarray(draws, dtype=float), n)
+
+
+SAMPLE_MEAN_RTOL = 1e-9
+"""sample.json's U_sampled is the mean of the draws that U_draws.csv holds (written with repr(), read back
+exactly); the two means differ only by the order of summation, ~1e-15 relative."""
+
+
+def _positive_or_null(path: Path, name: str, value: Any) -> None:
+    """An ESS: a positive finite number, or null (not computable, e.g. with one chain)."""
+    if value is None:
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value) and value > 0
+    if not ok:
+        raise IntegrityError(f"{path}: {name} = {value!r} is not a positive number (nor null: not computable)")
+
+
+def _check_sample_summary(path: Path, meta: Mapping[str, Any], draws: np.ndarray, n: int) -> None:
+    """sample.json against U_draws.csv: the draws are chains x draws_per_chain, U_sampled is their mean;
+    every ESS is positive (or null where not computable) and ess_min is the smallest; a converged run has
+    every ESS, R-hat max < 1.01 and no divergences (its own convergence rule)."""
+    diag = meta.get("diagnostics")
+    if not isinstance(diag, dict):
+        raise IntegrityError(f"{path}: no diagnostics")
+    try:
+        chains, per_chain = int(diag["chains"]), int(diag["draws_per_chain"])
+    except (KeyError, TypeError, ValueError):
+        raise IntegrityError(f"{path}: diagnostics lack chains and draws_per_chain") from None
+    if chains * per_chain != len(draws):
+        raise IntegrityError(f"{path}: {chains} chains x {per_chain} draws, U_draws.csv has {len(draws)} draws")
+    _positive_or_null(path, "ess_min", diag.get("ess_min"))
+    ess = diag.get("ess_U")
+    if isinstance(ess, list):
+        flat = [v for row in ess for v in (row if isinstance(row, list) else [row])]
+        for v in flat:
+            _positive_or_null(path, "an entry of ess_U", v)
+        finite = [float(v) for v in flat if v is not None]
+        want = min(finite) if finite and len(finite) == len(flat) else None
+        got = diag.get("ess_min")
+        if (want is None) != (got is None) or (want is not None and got is not None and abs(want - got) > 1e-9 * want):
+            raise IntegrityError(f"{path}: ess_min = {got!r} is not the smallest entry of ess_U ({want!r})")
+    if meta.get("status") == "converged" and not (
+        diag.get("ess_min") is not None
+        and diag["ess_min"] >= 100
+        and isinstance(diag.get("rhat_max"), (int, float))
+        and diag["rhat_max"] < 1.01
+        and diag.get("divergences") == 0
+    ):
+        raise IntegrityError(f"{path}: status converged, but its diagnostics fail its convergence rule")
+    mean = meta.get("U_sampled")
+    if mean is not None and len(draws):
+        try:
+            U = np.asarray(mean, dtype=float)
+        except (TypeError, ValueError):
+            raise IntegrityError(f"{path}: U_sampled is not a matrix of numbers") from None
+        iu = np.triu_indices(n)
+        if U.shape != (n, n) or not np.allclose(
+            U[iu], draws.mean(axis=0), rtol=SAMPLE_MEAN_RTOL, atol=SAMPLE_MEAN_RTOL * np.abs(draws).max()
+        ):
+            raise IntegrityError(f"{path}: U_sampled is not the mean of the draws in U_draws.csv")
 
 
 PATHS_THEORY = register_kind(
@@ -121,6 +242,7 @@ PATHS_THEORY = register_kind(
         "paths-theory",
         ("points.csv", "summary.json"),
         _check_paths_theory,
+        optional=("heads.csv", "alignment.csv"),
         recognise=lambda folder: not header_has(folder / "points.csv", "mmse"),
     )
 )
@@ -180,5 +302,6 @@ PATHS_IMAGES = register_kind(
         "paths-images",
         ("selection.csv", "summary.json", "points.csv", "heads.csv", "gd_history.csv"),
         _check_paths_images,
+        optional=("fixed_temperature.csv", "gd_network.npz"),
     )
 )

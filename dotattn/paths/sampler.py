@@ -75,6 +75,25 @@ class SamplerConfig:
         }
 
 
+def bulk_ess(U: np.ndarray) -> np.ndarray:
+    """Bulk effective sample size of each entry of draws ``U`` (chains, draws, ...), NaN where it cannot be
+    computed: with one chain (numpyro's estimator needs at least two: with one it returned -6127 on a
+    collapsed run) and wherever the estimate is not a positive finite number."""
+    from numpyro.diagnostics import effective_sample_size
+
+    shape = np.shape(U)[2:]
+    if np.shape(U)[0] < 2:
+        return np.full(shape, np.nan)
+    ess = np.asarray(effective_sample_size(np.asarray(U)), dtype=float)
+    return np.where(np.isfinite(ess) & (ess > 0), ess, np.nan)
+
+
+def ess_min_of(ess: np.ndarray) -> float:
+    """The smallest ESS, NaN when any entry's ESS cannot be computed (then the run is not converged)."""
+    ess = np.asarray(ess, dtype=float)
+    return float(np.min(ess)) if ess.size and np.all(np.isfinite(ess)) else float("nan")
+
+
 @dataclass(frozen=True)
 class SampleResult:
     """Draws of U (chains, draws, n, n) and the NUTS diagnostics."""
@@ -214,7 +233,7 @@ def run_nuts(
 
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
-    from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+    from numpyro.diagnostics import split_gelman_rubin
     from numpyro.infer import MCMC, NUTS, init_to_sample
 
     from dotattn.core.io import read_cache_unit, write_cache_unit
@@ -265,13 +284,13 @@ def run_nuts(
             report(hit is not None)
     U = np.stack([np.asarray(u["U"], dtype=float) for u in chains])  # (chains, draws, n, n)
     rhat = np.asarray(split_gelman_rubin(U), dtype=float)
-    ess = np.asarray(effective_sample_size(U), dtype=float)
+    ess = bulk_ess(U)
     return SampleResult(
         N=N,
         U=U,
         divergences=int(sum(u["divergences"] for u in chains)),
         rhat_max=float(np.nanmax(rhat)),
-        ess_min=float(np.nanmin(ess)),
+        ess_min=ess_min_of(ess),
         rhat=rhat,
         ess=ess,
         mean_steps=float(np.mean([np.asarray(u["num_steps"], dtype=float) for u in chains])),

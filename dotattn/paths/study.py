@@ -73,6 +73,8 @@ class StudyConfig:
             PathsModel(N=N, temperature=self.temperature, sigma2=self.sigma2)
         for s in self.subsets:
             subset_heads(self.task, s)
+        if len(set(self.subsets)) != len(self.subsets):
+            raise ParameterError(f"subsets must name each network once, got {list(self.subsets)}")
         if "all" not in self.subsets:
             raise ParameterError("subsets must include 'all' (the network whose U is reported)")
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from dotattn.core.progress import Cost
-from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int
+from dotattn.core.validation import ParameterError, check_alpha, check_bool, check_instance, check_int
 from dotattn.positional_semantic.baseline import linear_baseline_test_error
 from dotattn.positional_semantic.labels import BRANCHES, NO_BRANCH
 from dotattn.positional_semantic.labels import branch_label as _label
@@ -331,6 +331,28 @@ def start_seconds(problem: Problem, nodes: int) -> float:
     return (SOLVE_START_OVERHEAD + SOLVE_COST.seconds * nodes) * STUDENT_COST_FACTORS[problem.student]
 
 
+def _check_inits(inits: Any, problem: Problem) -> list[tuple[str, Overlaps]]:
+    """``solve(inits=...)``: a non-empty list of (name, Overlaps) pairs whose matrices have the problem's
+    shapes (q, V: r×r, θ: r×r_t, μ: L×r with r the field rank); ParameterError in one line otherwise."""
+    what = "inits must be a non-empty list of (name, dotattn.Overlaps) pairs"
+    if isinstance(inits, (str, bytes)) or not isinstance(inits, (list, tuple)) or not inits:
+        raise ParameterError(f"{what}, got {type(inits).__name__}")
+    r, rt, L = problem.field_rank, problem.teacher_rank, problem.L
+    out = []
+    for k, item in enumerate(inits):
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+            raise ParameterError(f"{what}; item {k} is {type(item).__name__}")
+        name, o = item
+        if not isinstance(o, Overlaps):
+            raise ParameterError(f"{what}; item {k} ({name!r}) holds a {type(o).__name__}")
+        for part, shape in (("q", (r, r)), ("V", (r, r)), ("theta", (r, rt)), ("mu", (L, r))):
+            got = np.shape(getattr(o, part))
+            if got != shape:
+                raise ParameterError(f"inits: item {k} ({name!r}): {part} has shape {got}, the problem needs {shape}")
+        out.append((name, o))
+    return out
+
+
 def solve(
     problem: Problem,
     alpha: float,
@@ -361,6 +383,8 @@ def solve(
     check_instance("options", options, SolverOptions, "dotattn.SolverOptions")
     n_random = check_int("n_random (random starts)", n_random, 0, MAX_RANDOM_STARTS)
     seed = check_int("seed", seed, 0)
+    check_quadrature = check_bool("check_quadrature", check_quadrature)
+    stability = check_bool("stability", stability)
     quad = quadrature or default_quadrature(problem)
     quad.check(problem)
     if check_quadrature:
@@ -374,7 +398,7 @@ def solve(
     D = problem.gaussian_dim
     rule = quad.rule(D)
     coarse = quad.coarse_rule(D)
-    inits = inits if inits is not None else initialisations(problem, n_random, seed)
+    inits = _check_inits(inits, problem) if inits is not None else initialisations(problem, n_random, seed)
 
     def tell(k: int) -> None:
         if report is not None and k > 0:

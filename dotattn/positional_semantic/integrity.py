@@ -23,7 +23,7 @@ from dotattn.core.status import CONVERGED
 from dotattn.positional_semantic.problem import Problem, problem_of
 from dotattn.positional_semantic.records import BranchPoint
 
-__all__ = ["ALL_BRANCHES", "check_branch_rows", "PHASE_DIAGRAM", "RSB"]
+__all__ = ["ALL_BRANCHES", "check_branch_rows", "check_selection", "PHASE_DIAGRAM", "RSB"]
 
 ALL_BRANCHES: tuple[str, ...] = ("positional", "semantic", "mixed", "uninformative", "none")
 """Branch labels a theory row may carry (``none``: a catalogue entry that did not converge)."""
@@ -92,10 +92,54 @@ def _phase_diagram_parts(folder: Path) -> tuple[Problem, list[float], list[float
 def _check_phase_diagram(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     problem, omegas, alphas, _ = _phase_diagram_parts(folder)
     path = folder / "phase_diagram.csv"
-    check_branch_rows(path, read_records(path, BranchPoint), problem, omegas, alphas, ALL_BRANCHES)
+    points = read_records(path, BranchPoint)
+    check_branch_rows(path, points, problem, omegas, alphas, ALL_BRANCHES)
+    check_selection(path, points)
 
 
-PHASE_DIAGRAM = register_kind(FolderKind("phase-diagram", ("phase_diagram.csv", "summary.json"), _check_phase_diagram))
+def check_selection(path: Path, points: Sequence[Any]) -> None:
+    """Per grid point (ω, α): one row per branch, one selected row where any converged (none elsewhere),
+    and the selected row is the converged one of lowest e_t there (the selection rule of
+    :func:`dotattn.positional_semantic.branch.selected_at`), so a deleted or relabelled row is refused."""
+    by: dict[tuple[float, float], list[tuple[int, Any]]] = {}
+    for i, p in enumerate(points, start=1):
+        by.setdefault((p.omega, p.alpha), []).append((i, p))
+    for (w, a), rows in by.items():
+        names = [p.branch for _, p in rows if p.branch != "none"]
+        if len(names) != len(set(names)):
+            raise IntegrityError(f"{path}: omega = {w:g}, alpha = {a:g} holds a branch twice")
+        chosen = [(i, p) for i, p in rows if p.selected]
+        if len(chosen) > 1:
+            raise IntegrityError(f"{path}: omega = {w:g}, alpha = {a:g} has {len(chosen)} selected rows")
+        if not chosen and any(p.status == CONVERGED for _, p in rows):
+            raise IntegrityError(
+                f"{path}: omega = {w:g}, alpha = {a:g} has converged rows but none selected (a row removed?)"
+            )
+        if chosen:
+            i, best = chosen[0]
+            lower = [
+                p
+                for _, p in rows
+                if p.status == CONVERGED and best.train_loss is not None and p.train_loss < best.train_loss
+            ]
+            if best.status != CONVERGED or lower:
+                raise IntegrityError(
+                    f"{path}: row {i}: the selected {best.branch} row at omega = {w:g}, alpha = {a:g} is not "
+                    f"the converged row of lowest train_loss there"
+                )
+
+
+PHASE_DIAGRAM = register_kind(
+    FolderKind(
+        "phase-diagram",
+        ("phase_diagram.csv", "summary.json"),
+        _check_phase_diagram,
+        optional=("boundaries.csv",),
+        # the benchmark tables of benchmarks/alpha_c_refine.py and alpha_c_quadrature.py, written beside
+        # the committed phase diagram and read by no command
+        companions=("alpha_c_refine.csv", "alpha_c_refine.json", "alpha_c_quadrature.csv", "alpha_c_quadrature.json"),
+    )
+)
 
 
 def _check_rsb(folder: Path, manifest: Mapping[str, Any] | None) -> None:

@@ -985,6 +985,8 @@ def run_phase_diagram(
         check_dask_address(dask_address)
     settings = settings or SweepSettings(default_quadrature(problem), refine=RefineSpec())  # as the CLI's default
     settings.check(problem)
+    if cache_dir is not None and (isinstance(cache_dir, bytes) or not isinstance(cache_dir, (str, os.PathLike))):
+        raise ParameterError(f"cache_dir must be a folder path or None, got {type(cache_dir).__name__}")
     cache = Path(cache_dir) if cache_dir is not None else None
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -1001,6 +1001,16 @@ RSB_FILE = "rsb.json"
 RESULT_STATUSES: tuple[str, ...] = (CONVERGED, REPLICA_SYMMETRIC, NOT_BRACKETED, NOT_CONVERGED, INVALID)
 
 
+def rsb_made_for(problem: Problem, alpha: float, options: RSBOptions) -> dict[str, Any]:
+    """The settings an ``rsb`` folder is made for (its manifest's ``made_for`` and rsb.json's parameters):
+    known before anything is computed, so that ``solve --rsb 1 --out`` can refuse a folder of other settings."""
+    return {
+        "problem": problem.to_dict(),
+        "alpha": float(alpha),
+        "options": {k: getattr(options, k) for k in options.__dataclass_fields__},
+    }
+
+
 def write_rsb(
     folder,
     problem: Problem,
@@ -1015,11 +1025,7 @@ def write_rsb(
     from dotattn.core.io import ensure_writable_dir, provenance, write_json, write_manifest
 
     folder = ensure_writable_dir(folder)
-    made_for = {
-        "problem": problem.to_dict(),
-        "alpha": alpha,
-        "options": {k: getattr(options, k) for k in options.__dataclass_fields__},
-    }
+    made_for = rsb_made_for(problem, alpha, options)
     prov = provenance(made_for, seconds)
     body = dict(prov)
     body["results"] = [

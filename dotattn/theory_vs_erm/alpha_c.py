@@ -43,7 +43,15 @@ import numpy as np
 from dotattn.core.io import read_cache_unit, write_cache_unit
 from dotattn.core.progress import Cost
 from dotattn.core.runner import check_dask_address, check_workers, run_tasks
-from dotattn.core.validation import ParameterError, check_alpha, check_instance, check_int, check_number
+from dotattn.core.validation import (
+    ParameterError,
+    check_alpha,
+    check_bool,
+    check_choice,
+    check_instance,
+    check_int,
+    check_number,
+)
 from dotattn.positional_semantic.problem import Problem, check_problem, require_replica_theory
 from dotattn.theory_vs_erm.crossing import (
     CROSSING,
@@ -195,8 +203,9 @@ class AlphaCConfig:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
                 raise ParameterError(f"{name} must be an integer >= {low}, got {v!r}")
         check_number("level", self.level, 0.5, False, 1.0, "in [0.5, 1)", high_open=True)
-        if self.teacher not in ("gaussian", "orthonormal"):
-            raise ParameterError(f"teacher must be one of gaussian, orthonormal, got {self.teacher!r}")
+        check_choice("teacher", self.teacher, ("gaussian", "orthonormal"))
+        for name in ("paired", "nested"):
+            object.__setattr__(self, name, check_bool(name, getattr(self, name)))
         if not (isinstance(self.tol, (int, float)) and math.isfinite(self.tol) and self.tol > 0):
             raise ParameterError(f"tol must be a number > 0, got {self.tol!r}")
         if self.dtype != "float64":
@@ -936,6 +945,11 @@ def run_study(
 
     check_problem(problem)
     check_instance("config", config, AlphaCConfig, "dotattn.theory_vs_erm.alpha_c.AlphaCConfig")
+    theory = check_bool("theory", theory)
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise ParameterError(f"cache_dir must be a folder path or None, got {type(cache_dir).__name__}")
+    if supplied is not None and not isinstance(supplied, Mapping):
+        raise ParameterError(f"supplied must be a mapping (omega, d) -> cell runs, got {type(supplied).__name__}")
     workers = check_workers(workers)
     threads = check_int("threads (0: torch's default)", threads, 0, 1024)
     if dask_address is not None and isinstance(dask_address, str):

@@ -10,8 +10,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dotattn.core.integrity import FolderKind, read_record, read_verified_csv, read_verified_json, register_kind
-from dotattn.core.io import IntegrityError
+from dotattn.core.integrity import (
+    FolderKind,
+    first_difference,
+    read_record,
+    read_verified_csv,
+    read_verified_json,
+    register_kind,
+)
+from dotattn.core.io import IntegrityError, to_jsonable
 from dotattn.positional_semantic.integrity import check_branch_rows
 from dotattn.positional_semantic.problem import problem_of
 from dotattn.positional_semantic.records import BranchPoint
@@ -36,13 +43,25 @@ def _check_comparison(folder: Path, manifest: Mapping[str, Any] | None) -> None:
 
 
 def _check_alpha_c(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """crossings.csv, cells.csv and delta.csv of ``dotattn erm-alpha-c`` against each other and the study's
+    grid (:func:`dotattn.theory_vs_erm.alpha_c_reader.alpha_c_rows`: every cell rebuilt from delta.csv, its crossings
+    recomputed and compared with crossings.csv, its seed count with cells.csv)."""
+    from dotattn.theory_vs_erm.alpha_c_reader import alpha_c_rows
+
     for name in ("crossings.csv", "cells.csv", "delta.csv"):
         if not read_verified_csv(folder / name):
             raise IntegrityError(f"{folder / name}: no data rows")
+    alpha_c_rows(folder)
 
 
 COMPARISON = register_kind(
-    FolderKind("comparison", ("comparison.csv", "comparison.json"), _check_comparison, meta_file="comparison.json")
+    FolderKind(
+        "comparison",
+        ("comparison.csv", "comparison.json"),
+        _check_comparison,
+        meta_file="comparison.json",
+        optional=("finite_size.json",),
+    )
 )
 ALPHA_C = register_kind(
     FolderKind("alpha-c", ("crossings.csv", "cells.csv", "delta.csv", "summary.json"), _check_alpha_c)
@@ -58,6 +77,10 @@ def _check_variants(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     stored = read_verified_json(folder / "summary.json").get("points")
     if not isinstance(stored, list) or len(stored) != len(points):
         raise IntegrityError(f"{folder / 'summary.json'}: 'points' is not the rows of variants.csv")
+    for i, (point, row) in enumerate(zip(points, stored, strict=True), start=1):
+        mine = to_jsonable(point.to_row())
+        if not isinstance(row, dict) or first_difference(mine, row) is not None or first_difference(row, mine):
+            raise IntegrityError(f"{folder / 'summary.json'}: point {i} differs from row {i} of variants.csv")
 
 
 VARIANTS = register_kind(FolderKind("variants", ("variants.csv", "summary.json"), _check_variants))

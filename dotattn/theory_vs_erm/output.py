@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dotattn.core.integrity import first_difference, read_verified_csv, read_verified_json, verify_folder
+from dotattn.core.integrity import first_difference, read_verified_json, verify_folder
 from dotattn.core.io import (
-    IntegrityError,
     ensure_writable_dir,
     provenance,
     read_csv,
@@ -49,6 +48,7 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.records import BranchPoint
 from dotattn.theory_vs_erm import integrity as _integrity  # noqa: F401  (registers the comparison and alpha-c kinds)
 from dotattn.theory_vs_erm.alpha_c import DELTA_COLUMNS, SAME_MINIMUM_TOL, AlphaCStudy, mean_curves
+from dotattn.theory_vs_erm.alpha_c_reader import alpha_c_rows
 from dotattn.theory_vs_erm.comparison import (
     COMPARE_COLUMNS,
     COMPARED,
@@ -358,9 +358,13 @@ def write_alpha_c_study(
     ``theory_summaries`` (a phase diagram's, :func:`read_phase_summaries`) also ``headline.png``
     (:func:`dotattn.theory_vs_erm.plotting.figure_headline`)."""
     from dotattn.core.status import STATUS_CONVERGED
+    from dotattn.core.validation import check_instance, check_out_dir
     from dotattn.theory_vs_erm import plotting
 
-    out = Path(out_dir)
+    check_instance("study", study, AlphaCStudy, "dotattn.theory_vs_erm.alpha_c.AlphaCStudy")
+    out = Path(check_out_dir(out_dir, "out_dir"))
+    if extra is not None and not isinstance(extra, Mapping):
+        raise ParameterError(f"extra must be a mapping of parameters or None, got {type(extra).__name__}")
     params = {
         "problem": study.problem.to_dict(),
         "config": study.config.to_dict(),
@@ -456,99 +460,9 @@ def read_alpha_c_part(folder: str | os.PathLike) -> StudyPart:
     ``crossings.csv`` (outcome, crossing α to 1e-12, sign changes, valid points) and the seed
     counts those of ``cells.csv``. IntegrityError (one line) at the first mismatch.
     """
-    from dotattn.core.status import ERM_STATUSES, STATUS_CONVERGED
-    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, StudyPart, cell_crossings
-
     folder = Path(folder)
     verify_folder(folder, kind="alpha-c")
-    summary = read_verified_json(folder / "summary.json")
-    params = (summary.get("provenance") or {}).get("parameters") or {}
-    try:
-        problem = Problem.from_dict(params["problem"])
-        config = AlphaCConfig.from_dict(params["config"])
-    except (KeyError, TypeError, ParameterError) as err:
-        raise IntegrityError(f"{folder / 'summary.json'}: no readable problem and config ({err})") from None
-    alphas = list(config.alphas)
-    grid: dict[tuple[float, int], dict[int, dict[float, dict[str, str]]]] = {}
-    path = folder / "delta.csv"
-    for i, r in enumerate(read_verified_csv(path), start=1):
-        try:
-            key, seed, a = (float(r["omega"]), int(r["d"])), int(r["seed"]), float(r["alpha"])
-            es, ep, dl = float(r["et_semantic"]), float(r["et_positional"]), float(r["delta"])
-        except (KeyError, ValueError) as err:
-            raise IntegrityError(f"{path}: row {i} cannot be read ({err})") from None
-        if not any(abs(a - b) < 1e-9 for b in alphas):
-            raise IntegrityError(f"{path}: row {i} has alpha = {a:g}, not on the study's grid")
-        if np.isfinite(es) and np.isfinite(ep) and abs(dl - (es - ep)) > 1e-12 * max(abs(es), abs(ep), 1e-300):
-            raise IntegrityError(f"{path}: row {i}: delta is not et_semantic - et_positional")
-        bad = next((x for x in (r.get("status_semantic"), r.get("status_positional")) if x not in ERM_STATUSES), None)
-        if bad is not None:
-            raise IntegrityError(f"{path}: row {i}: status {bad!r} is not one of {', '.join(ERM_STATUSES)}")
-        if seed in grid.setdefault(key, {}) and a in grid[key][seed]:
-            raise IntegrityError(
-                f"{path}: row {i} repeats omega = {key[0]:g}, d = {key[1]}, seed {seed}, alpha = {a:g}"
-            )
-        grid[key].setdefault(seed, {})[a] = r
-    seconds = summary.get("cell_compute_seconds") or {}
-    cells = []
-    for (w, d), by_seed in sorted(grid.items()):
-        seeds = sorted(by_seed)
-        for s in seeds:
-            if len(by_seed[s]) != len(alphas):
-                raise IntegrityError(
-                    f"{path}: cell omega = {w:g}, d = {d}, seed {s} has {len(by_seed[s])} of {len(alphas)} alpha values"
-                )
-        rows = [[by_seed[s][min(by_seed[s], key=lambda x: abs(x - a))] for a in alphas] for s in seeds]
-        col = lambda name, conv, rows=rows: np.array([[conv(r[name]) for r in row] for row in rows])  # noqa: E731
-        cell = CellRuns(
-            omega=w,
-            d=d,
-            alphas=tuple(alphas),
-            seeds=tuple(seeds),
-            et_sem=col("et_semantic", float),
-            et_pos=col("et_positional", float),
-            status_sem=col("status_semantic", str).astype(object),
-            status_pos=col("status_positional", str).astype(object),
-            same=col("same_minimum", lambda x: x == "True"),
-            seconds=float(seconds.get(f"{w:g}/{d}", 0.0)),
-            device=f"read from {folder}",
-        )
-        if not np.array_equal(cell.valid(STATUS_CONVERGED), col("valid", lambda x: x == "True")):
-            raise IntegrityError(f"{path}: cell omega = {w:g}, d = {d}: the valid flags are not those of its statuses")
-        cells.append(cell)
-    committed = {
-        (float(r["omega"]), int(r["d"]), int(r["seed"])): r for r in read_verified_csv(folder / "crossings.csv")
-    }
-    counts = {(float(r["omega"]), int(r["d"])): int(r["seeds"]) for r in read_verified_csv(folder / "cells.csv")}
-    for cell in cells:
-        if counts.get((cell.omega, cell.d)) != len(cell.seeds):
-            raise IntegrityError(
-                f"{folder / 'cells.csv'}: cell omega = {cell.omega:g}, d = {cell.d} lists "
-                f"{counts.get((cell.omega, cell.d))} seeds, delta.csv holds {len(cell.seeds)}"
-            )
-        for x in cell_crossings(cell, STATUS_CONVERGED):
-            stored = committed.get((x.omega, x.d, x.seed))
-            same = (
-                stored is not None
-                and stored["outcome"] == x.outcome
-                and int(stored["changes"]) == x.changes
-                and int(stored["valid"]) == x.valid
-                and (
-                    np.isnan(x.alpha_c)
-                    and stored["alpha_c"] in ("", "nan")
-                    or abs(float(stored["alpha_c"] or "nan") - x.alpha_c) <= 1e-12
-                )
-            )
-            if not same:
-                raise IntegrityError(
-                    f"{folder / 'crossings.csv'}: omega = {x.omega:g}, d = {x.d}, seed {x.seed} is not "
-                    f"the crossing of its delta.csv rows"
-                )
-    if len(committed) != sum(len(c.seeds) for c in cells):
-        raise IntegrityError(
-            f"{folder / 'crossings.csv'}: {len(committed)} rows, delta.csv has {sum(len(c.seeds) for c in cells)} seeds"
-        )
-    return StudyPart(source=str(folder), problem=problem, config=config, cells=tuple(cells))
+    return alpha_c_rows(folder)
 
 
 def write_variants(

@@ -212,6 +212,14 @@ def compare_variants(
 
     columns = {label: _theory_columns(folder) for label, folder in theory}  # each folder read once
     studies = {label: read_alpha_c_part(folder) for label, folder in erm}
+    if d_max is not None:  # a study with no cell at d <= d_max would leave its rows out without a word
+        for label, study in studies.items():
+            ds = sorted({c.d for c in study.cells})
+            if not ds or ds[0] > d_max:
+                raise ParameterError(
+                    f"d-max = {d_max}: the ERM study {label!r} ({em[label]}) has no cell at "
+                    f"d <= {d_max} (its d: {', '.join(map(str, ds))})"
+                )
     points: list[VariantPoint] = []
     for label, folder in theory:
         base = None if label == baseline else columns.get(baseline)
