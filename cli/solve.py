@@ -344,7 +344,8 @@ def _solve_progress(problem, quad, random_starts: int, quiet: bool):
     if quiet or (problem.rank < 2 and problem.student != "untied"):
         return None
     from dotattn.core.progress import CommandProgress
-    from dotattn.positional_semantic.catalogue import SOLVE_COST, initialisations, start_seconds
+    from dotattn.positional_semantic.catalogue import initialisations
+    from dotattn.positional_semantic.phase_diagram import SOLVE_COST, start_seconds
 
     starts = len(initialisations(problem, random_starts, 0))
     nodes = quad.rule(problem.gaussian_dim).size

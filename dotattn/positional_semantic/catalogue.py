@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from dotattn.core.progress import Cost
 from dotattn.core.validation import ParameterError, check_alpha, check_bool, check_instance, check_int
 from dotattn.positional_semantic.baseline import linear_baseline_test_error
 from dotattn.positional_semantic.labels import BRANCHES, NO_BRANCH
@@ -312,23 +311,6 @@ def _dedupe(results: list[tuple[str, FixedPoint]], rtol: float) -> list[tuple[st
                 continue
         kept.append((name, fp))
     return kept
-
-
-SOLVE_COST = Cost(1.4e-4, "benchmarks/README.md (general_shapes.py) and dotattn/positional_semantic/catalogue.py")
-"""CPU seconds per node of the fine rule per start of a catalogue, for a student of rank 2: the rank-2 catalogue
-at α = 2 took 66 CPU-s for 10 starts on the default 46,656-node rule (see the comment in :func:`solve`)."""
-SOLVE_START_OVERHEAD = 1.5
-"""CPU seconds per start besides the nodes (the coarse pass, the RS stability, Python): measured 17.8 CPU-s for
-6 starts of the rank-2 student on 729 nodes (``solve --alpha 2 --rank 2 --quad-order 3 --random-starts 2``,
-imports included)."""
-
-
-def start_seconds(problem: Problem, nodes: int) -> float:
-    """Rough CPU seconds of one start of a catalogue on a fine rule of ``nodes`` nodes: :data:`SOLVE_START_OVERHEAD`
-    + :data:`SOLVE_COST` × nodes, times the student's cost per node (untied: 4.6, ``phase_diagram.STUDENT_COST_FACTORS``)."""
-    from dotattn.positional_semantic.phase_diagram import STUDENT_COST_FACTORS
-
-    return (SOLVE_START_OVERHEAD + SOLVE_COST.seconds * nodes) * STUDENT_COST_FACTORS[problem.student]
 
 
 def _check_inits(inits: Any, problem: Problem) -> list[tuple[str, Overlaps]]:

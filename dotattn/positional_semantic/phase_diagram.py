@@ -142,6 +142,21 @@ PHASE_DIAGRAM_COST = Cost(
 ω = 0.3 column with refinement: 10.3 CPU-s measured against 9.3 estimated (26.6 s wall at load 5 on 2 cores,
 where the start line says 28 s)."""
 
+SOLVE_COST = Cost(1.4e-4, "benchmarks/README.md (general_shapes.py) and dotattn/positional_semantic/catalogue.py")
+"""CPU seconds per node of the fine rule per start of a catalogue, for a student of rank 2: the rank-2 catalogue
+at α = 2 took 66 CPU-s for 10 starts on the default 46,656-node rule (see the comment in :func:`dotattn.positional_semantic.catalogue.solve`)."""
+SOLVE_START_OVERHEAD = 1.5
+"""CPU seconds per start besides the nodes (the coarse pass, the RS stability, Python): measured 17.8 CPU-s for
+6 starts of the rank-2 student on 729 nodes (``solve --alpha 2 --rank 2 --quad-order 3 --random-starts 2``,
+imports included)."""
+
+
+def start_seconds(problem: Problem, nodes: int) -> float:
+    """Rough CPU seconds of one start of a catalogue on a fine rule of ``nodes`` nodes: :data:`SOLVE_START_OVERHEAD`
+    + :data:`SOLVE_COST` × nodes, times the student's cost per node (untied: 4.6, ``phase_diagram.STUDENT_COST_FACTORS``)."""
+    return (SOLVE_START_OVERHEAD + SOLVE_COST.seconds * nodes) * STUDENT_COST_FACTORS[problem.student]
+
+
 COLUMN_FORMAT = 3
 """Version of a column result's content (part of the cache key): 2 added the α_c, α_lin errors,
 3 the phase boundaries and the mixed branch's spinodals."""
