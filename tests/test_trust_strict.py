@@ -244,3 +244,27 @@ def test_strict_must_be_a_bool(tmp_path):
 
     with pytest.raises(ParameterError, match="strict must be a bool"):
         verify_folder(copy_folder(ONE_PER_KIND["erm"], tmp_path), strict="yes")
+
+
+def test_strict_sample_ess(tmp_path):
+    folder = copy_folder(ONE_PER_KIND["paths-sample"], tmp_path)
+
+    def change(m):  # every ESS doubled: ess_min is still the smallest, the default checks hold
+        d = m["diagnostics"]
+        d["ess_U"] = [[2 * v for v in row] for row in d["ess_U"]]
+        d["ess_min"] = 2 * d["ess_min"]
+
+    edit_json(folder, "sample.json", change)
+    strict_only(folder, "diagnostics.ess_U is not what U_draws.csv's draws give")
+
+
+def test_strict_sample_zscores(tmp_path):
+    folder = copy_folder(ONE_PER_KIND["paths-sample"], tmp_path)
+    edit_json(folder, "sample.json", lambda m: m["U_zscores"][0].__setitem__(0, m["U_zscores"][0][0] + 1.0))
+    strict_only(folder, "U_zscores is not")
+
+
+def test_strict_alpha_c_cell_mean(tmp_path):
+    folder = copy_folder(ONE_PER_KIND["alpha-c"], tmp_path)
+    edit_cell(folder, "cells.csv", 0, "alpha_c", bump)
+    strict_only(folder, "alpha_c = .* recomputed from crossings.csv")

@@ -17,6 +17,7 @@ from dotattn.core.integrity import (
     read_verified_csv,
     read_verified_json,
     register_kind,
+    same_number,
 )
 from dotattn.core.io import IntegrityError, to_jsonable
 from dotattn.positional_semantic.integrity import check_branch_rows
@@ -46,7 +47,6 @@ def _check_comparison(folder: Path, manifest: Mapping[str, Any] | None) -> None:
 def _comparison_table(folder: Path, meta: Mapping[str, Any], points: list[Any], sigma: float) -> list[Any]:
     """comparison.json's table is comparison.csv's rows (every column, the same numbers), and each row's
     theory values are those of the converged theory point of comparison.json at its (α, branch)."""
-    from dotattn.core.integrity import same_number
     from dotattn.theory_vs_erm.comparison import QUANTITIES, ComparisonRow, _values
 
     path = folder / "comparison.csv"
@@ -95,7 +95,6 @@ def _strict_comparison(folder: Path) -> None:
     quantities and ``agrees`` at the tolerance comparison.json records."""
     import math
 
-    from dotattn.core.integrity import same_number
     from dotattn.theory_vs_erm.comparison import (
         ABSOLUTE,
         COMPARED,
@@ -165,8 +164,54 @@ COMPARISON = register_kind(
         strict=_strict_comparison,
     )
 )
+
+
+def _strict_alpha_c(folder: Path) -> None:
+    """``verify --strict`` for an erm-alpha-c study: every row of cells.csv recomputed from its seeds' rows in
+    crossings.csv (:func:`dotattn.theory_vs_erm.crossing.summarise_cell`, bootstrap-free part): the seed
+    count, the crossings (seeds with an α_c, which enter the mean), the no-crossing and several-crossings
+    counts, and the mean, sd (ddof = 1) and standard error of α_c. The bootstrap interval is not recomputed."""
+    import math
+
+    import numpy as np
+
+    from dotattn.theory_vs_erm.crossing import NO_CROSSING, SEVERAL
+
+    by_cell: dict[tuple[float, int], list[dict[str, str]]] = {}
+    for row in read_verified_csv(folder / "crossings.csv"):
+        by_cell.setdefault((round(float(row["omega"]), 12), int(row["d"])), []).append(row)
+    path = folder / "cells.csv"
+    for i, row in enumerate(read_verified_csv(path), start=1):
+        w, d = float(row["omega"]), int(row["d"])
+        mine = by_cell.get((round(w, 12), d), [])
+        vals = np.array([float(r["alpha_c"]) if r["alpha_c"] not in ("", None) else math.nan for r in mine])
+        vals = vals[np.isfinite(vals)]
+        n = int(vals.size)
+        sd = float(vals.std(ddof=1)) if n > 1 else math.nan
+        want = {
+            "seeds": len(mine),
+            "crossings": n,
+            "no_crossing": sum(r["outcome"] == NO_CROSSING for r in mine),
+            "several": sum(r["outcome"] == SEVERAL for r in mine),
+            "alpha_c": float(vals.mean()) if n else math.nan,
+            "sd": sd,
+            "se": sd / math.sqrt(n) if n > 1 else math.nan,
+        }
+        for column, value in want.items():
+            if not same_number(row.get(column), value):
+                raise IntegrityError(
+                    f"{path}: row {i}: {column} = {row.get(column)} at omega = {w:g}, d = {d}; recomputed from "
+                    f"crossings.csv: {value!r} (verify --strict)"
+                )
+
+
 ALPHA_C = register_kind(
-    FolderKind("alpha-c", ("crossings.csv", "cells.csv", "delta.csv", "summary.json"), _check_alpha_c)
+    FolderKind(
+        "alpha-c",
+        ("crossings.csv", "cells.csv", "delta.csv", "summary.json"),
+        _check_alpha_c,
+        strict=_strict_alpha_c,
+    )
 )
 
 
