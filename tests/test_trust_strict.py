@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from clitools import run
-from test_trust_identity import ONE_PER_KIND, _edit_csv_cell, copy_folder, reseal_entry
+from test_trust_identity import ONE_PER_KIND, RESULTS, _edit_csv_cell, copy_folder, reseal_entry
 
 from dotattn.core.io import IntegrityError
 from dotattn.verify import verify_folder
@@ -37,6 +37,12 @@ def strict_only(folder: Path, match: str) -> None:
     """The forgery passes the default verify and fails --strict."""
     verify_folder(folder)
     refused(folder, match, strict=True)
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    from dotattn.core.io import read_csv
+
+    return read_csv(path)
 
 
 def bump(v: str) -> str:
@@ -93,18 +99,12 @@ def test_comparison_theory_column_against_theory_points(tmp_path):
 )
 def test_images_summary_against_csvs(name, column, match, tmp_path):
     folder = copy_folder(ONE_PER_KIND["paths-images"], tmp_path)
-    # selection.csv: the row chosen at the GP's temperature is not its first row; every row of it is looked at
-    rows = {"selection.csv": None}
-    row = rows.get(name, 0)
-    if row is None:
-        meta = json.loads((folder / "summary.json").read_text())
-        import csv
-        import io
-
-        lines = [ln for ln in (folder / name).read_text().splitlines(keepends=True) if not ln.startswith("#")]
-        data = list(csv.DictReader(io.StringIO("".join(lines))))
-        T = meta["per_N"]["gp"]["temperature"]
-        row = next(i for i, r in enumerate(data) if r["method"] == "gp" and float(r["temperature"]) == T)
+    row = 0
+    if name == "selection.csv":  # the row per_N reads: the GP's at its chosen temperature
+        T = json.loads((folder / "summary.json").read_text())["per_N"]["gp"]["temperature"]
+        row = next(
+            i for i, r in enumerate(csv_rows(folder / name)) if r["method"] == "gp" and float(r["temperature"]) == T
+        )
     edit_cell(folder, name, row, column, lambda v: repr(float(v) * 0.9))
     refused(folder, match)
 
@@ -129,8 +129,6 @@ def test_images_epochs_against_history(tmp_path):
 
 def test_committed_folders_verify_strict():
     for kind in ONE_PER_KIND:
-        from test_trust_identity import RESULTS
-
         assert verify_folder(RESULTS / ONE_PER_KIND[kind], strict=True) == kind
 
 
@@ -198,12 +196,8 @@ def test_strict_images_selection_rule(tmp_path):
     folder = copy_folder(ONE_PER_KIND["paths-images"], tmp_path)
     # per_N's GP temperature, points.csv's GP rows and the validation numbers moved together to another
     # temperature of selection.csv: consistent files, but not the temperature the rule picks
-    import csv
-    import io
-
     meta = json.loads((folder / "summary.json").read_text())
-    lines = [ln for ln in (folder / "selection.csv").read_text().splitlines(keepends=True) if not ln.startswith("#")]
-    sel = [r for r in csv.DictReader(io.StringIO("".join(lines))) if r["method"] == "gp"]
+    sel = [r for r in csv_rows(folder / "selection.csv") if r["method"] == "gp"]
     T0 = meta["per_N"]["gp"]["temperature"]
     other = next(r for r in sel if float(r["temperature"]) != T0)
     T1 = float(other["temperature"])
@@ -213,8 +207,7 @@ def test_strict_images_selection_rule(tmp_path):
         e.update(temperature=T1, validation_accuracy=float(other["accuracy"]), validation_loss=float(other["loss"]))
 
     edit_json(folder, "summary.json", change)
-    lines = [ln for ln in (folder / "points.csv").read_text().splitlines(keepends=True) if not ln.startswith("#")]
-    for i, r in enumerate(csv.DictReader(io.StringIO("".join(lines)))):
+    for i, r in enumerate(csv_rows(folder / "points.csv")):
         if r["method"] == "gp":
             _edit_csv_cell(folder / "points.csv", i, "temperature", lambda v: repr(T1))
     reseal_entry(folder, "points.csv")
@@ -268,3 +261,14 @@ def test_strict_alpha_c_cell_mean(tmp_path):
     folder = copy_folder(ONE_PER_KIND["alpha-c"], tmp_path)
     edit_cell(folder, "cells.csv", 0, "alpha_c", bump)
     strict_only(folder, "alpha_c = .* recomputed from crossings.csv")
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_missing_field_is_one_line(strict, tmp_path):
+    """A summary.json field the cross-file checks read, deleted (SHA recomputed): one IntegrityError line,
+    never a KeyError."""
+    folder = copy_folder(ONE_PER_KIND["paths-images"], tmp_path)
+    edit_json(folder, "summary.json", lambda m: m["pruning"]["test"].pop("theory_accuracy"))
+    refused(folder, "cannot be read", strict=strict)
+    r = run("verify", *(["--strict"] if strict else []), str(folder))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr

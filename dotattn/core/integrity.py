@@ -356,13 +356,20 @@ def verify_folder(
         _check_listed_files(folder, spec, man)
     else:
         _check_files_known(folder, spec)
-    spec.check(folder, man)
+    try:
+        spec.check(folder, man)
+    except ParameterError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:  # a field missing or of a wrong type
+        raise IntegrityError(f"{folder}: its files cannot be read ({type(err).__name__}: {err})") from None
     if man is not None:
         _check_made_for(folder, spec, man)
     if strict and spec.strict is not None:
         try:
             with np.errstate(all="ignore"):  # a zero spread or a null ESS gives inf/NaN, compared as such
                 spec.strict(folder)
+        except ParameterError:
+            raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
             raise IntegrityError(
                 f"{folder}: a quantity verify --strict recomputes cannot be read ({type(err).__name__}: {err})"
