@@ -98,3 +98,23 @@ def test_minimise_envelope_fused_and_numpy_agree():
         slow = P.minimise_envelope(starts, centre, target, V, loss)
     assert np.max(np.abs(fast.h - slow.h)) <= 1e-12 and np.max(np.abs(fast.f - slow.f)) <= 1e-12
     assert np.max(np.abs(fast.value - slow.value)) <= 1e-15 and fast.iterations == slow.iterations
+
+
+def test_warm_from_is_the_expanded_warm_start():
+    """hat_update(warm_from=previous result) takes the representatives' ĥ as they are; the same step from the
+    expanded ĥ at every node (warm=previous.prox.h) gives bit for bit the same result."""
+    from dotattn.positional_semantic import loss_channel as LC
+    from dotattn.positional_semantic.overlaps import Overlaps
+    from dotattn.positional_semantic.quadrature import make_rule
+
+    p = Problem(omega=0.3)
+    rule = make_rule(4, "gauss-hermite", 12)
+    ov = Overlaps(q=np.array([[0.02]]), V=np.array([[23.0]]), theta=np.array([[0.0]]), mu=np.array([[0.18], [-0.18]]))
+    first = LC.hat_update(ov, 2.0, rule, p)
+    assert first.symmetry is not None and len(first.rep_prox.h) < len(first.prox.h)  # the rule is folded
+    ov2 = ov.mix(Overlaps(q=ov.q * 1.01, V=ov.V * 0.99, theta=ov.theta, mu=ov.mu * 1.02), 0.5)
+    a = LC.hat_update(ov2, 2.0, rule, p, search="local", warm_from=first)
+    b = LC.hat_update(ov2, 2.0, rule, p, search="local", warm=first.prox.h)
+    assert np.array_equal(a.rep_prox.h, b.rep_prox.h) and np.array_equal(a.prox.f, b.prox.f)
+    for k in ("q_hat", "V_hat", "theta_hat", "mu_hat"):
+        assert np.array_equal(getattr(a.hats, k), getattr(b.hats, k))
