@@ -11,6 +11,11 @@ vectorised kernel is used and one line on stderr says so, once per run (the firs
 :data:`NOTICE_ENV` in the environment marks it said, so spawned workers stay quiet). With
 ``DOTATTN_COMPILED=0`` the vectorised kernel is used silently (a deliberate choice). :data:`AVAILABLE` tells
 which kernel runs; :data:`UNAVAILABLE_REASON` why the compiled one does not.
+
+:func:`newton_toy_best` runs every start of every node and keeps the best one (with f = V⁻¹(ĥ − c)) in the
+same loop: bit for bit what :func:`newton_toy` followed by numpy's argmin gives, without the copies of the
+centres and targets per start (the toy model's global prox,
+:func:`dotattn.positional_semantic.prox.minimise_envelope`).
 """
 
 from __future__ import annotations
