@@ -22,13 +22,19 @@ from .main import cli
     help="Verify every folder with a manifest.json at or below each FOLDER (all of them, then one line "
     "per failure and exit status 2 if any failed).",
 )
-def verify_command(folders, seal, recursive):
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Also re-derive what is cheap to recompute, per kind (summary statistics from the rows, the "
+    "selection rules applied again; seconds, no solver run): docs/output_folders.md lists what.",
+)
+def verify_command(folders, seal, recursive, strict):
     """Verify output folders: every file against manifest.json (SHA-256, row count, provenance), and the
     rows against the folder's problem and grid.
 
     Prints one line per folder; the first folder that fails ends the command with one line naming the
     file and the mismatch (exit status 2). With --recursive every folder below is checked and each
-    failure gets its line.
+    failure gets its line. With --strict each folder's cheap derived quantities are recomputed too.
     """
     from dotattn.core.io import IntegrityError, invocation
     from dotattn.core.validation import ParameterError
@@ -43,7 +49,7 @@ def verify_command(folders, seal, recursive):
         failed = 0
         for folder in targets:
             try:
-                click.echo(f"ok {folder} ({verify_folder(folder)})")
+                click.echo(f"ok {folder} ({verify_folder(folder, strict=strict)})")
             except IntegrityError as err:
                 failed += 1
                 click.echo(f"FAILED {err}", err=True)
@@ -54,5 +60,5 @@ def verify_command(folders, seal, recursive):
         if seal:
             path = seal_folder(folder, command=invocation())
             click.echo(f"sealed {folder}: wrote {path}")
-        kind = verify_folder(folder)
+        kind = verify_folder(folder, strict=strict)
         click.echo(f"ok {folder} ({kind})")

@@ -62,6 +62,8 @@ def test_compare_on_tiny_erm_run(tmp_path):
         assert (out / name).stat().st_size > 0
     fsj = json.loads((out / "finite_size.json").read_text())
     assert {p["d"] for p in fsj["points"]} == {30, 40} and set(fsj["theory"]) == {"semantic", "positional"}
+    v = run("verify", "--strict", str(erm), str(out), str(tmp_path / "fs30"))  # fresh folders re-derive
+    assert v.returncode == 0 and "(comparison)" in v.stdout and "(erm)" in v.stdout, v.stderr
     # the theory of one comparison serves another ERM run of the same problem
     again = tmp_path / "again"
     r = run("compare", "--erm", str(tmp_path / "fs30"), "--theory", str(out), "--out", str(again))

@@ -141,10 +141,16 @@ def _stalled_folder(tmp_path: Path) -> Path:
     )
     folder = tmp_path / "erm"
     write_erm(folder, res, {"command": "test"})
-    for name in ("runs.csv",):
-        lines = (folder / name).read_text().splitlines()
-        lines[2] = lines[2].replace(",converged,", ",stalled,", 1)
-        (folder / name).write_text("\n".join(lines) + "\n")
+    lines = (folder / "runs.csv").read_text().splitlines()
+    assert lines[2].startswith("1.0,16,16,semantic,0,converged,")
+    lines[2] = lines[2].replace(",converged,", ",stalled,", 1)
+    (folder / "runs.csv").write_text("\n".join(lines) + "\n")
+    # summary.csv counts the same run as stalled (runs, converged, not_converged, diverged, stalled), so the
+    # folder is consistent across its files (verify compares the counts)
+    lines = (folder / "summary.csv").read_text().splitlines()
+    assert lines[2].startswith("1.0,16,16,semantic,1,1,0,0,0,")
+    lines[2] = lines[2].replace("semantic,1,1,0,0,0,", "semantic,1,0,0,0,1,", 1)
+    (folder / "summary.csv").write_text("\n".join(lines) + "\n")
     (folder / "manifest.json").unlink()
     seal_folder(folder)
     return folder

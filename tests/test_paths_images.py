@@ -426,8 +426,8 @@ def test_command_end_to_end_and_reuse(sets, tmp_path, rerun):
     assert math.isclose(
         change, s["pruning"]["test"]["gd_accuracy_pruned"] - s["pruning"]["test"]["gd_accuracy"], abs_tol=1e-12
     )
-    v = run(*["verify", str(out)])
-    assert v.returncode == 0 and "paths-images" in v.stdout
+    v = run(*["verify", "--strict", str(out)])  # --strict: the selection rule, errors, ranks re-derived too
+    assert v.returncode == 0 and "paths-images" in v.stdout, v.stderr
     if not rerun:
         return
     again = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *SMALL, "--out", str(out)])

@@ -264,3 +264,5 @@ def test_cli_tiny_run_with_diagnostics(tmp_path):
     for row in data["diagnostics"]:
         if row["status"] == "converged":
             assert row["theory_train_loss"] > 0 and row["theory_test_error"] > 0
+    v = run("verify", "--strict", str(out))  # a fresh folder: its files agree and its summary re-derives
+    assert v.returncode == 0 and "(restarts)" in v.stdout, v.stderr

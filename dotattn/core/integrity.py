@@ -58,6 +58,8 @@ __all__ = [
     "NOTE_PATTERNS",
     "meta_parameters",
     "unknown_files",
+    "same_number",
+    "STRICT_RTOL",
 ]
 
 MATRIX_BOUND = 1e12
@@ -82,7 +84,9 @@ class FolderKind:
     ``companions``: files other tools add to a folder of this kind afterwards, which may stay out of the
     manifest (no reader takes them from here). ``parameters(folder)``: how the parameters the folder was
     made for are read back from its own files (default :func:`meta_parameters` of ``meta_file``);
-    ``verify`` compares them with the manifest's ``made_for``.
+    ``verify`` compares them with the manifest's ``made_for``. ``strict(folder)``: what ``verify --strict``
+    re-derives beyond ``check`` (summary statistics recomputed from the rows, a selection rule applied
+    again): cheap (seconds, no solver run), run after every default check passed.
     """
 
     name: str
@@ -93,6 +97,7 @@ class FolderKind:
     optional: tuple[str, ...] = ()
     companions: tuple[str, ...] = ()
     parameters: Callable[[Path], dict[str, Any]] | None = None
+    strict: Callable[[Path], None] | None = None
 
     def knows(self, name: str) -> bool:
         """Whether ``name`` is a file this kind writes (required, optional or a figure)."""
@@ -256,6 +261,46 @@ def first_difference(asked: dict[str, Any], stored: dict[str, Any]) -> tuple[str
     return None
 
 
+STRICT_RTOL = 1e-9
+"""``verify --strict``: a statistic recomputed from the rows against the stored one. Both come from the same
+float64 values (written with repr(), read back exactly) through the same numpy reductions; 1e-9 (relative)
+leaves room for a summation order and still refuses any edit a reader would see."""
+
+
+def same_number(a: Any, b: Any, rtol: float = STRICT_RTOL) -> bool:
+    """Two numbers, or two nested lists of numbers, equal to ``rtol`` (relative; NaN equals NaN, None and
+    an empty cell are NaN)."""
+
+    def scalar(x: Any) -> float | None:  # a plain number or number cell (the common case), without numpy
+        if x is None or (isinstance(x, str) and (x == "" or not x.lstrip().startswith("["))):
+            return math.nan if x is None or x == "" else float(x)
+        if isinstance(x, (int, float)) and not isinstance(x, bool):
+            return float(x)
+        return None
+
+    try:
+        u, v = scalar(a), scalar(b)
+    except ValueError:
+        return False
+    if u is not None and v is not None:
+        return u == v or (math.isnan(u) and math.isnan(v)) or abs(u - v) <= rtol * abs(v)
+
+    def arr(x: Any) -> np.ndarray:
+        if x is None or (isinstance(x, str) and x == ""):
+            return np.array(np.nan)
+        if isinstance(x, str):
+            x = json.loads(x) if x.lstrip().startswith("[") else float(x)
+        return np.asarray(x, dtype=float)
+
+    try:
+        x, y = arr(a), arr(b)
+    except (TypeError, ValueError):
+        return False
+    if x.shape != y.shape:
+        return False
+    return bool(np.all(np.isclose(x, y, rtol=rtol, atol=0.0, equal_nan=True) | (x == y)))
+
+
 def check_provenance_line(path: Path, parameters: Mapping[str, Any]) -> None:
     """The provenance comment of a CSV, ``...; provenance: {JSON}``, must carry
     the same parameters as the folder's summary.json (sample.json)."""
@@ -278,10 +323,15 @@ def check_provenance_line(path: Path, parameters: Mapping[str, Any]) -> None:
         )
 
 
-def verify_folder(folder: str | os.PathLike[str], *, manifest: bool = True, kind: str | None = None) -> str:
+def verify_folder(
+    folder: str | os.PathLike[str], *, manifest: bool = True, kind: str | None = None, strict: bool = False
+) -> str:
     """Every check a reader makes, for a whole folder (manifest of every listed file, then the rows);
     returns the folder kind. ``manifest=False`` checks the rows only (used before sealing); ``kind``:
-    the kind the caller needs (IntegrityError if the folder is another)."""
+    the kind the caller needs (IntegrityError if the folder is another); ``strict``: then also re-derive
+    what is cheap to recompute (the kind's :attr:`FolderKind.strict`; ``dotattn verify --strict``)."""
+    if not isinstance(strict, bool):
+        raise ParameterError(f"strict must be a bool, got {type(strict).__name__}")
     if folder is None or not isinstance(folder, (str, os.PathLike)):
         raise ParameterError(f"folder must be a folder path, got {type(folder).__name__}")
     folder = Path(folder)
@@ -306,9 +356,24 @@ def verify_folder(folder: str | os.PathLike[str], *, manifest: bool = True, kind
         _check_listed_files(folder, spec, man)
     else:
         _check_files_known(folder, spec)
-    spec.check(folder, man)
+    try:
+        spec.check(folder, man)
+    except ParameterError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:  # a field missing or of a wrong type
+        raise IntegrityError(f"{folder}: its files cannot be read ({type(err).__name__}: {err})") from None
     if man is not None:
         _check_made_for(folder, spec, man)
+    if strict and spec.strict is not None:
+        try:
+            with np.errstate(all="ignore"):  # a zero spread or a null ESS gives inf/NaN, compared as such
+                spec.strict(folder)
+        except ParameterError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+            raise IntegrityError(
+                f"{folder}: a quantity verify --strict recomputes cannot be read ({type(err).__name__}: {err})"
+            ) from None
     return found
 
 

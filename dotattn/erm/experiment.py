@@ -32,8 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from dotattn.core.rows import matrix_cell
-from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, STALLED, from_training
+from dotattn.core.status import from_training
 from dotattn.core.training import STATUS, train
 from dotattn.core.validation import ParameterError, check_instance, readonly_array
 from dotattn.erm.config import (
@@ -68,10 +67,10 @@ from dotattn.erm.records import (
     COLUMN_DOCS,
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
-    SUMMARY_METRICS,
     RunRecord,
     SummaryRecord,
     run_branch,
+    summarise_group,
 )
 from dotattn.positional_semantic.problem import Problem
 
@@ -172,33 +171,7 @@ class ErmResult:
         }
 
 
-def _counts(labels: Sequence[str]) -> str:
-    keys = sorted(set(labels), key=list(labels).index)
-    return ";".join(f"{k}:{list(labels).count(k)}" for k in keys)
-
-
-def _summarise(runs: Sequence[RunRecord], alpha: float, n: int, d: int, init: str) -> SummaryRecord:
-    mean, std = {}, {}
-    for k in SUMMARY_METRICS:
-        vals = np.stack([np.asarray(getattr(r, k), dtype=float) for r in runs])
-        sd = vals.std(axis=0, ddof=1) if len(runs) > 1 else np.full(vals.shape[1:], np.nan)
-        cell = (lambda a: float(a)) if vals.ndim == 1 else matrix_cell  # noqa: E731
-        mean[k], std[k] = cell(vals.mean(axis=0)), cell(sd)
-    return SummaryRecord(
-        alpha=alpha,
-        n=n,
-        d=d,
-        init=init,
-        runs=len(runs),
-        converged=sum(r.status == CONVERGED for r in runs),
-        not_converged=sum(r.status == NOT_CONVERGED for r in runs),
-        diverged=sum(r.status == DIVERGED for r in runs),
-        stalled=sum(r.status == STALLED for r in runs),
-        branches=_counts([r.branch for r in runs]),
-        selected_inits=_counts([r.init for r in runs]) if init == "selected" else "",
-        mean=mean,
-        std=std,
-    )
+_summarise = summarise_group  # the summary of one (alpha, init) group, torch-free in dotattn.erm.records
 
 
 # ----------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from dotattn.core.integrity import (
     read_verified_csv,
     read_verified_json,
     register_kind,
+    same_number,
 )
 from dotattn.core.io import IntegrityError
 from dotattn.core.status import CONVERGED, DIVERGED, ERM_STATUSES
@@ -180,10 +181,167 @@ def check_summary_rows(path: Path, runs: Sequence[Any]) -> None:
         )
 
 
+def _strict_erm(folder: Path) -> None:
+    """``verify --strict``: every row of summary.csv (the ``selected`` rows too) recomputed from runs.csv
+    (:func:`dotattn.erm.records.summarise_group`): the counts per status, the branch counts, the selected
+    inits, and each metric's mean and sample std (to :data:`dotattn.core.integrity.STRICT_RTOL`). A summary.csv written before the
+    ``m_norm`` column existed holds ‖μ₁‖ as ``m`` (what ``m`` meant then): its m is compared with m_norm."""
+    from dotattn.erm.records import summarise_group
+
+    path = folder / "summary.csv"
+    if not path.is_file():
+        return
+    runs = read_records(folder / "runs.csv", RunRecord)
+    for i, row in enumerate(read_verified_csv(path), start=1):
+        try:
+            alpha, init, n, d = float(row["alpha"]), str(row["init"]), int(row["n"]), int(row["d"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise IntegrityError(f"{path}: row {i} cannot be read ({type(err).__name__}: {err})") from None
+        group = [
+            r for r in runs if on_grid(r.alpha, [alpha]) and (r.selected if init == "selected" else r.init == init)
+        ]
+        if not group:
+            raise IntegrityError(f"{path}: row {i}: no runs at alpha = {alpha:g}, init {init} in runs.csv")
+        mine = summarise_group(group, alpha, n, d, init).to_row()
+        if "m_norm_mean" not in row:  # written before m_norm existed, when m was ||mu_1|| (m_norm now)
+            mine["m_mean"], mine["m_std"] = mine["m_norm_mean"], mine["m_norm_std"]
+        for column, stored in row.items():
+            if column not in mine:
+                continue
+            want = mine[column]
+            ok = stored == str(want) if isinstance(want, str) else same_number(stored, want)
+            if not ok:
+                raise IntegrityError(
+                    f"{path}: row {i}: {column} = {stored} at alpha = {alpha:g}, init {init}; recomputed from "
+                    f"runs.csv: {want!r} (verify --strict)"
+                )
+
+
+def _pair_key(seed: int, a: int, b: int) -> tuple[int, int, int]:
+    return (seed, a, b)
+
+
+def _check_restart_files(folder: Path, runs: Sequence[Any], pairs: Sequence[Any]) -> None:
+    """The files of an erm-restarts folder against each other: summary.json's runs, summary and diagnostics
+    are runs.csv's, summary.csv's and diagnostics.csv's rows; pairs.csv holds exactly the pairs a < b of
+    converged restarts of one seed on one branch, each with |e_t(a) − e_t(b)|; summary.csv's runs, converged
+    and pairs counts per (seed, branch) are those of runs.csv and pairs.csv."""
+    from dotattn.erm.restart_records import POOLED_SEED
+
+    meta = read_verified_json(folder / "summary.json")
+    for key, name in (("runs", "runs.csv"), ("summary", "summary.csv"), ("diagnostics", "diagnostics.csv")):
+        stored = meta.get(key)
+        if not (folder / name).is_file():
+            if isinstance(stored, list) and stored:
+                raise IntegrityError(f"{folder / 'summary.json'}: holds {key} but the folder has no {name}")
+            continue
+        rows = read_verified_csv(folder / name)
+        if not isinstance(stored, list) or len(stored) != len(rows):
+            raise IntegrityError(
+                f"{folder / 'summary.json'}: '{key}' has {len(stored) if isinstance(stored, list) else 'no'} "
+                f"entries, {name} {len(rows)} rows"
+            )
+        for i, (row, item) in enumerate(zip(rows, stored, strict=True), start=1):
+            if not isinstance(item, dict):
+                raise IntegrityError(f"{folder / 'summary.json'}: {key} entry {i} is not an object")
+            for column, cell in row.items():
+                value = item.get(column)
+                same = (
+                    str(value) == cell or (value is None and cell == "")
+                    if isinstance(value, (str, bool)) or value is None
+                    else same_number(cell, value, rtol=1e-12)
+                )
+                if not same:
+                    raise IntegrityError(
+                        f"{folder / 'summary.json'}: {key} entry {i}: {column} = {value!r}, row {i} of {name} "
+                        f"says {cell}"
+                    )
+    by_seed = {(r.seed, r.restart): r for r in runs}
+    want = {
+        _pair_key(a.seed, a.restart, b.restart)
+        for a in runs
+        for b in runs
+        if a.seed == b.seed
+        and a.restart < b.restart
+        and a.status == CONVERGED
+        and b.status == CONVERGED
+        and a.branch == b.branch
+    }
+    path = folder / "pairs.csv"
+    seen = set()
+    for i, p in enumerate(pairs, start=1):
+        pk = _pair_key(p.seed, p.a, p.b)
+        if pk not in want:
+            raise IntegrityError(
+                f"{path}: row {i}: seed {p.seed}, restarts {p.a} and {p.b} are not two converged restarts of "
+                f"one branch in runs.csv"
+            )
+        if pk in seen:
+            raise IntegrityError(f"{path}: row {i}: a second row for seed {p.seed}, restarts {p.a} and {p.b}")
+        seen.add(pk)
+        ra, rb = by_seed[(p.seed, p.a)], by_seed[(p.seed, p.b)]
+        if p.branch != ra.branch or not same_number(p.train_loss_diff, abs(ra.train_loss - rb.train_loss), 1e-12):
+            raise IntegrityError(
+                f"{path}: row {i}: branch {p.branch} / train_loss_diff {p.train_loss_diff!r} are not those of "
+                f"restarts {p.a} and {p.b} of seed {p.seed} in runs.csv"
+            )
+    if want - seen:
+        s0, a0, b0 = sorted(want - seen)[0]
+        raise IntegrityError(
+            f"{path}: no row for seed {s0}, restarts {a0} and {b0} (two converged restarts of a branch)"
+        )
+    if not (folder / "summary.csv").is_file():
+        return
+    path = folder / "summary.csv"
+    for i, row in enumerate(read_verified_csv(path), start=1):
+        try:
+            seed, branch = int(row["seed"]), str(row["branch"])
+            counts = (int(row["runs"]), int(row["converged"]), int(row["pairs"]))
+        except (KeyError, TypeError, ValueError) as err:
+            raise IntegrityError(f"{path}: row {i} cannot be read ({type(err).__name__}: {err})") from None
+        mine = [r for r in runs if r.branch == branch and (seed == POOLED_SEED or r.seed == seed)]
+        prs = [p for p in pairs if p.branch == branch and (seed == POOLED_SEED or p.seed == seed)]
+        want_counts = (len(mine), sum(r.status == CONVERGED for r in mine), len(prs))
+        if counts != want_counts:
+            raise IntegrityError(
+                f"{path}: row {i}: seed {seed}, branch {branch}: runs, converged, pairs = {counts}; runs.csv and "
+                f"pairs.csv have {want_counts}"
+            )
+
+
+def _strict_restarts(folder: Path) -> None:
+    """``verify --strict``: summary.csv recomputed from runs.csv and pairs.csv
+    (:func:`dotattn.erm.restart_records.summarise_restarts`: per (seed, branch) and pooled, the distinct
+    minima, e_t and ε_g mean / std / extremes, D_ab and overlap statistics), every row and column."""
+    from dotattn.erm.restart_records import summarise_restarts
+
+    path = folder / "summary.csv"
+    if not path.is_file():
+        return
+    runs = read_records(folder / "runs.csv", RestartRecord)
+    pairs = read_records(folder / "pairs.csv", PairRecord)
+    mine = [s.to_row() for s in summarise_restarts(runs, pairs)]
+    rows = read_verified_csv(path)
+    if len(rows) != len(mine):
+        raise IntegrityError(f"{path}: {len(rows)} rows; recomputed from runs.csv and pairs.csv: {len(mine)}")
+    for i, (row, want) in enumerate(zip(rows, mine, strict=True), start=1):
+        for column, stored in row.items():
+            if column not in want:
+                continue
+            w = want[column]
+            ok = stored == str(w) if isinstance(w, str) else same_number(stored, w)
+            if not ok:
+                raise IntegrityError(
+                    f"{path}: row {i}: {column} = {stored}; recomputed from runs.csv and pairs.csv: {w!r} "
+                    f"(verify --strict)"
+                )
+
+
 def _check_restarts(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     problem, _ = erm_parts(folder, ("runs.csv", "pairs.csv", "summary.csv"))
     path = folder / "runs.csv"
-    for i, run in enumerate(read_records(path, RestartRecord), start=1):
+    runs = read_records(path, RestartRecord)
+    for i, run in enumerate(runs, start=1):
         _check_status(path, i, run.status)
         for name, val, shape in (
             ("mu", run.mu, (problem.L, problem.rank)),
@@ -192,15 +350,19 @@ def _check_restarts(folder: Path, manifest: Mapping[str, Any] | None) -> None:
         ):
             check_matrix(path, i, name, val, shape, finite=True)
         check_finite(path, i, "train_loss", float(run.train_loss))
-    read_records(folder / "pairs.csv", PairRecord)
+    pairs = read_records(folder / "pairs.csv", PairRecord)
+    _check_restart_files(folder, runs, pairs)
 
 
-ERM = register_kind(FolderKind("erm", ("runs.csv", "summary.json"), _check_erm, optional=("summary.csv",)))
+ERM = register_kind(
+    FolderKind("erm", ("runs.csv", "summary.json"), _check_erm, optional=("summary.csv",), strict=_strict_erm)
+)
 RESTARTS = register_kind(
     FolderKind(
         "restarts",
         ("pairs.csv", "runs.csv", "summary.json"),
         _check_restarts,
         optional=("summary.csv", "diagnostics.csv"),
+        strict=_strict_restarts,
     )
 )

@@ -10,17 +10,20 @@ finite-size thresholds :data:`BRANCH_THETA` and :data:`BRANCH_M`.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from dotattn.core.rows import matrix_cell, read_bool, read_float, read_int, read_matrix, read_text
+from dotattn.core.status import CONVERGED, DIVERGED, NOT_CONVERGED, STALLED
 from dotattn.positional_semantic.labels import branch_label
 
 __all__ = [
     "RunRecord",
     "SummaryRecord",
+    "summarise_group",
     "RUN_COLUMNS",
     "VARIANT_COLUMNS",
     "run_columns",
@@ -327,3 +330,36 @@ COLUMN_DOCS: dict[str, str] = {
     "selected_inits": "selected rows: how many seeds selected each informed initialisation",
     "*_mean, *_std": "mean and sample standard deviation (ddof=1) over seeds; empty std for one seed",
 }
+
+
+def _counts(labels: Sequence[str]) -> str:
+    """``label:count`` pairs joined by ``;``, in the order the labels first appear."""
+    keys = sorted(set(labels), key=list(labels).index)
+    return ";".join(f"{k}:{list(labels).count(k)}" for k in keys)
+
+
+def summarise_group(runs: Sequence[RunRecord], alpha: float, n: int, d: int, init: str) -> SummaryRecord:
+    """The :class:`SummaryRecord` of one (alpha, init) group of runs (``init = "selected"``: the selected
+    runs): counts per status, branches, and per metric of :data:`SUMMARY_METRICS` the mean and the sample
+    std (ddof = 1; NaN for one run). Written by ``train-erm`` and recomputed by ``verify --strict``."""
+    mean, std = {}, {}
+    for k in SUMMARY_METRICS:
+        vals = np.stack([np.asarray(getattr(r, k), dtype=float) for r in runs])
+        sd = vals.std(axis=0, ddof=1) if len(runs) > 1 else np.full(vals.shape[1:], np.nan)
+        cell = (lambda a: float(a)) if vals.ndim == 1 else matrix_cell  # noqa: E731
+        mean[k], std[k] = cell(vals.mean(axis=0)), cell(sd)
+    return SummaryRecord(
+        alpha=alpha,
+        n=n,
+        d=d,
+        init=init,
+        runs=len(runs),
+        converged=sum(r.status == CONVERGED for r in runs),
+        not_converged=sum(r.status == NOT_CONVERGED for r in runs),
+        diverged=sum(r.status == DIVERGED for r in runs),
+        stalled=sum(r.status == STALLED for r in runs),
+        branches=_counts([r.branch for r in runs]),
+        selected_inits=_counts([r.init for r in runs]) if init == "selected" else "",
+        mean=mean,
+        std=std,
+    )

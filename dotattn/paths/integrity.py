@@ -23,6 +23,7 @@ from dotattn.core.integrity import (
     read_verified_csv,
     read_verified_json,
     register_kind,
+    same_number,
 )
 from dotattn.core.io import IntegrityError
 from dotattn.paths.analysis import PathsPoint
@@ -237,6 +238,68 @@ def _check_sample_summary(path: Path, meta: Mapping[str, Any], draws: np.ndarray
             raise IntegrityError(f"{path}: U_sampled is not the mean of the draws in U_draws.csv")
 
 
+SAMPLE_STRICT_RTOL = 1e-8
+"""``verify --strict`` for paths-sample: R-hat, bulk ESS, the Monte-Carlo errors and z-scores recomputed from
+the draws of U_draws.csv (the same float64 values, written with repr()) by the estimators the sampler used
+(numpyro's split Gelman-Rubin and effective sample size): only the order of floating-point sums differs
+(the FFT autocorrelation of the ESS included), ~1e-13 relative; 1e-8 leaves room and refuses any edit."""
+
+
+def _nulls_as_nan(x: Any) -> Any:
+    """A JSON number or nested list with null (not computable) read as NaN."""
+    if isinstance(x, list):
+        return [_nulls_as_nan(v) for v in x]
+    return np.nan if x is None else x
+
+
+def _strict_sample(folder: Path) -> None:
+    """``verify --strict`` for paths-sample: from U_draws.csv's draws (by chain) the split R-hat and bulk ESS
+    of every entry of U (sample.json's rhat_U, ess_U, rhat_max, ess_min), its Monte-Carlo error sd/√ESS
+    (U_mcse) and the z-scores (U_sampled − U_theory)/U_mcse; the status its own convergence rule gives."""
+    from numpyro.diagnostics import split_gelman_rubin
+
+    from dotattn.paths.sampler import bulk_ess, ess_min_of
+
+    path = folder / "sample.json"
+    meta = read_verified_json(path)
+    n = len(meta["paths"])
+    diag = meta["diagnostics"]
+    chains, per_chain = int(diag["chains"]), int(diag["draws_per_chain"])
+    rows = read_verified_csv(folder / "U_draws.csv")
+    iu = np.triu_indices(n)
+    U = np.empty((chains, per_chain, n, n))
+    counts = np.zeros(chains, dtype=int)
+    for k, row in enumerate(rows, start=1):
+        c = int(row["chain"])
+        if not 0 <= c < chains or counts[c] >= per_chain:
+            raise IntegrityError(f"{folder / 'U_draws.csv'}: row {k}: chain {c} is not one of {chains} x {per_chain}")
+        vals = np.array([float(row[f"U_{i}_{j}"]) for i, j in zip(*iu, strict=True)])
+        M = np.zeros((n, n))
+        M[iu] = vals
+        U[c, counts[c]] = M + np.triu(M, 1).T
+        counts[c] += 1
+    rhat = np.asarray(split_gelman_rubin(U), dtype=float)
+    ess = bulk_ess(U)
+    mcse = U.std(axis=(0, 1), ddof=1) / np.sqrt(ess)
+    z = (U.mean(axis=(0, 1)) - np.asarray(meta["U_theory"], dtype=float)) / mcse
+    for name, stored, want in (
+        ("diagnostics.rhat_U", diag.get("rhat_U"), rhat),
+        ("diagnostics.ess_U", diag.get("ess_U"), ess),
+        ("diagnostics.rhat_max", diag.get("rhat_max"), float(np.nanmax(rhat))),
+        ("diagnostics.ess_min", diag.get("ess_min"), ess_min_of(ess)),
+        ("U_mcse", meta.get("U_mcse"), mcse),
+        ("U_zscores", meta.get("U_zscores"), z),
+    ):
+        if not same_number(_nulls_as_nan(stored), np.asarray(want).tolist(), rtol=SAMPLE_STRICT_RTOL):
+            raise IntegrityError(f"{path}: {name} is not what U_draws.csv's draws give (verify --strict)")
+    ok = float(np.nanmax(rhat)) < 1.01 and diag.get("divergences") == 0 and ess_min_of(ess) >= 100
+    if (meta.get("status") == "converged") != ok:
+        raise IntegrityError(
+            f"{path}: status {meta.get('status')}, but the draws' R-hat and ESS say {'' if ok else 'not '}converged "
+            f"(verify --strict)"
+        )
+
+
 PATHS_THEORY = register_kind(
     FolderKind(
         "paths-theory",
@@ -247,7 +310,13 @@ PATHS_THEORY = register_kind(
     )
 )
 PATHS_SAMPLE = register_kind(
-    FolderKind("paths-sample", ("sample.json", "U_draws.csv"), _check_paths_sample, meta_file="sample.json")
+    FolderKind(
+        "paths-sample",
+        ("sample.json", "U_draws.csv"),
+        _check_paths_sample,
+        meta_file="sample.json",
+        strict=_strict_sample,
+    )
 )
 
 
@@ -295,6 +364,181 @@ def _check_paths_images(folder: Path, manifest: Mapping[str, Any] | None) -> Non
         by_layer[row["layer"]] = by_layer.get(row["layer"], 0.0) + vals["score"]
     if not rows or any(abs(s - 1.0) > 1e-6 for s in by_layer.values()):
         raise IntegrityError(f"{path}: the head scores of a layer do not sum to 1 (rows removed or edited?)")
+    _check_images_files(folder, meta)
+
+
+IMAGES_RTOL = 1e-12
+"""summary.json against the CSVs of a paths-images folder: both written from the same float64 values (repr()
+in the CSV, JSON's shortest repr in summary.json), read back exactly; 1e-12 only absorbs nothing but
+rounding a reader could not see."""
+
+
+def _same_value(a: Any, b: Any, rtol: float = IMAGES_RTOL) -> bool:
+    from dotattn.core.integrity import same_number
+
+    return same_number(a, b, rtol=rtol)
+
+
+def _width_key(p: PathsPoint) -> str:
+    return "gp" if p.method == "gp" else f"{p.N:g}"
+
+
+def _check_images_files(folder: Path, meta: Mapping[str, Any]) -> None:
+    """summary.json of a paths-images folder against its CSVs: per_N (every width and the GP: temperature,
+    status, and per evaluation set accuracy, loss, variance) is points.csv's rows, one per (width, set) and
+    none more; per_N's validation accuracy and loss are selection.csv's row at the chosen temperature;
+    fixed_temperature is fixed_temperature.csv's rows; heads is heads.csv's rows; pruning's unpruned network
+    accuracy is gd's, and each head's drops are the unpruned accuracy minus its pruned one (GD: pruning's
+    gd_accuracy; theory: pruning's theory_accuracy); gd's epochs_run is gd_history.csv's rows."""
+    from dotattn.paths.images_study import EVAL_SETS, HEAD_COLUMNS
+
+    sj = folder / "summary.json"
+    per_N = meta.get("per_N")
+    if not isinstance(per_N, dict):
+        raise IntegrityError(f"{sj}: no per_N")
+    points = read_records(folder / "points.csv", PathsPoint)
+    got: dict[tuple[str, str], PathsPoint] = {}
+    for i, p in enumerate(points, start=1):
+        key = (_width_key(p), p.subset)
+        if key in got:
+            raise IntegrityError(f"{folder / 'points.csv'}: row {i}: a second row for width {key[0]}, {key[1]}")
+        got[key] = p
+    selection = read_records(folder / "selection.csv", PathsPoint)
+    for width, entry in per_N.items():
+        if not isinstance(entry, dict):
+            raise IntegrityError(f"{sj}: per_N[{width}] is not an object")
+        if "temperature" not in entry:  # no converged temperature at this width: no rows
+            if any(k[0] == width for k in got):
+                raise IntegrityError(f"{folder / 'points.csv'}: rows at width {width}, which per_N says has none")
+            continue
+        T = entry["temperature"]
+        for part in EVAL_SETS:
+            p = got.pop((width, part), None)
+            ev = entry.get(part)
+            if p is None or not isinstance(ev, dict):
+                raise IntegrityError(f"{folder / 'points.csv'}: no row for width {width}, {part} (per_N has it)")
+            for name in ("accuracy", "loss", "variance"):
+                if not _same_value(ev.get(name), getattr(p, name)):
+                    raise IntegrityError(
+                        f"{sj}: per_N[{width}][{part}].{name} = {ev.get(name)!r}, points.csv says {getattr(p, name)!r}"
+                    )
+            if not _same_value(T, p.temperature) or (p.method == "theory" and entry.get("status") != p.status):
+                raise IntegrityError(
+                    f"{sj}: per_N[{width}]'s temperature or status is not points.csv's ({p.temperature!r}, {p.status})"
+                )
+        val = [q for q in selection if _width_key(q) == width and _same_value(q.temperature, T)]
+        if len(val) != 1 or not (
+            _same_value(entry.get("validation_accuracy"), val[0].accuracy)
+            and _same_value(entry.get("validation_loss"), val[0].loss)
+        ):
+            raise IntegrityError(
+                f"{sj}: per_N[{width}]'s validation accuracy and loss are not selection.csv's row at its "
+                f"temperature {T!r}"
+            )
+    if got:
+        width, part = sorted(got)[0]
+        raise IntegrityError(f"{folder / 'points.csv'}: a row for width {width}, {part} that per_N does not hold")
+    if (folder / "fixed_temperature.csv").is_file():
+        table: dict[str, Any] = {}
+        for p in read_records(folder / "fixed_temperature.csv", PathsPoint):
+            table.setdefault(f"{p.temperature:g}", {}).setdefault(_width_key(p), {})[p.subset] = p.accuracy
+        stored = meta.get("fixed_temperature")
+        from dotattn.core.integrity import first_difference
+
+        if not isinstance(stored, dict) or first_difference(table, stored) or first_difference(stored, table):
+            raise IntegrityError(f"{sj}: fixed_temperature is not fixed_temperature.csv's rows")
+    heads = meta.get("heads")
+    rows = read_verified_csv(folder / "heads.csv")
+    if not isinstance(heads, list) or len(heads) != len(rows):
+        raise IntegrityError(f"{sj}: heads is not heads.csv's rows")
+    for k, (row, item) in enumerate(zip(rows, heads, strict=True), start=1):
+        if not isinstance(item, dict) or any(not _same_value(row[c], item.get(c)) for c in HEAD_COLUMNS):
+            raise IntegrityError(f"{sj}: heads entry {k} differs from row {k} of heads.csv")
+    pruning, gd = meta.get("pruning"), meta.get("gd")
+    if not isinstance(pruning, dict) or not isinstance(gd, dict):
+        raise IntegrityError(f"{sj}: no pruning or gd")
+    for part in EVAL_SETS:
+        pr, g = pruning.get(part), gd.get(part)
+        if (
+            not isinstance(pr, dict)
+            or not isinstance(g, dict)
+            or not _same_value(pr.get("gd_accuracy"), g.get("accuracy"))
+        ):
+            raise IntegrityError(f"{sj}: pruning[{part}].gd_accuracy is not gd[{part}].accuracy")
+        for k, row in enumerate(rows, start=1):
+            for who in ("gd", "theory"):
+                drop = float(pr[f"{who}_accuracy"]) - float(row[f"{who}_accuracy_pruned_{part}"])
+                if not _same_value(float(row[f"{who}_drop_{part}"]), drop, 1e-9):
+                    raise IntegrityError(
+                        f"{folder / 'heads.csv'}: row {k}: {who}_drop_{part} is not pruning[{part}].{who}_accuracy "
+                        f"minus {who}_accuracy_pruned_{part} ({drop!r})"
+                    )
+    history = read_verified_csv(folder / "gd_history.csv")
+    if gd.get("epochs_run") != len(history):
+        raise IntegrityError(f"{sj}: gd.epochs_run = {gd.get('epochs_run')!r}, gd_history.csv has {len(history)} rows")
+
+
+def _strict_images(folder: Path) -> None:
+    """``verify --strict`` for paths-images: per width (and the GP) the temperature per_N holds is the one the
+    selection rule picks from selection.csv (the highest validation accuracy among converged rows, ties: the
+    lower validation loss); each accuracy_error is the binomial √(a(1 − a)/n) over the episodes summary.json
+    counts; heads.csv's ranks order its scores, pruning's two heads are the two lowest-scoring; the theory's
+    Spearman correlation of scores and drops is recomputed from heads.csv."""
+    from scipy import stats
+
+    from dotattn.paths.images_study import EVAL_SETS, accuracy_error
+
+    sj = folder / "summary.json"
+    meta = read_verified_json(sj)
+    per_N = meta["per_N"]
+    selection = read_records(folder / "selection.csv", PathsPoint)
+    for width, entry in per_N.items():
+        cands = [q for q in selection if _width_key(q) == width and (q.method == "gp" or q.status == "converged")]
+        if "temperature" not in entry:
+            if cands:
+                raise IntegrityError(f"{sj}: per_N[{width}] has no temperature, selection.csv has converged rows")
+            continue
+        best = max(cands, key=lambda q: (q.accuracy, -q.loss), default=None)
+        if best is None or not _same_value(best.temperature, entry["temperature"]):
+            raise IntegrityError(
+                f"{sj}: per_N[{width}].temperature = {entry['temperature']!r}; the selection rule picks "
+                f"{None if best is None else best.temperature!r} from selection.csv (verify --strict)"
+            )
+    episodes = (meta.get("counts") or {}).get("episodes") or {}
+    for part in EVAL_SETS:
+        n = int(episodes[part])
+        evs = [(f"per_N[{w}][{part}]", e[part]) for w, e in per_N.items() if part in e]
+        pr = meta["pruning"][part]
+        evs += [(f"gd[{part}]", meta["gd"][part])]
+        checks = [(name, ev["accuracy"], ev.get("accuracy_error")) for name, ev in evs]
+        checks += [(f"pruning[{part}] {w}", pr[w], pr.get(f"{w}_error")) for w in ("gd_accuracy", "gd_accuracy_pruned")]
+        for name, acc, err in checks:
+            if err is not None and not _same_value(err, accuracy_error(float(acc), n), 1e-9):
+                raise IntegrityError(
+                    f"{sj}: {name}'s accuracy error {err!r} is not the binomial sqrt(a(1-a)/n) at n = {n} "
+                    f"(verify --strict)"
+                )
+    rows = read_verified_csv(folder / "heads.csv")
+    scores = np.array([float(r["score"]) for r in rows])
+    order = np.argsort(scores, kind="stable")
+    for k, row in enumerate(rows):
+        if int(row["rank"]) != int(np.flatnonzero(order == k)[0]) + 1:
+            raise IntegrityError(f"{folder / 'heads.csv'}: row {k + 1}: rank {row['rank']} does not order the scores")
+    lowest = [f"L{rows[i]['layer']}H{rows[i]['head']}" for i in order[:2]]
+    if meta["pruning"].get("heads") != lowest:
+        raise IntegrityError(
+            f"{sj}: pruning.heads = {meta['pruning'].get('heads')!r}, the two lowest-scoring heads of heads.csv are "
+            f"{lowest} (verify --strict)"
+        )
+    for part in EVAL_SETS:
+        td = np.array([float(r[f"theory_drop_{part}"]) for r in rows])
+        want = float(stats.spearmanr(scores, td).statistic) if np.ptp(td) > 0 else float("nan")
+        got = meta["pruning"][part].get("spearman_score_vs_theory_drop")
+        if not _same_value(got, want, 1e-9):
+            raise IntegrityError(
+                f"{sj}: pruning[{part}].spearman_score_vs_theory_drop = {got!r}; recomputed from heads.csv: "
+                f"{want!r} (verify --strict)"
+            )
 
 
 PATHS_IMAGES = register_kind(
@@ -303,5 +547,6 @@ PATHS_IMAGES = register_kind(
         ("selection.csv", "summary.json", "points.csv", "heads.csv", "gd_history.csv"),
         _check_paths_images,
         optional=("fixed_temperature.csv", "gd_network.npz"),
+        strict=_strict_images,
     )
 )

@@ -5,9 +5,12 @@ Also the row checks other packages reuse for theory records (:func:`check_branch
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from dotattn.core.integrity import (
     FolderKind,
@@ -15,6 +18,7 @@ from dotattn.core.integrity import (
     check_matrix,
     on_grid,
     read_records,
+    read_verified_csv,
     read_verified_json,
     register_kind,
 )
@@ -129,12 +133,86 @@ def check_selection(path: Path, points: Sequence[Any]) -> None:
                 )
 
 
+def _strict_phase_diagram(folder: Path) -> None:
+    """``verify --strict`` for a phase diagram: boundaries.csv is every column's ``boundaries`` in summary.json;
+    every boundary lies inside the column's α grid, and the selected rows bracket it: in each grid cell the
+    phases (selected branch) at its two ends are joined by its boundaries (``below`` of the first is the phase
+    at the left end, ``above`` of one the ``below`` of the next, ``above`` of the last the phase at the right
+    end), and a cell whose ends differ holds a boundary; a column's α_c of the sweep is the α of its
+    positional → semantic Brent boundary; a refined α_c (α_lin) is the mean of its independent roots and its
+    error their standard error (std, ddof = 1, over √n), as the column records them."""
+    from dotattn.core.integrity import same_number
+
+    _, omegas, alphas, summary = _phase_diagram_parts(folder)
+    sj = folder / "summary.json"
+    columns = summary.get("omegas")
+    if not isinstance(columns, list):
+        raise IntegrityError(f"{sj}: no per-omega columns")
+    stored = []
+    for c in columns:
+        for b in c.get("boundaries") or []:
+            stored.append((float(b["omega"]), float(b["alpha"]), b["below"], b["above"], b["method"]))
+    if (folder / "boundaries.csv").is_file():
+        rows = [
+            (float(r["omega"]), float(r["alpha"]), r["below"], r["above"], r["method"])
+            for r in read_verified_csv(folder / "boundaries.csv")
+        ]
+        if sorted(rows) != sorted(stored):
+            raise IntegrityError(
+                f"{folder / 'boundaries.csv'}: its rows are not summary.json's boundaries (verify --strict)"
+            )
+    points = read_records(folder / "phase_diagram.csv", BranchPoint)
+    grid = sorted(alphas)
+    for c in columns:
+        w = float(c["omega"])
+        phase = {round(p.alpha, 12): p.branch for p in points if abs(p.omega - w) <= 1e-12 and p.selected}
+        bounds = sorted((b for b in stored if abs(b[0] - w) <= 1e-12), key=lambda b: b[1])
+        for b in bounds:
+            if not grid[0] <= b[1] <= grid[-1]:
+                raise IntegrityError(f"{sj}: omega = {w:g}: a boundary at alpha = {b[1]:g} outside the alpha grid")
+        for lo, hi in zip(grid, grid[1:], strict=False):
+            inside = [b for b in bounds if lo < b[1] < hi]
+            left, right = phase.get(round(lo, 12)), phase.get(round(hi, 12))
+            if left is None or right is None:
+                continue
+            chain = [left] + [x for b in inside for x in (b[2], b[3])] + [right]
+            if any(chain[k] != chain[k + 1] for k in range(0, len(chain), 2)):
+                raise IntegrityError(
+                    f"{sj}: omega = {w:g}: the selected rows at alpha = {lo:g} ({left}) and {hi:g} ({right}) do not "
+                    f"bracket the boundaries between them ({', '.join(f'{b[2]}->{b[3]}' for b in inside) or 'none'}) "
+                    f"(verify --strict)"
+                )
+        sweep = c.get("alpha_c_sweep")
+        if sweep is not None and not any(
+            b[2:] == ("positional", "semantic", "brent") and same_number(b[1], sweep) for b in bounds
+        ):
+            raise IntegrityError(
+                f"{sj}: omega = {w:g}: alpha_c_sweep = {sweep!r} is not a positional -> semantic boundary (verify --strict)"
+            )
+        for name, ref in (c.get("refined") or {}).items():
+            roots = ref.get("roots") if isinstance(ref, dict) else None
+            if not roots:
+                continue
+            x = np.asarray(roots, dtype=float)
+            mean, se = float(x.mean()), float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else math.nan
+            if not (same_number(ref.get("alpha"), mean) and same_number(ref.get("standard_error"), se)):
+                raise IntegrityError(
+                    f"{sj}: omega = {w:g}: refined {name} = {ref.get('alpha')!r} +- {ref.get('standard_error')!r} is not "
+                    f"the mean and standard error of its {len(x)} roots ({mean!r} +- {se!r}) (verify --strict)"
+                )
+            if name in c and not (
+                same_number(c[name], ref["alpha"]) and same_number(c.get(f"{name}_error"), ref["standard_error"])
+            ):
+                raise IntegrityError(f"{sj}: omega = {w:g}: {name} is not its refined value (verify --strict)")
+
+
 PHASE_DIAGRAM = register_kind(
     FolderKind(
         "phase-diagram",
         ("phase_diagram.csv", "summary.json"),
         _check_phase_diagram,
         optional=("boundaries.csv",),
+        strict=_strict_phase_diagram,
         # the benchmark tables of benchmarks/alpha_c_refine.py and alpha_c_quadrature.py, written beside
         # the committed phase diagram and read by no command
         companions=("alpha_c_refine.csv", "alpha_c_refine.json", "alpha_c_quadrature.csv", "alpha_c_quadrature.json"),

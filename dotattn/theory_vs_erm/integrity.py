@@ -17,6 +17,7 @@ from dotattn.core.integrity import (
     read_verified_csv,
     read_verified_json,
     register_kind,
+    same_number,
 )
 from dotattn.core.io import IntegrityError, to_jsonable
 from dotattn.positional_semantic.integrity import check_branch_rows
@@ -40,6 +41,105 @@ def _check_comparison(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     check_branch_rows(path, points, problem, [problem.omega], sorted({p.alpha for p in points}))
     if not read_verified_csv(folder / "comparison.csv"):
         raise IntegrityError(f"{folder / 'comparison.csv'}: no data rows")
+    _comparison_table(folder, meta, points, problem.sigma)
+
+
+def _comparison_table(folder: Path, meta: Mapping[str, Any], points: list[Any], sigma: float) -> list[Any]:
+    """comparison.json's table is comparison.csv's rows (every column, the same numbers), and each row's
+    theory values are those of the converged theory point of comparison.json at its (α, branch)."""
+    from dotattn.theory_vs_erm.comparison import QUANTITIES, ComparisonRow, _values
+
+    path = folder / "comparison.csv"
+    rows = read_verified_csv(path)
+    table = meta.get("table")
+    if not isinstance(table, list) or len(table) != len(rows):
+        n = len(table) if isinstance(table, list) else "no"
+        raise IntegrityError(f"{folder / 'comparison.json'}: 'table' has {n} rows, comparison.csv {len(rows)}")
+    out = []
+    theory = {(round(p.alpha, 9), p.branch): p for p in points if p.converged}
+    for i, (row, item) in enumerate(zip(rows, table, strict=True), start=1):
+        rec = read_record(path, i, ComparisonRow, row)
+        if not isinstance(item, dict):
+            raise IntegrityError(f"{folder / 'comparison.json'}: table row {i} is not an object")
+        mine = to_jsonable(rec.to_row())
+        for column, value in mine.items():
+            stored = item.get(column)
+            same = (
+                str(stored) == str(value) if isinstance(value, (str, bool)) else same_number(stored, value, rtol=1e-12)
+            )
+            if not same:
+                raise IntegrityError(
+                    f"{folder / 'comparison.json'}: table row {i}: {column} = {stored!r}, comparison.csv's row {i} "
+                    f"says {value!r}"
+                )
+        t = theory.get((round(rec.alpha, 9), rec.branch))
+        if t is None:
+            raise IntegrityError(
+                f"{path}: row {i}: no converged {rec.branch} theory point at alpha = {rec.alpha:g} in comparison.json"
+            )
+        want = _values(t, sigma)
+        for k in QUANTITIES:
+            if not same_number(rec.theory[k], want[k], rtol=1e-12):
+                raise IntegrityError(
+                    f"{path}: row {i}: theory_{k} = {rec.theory[k]!r}; comparison.json's {rec.branch} point at "
+                    f"alpha = {rec.alpha:g} gives {want[k]!r}"
+                )
+        out.append(rec)
+    return out
+
+
+def _strict_comparison(folder: Path) -> None:
+    """``verify --strict``: each row's differences re-derived from its theory value and ERM mean (abs_diff =
+    mean − theory, rel_diff = abs_diff/|theory|, diff_kind from the quantity's scale over the converged theory
+    points, :data:`dotattn.theory_vs_erm.comparison.NEAR_ZERO`), max_rel_diff over the branch's compared
+    quantities and ``agrees`` at the tolerance comparison.json records."""
+    import math
+
+    from dotattn.theory_vs_erm.comparison import (
+        ABSOLUTE,
+        COMPARED,
+        NEAR_ZERO,
+        RELATIVE,
+        _values,
+        quantity_scales,
+    )
+
+    meta = read_verified_json(folder / "comparison.json")
+    params = meta["parameters"]
+    problem = problem_of(folder / "comparison.json", params)
+    path = folder / "comparison.json"
+    points = [read_record(path, i, BranchPoint, r) for i, r in enumerate(meta["theory"], start=1)]
+    try:
+        tolerance = float(params["tolerance"])
+    except (KeyError, TypeError, ValueError):
+        raise IntegrityError(f"{path}: parameters lack the tolerance") from None
+    scale = quantity_scales([_values(p, problem.sigma) for p in points if p.converged])
+    path = folder / "comparison.csv"
+    for i, rec in enumerate(_comparison_table(folder, meta, points, problem.sigma), start=1):
+        compared = COMPARED.get(rec.branch, ())
+        ok, rels = [], []
+        for k in rec.theory:
+            t, m = rec.theory[k], rec.erm_mean[k]
+            absd = m - t
+            zero = abs(t) < NEAR_ZERO * scale[k] or abs(t) < 1e-12
+            kind = ABSOLUTE if zero else RELATIVE
+            rel = math.nan if zero else absd / abs(t)
+            got = (rec.abs_diff[k], rec.rel_diff[k], rec.diff_kind[k])
+            if not (same_number(got[0], absd) and same_number(got[1], rel) and got[2] == kind):
+                raise IntegrityError(
+                    f"{path}: row {i}: {k}'s differences {got} are not those of its theory value and ERM mean "
+                    f"({absd!r}, {rel!r}, {kind}) (verify --strict)"
+                )
+            if k in compared:
+                ok.append(abs(rel) <= tolerance if kind == RELATIVE else abs(absd) <= tolerance * scale[k])
+                if kind == RELATIVE:
+                    rels.append(abs(rel))
+        want_max = max(rels) if rels else math.nan
+        if not same_number(rec.max_rel_diff, want_max) or rec.agrees != all(ok):
+            raise IntegrityError(
+                f"{path}: row {i}: max_rel_diff = {rec.max_rel_diff!r}, agrees = {rec.agrees}; recomputed at "
+                f"tolerance {tolerance:g}: {want_max!r}, {all(ok)} (verify --strict)"
+            )
 
 
 def _check_alpha_c(folder: Path, manifest: Mapping[str, Any] | None) -> None:
@@ -61,10 +161,57 @@ COMPARISON = register_kind(
         _check_comparison,
         meta_file="comparison.json",
         optional=("finite_size.json",),
+        strict=_strict_comparison,
     )
 )
+
+
+def _strict_alpha_c(folder: Path) -> None:
+    """``verify --strict`` for an erm-alpha-c study: every row of cells.csv recomputed from its seeds' rows in
+    crossings.csv (:func:`dotattn.theory_vs_erm.crossing.summarise_cell`, bootstrap-free part): the seed
+    count, the crossings (seeds with an α_c, which enter the mean), the no-crossing and several-crossings
+    counts, and the mean, sd (ddof = 1) and standard error of α_c. The bootstrap interval is not recomputed."""
+    import math
+
+    import numpy as np
+
+    from dotattn.theory_vs_erm.crossing import NO_CROSSING, SEVERAL
+
+    by_cell: dict[tuple[float, int], list[dict[str, str]]] = {}
+    for row in read_verified_csv(folder / "crossings.csv"):
+        by_cell.setdefault((round(float(row["omega"]), 12), int(row["d"])), []).append(row)
+    path = folder / "cells.csv"
+    for i, row in enumerate(read_verified_csv(path), start=1):
+        w, d = float(row["omega"]), int(row["d"])
+        mine = by_cell.get((round(w, 12), d), [])
+        vals = np.array([float(r["alpha_c"]) if r["alpha_c"] not in ("", None) else math.nan for r in mine])
+        vals = vals[np.isfinite(vals)]
+        n = int(vals.size)
+        sd = float(vals.std(ddof=1)) if n > 1 else math.nan
+        want = {
+            "seeds": len(mine),
+            "crossings": n,
+            "no_crossing": sum(r["outcome"] == NO_CROSSING for r in mine),
+            "several": sum(r["outcome"] == SEVERAL for r in mine),
+            "alpha_c": float(vals.mean()) if n else math.nan,
+            "sd": sd,
+            "se": sd / math.sqrt(n) if n > 1 else math.nan,
+        }
+        for column, value in want.items():
+            if not same_number(row.get(column), value):
+                raise IntegrityError(
+                    f"{path}: row {i}: {column} = {row.get(column)} at omega = {w:g}, d = {d}; recomputed from "
+                    f"crossings.csv: {value!r} (verify --strict)"
+                )
+
+
 ALPHA_C = register_kind(
-    FolderKind("alpha-c", ("crossings.csv", "cells.csv", "delta.csv", "summary.json"), _check_alpha_c)
+    FolderKind(
+        "alpha-c",
+        ("crossings.csv", "cells.csv", "delta.csv", "summary.json"),
+        _check_alpha_c,
+        strict=_strict_alpha_c,
+    )
 )
 
 
