@@ -11,6 +11,11 @@ vectorised kernel is used and one line on stderr says so, once per run (the firs
 :data:`NOTICE_ENV` in the environment marks it said, so spawned workers stay quiet). With
 ``DOTATTN_COMPILED=0`` the vectorised kernel is used silently (a deliberate choice). :data:`AVAILABLE` tells
 which kernel runs; :data:`UNAVAILABLE_REASON` why the compiled one does not.
+
+:func:`newton_toy_best` runs every start of every node and keeps the best one (with f = V⁻¹(ĥ − c)) in the
+same loop: bit for bit what :func:`newton_toy` followed by numpy's argmin gives, without the copies of the
+centres and targets per start (the toy model's global prox,
+:func:`dotattn.positional_semantic.prox.minimise_envelope`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["AVAILABLE", "UNAVAILABLE_REASON", "NOTICE_ENV", "newton_toy", "newton_untied_pair"]
+__all__ = ["AVAILABLE", "UNAVAILABLE_REASON", "NOTICE_ENV", "newton_toy", "newton_toy_best", "newton_untied_pair"]
 
 NOTICE_ENV = "DOTATTN_NUMBA_NOTICE_SHOWN"
 """Set in the environment once the fallback has been announced (inherited by worker processes)."""
@@ -92,46 +97,70 @@ if AVAILABLE:
         p1 = (-v2 * g1 + v1 * g2) / l1
         return -(p2 * v1 - p1 * v2), -(p2 * v2 + p1 * v1)
 
+    @numba.njit(cache=True, inline="always")
+    def _newton1(x1, x2, c1, c2, t1, t2, v, s2, max_iter, gtol):
+        """The safeguarded Newton run of one node from (x1, x2): (x1, x2, value, iterations)."""
+        fa, sa, sb = _value(x1, x2, c1, c2, t1, t2, v, s2)
+        it = 0
+        for it in range(1, max_iter + 1):  # noqa: B007 (the count is read after the loop)
+            ra, rb = sa - t1, sb - t2
+            da, db = sa * (1 - sa), sb * (1 - sb)
+            ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db
+            a1, a2, b1, b2 = 2 * x1 - x2, -x1, -x2, 2 * x2 - x1
+            g1 = (x1 - c1) * v + (ga * a1 + gb * b1)
+            g2 = (x2 - c2) * v + (ga * a2 + gb * b2)
+            if max(abs(g1), abs(g2)) < gtol:
+                break
+            haa = 2 * s2 * (da * da + ra * da * (1 - 2 * sa))
+            hbb = 2 * s2 * (db * db + rb * db * (1 - 2 * sb))
+            H11 = (haa * a1 * a1 + hbb * b1 * b1 + 2 * ga) + v
+            H22 = (haa * a2 * a2 + hbb * b2 * b2 + 2 * gb) + v
+            H12 = haa * a1 * a2 + hbb * b1 * b2 - ga - gb
+            p1, p2 = _solve(H11, H12, H22, g1, g2)
+            slope = g1 * p1 + g2 * p2
+            y1, y2 = x1 + p1, x2 + p2
+            ft, sat, sbt = _value(y1, y2, c1, c2, t1, t2, v, s2)
+            ok = (ft <= fa + _ARMIJO * slope) or (-slope < 1e-13 * (1.0 + abs(fa)))
+            if not ok:
+                t = 0.5
+                for _ in range(60):
+                    y1, y2 = x1 + t * p1, x2 + t * p2
+                    ft, sat, sbt = _value(y1, y2, c1, c2, t1, t2, v, s2)
+                    if ft <= fa + _ARMIJO * t * slope:
+                        ok = True
+                        break
+                    t *= 0.5
+            if not ok:
+                break
+            x1, x2, fa, sa, sb = y1, y2, ft, sat, sbt
+        return x1, x2, fa, it
+
     @numba.njit(cache=True)
     def _kernel(x1s, x2s, c1s, c2s, t1s, t2s, v, s2, max_iter, gtol, out1, out2, outv):
         last = 0
         for m in range(x1s.shape[0]):
-            x1, x2, c1, c2, t1, t2 = x1s[m], x2s[m], c1s[m], c2s[m], t1s[m], t2s[m]
-            fa, sa, sb = _value(x1, x2, c1, c2, t1, t2, v, s2)
-            it = 0
-            for it in range(1, max_iter + 1):  # noqa: B007 (the count is read after the loop)
-                ra, rb = sa - t1, sb - t2
-                da, db = sa * (1 - sa), sb * (1 - sb)
-                ga, gb = 2 * s2 * ra * da, 2 * s2 * rb * db
-                a1, a2, b1, b2 = 2 * x1 - x2, -x1, -x2, 2 * x2 - x1
-                g1 = (x1 - c1) * v + (ga * a1 + gb * b1)
-                g2 = (x2 - c2) * v + (ga * a2 + gb * b2)
-                if max(abs(g1), abs(g2)) < gtol:
-                    break
-                haa = 2 * s2 * (da * da + ra * da * (1 - 2 * sa))
-                hbb = 2 * s2 * (db * db + rb * db * (1 - 2 * sb))
-                H11 = (haa * a1 * a1 + hbb * b1 * b1 + 2 * ga) + v
-                H22 = (haa * a2 * a2 + hbb * b2 * b2 + 2 * gb) + v
-                H12 = haa * a1 * a2 + hbb * b1 * b2 - ga - gb
-                p1, p2 = _solve(H11, H12, H22, g1, g2)
-                slope = g1 * p1 + g2 * p2
-                y1, y2 = x1 + p1, x2 + p2
-                ft, sat, sbt = _value(y1, y2, c1, c2, t1, t2, v, s2)
-                ok = (ft <= fa + _ARMIJO * slope) or (-slope < 1e-13 * (1.0 + abs(fa)))
-                if not ok:
-                    t = 0.5
-                    for _ in range(60):
-                        y1, y2 = x1 + t * p1, x2 + t * p2
-                        ft, sat, sbt = _value(y1, y2, c1, c2, t1, t2, v, s2)
-                        if ft <= fa + _ARMIJO * t * slope:
-                            ok = True
-                            break
-                        t *= 0.5
-                if not ok:
-                    break
-                x1, x2, fa, sa, sb = y1, y2, ft, sat, sbt
+            x1, x2, fa, it = _newton1(x1s[m], x2s[m], c1s[m], c2s[m], t1s[m], t2s[m], v, s2, max_iter, gtol)
             out1[m], out2[m], outv[m] = x1, x2, fa
             last = max(last, it)
+        return last
+
+    @numba.njit(cache=True)
+    def _best_kernel(starts, centre, target, v, s2, max_iter, gtol, h_out, v_out, f_out):
+        """Every start of every node through :func:`_kernel`'s steps, keeping per node the first start of
+        lowest value (numpy's argmin: a NaN value wins, the first of equal values wins), and f = v (ĥ − c)."""
+        S, N = starts.shape[0], starts.shape[1]
+        last = 0
+        for n in range(N):
+            c1, c2 = centre[n, 0, 0], centre[n, 1, 0]
+            t1, t2 = target[n, 0, 0], target[n, 1, 1]
+            b1, b2, bv = 0.0, 0.0, 0.0
+            for s in range(S):
+                x1, x2, fa, it = _newton1(starts[s, n, 0, 0], starts[s, n, 1, 0], c1, c2, t1, t2, v, s2, max_iter, gtol)
+                last = max(last, it)
+                if s == 0 or (not np.isnan(bv) and (fa < bv or np.isnan(fa))):
+                    b1, b2, bv = x1, x2, fa
+            h_out[n, 0, 0], h_out[n, 1, 0], v_out[n] = b1, b2, bv
+            f_out[n, 0, 0], f_out[n, 1, 0] = (b1 - c1) * v, (b2 - c2) * v
         return last
 
     @numba.njit(cache=True, inline="always")
@@ -339,6 +368,32 @@ def newton_toy(
         outv,
     )
     return np.stack([out1, out2], axis=1)[:, :, None], outv, int(it)
+
+
+def newton_toy_best(
+    starts: np.ndarray, centre: np.ndarray, target: np.ndarray, v: float, s2: float, max_iter: int, gtol: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`newton_toy` from every start (S, N, 2, 1) of every node, fused with the choice of the best
+    start and f: what :func:`dotattn.positional_semantic.prox.minimise_envelope` computes from the
+    vectorised kernel's output (the lowest value's minimiser, numpy argmin's tie and NaN rules; f = (ĥ − c) v
+    with v = V⁻¹), without the S copies of the centres and targets, the gather and the products. Returns
+    ĥ (N, 2, 1), value (N,), f (N, 2, 1) and the iterations of the slowest run, each equal bit for bit to the
+    unfused path (:func:`newton_toy`, then argmin)."""
+    N = centre.shape[0]
+    h, value, f = np.empty((N, 2, 1)), np.empty(N), np.empty((N, 2, 1))
+    it = _best_kernel(
+        np.ascontiguousarray(starts, dtype=float),
+        np.ascontiguousarray(centre, dtype=float),
+        np.ascontiguousarray(target, dtype=float),
+        float(v),
+        float(s2),
+        int(max_iter),
+        float(gtol),
+        h,
+        value,
+        f,
+    )
+    return h, value, f, int(it)
 
 
 def newton_untied_pair(

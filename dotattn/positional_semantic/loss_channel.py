@@ -83,14 +83,37 @@ class Fields:
 
 @dataclass(frozen=True)
 class LossChannelResult:
-    """Hats, E[M] (scalar, per sample), the prox solution at every node of the rule, the fields at
-    the nodes actually used (one per orbit when a token symmetry folded the rule), and that symmetry."""
+    """Hats, E[M] (scalar, per sample), the prox solution at the nodes actually used (``rep_prox``: one per
+    orbit when a token symmetry folded the rule), the fields there, and that symmetry. :attr:`prox` is the
+    prox at every node of the rule, expanded from the representatives when first read (the iteration itself
+    only needs the representatives': :func:`hat_update`'s ``warm_from``)."""
 
     hats: Hats
     envelope: float
-    prox: ProxResult
+    rep_prox: ProxResult
     fields: Fields
     symmetry: TokenSymmetry | None = None
+
+    @functools.cached_property
+    def prox(self) -> ProxResult:
+        """The prox at every node of the rule (the representatives' images where the rule was folded)."""
+        sym, px = self.symmetry, self.rep_prox
+        if sym is None:
+            return px
+        alts = alts_f = None
+        if px.alts is not None and px.alts_f is not None:  # both or neither (ProxResult checks)
+            alts = np.stack([sym.expand(a) for a in px.alts])
+            alts_f = np.stack([sym.expand(a) for a in px.alts_f])
+        return ProxResult(
+            h=sym.expand(px.h),
+            value=px.value[sym.fold.rep_of],
+            f=sym.expand(px.f),
+            iterations=px.iterations,
+            n_starts=px.n_starts,
+            residual=px.residual,  # the representatives' residual (the others are their images)
+            alts=alts,
+            alts_f=alts_f,
+        )
 
 
 @dataclass(frozen=True)
@@ -255,6 +278,7 @@ def hat_update(
     form: str = "gradient",
     random_starts: int | None = None,
     symmetry: bool = True,
+    warm_from: LossChannelResult | None = None,
 ) -> LossChannelResult:
     """Hats from the overlaps (one loss-channel step).
 
@@ -264,7 +288,9 @@ def hat_update(
     its minimisers equally (the symmetric choice; taking whichever one rounding makes lowest would
     let the map jump between them from step to step). ``symmetry``: fold the rule
     by the exact token symmetry of the state (:func:`token_symmetry`), if any. Raises
-    InvalidOverlaps if the fields cannot be formed.
+    InvalidOverlaps if the fields cannot be formed. ``warm_from``: a previous step's result whose ĥ at every
+    node is ``warm`` (which is then not needed): where both steps fold the same rule by the same symmetry, its
+    representatives' ĥ are taken as they are (the same numbers as expanding and gathering them again).
     """
     if search not in ("global", "local"):
         raise ValueError(f"search must be 'global' or 'local', got {search!r}")
@@ -279,8 +305,12 @@ def hat_update(
                 nodes=rule.nodes[sym.fold.rep], weights=sym.fold.weights, kind=rule.kind, order=rule.order
             )
         used = rule._cache[key]
-        if warm is not None:
-            warm = np.asarray(warm)[sym.fold.rep]
+        if warm_from is not None and warm_from.symmetry is sym:
+            warm = warm_from.rep_prox.h  # = warm_from.prox.h[sym.fold.rep] (the representatives are fixed)
+        elif warm is not None or warm_from is not None:
+            warm = np.asarray(warm if warm_from is None else warm_from.prox.h)[sym.fold.rep]
+    elif warm_from is not None:
+        warm = warm_from.prox.h
     fl = local_fields(overlaps, used, problem)
     target = teacher_target(fl.h_star, problem)
     if search == "local" and warm is None:
@@ -339,22 +369,7 @@ def hat_update(
         theta_hat = -alpha * grad_theta
     V_hat = 0.5 * (V_hat + V_hat.T)
     hats = Hats(q_hat=q_hat, V_hat=V_hat, theta_hat=theta_hat, mu_hat=mu_hat)
-    if sym is not None:  # the prox at every node of the rule, from the representatives
-        alts = alts_f = None
-        if px.alts is not None and px.alts_f is not None:  # both or neither (ProxResult checks)
-            alts = np.stack([sym.expand(a) for a in px.alts])
-            alts_f = np.stack([sym.expand(a) for a in px.alts_f])
-        px = ProxResult(
-            h=sym.expand(px.h),
-            value=px.value[sym.fold.rep_of],
-            f=sym.expand(px.f),
-            iterations=px.iterations,
-            n_starts=px.n_starts,
-            residual=px.residual,  # the representatives' residual (the others are their images)
-            alts=alts,
-            alts_f=alts_f,
-        )
-    return LossChannelResult(hats=hats, envelope=envelope, prox=px, fields=fl, symmetry=sym)
+    return LossChannelResult(hats=hats, envelope=envelope, rep_prox=px, fields=fl, symmetry=sym)
 
 
 def test_error(overlaps: Overlaps, rule: GaussianRule, problem: Problem) -> tuple[float, float]:

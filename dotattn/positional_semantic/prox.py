@@ -25,7 +25,7 @@ import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 import numpy as np
 from scipy.special import expit
@@ -472,6 +472,16 @@ def random_ball_points(centre: np.ndarray, V: np.ndarray, loss_bound: float, cou
     return out
 
 
+def _is_toy(loss: PointLoss, L: int, r: int, data: np.ndarray) -> TypeGuard[AttentionPointLoss]:
+    """The toy model's loss (tied student, L = 2, r = 1, targets (N, 2, 2)): the 2-D Newton kernels."""
+    return (
+        isinstance(loss, AttentionPointLoss)
+        and loss.problem.student == "tied"
+        and (L, r) == (2, 1)
+        and data.shape[1:] == (2, 2)
+    )
+
+
 def _newton_starts(
     starts: np.ndarray,
     centre: np.ndarray,
@@ -485,12 +495,7 @@ def _newton_starts(
     S, N, L, r = starts.shape
     flat_c = np.broadcast_to(centre, (S, N, L, r)).reshape(S * N, L, r)
     flat_d = np.broadcast_to(data, (S,) + data.shape).reshape((S * N,) + data.shape[1:])
-    if (
-        isinstance(loss, AttentionPointLoss)
-        and loss.problem.student == "tied"
-        and (L, r) == (2, 1)
-        and data.shape[1:] == (2, 2)
-    ):
+    if _is_toy(loss, L, r, data):
         kernel = compiled.newton_toy if compiled.AVAILABLE else _newton_toy
         h, value, iters = kernel(
             starts.reshape(S * N, L, r), flat_c, flat_d, float(V_inv[0, 0]), loss.problem.sigma**2, max_iter, gtol
@@ -527,14 +532,20 @@ def minimise_envelope(
     N, L, r = centre.shape
     V_inv = np.linalg.inv(V)
     S = starts.shape[0]
-    h, value, iters = _newton_starts(starts, centre, data, V_inv, loss, max_iter, gtol)
-    if S == 1:  # one start (the warm local search): its result, without the gather
-        h_best, v_best = h[0], value[0]
+    if compiled.AVAILABLE and _is_toy(loss, L, r, data):
+        # the compiled runs fused with the choice of the best start and f: bit for bit the path below
+        h_best, v_best, f, iters = compiled.newton_toy_best(
+            starts, centre, data, float(V_inv[0, 0]), loss.problem.sigma**2, max_iter, gtol
+        )
     else:
-        best = np.argmin(value, axis=0)
-        idx = np.arange(N)
-        h_best, v_best = h[best, idx], value[best, idx]
-    f = _apply_right(h_best - centre, V_inv)
+        h, value, iters = _newton_starts(starts, centre, data, V_inv, loss, max_iter, gtol)
+        if S == 1:  # one start (the warm local search): its result, without the gather
+            h_best, v_best = h[0], value[0]
+        else:
+            best = np.argmin(value, axis=0)
+            idx = np.arange(N)
+            h_best, v_best = h[best, idx], value[best, idx]
+        f = _apply_right(h_best - centre, V_inv)
 
     def residual() -> float:
         """The stationarity residual max |V⁻¹(ĥ − c) + ∇ℓ(ĥ)| (the gradient alone where the loss offers it)."""

@@ -23,7 +23,7 @@ import numpy as np
 
 from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 from dotattn.core.validation import ParameterError, check_int, check_number
-from dotattn.positional_semantic.loss_channel import hat_update, test_error
+from dotattn.positional_semantic.loss_channel import LossChannelResult, hat_update, test_error
 from dotattn.positional_semantic.overlaps import Hats, InvalidOverlaps, Overlaps, field_factors
 from dotattn.positional_semantic.problem import Problem
 from dotattn.positional_semantic.quadrature import GaussianRule
@@ -288,6 +288,7 @@ def _run(
     """
     overlaps = init
     prox_h = warm
+    prev: LossChannelResult | None = None  # the last step's result: its ĥ start the next local prox
     residual = np.inf
     damping = options.damping if warm is None else min(options.damping, options.warm_damping)
     mixer = _Anderson(options.anderson, 1.0 - damping)
@@ -304,10 +305,11 @@ def _run(
                 rule,
                 problem,
                 search="global" if do_global else "local",
-                warm=prox_h,
+                warm=prox_h if prev is None else None,
                 form=options.hat_form,
                 random_starts=options.random_starts,
                 symmetry=options.symmetry,
+                warm_from=prev,
             )
             update = subspace.apply(overlap_update(ch.hats, problem))
         except InvalidOverlaps as err:
@@ -319,7 +321,7 @@ def _run(
             overlaps = fallback[0].mix(fallback[1], damping)
             continue
         since_global = 0 if do_global else since_global + 1
-        prox_h = ch.prox.h
+        prev = ch
         residual = _residual(overlaps, update)
         if residual < options.tol:
             if do_global:
