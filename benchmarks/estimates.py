@@ -1,4 +1,4 @@
-"""Start-line estimates against measured CPU time, one small case per command (issue 47: within 1.5x).
+"""Start-line estimates against measured CPU time, one small case per command (the target: within 1.5x).
 
 Each case runs the library call a command runs, in this process on one thread, and compares its CPU time
 with the CPU seconds the command's start line multiplies out (before the load and the cores stretch it to a

@@ -3,7 +3,7 @@
 Three timings, as a new user meets them (the reference in a child process, the other two through the
 public CLI in this process):
 
-1. **the reference fixed point** (the yardstick of the machine's speed at this moment; issue 50): a
+1. **the reference fixed point** (the yardstick of the machine's speed at this moment): a
    careful plain state-evolution solver of the toy model written out below with numpy only, so that no
    change to dotattn's solver moves it, run in its own process on one thread (OMP/OPENBLAS/MKL_NUM_THREADS
    = 1): α = 2, ω = 0.3 (σ = 0.5, λ = 0.01, the default A); tensor Gauss–Hermite with 10 nodes per axis

@@ -1,4 +1,4 @@
-"""Compiled kernel of the toy model's prox Newton iteration (numba, a default dependency since issue 50).
+"""Compiled kernel of the toy model's prox Newton iteration (numba, a default dependency).
 
 :func:`newton_toy` runs, node by node in one compiled loop, exactly the steps of the vectorised
 :func:`dotattn.positional_semantic.prox._newton_toy`: the same objective, gradient and Hessian, the same
