@@ -36,8 +36,9 @@ loop, the AIM gradient-descent estimator and the attention-paths network trained
 (algorithms run beside the theory). Importing the package never imports them."""
 
 
-def _imports(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
-    """(line, absolute module, imported names) of every import in ``path``."""
+def _imports(path: Path, root: Path | None = None) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(line, absolute module, imported names) of every import in ``path`` (relative imports resolved
+    against its place under ``root``, the repository by default)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     out = []
     for node in ast.walk(tree):
@@ -45,7 +46,7 @@ def _imports(path: Path) -> list[tuple[int, str, tuple[str, ...]]]:
             out += [(node.lineno, a.name, ()) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = path.relative_to(ROOT).with_suffix("").parts[: -node.level]
+                base = path.relative_to(root or ROOT).with_suffix("").parts[: -node.level]
                 mod = ".".join(base + ((node.module,) if node.module else ()))
             else:
                 mod = node.module or ""
@@ -159,15 +160,10 @@ def _import_graph(root: Path) -> dict[str, set[str]]:
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for m, f in modules.items():
-        package = m.split(".") if f.name == "__init__.py" else m.split(".")[:-1]
-        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = ".".join(package[: len(package) - node.level + 1]) if node.level else ""
-                mod = ".".join(x for x in (base, node.module or "") if x)
-                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in modules else mod for a in node.names]
+        for _, mod, names in _imports(f, root):
+            if mod == "cli" or mod.startswith("cli."):  # cli/ is installed as dotattn.cli
+                mod = f"dotattn.{mod}"
+            targets = [f"{mod}.{n}" if f"{mod}.{n}" in modules else mod for n in names] or [mod]
             graph[m] |= {t for t in targets if t in modules and t != m}
     return graph
 
