@@ -197,6 +197,9 @@ def erm_alpha_c(
 
     Writes OUT/crossings.csv, cells.csv, delta.csv, summary.json, delta_et.png, alpha_c_vs_d.png and
     caches every finished chunk of seeds and cell under OUT/cache (rerun the same command to resume).
+    Also OUT/starts.csv (every start's overlaps and branch label) and OUT/branch_crossings.csv (the
+    crossing among points where the two starts ended on different branches), unless a cell was
+    included from a folder written without them.
     """
     t0 = time.perf_counter()
     omega_grid = parse_grid("omega", omegas)

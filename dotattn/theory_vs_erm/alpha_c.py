@@ -53,6 +53,7 @@ from dotattn.core.validation import (
     check_number,
 )
 from dotattn.positional_semantic.problem import Problem, check_problem, require_replica_theory
+from dotattn.theory_vs_erm.alpha_c_starts import start_row
 from dotattn.theory_vs_erm.crossing import (
     CROSSING,
     FIT_MODELS,
@@ -86,6 +87,7 @@ __all__ = [
     "SAME_MINIMUM_TOL",
     "DELTA_COLUMNS",
     "DEVICE_PATTERN",
+    "branch_estimator",
 ]
 
 FLOAT32_REFUSED = (
@@ -313,7 +315,9 @@ class CellRuns:
     """The paired training losses of one (ω, d) cell: arrays ``(S, A)`` over seeds × α.
 
     ``status_*`` are the optimiser's statuses (:data:`dotattn.core.training.STATUS`), ``same``
-    marks points where both starts ended in the same minimum (:data:`SAME_MINIMUM_TOL`).
+    marks points where both starts ended in the same minimum (:data:`SAME_MINIMUM_TOL`). ``starts``: one
+    row per run (:func:`dotattn.theory_vs_erm.alpha_c_starts.start_row`: overlaps and branch label), or None
+    for cells read from folders written without them.
     """
 
     omega: float
@@ -327,6 +331,7 @@ class CellRuns:
     same: np.ndarray
     seconds: float
     device: str
+    starts: tuple[dict[str, Any], ...] | None = None
 
     @property
     def delta(self) -> np.ndarray:
@@ -337,9 +342,34 @@ class CellRuns:
         """Points where both runs have status ``converged`` and ended in different minima, ``(S, A)``."""
         return (self.status_sem == converged) & (self.status_pos == converged) & ~self.same
 
+    def different_branches(self) -> np.ndarray | None:
+        """``(S, A)``: the two starts ended on different branches by their labels; None without ``starts``."""
+        from dotattn.theory_vs_erm.alpha_c_starts import different_branches
+
+        return None if self.starts is None else different_branches(self.starts, self.seeds, self.alphas)
+
+    def on_seeds(self, keep: Sequence[int]) -> CellRuns:
+        """The cell restricted to the seeds in ``keep``, in the cell's order."""
+        idx = [k for k, s in enumerate(self.seeds) if s in set(keep)]
+        kept = {self.seeds[k] for k in idx}
+        return replace(
+            self,
+            seeds=tuple(self.seeds[k] for k in idx),
+            et_sem=self.et_sem[idx],
+            et_pos=self.et_pos[idx],
+            status_sem=self.status_sem[idx],
+            status_pos=self.status_pos[idx],
+            same=self.same[idx],
+            starts=None if self.starts is None else tuple(r for r in self.starts if int(r["seed"]) in kept),
+        )
+
     def on_alphas(self, keep: Sequence[float]) -> CellRuns:
         """The cell on the points of its grid that are in ``keep`` (to 1e-9), in grid order."""
         cols = [j for j, a in enumerate(self.alphas) if any(abs(a - b) < 1e-9 for b in keep)]
+        kept = [self.alphas[j] for j in cols]
+        starts = self.starts
+        if starts is not None:
+            starts = tuple(r for r in starts if any(abs(float(r["alpha"]) - b) < 1e-9 for b in kept))
         return replace(
             self,
             alphas=tuple(self.alphas[j] for j in cols),
@@ -348,10 +378,11 @@ class CellRuns:
             status_sem=self.status_sem[:, cols],
             status_pos=self.status_pos[:, cols],
             same=self.same[:, cols],
+            starts=starts,
         )
 
     def to_row(self) -> dict[str, Any]:
-        return {
+        row = {
             "omega": self.omega,
             "d": self.d,
             "alphas": list(self.alphas),
@@ -364,6 +395,9 @@ class CellRuns:
             "seconds": self.seconds,
             "device": self.device,
         }
+        if self.starts is not None:
+            row["starts"] = [dict(r) for r in self.starts]
+        return row
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> CellRuns:
@@ -379,6 +413,7 @@ class CellRuns:
             same=np.array(row["same"], dtype=bool),
             seconds=float(row["seconds"]),
             device=str(row["device"]),
+            starts=None if row.get("starts") is None else tuple(dict(r) for r in row["starts"]),
         )
 
     @staticmethod
@@ -398,6 +433,7 @@ class CellRuns:
             same=cat("same"),
             seconds=sum(p.seconds for p in parts),
             device=p0.device,
+            starts=None if any(p.starts is None for p in parts) else tuple(r for p in parts for r in (p.starts or ())),
         )
 
     def delta_rows(self, converged: str) -> list[dict[str, Any]]:
@@ -510,9 +546,14 @@ def _chunk(
     shape = (S, A)
     et_s, et_p, same = np.empty(shape), np.empty(shape), np.zeros(shape, dtype=bool)
     st_s, st_p = np.empty(shape, dtype=object), np.empty(shape, dtype=object)
+    starts = []
     for k, s in enumerate(seeds):
         for j, a in enumerate(alphas):
             rs, rp = _find(sem, s, a), _find(pos, s, a)
+            starts += [
+                start_row(problem.omega, d, replace(rs, seed=s)),
+                start_row(problem.omega, d, replace(rp, seed=s)),
+            ]
             et_s[k, j], et_p[k, j], st_s[k, j], st_p[k, j] = rs.train_loss, rp.train_loss, rs.status, rp.status
             same[k, j] = bool(np.max(np.abs(_invariants(rs) - _invariants(rp))) < SAME_MINIMUM_TOL)
     return CellRuns(
@@ -527,6 +568,7 @@ def _chunk(
         same=same,
         seconds=time.perf_counter() - t0,
         device=device,
+        starts=tuple(starts),
     )
 
 
@@ -683,9 +725,18 @@ def theory_column(problem_dict: dict[str, Any], omega: float, alphas: Sequence[f
 # ----------------------------------------------------------------------------------------------
 # estimator on a cell, the study, outputs
 # ----------------------------------------------------------------------------------------------
-def cell_crossings(cell: CellRuns, converged: str) -> list[SeedCrossing]:
-    """Per-seed crossings of one cell; invalid points listed in ``excluded``."""
+def cell_crossings(cell: CellRuns, converged: str, by_branch: bool = False) -> list[SeedCrossing]:
+    """Per-seed crossings of one cell; invalid points listed in ``excluded``.
+
+    ``by_branch``: the second estimator, which also leaves out the points where the two starts ended on
+    the same branch by their labels (:meth:`CellRuns.different_branches`; ValueError for a cell without
+    ``starts``)."""
     ok = cell.valid(converged)
+    differ = cell.different_branches() if by_branch else None
+    if by_branch:
+        if differ is None:
+            raise ValueError(f"cell omega = {cell.omega:g}, d = {cell.d} has no branch labels (no starts)")
+        ok = ok & differ
     root, lo, hi, changes, n_valid = crossings(cell.alphas, cell.delta, ok)
     out = []
     for k, s in enumerate(cell.seeds):
@@ -693,7 +744,11 @@ def cell_crossings(cell: CellRuns, converged: str) -> list[SeedCrossing]:
         for j, a in enumerate(cell.alphas):
             if not ok[k, j]:
                 reason = (
-                    "same_minimum" if cell.same[k, j] else f"sem={cell.status_sem[k, j]}/pos={cell.status_pos[k, j]}"
+                    "same_minimum"
+                    if cell.same[k, j]
+                    else f"sem={cell.status_sem[k, j]}/pos={cell.status_pos[k, j]}"
+                    if cell.status_sem[k, j] != converged or cell.status_pos[k, j] != converged
+                    else "same_branch"
                 )
                 why.append(f"{a:g}:{reason}")
         outcome = NO_CROSSING if not np.isfinite(root[k]) else (SEVERAL if changes[k] > 1 else CROSSING)
@@ -728,6 +783,9 @@ class AlphaCStudy:
     theory: tuple[TheoryColumn, ...]
     seconds: float
     from_cache: int
+    branch_crossings: tuple[SeedCrossing, ...] = ()
+    branch_summaries: tuple[CellSummary, ...] = ()
+    branch_fits: tuple[FiniteSizeFit, ...] = ()
 
     def summary_dict(self) -> dict[str, Any]:
         """``{"omegas": [{"omega", "theory_alpha_c", "by_d": [...], "extrapolated": {...}}]}`` (the issue's shape)."""
@@ -773,6 +831,33 @@ class AlphaCStudy:
                     },
                 }
             )
+            if self.branch_fits:
+                bfit = next(f for f, w2 in zip(self.branch_fits, self.config.omegas, strict=True) if w2 == w)
+                out[-1]["different_branch"] = {
+                    "by_d": [
+                        {
+                            "d": s.d,
+                            "seeds": s.seeds,
+                            "alpha_c": s.alpha_c,
+                            "ci": [s.ci_lo, s.ci_hi],
+                            "no_crossing": s.no_crossing,
+                            "several_crossings": s.several,
+                            "crossings": s.crossings,
+                            "se": s.se,
+                            "excluded_points": s.excluded_points,
+                        }
+                        for s in self.branch_summaries
+                        if abs(s.omega - w) < 1e-12
+                    ],
+                    "extrapolated": {
+                        "alpha_c": bfit.alpha_inf,
+                        "ci": [bfit.ci_lo, bfit.ci_hi],
+                        "model": bfit.model,
+                        "slope": bfit.slope,
+                        "chi2": bfit.chi2,
+                        "dof": bfit.dof,
+                    },
+                }
         return {"omegas": out}
 
 
@@ -839,26 +924,10 @@ def merge_parts(
                     )
             new = [s for s in cell.seeds if s not in old.seeds]
             if new:
-                idx = [cell.seeds.index(s) for s in new]
-                extra = CellRuns(
-                    omega=cell.omega,
-                    d=cell.d,
-                    alphas=cell.alphas,
-                    seeds=tuple(new),
-                    et_sem=cell.et_sem[idx],
-                    et_pos=cell.et_pos[idx],
-                    status_sem=cell.status_sem[idx],
-                    status_pos=cell.status_pos[idx],
-                    same=cell.same[idx],
-                    seconds=0.0,
-                    device=cell.device,
-                )
-                joined = CellRuns.concat([old, extra])
+                joined = CellRuns.concat([old, replace(cell.on_seeds(new), seconds=0.0)])
                 order = np.argsort(joined.seeds)
-                merged[key] = CellRuns(
-                    omega=joined.omega,
-                    d=joined.d,
-                    alphas=joined.alphas,
+                merged[key] = replace(
+                    joined,
                     seeds=tuple(joined.seeds[k] for k in order),
                     et_sem=joined.et_sem[order],
                     et_pos=joined.et_pos[order],
@@ -1088,6 +1157,7 @@ def run_study(
         per_d = [np.array([x.alpha_c for x in all_x if x.omega == w and x.d == d]) for d in ds_w]
         fits.append(fit_finite_size(ds_w, per_d, config.model, config.level, config.n_boot))
         alts.append(fit_finite_size(ds_w, per_d, other, config.level, config.n_boot))
+    branch = branch_estimator(ordered, config, wanted, STATUS_CONVERGED)
     return AlphaCStudy(
         problem=problem,
         config=config,
@@ -1099,7 +1169,37 @@ def run_study(
         theory=tuple(theory_cols[w] for w in config.omegas),
         seconds=time.perf_counter() - t0,
         from_cache=from_cache,
+        branch_crossings=branch[0],
+        branch_summaries=branch[1],
+        branch_fits=branch[2],
     )
+
+
+def branch_estimator(
+    cells: Sequence[CellRuns], config: AlphaCConfig, wanted: Any, converged: str
+) -> tuple[tuple[SeedCrossing, ...], tuple[CellSummary, ...], tuple[FiniteSizeFit, ...]]:
+    """The second estimator over ``cells`` (:func:`cell_crossings` with ``by_branch``): per-seed crossings,
+    per-cell summaries and the fit per ω of ``config`` over the d in ``wanted``; empty when a cell has no
+    ``starts`` (one made before they were recorded)."""
+    if not cells or any(c.starts is None for c in cells):
+        return (), (), ()
+    xs: list[SeedCrossing] = []
+    sums = []
+    for c in cells:
+        x = cell_crossings(c, converged, by_branch=True)
+        xs.extend(x)
+        ok = c.valid(converged) & c.different_branches()
+        sums.append(
+            summarise_cell(
+                c.omega, c.d, x, excluded_points=int((~ok).sum()), seconds=0.0, level=config.level, n_boot=config.n_boot
+            )
+        )
+    fits = []
+    for w in config.omegas:
+        ds_w = [d for d in config.ds if (w, d) in wanted]
+        per_d = [np.array([x.alpha_c for x in xs if x.omega == w and x.d == d]) for d in ds_w]
+        fits.append(fit_finite_size(ds_w, per_d, config.model, config.level, config.n_boot))
+    return tuple(xs), tuple(sums), tuple(fits)
 
 
 def mean_curves(study: AlphaCStudy, converged: str) -> list[dict[str, Any]]:

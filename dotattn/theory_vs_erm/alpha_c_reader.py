@@ -7,6 +7,7 @@ Below both the folder kind's check (:mod:`dotattn.theory_vs_erm.integrity`) and 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ from dotattn.positional_semantic.problem import Problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from dotattn.theory_vs_erm.alpha_c import StudyPart
+    from dotattn.theory_vs_erm.crossing import SeedCrossing
 
 __all__ = ["alpha_c_rows"]
 
@@ -40,7 +42,8 @@ def alpha_c_rows(folder: Path) -> StudyPart:
 
 def _alpha_c_rows(folder: Path) -> StudyPart:
     from dotattn.core.status import ERM_STATUSES, STATUS_CONVERGED
-    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, CellRuns, StudyPart, cell_crossings
+    from dotattn.theory_vs_erm.alpha_c import SAME_MINIMUM_TOL, AlphaCConfig, CellRuns, StudyPart, cell_crossings
+    from dotattn.theory_vs_erm.alpha_c_starts import check_start_rows
 
     summary = read_verified_json(folder / "summary.json")
     params = (summary.get("provenance") or {}).get("parameters") or {}
@@ -71,6 +74,17 @@ def _alpha_c_rows(folder: Path) -> StudyPart:
             )
         grid[key].setdefault(seed, {})[a] = r
     seconds = summary.get("cell_compute_seconds") or {}
+    starts: dict[tuple[float, int], list[dict[str, str]]] | None = None
+    if (folder / "starts.csv").is_file():
+        starts = {}
+        for r in read_verified_csv(folder / "starts.csv"):
+            starts.setdefault((float(r["omega"]), int(r["d"])), []).append(r)
+        extra_cells = sorted(set(starts) - set(grid))
+        if extra_cells:
+            raise IntegrityError(
+                f"{folder / 'starts.csv'}: cell omega = {extra_cells[0][0]:g}, d = {extra_cells[0][1]} has no rows "
+                "in delta.csv"
+            )
     cells = []
     for (w, d), by_seed in sorted(grid.items()):
         seeds = sorted(by_seed)
@@ -96,6 +110,10 @@ def _alpha_c_rows(folder: Path) -> StudyPart:
         )
         if not np.array_equal(cell.valid(STATUS_CONVERGED), col("valid", lambda x: x == "True")):
             raise IntegrityError(f"{path}: cell omega = {w:g}, d = {d}: the valid flags are not those of its statuses")
+        if starts is not None:
+            rows_wd = starts.get((w, d), [])
+            check_start_rows(folder / "starts.csv", rows_wd, cell, SAME_MINIMUM_TOL)
+            cell = replace(cell, starts=tuple(rows_wd))
         cells.append(cell)
     committed = {
         (float(r["omega"]), int(r["d"]), int(r["seed"])): r for r in read_verified_csv(folder / "crossings.csv")
@@ -134,4 +152,43 @@ def _alpha_c_rows(folder: Path) -> StudyPart:
         raise IntegrityError(
             f"{folder / 'crossings.csv'}: {len(committed)} rows, delta.csv has {sum(len(c.seeds) for c in cells)} seeds"
         )
+    _check_branch_crossings(folder, cells, starts is not None)
     return StudyPart(source=str(folder), problem=problem, config=config, cells=tuple(cells))
+
+
+def _same_crossing(stored: dict[str, str] | None, x: SeedCrossing) -> bool:
+    return (
+        stored is not None
+        and stored["outcome"] == x.outcome
+        and int(stored["changes"]) == x.changes
+        and int(stored["valid"]) == x.valid
+        and (
+            np.isnan(x.alpha_c)
+            and stored["alpha_c"] in ("", "nan")
+            or abs(float(stored["alpha_c"] or "nan") - x.alpha_c) <= 1e-12
+        )
+    )
+
+
+def _check_branch_crossings(folder: Path, cells: list, have_starts: bool) -> None:
+    """``branch_crossings.csv`` (the second estimator) recomputed from the cells and their starts."""
+    from dotattn.core.status import STATUS_CONVERGED
+    from dotattn.theory_vs_erm.alpha_c import cell_crossings
+
+    path = folder / "branch_crossings.csv"
+    if not path.is_file():
+        return
+    if not have_starts:
+        raise IntegrityError(f"{path}: the folder has no starts.csv to recompute it from")
+    stored = {(float(r["omega"]), int(r["d"]), int(r["seed"])): r for r in read_verified_csv(path)}
+    n = 0
+    for cell in cells:
+        for x in cell_crossings(cell, STATUS_CONVERGED, by_branch=True):
+            n += 1
+            if not _same_crossing(stored.get((x.omega, x.d, x.seed)), x):
+                raise IntegrityError(
+                    f"{path}: omega = {x.omega:g}, d = {x.d}, seed {x.seed} is not the crossing of its delta.csv "
+                    "and starts.csv rows"
+                )
+    if len(stored) != n:
+        raise IntegrityError(f"{path}: {len(stored)} rows, delta.csv has {n} seeds")

@@ -210,6 +210,7 @@ ALPHA_C = register_kind(
         "alpha-c",
         ("crossings.csv", "cells.csv", "delta.csv", "summary.json"),
         _check_alpha_c,
+        optional=("starts.csv", "branch_crossings.csv"),
         strict=_strict_alpha_c,
     )
 )

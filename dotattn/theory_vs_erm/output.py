@@ -393,6 +393,20 @@ def write_alpha_c_study(
     write_csv(
         paths["delta"], [r for c in study.cells for r in c.delta_rows(STATUS_CONVERGED)], DELTA_COLUMNS, comment=comment
     )
+    if all(c.starts is not None for c in study.cells):
+        from dotattn.theory_vs_erm.alpha_c_starts import starts_columns
+
+        starts = [r for c in study.cells for r in (c.starts or ())]
+        paths["starts"] = str(out / "starts.csv")
+        write_csv(paths["starts"], starts, starts_columns(starts), comment=comment)
+    if study.branch_crossings:
+        paths["branch_crossings"] = str(out / "branch_crossings.csv")
+        write_csv(
+            paths["branch_crossings"],
+            [x.to_row() for x in study.branch_crossings],
+            [f for f in SeedCrossing.__dataclass_fields__],
+            comment=comment,
+        )
     summary = {
         **study.summary_dict(),
         "provenance": prov,
@@ -408,6 +422,14 @@ def write_alpha_c_study(
             "interval": f"percentile bootstrap of the mean over seeds, {study.config.n_boot} "
             f"replicas, level {study.config.level}",
             "extrapolation": "weighted least squares of per-d means against d^-nu, bootstrap over seeds within each d",
+            **(
+                {
+                    "different_branch": "the same crossing, among the valid points where the two starts also "
+                    "ended on different branches by their labels (starts.csv, dotattn.erm.records.run_branch)"
+                }
+                if study.branch_crossings
+                else {}
+            ),
         },
     }
     paths["summary"] = str(out / "summary.json")
