@@ -74,7 +74,10 @@ def _reproduction(new: list[CellRuns], old: list[CellRuns], grid: tuple[float, .
     print("| d | seeds | max relative difference of e_t | statuses, same_minimum | E1 crossings |")
     print("|---|---|---|---|---|")
     for c in new:
-        o = next(x for x in old if x.omega == c.omega and x.d == c.d)
+        o = next((x for x in old if x.omega == c.omega and x.d == c.d), None)
+        if o is None:
+            print(f"| {c.d} | {len(c.seeds)} | not in the committed study | | |")
+            continue
         sub = c.on_alphas(grid)
         assert sub.seeds == o.seeds and len(sub.alphas) == len(o.alphas)
         rel = max(
@@ -137,28 +140,39 @@ def _diagnose(cells: list[CellRuns], grid: tuple[float, ...]) -> None:
         if not multi:
             continue
         print(
-            "| seed | changes (coarse / fine) | E1 α_c coarse / fine | E2 α_c | labels up to E2 (α: sem/pos) | first α where a start leaves the positional branch |"
+            "| seed | changes coarse / fine (fine, between same-branch points) | E1 α_c coarse / fine | E2 α_c "
+            "| labels up to E2 (α: sem/pos, = same minimum) | label changes of each start |"
         )
         print("|---|---|---|---|---|---|")
+        valid = c.valid(STATUS_CONVERGED)
         for s in multi:
             k = c.seeds.index(s)
             hi = second[s].hi if np.isfinite(second[s].hi) else c.alphas[-1]
             cols = [j for j, a in enumerate(c.alphas) if a <= hi + 1e-9]
             labs = " ".join(
-                f"{c.alphas[j]:g}:{short.get(lab_s[k, j], '?')}/{short.get(lab_p[k, j], '?')}" for j in cols
+                f"{c.alphas[j]:g}:{short.get(lab_s[k, j], '?')}/{short.get(lab_p[k, j], '?')}"
+                + ("=" if c.same[k, j] else "")
+                for j in cols
             )
-            jump = next(
-                (
-                    f"{c.alphas[j]:g} ({'sem' if lab_s[k, j] != 'positional' else 'pos'} start → "
-                    f"{lab_s[k, j] if lab_s[k, j] != 'positional' else lab_p[k, j]})"
-                    for j in range(len(c.alphas))
-                    if lab_s[k, j] != "positional" or lab_p[k, j] != "positional"
-                ),
-                "never",
+            pts = [j for j in range(len(c.alphas)) if valid[k, j]]
+            same_branch = sum(
+                bool((c.delta[k, i] > 0) != (c.delta[k, j] > 0))
+                and lab_s[k, i] == lab_p[k, i]
+                and lab_s[k, j] == lab_p[k, j]
+                for i, j in zip(pts[:-1], pts[1:], strict=True)
             )
+            jumps = []
+            for name, lab in (("sem", lab_s), ("pos", lab_p)):
+                ch = [
+                    f"{short.get(lab[k, j - 1], '?')}→{short.get(lab[k, j], '?')}@{c.alphas[j]:g}"
+                    for j in range(1, len(c.alphas))
+                    if lab[k, j] != lab[k, j - 1]
+                ]
+                jumps.append(f"{name}: {', '.join(ch) if ch else 'none'}")
             print(
-                f"| {s} | {coarse[s].changes} / {fine[s].changes} | {coarse[s].alpha_c:.3f} / {fine[s].alpha_c:.3f} | "
-                f"{second[s].alpha_c:.3f} | {labs} | {jump} |"
+                f"| {s} | {coarse[s].changes} / {fine[s].changes} ({same_branch}) | "
+                f"{coarse[s].alpha_c:.3f} / {fine[s].alpha_c:.3f} | {second[s].alpha_c:.3f} | {labs} | "
+                f"{'; '.join(jumps)} |"
             )
         print("\nOverlaps (m, ‖θ‖/σ²) of the semantic start | of the positional start, and Δe_t, at the E1 points:\n")
         for s in multi:
