@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.positional_semantic.records import PhaseBoundary
 
 __all__ = [
+    "figure_complexity",
     "figure_test_error",
     "figure_overlaps",
     "figure_phase_plane",
@@ -477,3 +478,43 @@ def _edges(x: np.ndarray) -> np.ndarray:
         return np.array([x[0] - 0.5, x[0] + 0.5])
     mid = 0.5 * (x[1:] + x[:-1])
     return np.concatenate([[x[0] - (mid[0] - x[0])], mid, [x[-1] + (x[-1] - mid[-1])]])
+
+
+def figure_complexity(summary: dict[str, Any], points: dict[tuple[str, float], Sequence[Any]]) -> Figure:
+    """Σ(e) of the positional branch per α on the first rule (docs/rsb.md section 11), energies on the RS rule
+    (each curve shifted by RS e_t(positional) − its small-y reference, as the crossings are computed), with the
+    semantic branch's RS e_t (dashed), the equilibrium (circle) and threshold (triangle) points. Reads the
+    summary and the curve rows only."""
+    from dotattn.core.status import CONVERGED
+
+    rs = {float(r["alpha"]): r for r in summary["rs"]}
+    main = summary["alpha_threshold"]["rule"]
+    feats = {float(c["alpha"]): c for c in summary["curves"] if c["rule"] == main}
+    fig = new_figure(figsize=(7.0, 4.6))
+    ax = fig.add_subplot(1, 1, 1)
+    cmap = colormaps["viridis"]
+    alphas = sorted(rs)
+    for i, a in enumerate(alphas):
+        colour = cmap(i / max(1, len(alphas) - 1))
+        shift = float(rs[a]["positional_train_loss"]) - float(feats[a]["reference"])
+        ok = sorted((p for p in points[(main, a)] if p.status == CONVERGED), key=lambda p: p.y)
+        e = np.array([p.energy for p in ok]) + shift
+        s = np.array([p.complexity for p in ok])
+        ax.plot(1e3 * e, 1e4 * s, "-", color=colour, lw=1.3, marker=".", ms=3, label=f"α = {a:g}")
+        ax.axvline(1e3 * float(rs[a]["semantic_train_loss"]), color=colour, ls="--", lw=0.9)
+        eq, th = feats[a]["equilibrium"], feats[a]["threshold"]
+        if eq["status"] == CONVERGED:
+            ax.plot(1e3 * (eq["energy"] + shift), 0.0, "o", color=colour, mfc="none")
+        if th["status"] == CONVERGED:
+            ax.plot(1e3 * (th["energy"] + shift), 1e4 * th["complexity"], "^", color=colour)
+    ax.axhline(0.0, color="0.5", lw=0.6)
+    ax.set_xlabel("e (training loss of the minima, RS rule) × 10³")
+    ax.set_ylabel("Σ (complexity per d) × 10⁴")
+    ax.set_title(
+        f"1RSB complexity, positional branch (rule {main}); dashed: semantic e_t; "
+        f"○ equilibrium, ▲ threshold\nα_eq = {summary['alpha_equilibrium']['value']:.4f}, "
+        f"α_thr = {summary['alpha_threshold']['value']:.4f}",
+        fontsize=9,
+    )
+    ax.legend(fontsize=8, loc="lower left")
+    return fig
