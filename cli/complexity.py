@@ -29,7 +29,7 @@ def parse_rules(text: str) -> tuple[tuple[int, int], ...]:
 
 
 @cli.command("complexity")
-@click.option("--omega", type=float, default=0.1, show_default=True, help="omega, in [0, 0.5].")
+@click.option("--omega", type=float, default=0.1, show_default=True, help="omega, in [0, 1].")
 @click.option(
     "--alpha",
     "alphas",
