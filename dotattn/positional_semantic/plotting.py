@@ -481,10 +481,10 @@ def _edges(x: np.ndarray) -> np.ndarray:
 
 
 def figure_complexity(summary: dict[str, Any], points: dict[tuple[str, float], Sequence[Any]]) -> Figure:
-    """Σ(e) of the positional branch per α on the first rule (docs/rsb.md section 11), energies on the RS rule
-    (each curve shifted by RS e_t(positional) − its small-y reference, as the crossings are computed), with the
-    semantic branch's RS e_t (dashed), the equilibrium (circle) and threshold (triangle) points. Reads the
-    summary and the curve rows only."""
+    """Σ(e) of the positional branch per α on the first rule (docs/rsb.md section 11), against the energy above
+    the semantic branch's RS e_t (0: the semantic e_t, dashed), with energies on the RS rule (each curve shifted
+    by RS e_t(positional) − its small-y reference, as the crossings are computed); the equilibrium (circle)
+    and threshold (triangle) points. Reads the summary and the curve rows only."""
     from dotattn.core.status import CONVERGED
 
     rs = {float(r["alpha"]): r for r in summary["rs"]}
@@ -494,27 +494,31 @@ def figure_complexity(summary: dict[str, Any], points: dict[tuple[str, float], S
     ax = fig.add_subplot(1, 1, 1)
     cmap = colormaps["viridis"]
     alphas = sorted(rs)
+    top = 0.0
     for i, a in enumerate(alphas):
         colour = cmap(i / max(1, len(alphas) - 1))
-        shift = float(rs[a]["positional_train_loss"]) - float(feats[a]["reference"])
+        shift = (
+            float(rs[a]["positional_train_loss"]) - float(feats[a]["reference"]) - float(rs[a]["semantic_train_loss"])
+        )
         ok = sorted((p for p in points[(main, a)] if p.status == CONVERGED), key=lambda p: p.y)
         e = np.array([p.energy for p in ok]) + shift
         s = np.array([p.complexity for p in ok])
-        ax.plot(1e3 * e, 1e4 * s, "-", color=colour, lw=1.3, marker=".", ms=3, label=f"α = {a:g}")
-        ax.axvline(1e3 * float(rs[a]["semantic_train_loss"]), color=colour, ls="--", lw=0.9)
+        top = max(top, float(np.max(s, initial=0.0)))
+        ax.plot(1e6 * e, 1e4 * s, "-", color=colour, lw=1.3, marker=".", ms=3, label=f"α = {a:g}")
         eq, th = feats[a]["equilibrium"], feats[a]["threshold"]
         if eq["status"] == CONVERGED:
-            ax.plot(1e3 * (eq["energy"] + shift), 0.0, "o", color=colour, mfc="none")
+            ax.plot(1e6 * (eq["energy"] + shift), 0.0, "o", color=colour, mfc="none")
         if th["status"] == CONVERGED:
-            ax.plot(1e3 * (th["energy"] + shift), 1e4 * th["complexity"], "^", color=colour)
+            ax.plot(1e6 * (th["energy"] + shift), 1e4 * th["complexity"], "^", color=colour)
     ax.axhline(0.0, color="0.5", lw=0.6)
-    ax.set_xlabel("e (training loss of the minima, RS rule) × 10³")
+    ax.axvline(0.0, color="0.3", ls="--", lw=0.9)
+    ax.set_ylim(-0.6e4 * top, 1.15e4 * top)
+    ax.set_xlabel("e − e_t(semantic), RS rule (× 10⁻⁶)")
     ax.set_ylabel("Σ (complexity per d) × 10⁴")
     ax.set_title(
-        f"1RSB complexity, positional branch (rule {main}); dashed: semantic e_t; "
-        f"○ equilibrium, ▲ threshold\nα_eq = {summary['alpha_equilibrium']['value']:.4f}, "
-        f"α_thr = {summary['alpha_threshold']['value']:.4f}",
+        f"1RSB complexity of the positional branch (rule {main}); ○ equilibrium, ▲ threshold; dashed: semantic "
+        f"e_t\nα_eq = {summary['alpha_equilibrium']['value']:.4f}, α_thr = {summary['alpha_threshold']['value']:.4f}",
         fontsize=9,
     )
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(fontsize=8, loc="upper left")
     return fig
