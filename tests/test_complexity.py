@@ -5,12 +5,15 @@ committed folder."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 from test_rsb import KAPPA, _gardner_alpha, _overlap_form_saddle
 
+from dotattn.core.io import IntegrityError
 from dotattn.core.status import CONVERGED
 from dotattn.positional_semantic.complexity import (
     ComplexityOptions,
@@ -22,6 +25,7 @@ from dotattn.positional_semantic.complexity import (
 )
 from dotattn.positional_semantic.quadrature import gauss_hermite
 from dotattn.positional_semantic.rsb import HingeChannel, RSBOptions, RSBOverlaps, SphericalWeights
+from dotattn.verify import verify_folder
 
 COMMITTED = Path(__file__).resolve().parents[1] / "results" / "rsb" / "complexity_omega0.1"
 Y_GRID = (30, 25, 21, 19, 18, 17, 16, 15, 14, 12, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1.5, 1, 0.7, 0.5, 0.3, 0.2, 0.1)
@@ -157,3 +161,69 @@ def test_options_refuse_bad_values():
         ComplexityOptions(rules=((6, 4), (6, 4)))
     with pytest.raises(ParameterError, match="y_grid"):
         ComplexityOptions(y_grid=(1.0, 2.0))
+
+
+def _committed_curves():
+    from dotattn.core.io import read_csv
+    from dotattn.positional_semantic.complexity import CurvePoint, curve_file
+
+    summary = json.loads((COMMITTED / "summary.json").read_text())
+    rules = [tuple(r) for r in summary["parameters"]["options"]["rules"]]
+    for rule in rules:
+        for a in summary["parameters"]["alphas"]:
+            rows = read_csv(COMMITTED / curve_file(rule, a))
+            yield summary, rule, a, [CurvePoint.from_row(r) for r in rows]
+
+
+def test_committed_folder_verifies_strictly(tmp_path):
+    """The committed study re-derives (verify --strict), and an edited alpha_threshold is refused."""
+    folder = tmp_path / "c"
+    shutil.copytree(COMMITTED, folder)
+    assert verify_folder(folder, strict=True) == "complexity"
+    body = json.loads((folder / "summary.json").read_text())
+    body["alpha_threshold"]["value"] += 1e-3
+    (folder / "summary.json").write_text(json.dumps(body))
+    from dotattn.core.io import sha256_file
+
+    man = json.loads((folder / "manifest.json").read_text())
+    man["files"]["summary.json"]["sha256"] = sha256_file(folder / "summary.json")
+    man["files"]["summary.json"]["bytes"] = (folder / "summary.json").stat().st_size
+    (folder / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(IntegrityError, match="alpha_threshold"):
+        verify_folder(folder, strict=True)
+
+
+def test_attention_curve_legendre_structure_on_the_concave_part():
+    """The committed positional curves at ω = 0.1: dΣ/de = y by differences between neighbouring y on the concave
+    part away from the cusp (y_mid ≥ 1.5 y_thr; y_thr ≈ 150–165, y* ≈ 250–290; next to the cusp Δe → 0 and the
+    ratio is 0/0, as in the perceptron test). On these coarse inner rules the envelope theorem holds only
+    approximately (docs/rsb.md section 6: de_t/dy against Σ/y² is 0.51 at 3 inner points per axis, 1.07 at 6), and
+    so does this. Measured (ΔΣ/Δe)/y_mid over the four α: 0.76–0.92 (6 × 4), 0.91–1.02 (6 × 6), 0.83–1.04
+    (8 × 4). Asserted: within [0.7, 1.3] on at least 4 intervals per curve; and at every rule and α both features
+    are inside the grid with reference < e_eq < e_thr."""
+    for summary, rule, a, pts in _committed_curves():
+        c = next(c for c in summary["curves"] if c["rule"] == f"{rule[0]}x{rule[1]}" and c["alpha"] == a)
+        assert c["threshold"]["status"] == CONVERGED and c["equilibrium"]["status"] == CONVERGED
+        assert c["reference"] < c["equilibrium"]["energy"] < c["threshold"]["energy"]
+        ok = sorted((p for p in pts if p.status == CONVERGED), key=lambda p: p.y)
+        y = np.array([p.y for p in ok])
+        e = np.array([p.energy for p in ok])
+        s = np.array([p.complexity for p in ok])
+        mid = 0.5 * (y[1:] + y[:-1])
+        ratio = (np.diff(s) / np.diff(e) / mid)[mid >= 1.5 * c["threshold"]["y"]]
+        assert ratio.size >= 4 and np.all((ratio > 0.7) & (ratio < 1.3)), (rule, a, ratio)
+
+
+def test_docs_quote_the_committed_crossings():
+    """docs/rsb.md section 11 and results/rsb/README.md quote alpha_equilibrium and alpha_threshold as the committed
+    summary.json has them (4 decimals, ± the rule uncertainty); the README rounds the threshold to 3."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    summary = json.loads((COMMITTED / "summary.json").read_text())
+    docs = [re.sub(r"\s+", " ", (root / p).read_text()) for p in ("docs/rsb.md", "results/rsb/README.md")]
+    for name in ("alpha_equilibrium", "alpha_threshold"):
+        quoted = f"**{summary[name]['value']:.4f} ± {summary[name]['uncertainty']:.4f}**"
+        assert all(quoted in d for d in docs), quoted
+    thr = summary["alpha_threshold"]
+    assert f"at {thr['value']:.3f} ± {thr['uncertainty']:.3f}" in re.sub(r"\s+", " ", (root / "README.md").read_text())
