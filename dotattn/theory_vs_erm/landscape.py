@@ -204,12 +204,11 @@ class KCrossing:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> KCrossing:
         ints, texts = ("d", "k", "seed", "changes", "valid"), ("search", "outcome", "excluded")
-        return cls(
-            **{
-                f: read_int(row[f]) if f in ints else read_text(row[f]) if f in texts else read_float(row[f])
-                for f in cls.__dataclass_fields__
-            }
-        )
+        fields: dict[str, Any] = {
+            f: read_int(row[f]) if f in ints else read_text(row[f]) if f in texts else read_float(row[f])
+            for f in cls.__dataclass_fields__
+        }
+        return cls(**fields)
 
 
 @dataclass(frozen=True)
@@ -234,12 +233,11 @@ class KSummary:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> KSummary:
         ints = ("d", "k", "seeds", "crossings", "no_crossing", "several")
-        return cls(
-            **{
-                f: read_int(row[f]) if f in ints else read_text(row[f]) if f == "search" else read_float(row[f])
-                for f in cls.__dataclass_fields__
-            }
-        )
+        fields: dict[str, Any] = {
+            f: read_int(row[f]) if f in ints else read_text(row[f]) if f == "search" else read_float(row[f])
+            for f in cls.__dataclass_fields__
+        }
+        return cls(**fields)
 
     def as_dict(self) -> dict[str, Any]:
         """``{mean, se, n, sd, seeds, no_crossing, several}`` (n: the seeds with a crossing)."""

@@ -305,8 +305,8 @@ def replica_alpha_c(folder: str | os.PathLike, problem: Problem) -> tuple[float,
         raise ParameterError(f"--phase-diagram: {err}") from None
     if column.alpha_c is None:
         raise ParameterError(f"--phase-diagram: {folder} has no alpha_c at omega = {problem.omega:g}")
-    err = column.alpha_c_error
-    return float(column.alpha_c), math.nan if err is None else float(err)
+    error = column.alpha_c_error
+    return float(column.alpha_c), math.nan if error is None else float(error)
 
 
 def made_for(plan: InputPlan, phase_dir: str, alpha_c: float, alpha_c_error: float) -> dict[str, Any]:
