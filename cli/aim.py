@@ -480,6 +480,13 @@ def _say(quiet: bool) -> Callable[[str], None] | None:
     return None if quiet else (lambda line: click.echo(line, err=True))
 
 
+def _torch_threads() -> int:
+    """The threads torch will use for GD (its default: the cores)."""
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 @contextlib.contextmanager
 def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: str) -> Iterator[Callable[[bool], None]]:
     """The shared start line (what will run, how much is cached, where it is written, an estimate) and progress
@@ -497,7 +504,11 @@ def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: s
     progress.start(
         f"{len(spec.alphas)} alpha x {spec.seeds} seeds = {total} {what} (d = {spec.d}, n up to "
         f"{spec.n(max(spec.alphas))} samples)",
-        progress.estimate_line(run_seconds(spec, config, estimator), AMP_COST if estimator == "amp" else GD_COST),
+        progress.estimate_line(
+            run_seconds(spec, config, estimator),
+            AMP_COST if estimator == "amp" else GD_COST,
+            threads=_torch_threads() if estimator == "gd" else 1,  # AMP: NumPy on small matrices, one core
+        ),
         str(folder),
     )
 

@@ -288,9 +288,11 @@ omega0.1_d4000 study (d = 4000, 15 α, 16 seeds, batched-lbfgs, one thread, one 
 4.6e9 units."""
 
 
-CELL_OVERHEAD = 3.0
+CELL_OVERHEAD = 0.15
 """CPU seconds per (ω, d) cell besides its share of :data:`ALPHA_C_COST` (data, the optimiser's set-up, the line
-searches of small d): a study of one cell at d = 20, 2 seeds, 3 α took about 3 CPU-s."""
+searches of small d): studies of one cell at d = 50, 3 α, 2 and 8 seeds, in one process (nice 5, load average 10
+on 2 cores) took 0.15 and 0.23 CPU-s. (A cell at d = 300, 4 seeds took 0.58 CPU-s where ALPHA_C_COST gives 0.97:
+the cost per unit grows with d, as the optimiser takes more steps, so studies at small d are estimated high.)"""
 
 
 def study_seconds(problem: Problem, config: AlphaCConfig, theory: bool) -> float:
