@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
 PERFORMANCE = (ROOT / "docs" / "performance.md").read_text()
 CLI_DOC = (ROOT / "docs" / "cli.md").read_text()
+BENCHMARKS = (ROOT / "benchmarks" / "README.md").read_text()
 
 
 def flat(text: str) -> str:
@@ -178,3 +179,17 @@ def test_cli_doc_quotes_the_start_line_estimates(row, estimate):
     a quiet machine, computed here by the functions the command calls."""
     line = next(ln for ln in CLI_DOC.splitlines() if ln.startswith(f"| {row} |"))
     assert f"(start line: {estimate()})" in line, (line, estimate())
+
+
+def test_benchmarks_readme_quotes_the_committed_estimate_ratios():
+    """benchmarks/README.md's estimate / measured per command are those of benchmarks/results/estimates.json,
+    which was made from a clean tree."""
+    made = json.loads((ROOT / "benchmarks" / "results" / "estimates.json").read_text())
+    assert not made["git_commit"].endswith("-dirty")
+    quoted = ", ".join(f"{c['command']} {c['ratio']:.2f}" for c in made["cases"])
+    load = made["load"]
+    before, after = load["before"]["one_minute"], load["after"]["one_minute"]
+    said = f"Estimate / measured in the committed file (nice {load['nice']}, load average {before:.1f} → {after:.1f}"
+    assert said in flat(BENCHMARKS), said
+    assert quoted + "; all within 1.5×" in flat(BENCHMARKS), quoted
+    assert all(c["within_1.5x"] for c in made["cases"])
