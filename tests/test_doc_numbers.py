@@ -80,7 +80,7 @@ def start_line_words(label: str, total: int, unit: str, per_unit: float, cost, t
 
     progress = CommandProgress(label, total, unit, stream=io.StringIO(), tty=False)
     line = progress.estimate_line(per_unit, cost, kw.pop("workers", 1), threads, n_cores=2, load=0.0, **kw)
-    return line.split(" for the ")[0]
+    return line.split("; ")[0]
 
 
 def readme_example(start: str, arguments: str) -> None:

@@ -41,7 +41,9 @@ def test_zero_budget_edge_cases():
     assert estimate_words(0.0) == "nothing left to compute"
     assert estimate_words(0.0, 0.0) == "nothing left to compute"
     # a zero typical time with a budget left: the bound is still stated
-    assert estimate_words(0.0, 120.0) == "typically ~0 s, at most 2 min if every run uses its whole budget"
+    assert estimate_words(0.0, 120.0) == "typically under 1 s, at most 2 min if every run uses its whole budget"
+    assert estimate_words(0.3) == "typically under 1 s"  # not "~0 s": something is left to compute
+    assert estimate_words(0.3, 0.4) == "typically under 1 s"
 
 
 @pytest.mark.parametrize(
@@ -65,25 +67,27 @@ def line(progress: CommandProgress, per_unit: float, cost: Cost, **kw) -> str:
 def test_estimate_line_states_bound_and_typical_from_the_cost():
     p = CommandProgress("aim amp", 24, "runs", stream=io.StringIO(), tty=False)
     text = line(p, 30.0, Cost(1.0, "SRC", typical=0.25))  # 24 x 30 CPU-s at most, a quarter of it typically
-    assert text.startswith("typically ~3 min, at most 12 min if every run uses its whole budget for the 24 runs left")
+    assert text.startswith("typically ~3 min, at most 12 min if every run uses its whole budget; the 24 runs left")
     assert "30 CPU-s per run with its whole budget, typically 25 % of it; calibrated in SRC" in text
+    tiny = line(p, 30.0, Cost(1.0, "SRC", typical=0.0021))  # a restart typically uses 0.21 % of 20,000 steps
+    assert "typically 0.21 % of it" in tiny
     assert "at the present load 0 " in text
 
 
 def test_estimate_line_without_early_stopping_states_one_time():
     p = CommandProgress("train-erm", 4, "seeds", stream=io.StringIO(), tty=False)
     text = line(p, 60.0, Cost(1.0, "SRC"))
-    assert text.startswith("typically ~4 min for the 4 seeds left") and "at most" not in text
+    assert text.startswith("typically ~4 min; the 4 seeds left") and "at most" not in text
     # the settings can rule out stopping early (a tolerance of 0): the command passes typical=1
     assert "at most" not in line(p, 60.0, Cost(1.0, "SRC", typical=0.25), typical=1.0)
 
 
 def test_estimate_line_counts_only_the_units_left_and_the_fixed_cost_once():
     p = CommandProgress("paths sample", 4, "chains", cached=4, stream=io.StringIO(), tty=False)
-    assert line(p, 30.0, Cost(1.0, "SRC")).startswith("nothing left to compute for the 0 chains left")
-    assert line(p, 30.0, Cost(1.0, "SRC"), fixed=4.0).startswith("typically ~4 s for the 0 chains left")
+    assert line(p, 30.0, Cost(1.0, "SRC")).startswith("nothing left to compute; the 0 chains left")
+    assert line(p, 30.0, Cost(1.0, "SRC"), fixed=4.0).startswith("typically ~4 s; the 0 chains left")
     q = CommandProgress("paths sample", 4, "chains", cached=2, stream=io.StringIO(), tty=False)
-    assert line(q, 30.0, Cost(1.0, "SRC"), fixed=4.0).startswith("typically ~64 s for the 2 chains left")
+    assert line(q, 30.0, Cost(1.0, "SRC"), fixed=4.0).startswith("typically ~64 s; the 2 chains left")
 
 
 def test_estimate_line_refuses_a_fraction_outside_0_1():

@@ -137,10 +137,15 @@ def estimate_words(typical: float, bound: float | None = None) -> str:
         raise ValueError(f"estimate_words: the bound {bound!r} is below the typical time {typical!r}")
     if typical == 0 and not bound:
         return "nothing left to compute"
-    words = f"typically ~{format_duration(typical)}"
-    if bound is not None and format_duration(bound) != format_duration(typical):
+    words = f"typically {_about(typical)}"
+    if bound is not None and _about(bound) != _about(typical):
         words += f", at most {format_duration(bound)} if every run uses its whole budget"
     return words
+
+
+def _about(seconds: float) -> str:
+    """``~41 s``, ``~7 min``; ``under 1 s`` for what rounds to 0 s."""
+    return "under 1 s" if seconds < 0.5 else f"~{format_duration(seconds)}"
 
 
 def _singular(unit: str) -> str:
@@ -190,7 +195,7 @@ class CommandProgress:
         typical: float | None = None,
         load: float | None = None,
     ) -> str:
-        """``typically ~3 min, at most 12 min if every run uses its whole budget, for the 60 runs left on 1
+        """``typically ~3 min, at most 12 min if every run uses its whole budget; the 60 runs left on 1
         worker(s) x 2 thread(s) at the present load 1 ... (0.8 CPU-s per run with its whole budget, typically
         25 % of it; calibrated in SOURCE)``: the estimate that counts every unit still to do (plus ``fixed`` CPU
         seconds once: a process to start, imports), worded by :func:`estimate_words`.
@@ -207,9 +212,9 @@ class CommandProgress:
         usual = estimate_seconds(left * cpu_seconds_per_unit * frac + fixed, workers, threads, load, n_cores)
         per = f"{cpu_seconds_per_unit:.3g} CPU-s per {_singular(self.unit)}"
         if frac < 1:
-            per += f" with its whole budget, typically {100 * frac:.0f} % of it"
+            per += f" with its whole budget, typically {100 * frac:.2g} % of it"
         return (
-            f"{estimate_words(usual, bound if frac < 1 else None)} for the {left} {self.unit} left on {workers} "
+            f"{estimate_words(usual, bound if frac < 1 else None)}; the {left} {self.unit} left on {workers} "
             f"worker(s) x {threads} thread(s) at the present load {load:g} (threads runnable now) on {n_cores} "
             f"cores, assumed to stay ({per}; calibrated in {cost.source})"
         )
