@@ -132,14 +132,29 @@ def case_erm_alpha_c() -> tuple[float, float, float, str]:
     import torch
 
     from dotattn.positional_semantic.problem import Problem
-    from dotattn.theory_vs_erm.alpha_c import ALPHA_C_COST, AlphaCConfig, run_study, study_seconds
+    from dotattn.theory_vs_erm.alpha_c import AlphaCConfig, run_study, study_bound_seconds, study_seconds
 
     torch.set_num_threads(1)
     problem = Problem(omega=0.3)
     config = AlphaCConfig(omegas=(0.3,), ds=(100,), alphas=(0.8, 1.2, 1.6), seeds=4)
-    bound = study_seconds(problem, config, False)
+    typical, bound = study_seconds(problem, config, False), study_bound_seconds(problem, config, False)
     measured = cpu(lambda: run_study(problem, config, workers=1, threads=1, theory=False))
-    return bound * ALPHA_C_COST.typical, bound, measured, "omega = 0.3, d = 100, 3 alpha x 4 seeds, no theory"
+    return typical, bound, measured, "omega = 0.3, d = 100, 3 alpha x 4 seeds, no theory"
+
+
+def case_solve() -> tuple[float, float, float, str]:
+    from dotattn.cli.solve import build_quadrature
+
+    from dotattn.positional_semantic.catalogue import initialisations, solve
+    from dotattn.positional_semantic.phase_diagram import SOLVE_COST, start_seconds
+    from dotattn.positional_semantic.problem import Problem
+
+    problem = Problem(omega=0.3, rank=2)
+    quad = build_quadrature(problem, None, 4, None)
+    starts = len(initialisations(problem, 1, 0))
+    bound = starts * start_seconds(problem, quad.rule(problem.gaussian_dim).size)
+    measured = cpu(lambda: solve(problem, 2.0, quadrature=quad, n_random=1))
+    return bound * SOLVE_COST.typical, bound, measured, f"rank 2, alpha = 2, Gauss-Hermite order 4, {starts} starts"
 
 
 def case_paths_sample() -> tuple[float, float, float, str]:
@@ -163,6 +178,7 @@ CASES = {
     "aim amp": case_aim_amp,
     "aim gd": case_aim_gd,
     "erm-alpha-c": case_erm_alpha_c,
+    "solve": case_solve,
     "paths sample": case_paths_sample,
 }
 

@@ -23,7 +23,14 @@ from dotattn.core.runner import (
     connect_dask,
 )
 from dotattn.core.validation import ParameterError
-from dotattn.theory_vs_erm.alpha_c import ALPHA_C_COST, AlphaCConfig, CellRuns, run_study, study_seconds
+from dotattn.theory_vs_erm.alpha_c import (
+    ALPHA_C_COST,
+    AlphaCConfig,
+    CellRuns,
+    run_study,
+    study_bound_seconds,
+    study_seconds,
+)
 from dotattn.theory_vs_erm.crossing import FIT_MODELS
 from dotattn.theory_vs_erm.output import write_alpha_c_study
 
@@ -325,14 +332,18 @@ def erm_alpha_c(
         from dotattn.core.progress import CommandProgress
 
         cells = CommandProgress("erm-alpha-c", total_runs, "runs", quiet=quiet)
+        with_theory = theory and phase_dir is None
+        typical_seconds = study_seconds(problem, config, with_theory)  # the runs stop at their tolerance
+        bound = study_bound_seconds(problem, config, with_theory)  # every run to its step budget
         cells.start(
             f"{len(config.omegas)} omega x {len(config.ds)} d x {config.seeds} seeds x {len(config.alphas)} alpha x 2 "
             f"starts ({config.optimizer}, at most {config.steps} steps)"
             + (", and the theory alpha_c per omega" if theory and phase_dir is None else "")
             + "; every finished cell and chunk of seeds is cached",
             cells.estimate_line(
-                study_seconds(problem, config, theory and phase_dir is None) / max(total_runs, 1),
+                bound / max(total_runs, 1),
                 ALPHA_C_COST,
+                typical=typical_seconds / bound if bound > 0 else 1.0,
                 workers=1 if dask_address is not None else min(workers, n_cells),
                 threads=threads,
             ),

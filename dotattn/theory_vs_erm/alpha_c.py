@@ -310,6 +310,25 @@ def study_seconds(problem: Problem, config: AlphaCConfig, theory: bool) -> float
     return erm + estimate_seconds(problem, list(config.alphas), settings, len(config.omegas), 1)
 
 
+def study_bound_seconds(problem: Problem, config: AlphaCConfig, theory: bool) -> float:
+    """CPU seconds (one thread) of a whole study if every run used its whole step budget: ``steps`` ×
+    :func:`dotattn.erm.restarts.lbfgs_step_seconds` per run (n = α d samples, both starts, every seed), the
+    cells' overhead and the theory as in :func:`study_seconds` (which is the typical time: the runs stop at
+    their tolerance long before the budget)."""
+    from dotattn.erm.restarts import lbfgs_step_seconds
+
+    per_cell = {
+        d: config.steps
+        * config.seeds
+        * 2
+        * sum(lbfgs_step_seconds(max(1, round(a * d)), d, problem.rank) for a in config.alphas)
+        for d in config.ds
+    }
+    erm_typical = ALPHA_C_COST.seconds * sum(config.cost(d) for d in config.ds) * len(config.omegas)
+    bound = sum(per_cell.values()) * len(config.omegas)
+    return study_seconds(problem, config, theory) - erm_typical + max(bound, erm_typical)
+
+
 @dataclass(frozen=True)
 class CellRuns:
     """The paired training losses of one (ω, d) cell: arrays ``(S, A)`` over seeds × α.
