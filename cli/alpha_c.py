@@ -325,6 +325,10 @@ def erm_alpha_c(
             )
         )
 
+    # the estimate before the folder is made: a signal after it reaches the interrupt handling below
+    with_theory = theory and phase_dir is None
+    typical_seconds = study_seconds(problem, config, with_theory)  # the runs stop at their tolerance
+    bound = study_bound_seconds(problem, config, with_theory)  # every run to its step budget
     # created, locked and checked before anything is computed (not another command's folder, not a
     # finished study of other settings); removed again if still empty (an empty cache/ too) when stopped
     with output_folder(out_dir, "erm-alpha-c", "alpha-c", made_for) as out:
@@ -332,9 +336,6 @@ def erm_alpha_c(
         from dotattn.core.progress import CommandProgress
 
         cells = CommandProgress("erm-alpha-c", total_runs, "runs", quiet=quiet)
-        with_theory = theory and phase_dir is None
-        typical_seconds = study_seconds(problem, config, with_theory)  # the runs stop at their tolerance
-        bound = study_bound_seconds(problem, config, with_theory)  # every run to its step budget
         cells.start(
             f"{len(config.omegas)} omega x {len(config.ds)} d x {config.seeds} seeds x {len(config.alphas)} alpha x 2 "
             f"starts ({config.optimizer}, at most {config.steps} steps)"
