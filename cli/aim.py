@@ -493,7 +493,7 @@ def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: s
     with rate and ETA after each run (:class:`dotattn.core.progress.CommandProgress`); an interruption says how
     many finished runs are kept, those of earlier runs included, and how to resume. Yields the
     ``on_run(cached)`` callback of the study."""
-    from dotattn.aim.algo_study import AMP_COST, GD_COST, cached_runs, run_seconds
+    from dotattn.aim.algo_study import AMP_COST, GD_COST, GD_START, cached_runs, run_seconds
     from dotattn.core.progress import CommandProgress
     from dotattn.core.runner import Interrupted
 
@@ -508,6 +508,7 @@ def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: s
             run_seconds(spec, config, estimator),
             AMP_COST if estimator == "amp" else GD_COST,
             threads=_torch_threads() if estimator == "gd" else 1,  # AMP: NumPy on small matrices, one core
+            fixed=GD_START if estimator == "gd" and cached < total else 0.0,
         ),
         str(folder),
     )

@@ -137,7 +137,7 @@ def estimate_erm_restarts() -> str:
 
 
 def estimate_aim(estimator: str) -> str:
-    from dotattn.aim.algo_study import AMP_COST, GD_COST, StudySpec, run_seconds
+    from dotattn.aim.algo_study import AMP_COST, GD_COST, GD_START, StudySpec, run_seconds
     from dotattn.aim.amp import AMPConfig
     from dotattn.aim.gd import GDConfig
 
@@ -152,7 +152,10 @@ def estimate_aim(estimator: str) -> str:
         )
         spec, config, cost, threads = StudySpec(40, 0.5, 2, (0.05, 0.1, 0.2), seeds=8), GDConfig(inits=4), GD_COST, 2
     total = len(spec.alphas) * spec.seeds  # GD: torch's default of one thread per core
-    return start_line_words(f"aim {estimator}", total, "runs", run_seconds(spec, config, estimator), cost, threads)
+    fixed = GD_START if estimator == "gd" else 0.0
+    return start_line_words(
+        f"aim {estimator}", total, "runs", run_seconds(spec, config, estimator), cost, threads, fixed=fixed
+    )
 
 
 def estimate_paths_sample() -> str:
@@ -182,8 +185,8 @@ def test_cli_doc_quotes_the_start_line_estimates(row, estimate):
 
 
 def test_benchmarks_readme_quotes_the_committed_estimate_ratios():
-    """benchmarks/README.md's estimate / measured per command are those of benchmarks/results/estimates.json,
-    which was made from a clean tree."""
+    """benchmarks/README.md's estimate / measured per command, and which are outside 1.5x, are those of
+    benchmarks/results/estimates.json, which was made from a clean tree."""
     made = json.loads((ROOT / "benchmarks" / "results" / "estimates.json").read_text())
     assert not made["git_commit"].endswith("-dirty")
     quoted = ", ".join(f"{c['command']} {c['ratio']:.2f}" for c in made["cases"])
@@ -191,5 +194,6 @@ def test_benchmarks_readme_quotes_the_committed_estimate_ratios():
     before, after = load["before"]["one_minute"], load["after"]["one_minute"]
     said = f"Estimate / measured in the committed file (nice {load['nice']}, load average {before:.1f} → {after:.1f}"
     assert said in flat(BENCHMARKS), said
-    assert quoted + "; all within 1.5×" in flat(BENCHMARKS), quoted
-    assert all(c["within_1.5x"] for c in made["cases"])
+    outside = [c["command"] for c in made["cases"] if not c["within_1.5x"]]
+    verdict = "all within 1.5×" if not outside else "outside 1.5×: " + ", ".join(outside)
+    assert f"{quoted}; {verdict}." in flat(BENCHMARKS), (quoted, verdict)

@@ -413,6 +413,10 @@ GD_STEP_OVERHEAD = 0.57e-3
 """CPU seconds per step of one data set (all its initialisations at once) besides the per-sample work."""
 GD_ALPHA_OVERHEAD = 0.5
 """CPU seconds per α of a GD study besides the steps (the theory, the test errors): the same runs, 0.48-0.53 s."""
+GD_START = 1.2
+"""CPU seconds a GD study pays once per process besides its α and steps (its first call: 1.64 CPU-s against 0.43 for
+the same call again, d = 20, 10 steps; nice 5, load average 7 on 2 cores); AMP's first call: 0.17 s more, not
+counted."""
 
 
 def run_seconds(spec: StudySpec, config: Any, estimator: str) -> float:
