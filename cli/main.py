@@ -63,6 +63,11 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
         "Best-of-K crossings of e_t(semantic) - e_t(positional) from erm-restarts folders, per d and search; "
         "K -> inf, d -> inf and the verdict against the replica alpha_c.",
     ),
+    "complexity": LazyCommand(
+        "dotattn.cli.complexity",
+        "The 1RSB complexity curve of the positional branch, its equilibrium and threshold energies, and the alpha "
+        "at which each crosses the semantic e_t.",
+    ),
     "verify": LazyCommand(
         "dotattn.cli.verify",
         "Verify output folders: every file against manifest.json "
