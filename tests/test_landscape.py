@@ -361,6 +361,7 @@ def _restarts(out, alpha, role, extra=(), omega="0.1", tol="1e-7", d="20", seeds
 def tiny(tmp_path_factory):
     """d = 20, seeds 0-1, three alpha, K_max = 4 (3 noisy copies of each informed start, one random start):
     six erm-restarts folders made by the real command (about 5 s, most of it importing torch)."""
+    pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("tiny") / "runs"
     for a in TINY_ALPHAS:
         for role in ("informed", "restarts"):
