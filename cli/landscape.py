@@ -82,13 +82,13 @@ def landscape(roots, phase_dir, out_dir, quiet):
         out_dir,
     )
     try:
-        best = read_best(plan, progress.unit_done)  # IntegrityError (one line, exit 2) before OUT exists
+        runs, best = read_best(plan, progress.unit_done)  # IntegrityError (one line, exit 2) before OUT exists
     finally:
         progress.close()
     study = analyse(best, alpha_c, alpha_c_error)
     command = "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     with output_folder(out_dir, "landscape", "landscape", params) as out:
-        paths = write_landscape(study, out, params, command=command, seconds=time.perf_counter() - t0)
+        paths = write_landscape(study, runs, out, params, command=command, seconds=time.perf_counter() - t0)
     if quiet:
         return
     summary = study.summary_dict()

@@ -237,8 +237,9 @@ VARIANTS = register_kind(FolderKind("variants", ("variants.csv", "summary.json")
 
 
 def _landscape_rows(folder: Path) -> tuple[list[Any], list[Any], list[Any]]:
-    """best.csv, crossings.csv and crossing_by_k.csv of a ``dotattn landscape`` folder, checked against each other:
-    best.csv a full grid per d (both branches, every seed at every α, K = 1, 2, …, K_max and every start), best
+    """runs.csv, best.csv, crossings.csv and crossing_by_k.csv of a ``dotattn landscape`` folder, checked against each
+    other: best.csv the best of K of runs.csv's runs (:func:`dotattn.theory_vs_erm.landscape.best_from_runs`, K_max per d
+    the largest K of best.csv), a full grid per d (both branches, every seed at every α, K = 1, 2, …, K_max and every start), best
     of K never rising with K and never below the every-start value; crossings.csv the crossings recomputed from
     best.csv (:func:`dotattn.theory_vs_erm.landscape.crossings_by_k`); crossing_by_k.csv one row per (d, search,
     K) with the seed and outcome counts of crossings.csv."""
@@ -251,6 +252,8 @@ def _landscape_rows(folder: Path) -> tuple[list[Any], list[Any], list[Any]]:
         BestOfK,
         KCrossing,
         KSummary,
+        StudyRun,
+        best_from_runs,
         crossings_by_k,
         loss_grid,
     )
@@ -258,6 +261,28 @@ def _landscape_rows(folder: Path) -> tuple[list[Any], list[Any], list[Any]]:
     best = read_records(folder / "best.csv", BestOfK)
     if not best:
         raise IntegrityError(f"{folder / 'best.csv'}: no data rows")
+    runs = read_records(folder / "runs.csv", StudyRun)
+    k_max = {d: max(r.k for r in best if r.d == d) for d in {r.d for r in best}}
+    try:
+        derived = best_from_runs(runs, k_max)
+    except ParameterError as err:
+        raise IntegrityError(f"{folder / 'runs.csv'}: {err}") from None
+    if len(derived) != len(best):
+        raise IntegrityError(f"{folder / 'best.csv'}: {len(best)} rows; runs.csv gives {len(derived)}")
+    for i, (s, m) in enumerate(zip(best, derived, strict=True), start=1):
+        if (s.d, s.seed, s.branch, s.k, s.runs, s.valid, s.excluded) != (
+            m.d,
+            m.seed,
+            m.branch,
+            m.k,
+            m.runs,
+            m.valid,
+            m.excluded,
+        ) or not all(same_number(getattr(s, f), getattr(m, f), rtol=1e-12) for f in ("alpha", "train_loss")):
+            raise IntegrityError(
+                f"{folder / 'best.csv'}: row {i} (d = {s.d}, alpha = {s.alpha:g}, seed {s.seed}, {s.branch}, K = {s.k}) "
+                "is not the best of K of runs.csv"
+            )
     for d in sorted({r.d for r in best}):
         try:
             grid = loss_grid(best, d)
@@ -400,7 +425,7 @@ def _strict_landscape(folder: Path) -> None:
 LANDSCAPE = register_kind(
     FolderKind(
         "landscape",
-        ("best.csv", "crossings.csv", "crossing_by_k.csv", "summary.json"),
+        ("runs.csv", "best.csv", "crossings.csv", "crossing_by_k.csv", "summary.json"),
         _check_landscape,
         strict=_strict_landscape,
     )

@@ -59,6 +59,10 @@ __all__ = [
     "Verdict",
     "k_values",
     "k_max_of",
+    "StudyRun",
+    "STUDY_RUN_COLUMNS",
+    "ROLES",
+    "best_from_runs",
     "best_of_k",
     "LossGrid",
     "loss_grid",
@@ -133,6 +137,73 @@ class RunLike(Protocol):
 
 def _nan_to_none(x: float) -> float | None:
     return None if not math.isfinite(x) else float(x)
+
+
+@dataclass(frozen=True)
+class StudyRun:
+    """One converged-or-not run of the study as the output records it: the point (d, α, seed), ``role`` (``informed``:
+    the noise-free informed starts; ``restarts``: the noisy copies and random starts), its ``restart`` index in its
+    folder, its ``start`` kind, ``status``, ``branch`` label, e_t = ``train_loss`` and ε_g = ``test_error``."""
+
+    d: int
+    alpha: float
+    seed: int
+    role: str
+    restart: int
+    start: str
+    status: str
+    branch: str
+    train_loss: float
+    test_error: float
+
+    def to_row(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in STUDY_RUN_COLUMNS}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> StudyRun:
+        return cls(
+            d=read_int(row["d"]),
+            alpha=read_float(row["alpha"]),
+            seed=read_int(row["seed"]),
+            role=read_text(row["role"]),
+            restart=read_int(row["restart"]),
+            start=read_text(row["start"]),
+            status=read_text(row["status"]),
+            branch=read_text(row["branch"]),
+            train_loss=read_float(row["train_loss"]),
+            test_error=read_float(row["test_error"]),
+        )
+
+
+STUDY_RUN_COLUMNS: tuple[str, ...] = (
+    "d",
+    "alpha",
+    "seed",
+    "role",
+    "restart",
+    "start",
+    "status",
+    "branch",
+    "train_loss",
+    "test_error",
+)
+ROLES: tuple[str, ...] = ("informed", "restarts")
+
+
+def best_from_runs(runs: Sequence[StudyRun], k_max: Mapping[int, int]) -> list[BestOfK]:
+    """The best-of-K rows (:func:`best_of_k`) of every point (d, α, seed) of ``runs``, in order of d, α, seed;
+    ``k_max``: K_max per d. ParameterError for a role outside :data:`ROLES` or a d without K_max."""
+    points: dict[tuple[int, float, int], dict[str, list[StudyRun]]] = {}
+    for r in runs:
+        if r.role not in ROLES:
+            raise ParameterError(f"run role must be one of {', '.join(ROLES)}, got {r.role!r}")
+        points.setdefault((r.d, r.alpha, r.seed), {"informed": [], "restarts": []})[r.role].append(r)
+    out: list[BestOfK] = []
+    for (d, alpha, seed), roles in sorted(points.items()):
+        if d not in k_max:
+            raise ParameterError(f"no K_max for d = {d}")
+        out.extend(best_of_k(d, alpha, seed, roles["informed"], roles["restarts"], k_max[d]))
+    return out
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,9 @@ semantic start of every seed) and ``ROOT/d{d}/alpha{α}/restarts`` (noisy copies
 random starts), each an ``erm-restarts`` folder. :func:`plan_inputs` reads what each folder was made for and
 refuses (ParameterError, one line) folders that do not belong to one study; :func:`read_best` then verifies
 every folder (:func:`dotattn.core.integrity.verify_folder`, kind ``restarts``) before it reads its runs, and
-reduces each point to its best-of-K rows (:func:`dotattn.theory_vs_erm.landscape.best_of_k`).
+reduces each point to its best-of-K rows (:func:`dotattn.theory_vs_erm.landscape.best_from_runs`).
 
-Output (:func:`write_landscape`): ``best.csv``, ``crossings.csv``, ``crossing_by_k.csv``, ``summary.json`` (with
+Output (:func:`write_landscape`): ``runs.csv`` (every run: point, role, start, status, branch, e_t, ε_g), ``best.csv``, ``crossings.csv``, ``crossing_by_k.csv``, ``summary.json`` (with
 provenance), ``crossing_vs_K.png`` and ``manifest.json``; the folder kind ``landscape`` is registered in
 :mod:`dotattn.theory_vs_erm.integrity`.
 """
@@ -34,8 +34,11 @@ from dotattn.theory_vs_erm.landscape import (
     BestOfK,
     KCrossing,
     KSummary,
+    ROLES,
+    STUDY_RUN_COLUMNS,
     LandscapeStudy,
-    best_of_k,
+    StudyRun,
+    best_from_runs,
     k_max_of,
 )
 
@@ -47,6 +50,7 @@ __all__ = [
     "InputFolder",
     "InputPlan",
     "plan_inputs",
+    "read_runs",
     "read_best",
     "replica_alpha_c",
     "write_landscape",
@@ -268,29 +272,37 @@ def _runs(folder: InputFolder) -> list[RestartRecord]:
     return runs
 
 
-def read_best(plan: InputPlan, done: Callable[[int], None] | None = None) -> list[BestOfK]:
-    """Verify and read every folder of ``plan`` (IntegrityError, one line, at the first that fails) and return
-    the best-of-K rows of every point; ``done(1)`` after each folder."""
-    out: list[BestOfK] = []
-    for informed, restarts in plan.pairs:
-        inf_runs = _runs(informed)
-        if done:
-            done(1)
-        rs_runs = _runs(restarts)
-        if done:
-            done(1)
-        for s in informed.seeds:
+def read_runs(plan: InputPlan, done: Callable[[int], None] | None = None) -> list[StudyRun]:
+    """Verify and read every folder of ``plan`` (IntegrityError, one line, at the first that fails) and return every
+    run as a :class:`StudyRun` (role ``informed`` or ``restarts``); ``done(1)`` after each folder."""
+    out: list[StudyRun] = []
+    for pair in plan.pairs:
+        for role, folder in zip(ROLES, pair, strict=True):
             out.extend(
-                best_of_k(
-                    informed.d,
-                    informed.alpha,
-                    s,
-                    [r for r in inf_runs if r.seed == s],
-                    [r for r in rs_runs if r.seed == s],
-                    plan.k_max[informed.d],
+                StudyRun(
+                    d=folder.d,
+                    alpha=folder.alpha,
+                    seed=r.seed,
+                    role=role,
+                    restart=r.restart,
+                    start=r.start,
+                    status=r.status,
+                    branch=r.branch,
+                    train_loss=r.train_loss,
+                    test_error=r.test_error,
                 )
+                for r in _runs(folder)
             )
+            if done:
+                done(1)
     return out
+
+
+def read_best(plan: InputPlan, done: Callable[[int], None] | None = None) -> tuple[list[StudyRun], list[BestOfK]]:
+    """Every run of ``plan`` (:func:`read_runs`) and the best-of-K rows of every point
+    (:func:`dotattn.theory_vs_erm.landscape.best_from_runs` with the plan's K_max per d)."""
+    runs = read_runs(plan, done)
+    return runs, best_from_runs(runs, plan.k_max)
 
 
 def replica_alpha_c(folder: str | os.PathLike, problem: Problem) -> tuple[float, float]:
@@ -340,9 +352,14 @@ def made_for(plan: InputPlan, phase_dir: str, alpha_c: float, alpha_c_error: flo
 
 
 def write_landscape(
-    study: LandscapeStudy, out: str | os.PathLike, params: Mapping[str, Any], command: str = "", seconds: float = 0.0
+    study: LandscapeStudy,
+    runs: Sequence[StudyRun],
+    out: str | os.PathLike,
+    params: Mapping[str, Any],
+    command: str = "",
+    seconds: float = 0.0,
 ) -> dict[str, str]:
-    """best.csv, crossings.csv, crossing_by_k.csv, summary.json (provenance, :meth:`LandscapeStudy.summary_dict`),
+    """runs.csv (every run of the study: ``runs``), best.csv, crossings.csv, crossing_by_k.csv, summary.json (provenance, :meth:`LandscapeStudy.summary_dict`),
     crossing_vs_K.png (:func:`dotattn.theory_vs_erm.landscape_plotting.figure_crossing_vs_k`) and the manifest,
     written last. ``params``: what the folder is made for (:func:`made_for`)."""
     from dotattn.theory_vs_erm.landscape_plotting import figure_crossing_vs_k
@@ -353,7 +370,8 @@ def write_landscape(
         f"dotattn landscape {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; "
         "parameters in summary.json"
     )
-    paths = {name: str(folder / f"{name}.csv") for name in ("best", "crossings", "crossing_by_k")}
+    paths = {name: str(folder / f"{name}.csv") for name in ("runs", "best", "crossings", "crossing_by_k")}
+    write_csv(paths["runs"], [r.to_row() for r in runs], STUDY_RUN_COLUMNS, comment=comment)
     write_csv(paths["best"], [r.to_row() for r in study.best], BEST_COLUMNS, comment=comment)
     write_csv(paths["crossings"], [x.to_row() for x in study.crossings], CROSSING_COLUMNS, comment=comment)
     write_csv(paths["crossing_by_k"], [s.to_row() for s in study.summaries], BY_K_COLUMNS, comment=comment)
