@@ -269,18 +269,18 @@ def _landscape_rows(folder: Path) -> tuple[list[Any], list[Any], list[Any]]:
         raise IntegrityError(f"{folder / 'runs.csv'}: {err}") from None
     if len(derived) != len(best):
         raise IntegrityError(f"{folder / 'best.csv'}: {len(best)} rows; runs.csv gives {len(derived)}")
-    for i, (s, m) in enumerate(zip(best, derived, strict=True), start=1):
-        if (s.d, s.seed, s.branch, s.k, s.runs, s.valid, s.excluded) != (
-            m.d,
-            m.seed,
-            m.branch,
-            m.k,
-            m.runs,
-            m.valid,
-            m.excluded,
-        ) or not all(same_number(getattr(s, f), getattr(m, f), rtol=1e-12) for f in ("alpha", "train_loss")):
+    for i, (got, want) in enumerate(zip(best, derived, strict=True), start=1):
+        if (got.d, got.seed, got.branch, got.k, got.runs, got.valid, got.excluded) != (
+            want.d,
+            want.seed,
+            want.branch,
+            want.k,
+            want.runs,
+            want.valid,
+            want.excluded,
+        ) or not all(same_number(getattr(got, f), getattr(want, f), rtol=1e-12) for f in ("alpha", "train_loss")):
             raise IntegrityError(
-                f"{folder / 'best.csv'}: row {i} (d = {s.d}, alpha = {s.alpha:g}, seed {s.seed}, {s.branch}, K = {s.k}) "
+                f"{folder / 'best.csv'}: row {i} (d = {got.d}, alpha = {got.alpha:g}, seed {got.seed}, {got.branch}, K = {got.k}) "
                 "is not the best of K of runs.csv"
             )
     for d in sorted({r.d for r in best}):

@@ -31,11 +31,11 @@ from dotattn.positional_semantic.problem import Problem
 from dotattn.theory_vs_erm import integrity as _integrity  # noqa: F401  (registers the landscape kind)
 from dotattn.theory_vs_erm.landscape import (
     BRANCHES,
+    ROLES,
+    STUDY_RUN_COLUMNS,
     BestOfK,
     KCrossing,
     KSummary,
-    ROLES,
-    STUDY_RUN_COLUMNS,
     LandscapeStudy,
     StudyRun,
     best_from_runs,
