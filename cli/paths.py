@@ -373,6 +373,14 @@ def sample(
     help="Folder with the four FashionMNIST IDX files (plain or .gz).",
 )
 @click.option(
+    "--ways",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Classes per episode, in [2, 10]: 2 is the two-way task (one output, label +-1); N >= 3 has N supports, "
+    "N one-hot outputs and the accuracy of the argmax (FashionMNIST and digits: classes 0..N-1).",
+)
+@click.option(
     "--P", "P", type=int, default=600, show_default=True, help="Training episodes of the theory, in [10, 5000]."
 )
 @click.option(
@@ -488,6 +496,7 @@ def sample(
 def images(
     omniglot: str,
     fashion_mnist: str,
+    ways: int,
     P: int,
     P_validation: int,
     P_test: int,
@@ -522,7 +531,8 @@ def images(
     characters, then, with its queries and keys frozen, solves the finite-width theory per width and
     temperature, keeps per width the temperature best on the validation episodes, and reports
     accuracy and loss on the test characters, FashionMNIST and digits; head scores from U at the
-    smallest width against the accuracy drops of pruning each head of the trained network. A
+    smallest width against the accuracy drops of pruning each head of the trained network. With
+    --ways N >= 3 every episode has N supports and the network and the theory N outputs. A
     finished training is reused from the output folder; an interrupted one resumes. Needs torch
     (erm extra), scikit-learn (images extra) and, for the sampling check, NumPyro (paths extra).
     """
@@ -543,6 +553,7 @@ def images(
         omniglot=omniglot,
         fashion_mnist=fashion_mnist,
         gd=gd,
+        ways=ways,
         P=P,
         P_validation=P_validation,
         P_test=P_test,

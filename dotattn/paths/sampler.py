@@ -20,9 +20,9 @@ import numpy as np
 
 from dotattn.core.progress import Cost
 from dotattn.core.validation import ParameterError, check_int, check_number
-from dotattn.paths.analysis import Evaluation
+from dotattn.paths.analysis import Evaluation, correct_predictions
 from dotattn.paths.data import PathData
-from dotattn.paths.theory import PathsModel, kernel, output_labels
+from dotattn.paths.theory import Kernels, PathsModel, kernel, output_labels
 
 __all__ = ["SamplerConfig", "SampleResult", "run_nuts", "sampled_evaluation", "MAX_SAMPLE_N"]
 
@@ -309,14 +309,23 @@ def run_nuts(
 
 
 def _mean_predictor(U_draws: np.ndarray, data: PathData, model: PathsModel) -> np.ndarray:
-    """Average over draws of the exact mean predictor given U, k(U)ᵀ(K(U) + 𝒯I)⁻¹Y, on the test set."""
-    c = model.kernel_scale
-    total = np.zeros(len(data.y_test))
-    eye = model.temperature * np.eye(len(data.y_train))
+    """Average over draws of the exact mean predictor given U, k(U)ᵀ(K(U) + 𝒯I)⁻¹Y, on the test set ((P_test,),
+    or (P_test, M) for M outputs)."""
+    from dotattn.paths.network import OutputKernels
+
+    c, M = model.kernel_scale, model.outputs
+    C_train: Kernels = data.C_train
+    C_cross: Kernels = data.C_cross
+    y = output_labels(data.y_train, M)
+    if M > 1:
+        C_train, C_cross = OutputKernels(data.C_train, M), OutputKernels(data.C_cross, M)
+    total = np.zeros(C_cross.shape[2])
+    eye = model.temperature * np.eye(len(y))
     for U in U_draws:
-        K = kernel(U, data.C_train, c) + eye
-        total += kernel(U, data.C_cross, c) @ np.linalg.solve(K, data.y_train)
-    return total / len(U_draws)
+        K = kernel(U, C_train, c) + eye
+        total += kernel(U, C_cross, c) @ np.linalg.solve(K, y)
+    mean = total / len(U_draws)
+    return mean if M == 1 else mean.reshape(M, -1).T
 
 
 def sampled_evaluation(
@@ -331,10 +340,12 @@ def sampled_evaluation(
     per_chain = [_mean_predictor(result.U[c, ::step], data, model) for c in range(chains)]
     mean = np.mean(per_chain, axis=0)
     yt = data.y_test
-    accs = np.array([np.mean(np.sign(m) == yt) for m in per_chain])
+    accs = np.array([np.mean(correct_predictions(m, yt)) for m in per_chain])
     losses = np.array([np.mean((m - yt) ** 2) for m in per_chain])
     err = (lambda v: float(np.std(v, ddof=1) / np.sqrt(len(v)))) if chains > 1 else (lambda v: float("nan"))
     ev = Evaluation(
-        accuracy=float(np.mean(np.sign(mean) == yt)), loss=float(np.mean((mean - yt) ** 2)), variance=float("nan")
+        accuracy=float(np.mean(correct_predictions(mean, yt))),
+        loss=float(np.mean((mean - yt) ** 2)),
+        variance=float("nan"),
     )
     return ev, err(accs), err(losses)
