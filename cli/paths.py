@@ -124,6 +124,14 @@ def _task(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: in
     help="Networks solved: all, good (good path only), good+denoising.",
 )
 @click.option(
+    "--outputs",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Outputs M of the network, 1 or 2: 1 fits the label +-1; 2 fits one-hot targets of the two classes "
+    "(the theory with M outputs: U over paths x outputs; accuracy of the argmax).",
+)
+@click.option(
     "--sampled",
     multiple=True,
     type=click.Path(file_okay=False),
@@ -149,6 +157,7 @@ def theory(
     sigma2: float,
     N: tuple[str, ...],
     subsets: str,
+    outputs: int,
     sampled: tuple[str, ...],
     out: str,
     quiet: bool,
@@ -157,7 +166,8 @@ def theory(
 
     For each width and network (head subset) minimises S(U) = entropy + alpha * energy and writes the
     mean predictor's test accuracy and loss, U, head scores with pruning, kernel-label alignments and
-    figures; --sampled adds NUTS runs (accuracy, U, z-scores, diagnostics) to summary.json.
+    figures; --sampled adds NUTS runs (accuracy, U, z-scores, diagnostics) to summary.json. --outputs 2 solves
+    the theory with two outputs on one-hot targets of the two classes.
     """
     from dotattn.paths.study import StudyConfig, read_sample_run, run_theory_study, write_theory_study
 
@@ -167,15 +177,19 @@ def theory(
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ParameterError(f"subsets: {dup!r} is given twice; give each network once")
-    config = StudyConfig(task=tk, widths=widths, temperature=temperature, sigma2=sigma2, subsets=names)
+    config = StudyConfig(task=tk, widths=widths, temperature=temperature, sigma2=sigma2, subsets=names, outputs=outputs)
+    if sampled and config.outputs != 1:
+        raise ParameterError("--sampled runs have one output; give them with --outputs 1")
     samples = [read_sample_run(d, config) for d in sampled]
     from dotattn.core.resources import check_memory
     from dotattn.paths.data import path_data_bytes
 
     # the kernels of every subset and the solver's and predictor's P x P and P_test x P arrays beside the data
+    # (M outputs: M P x M P and M P_test x M P)
+    M2 = config.outputs**2
     n_kernel = 16 * (tk.P**2 + tk.P_test * tk.P)
     check_memory(
-        path_data_bytes(tk) + 8 * (n_kernel + 10 * tk.P**2 + 3 * tk.P_test * tk.P),
+        path_data_bytes(tk) + 8 * (n_kernel + M2 * (10 * tk.P**2 + 3 * tk.P_test * tk.P)),
         f"paths theory at P = {tk.P}, P_test = {tk.P_test}, T = {tk.T}",
         "choose a smaller P, P_test or T",
     )

@@ -380,3 +380,46 @@ def test_weights_and_collapsed_posteriors_with_outputs_agree_at_N10():
     theory = minimise_action(data.C_train, data.y_train, model)
     assert theory.converged
     assert np.trace(theory.U) == pytest.approx(np.trace(c.U_mean), rel=0.25)
+
+
+# -- the command ------------------------------------------------------------------------------------
+
+
+def test_theory_command_with_two_outputs(tmp_path):
+    """`paths theory --outputs 2` on a small Markov task: U over 4 paths x 2 outputs, and at the GP value the
+    argmax of the two one-hot outputs is the sign of the one-output GP predictor (their difference is the GP
+    predictor of labels (1, 0) - (0, 1) = y, limit 2), so the GP accuracies of the two commands are equal; the
+    folder verifies."""
+    from clitools import run
+
+    task = ["paths", "theory", "--P", "40", "--P-test", "60", "--T", "8", "--N", "10,1000", "--subsets", "all,good"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    r1 = run(*task, "--out", str(one), "--quiet", timeout=300)
+    r2 = run(*task, "--outputs", "2", "--out", str(two), "--quiet", timeout=300)
+    assert r1.returncode == 0 and r2.returncode == 0, (r1.stderr, r2.stderr)
+    import json
+
+    s1, s2 = (json.loads((d / "summary.json").read_text()) for d in (one, two))
+    assert s2["outputs"] == 2 and s2["paths"][:2] == ["good:1", "good:2"] and len(s2["paths"]) == 8
+    for N in ("10", "1000"):
+        e = s2["per_N"][N]
+        assert e["status"] == "converged" and np.asarray(e["U"]).shape == (8, 8)
+        assert 0 <= e["accuracy_theory"] <= 1
+        assert e["accuracy_gp"] == s1["per_N"][N]["accuracy_gp"]
+        assert e["accuracy_gp_good"] == s1["per_N"][N]["accuracy_gp_good"]
+    assert "outputs" not in s1 and "outputs" not in s1["provenance"]["parameters"]
+    v = run("verify", "--strict", str(two))
+    assert v.returncode == 0, v.stderr
+
+
+@pytest.mark.parametrize(
+    "args, word", [(["--outputs", "3"], "outputs"), (["--outputs", "2", "--sampled", "x"], "--sampled")]
+)
+def test_theory_command_refuses_bad_outputs(tmp_path, args, word):
+    from clitools import run
+
+    out = tmp_path / "never"
+    r = run("paths", "theory", "--P-test", "100", *args, "--out", str(out), timeout=120)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and word in lines[0], r.stderr
+    assert not out.exists()

@@ -195,7 +195,10 @@ def prune_heads(U: np.ndarray, data: PathData, model: PathsModel, pruned: Sequen
 
 
 def alignment(K: np.ndarray, y: np.ndarray) -> float:
-    """Kernel-label alignment Yᵀ K Y / (‖K‖_F ‖Y‖²), in [−1, 1]."""
+    """Kernel-label alignment Yᵀ K Y / (‖K‖_F ‖Y‖²), in [−1, 1]; for labels Y (P, M) of M outputs and a P × P
+    kernel, tr(Yᵀ K Y) / (‖K‖_F ‖Y‖_F²)."""
+    if np.ndim(y) == 2:
+        return float(np.sum(y * (K @ y)) / (np.linalg.norm(K) * np.sum(y * y)))
     return float(y @ K @ y / (np.linalg.norm(K) * (y @ y)))
 
 
