@@ -493,6 +493,20 @@ def _hessian_numbers(C: Kernels, n: int) -> int:
     return max(n * n * C.shape[2] * C.shape[3], n**4)
 
 
+HESSIAN_MAX_OPERATIONS = 2 * 10**10
+"""Most multiply-adds of one Newton step (:func:`_hessian_operations`): about 5–10 s on one core. Beyond it
+:func:`minimise_action` runs L-BFGS alone. The one-output studies are far below (16 paths, N0 = 83: 5·10⁸);
+16 paths with 5 outputs (80 extended paths, N0 = 86) need 3·10¹¹ for the energy Hessian alone."""
+
+
+def _hessian_operations(C: Kernels, n: int, n_theta: int) -> int:
+    """Multiply-adds of one Newton step: the energy Hessian's trace term ((n N0)² by (n N0)² for factored
+    kernels: n⁴ N0²; dense: n⁴ P²) and the eigendecomposition of the θ-Hessian (~10 m³)."""
+    base = C.base if isinstance(C, OutputKernels) else C
+    width = base.xi_a.shape[2] if isinstance(base, FactoredKernels) else C.shape[2]
+    return n**4 * width**2 + 10 * n_theta**3
+
+
 NEWTON_MAX_STEP = 3.0
 """Largest change of one coordinate θ_i per Newton step (on a log-diagonal: a factor e³ on that Cholesky entry);
 far from the minimum the full step overshoots by many orders of magnitude."""
@@ -557,7 +571,10 @@ def minimise_action(
     hess = lambda th: theta_hessian(th, C, y, model)  # noqa: E731
     stat_of = lambda th: stationarity(levels_from_theta(th, model.heads, model.outputs), C, y, model)  # noqa: E731
     done = lambda th: stat_of(th) <= tol  # noqa: E731
-    use_newton = _hessian_numbers(C, n) <= HESSIAN_MAX_NUMBERS
+    use_newton = (
+        _hessian_numbers(C, n) <= HESSIAN_MAX_NUMBERS
+        and _hessian_operations(C, n, len(theta)) <= HESSIAN_MAX_OPERATIONS
+    )
     try:
         iters, parts = 0, []
         if use_newton:
