@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy
 from scipy import linalg, optimize
 
 from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
@@ -507,6 +508,13 @@ def _hessian_operations(C: Kernels, n: int, n_theta: int) -> int:
     return n**4 * width**2 + 10 * n_theta**3
 
 
+LBFGS_CHECK_EVERY = 10
+"""Iterations between two stationarity checks of L-BFGS when it runs alone: each check costs about one
+iteration; on 16 paths x 5 outputs the relative stationarity reached 1e-6 after 38 of 60 iterations at
+N = 1000 and after 121 of 174 at N = 10 (random kernels, P = 60)."""
+_SCIPY_STOPS_ON_CALLBACK = tuple(int(v) for v in scipy.__version__.split(".")[:2]) >= (1, 11)
+"""A callback may end scipy's minimize by raising StopIteration from scipy 1.11 on."""
+
 NEWTON_MAX_STEP = 3.0
 """Largest change of one coordinate θ_i per Newton step (on a log-diagonal: a factor e³ on that Cholesky entry);
 far from the minimum the full step overshoots by many orders of magnitude."""
@@ -582,11 +590,21 @@ def minimise_action(
             iters += k
             parts.append(f"{k} Newton steps")
         if not use_newton or not ok:
+            seen = [0]
+
+            def check(xk: np.ndarray) -> None:
+                # L-BFGS alone (no Newton to finish): stop once stationary to ``tol`` (checked every
+                # LBFGS_CHECK_EVERY iterations) instead of running on to its own float64 limits
+                seen[0] += 1
+                if seen[0] % LBFGS_CHECK_EVERY == 0 and done(xk):
+                    raise StopIteration
+
             res = optimize.minimize(
                 fun,
                 theta,
                 jac=True,
                 method="L-BFGS-B",
+                callback=check if not use_newton and _SCIPY_STOPS_ON_CALLBACK else None,
                 options={"maxiter": max_iter, "maxcor": 30, "gtol": 1e-13, "ftol": 1e-16},
             )
             theta = res.x
