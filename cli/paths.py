@@ -600,7 +600,7 @@ def images(
 
     with output_folder(out, "paths images", "paths-images") as folder:
         from dotattn.core.progress import CommandProgress
-        from dotattn.paths.images_study import IMAGES_COST, study_seconds
+        from dotattn.paths.images_study import IMAGES_COST, WAYS_COST, study_seconds
 
         saddles = len(config.widths) * len(config.temperatures)
         start = CommandProgress("paths images", 1, "study", quiet=quiet)
@@ -612,7 +612,7 @@ def images(
                 if config.sample_N
                 else ""
             ),
-            start.estimate_line(study_seconds(config), IMAGES_COST),
+            start.estimate_line(study_seconds(config), IMAGES_COST if config.ways == 2 else WAYS_COST),
             str(folder),
             first_line=False,  # progress: one line per stage below
         )

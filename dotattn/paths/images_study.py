@@ -657,10 +657,36 @@ IMAGES_COST = Cost(7.2, "results/paths/omniglot/summary.json (timings)")
 iterations at P = 200: 637 s, 0.106 s per iteration) the basis of :func:`study_seconds`."""
 
 
+WAYS_COST = Cost(29.0, "docs/attention_paths.md §16, 'Cost of a five-way study'")
+"""CPU seconds per saddle point of a five-way study at P = 200 (16 paths x 5 outputs, L-BFGS to 1e-6): 9.6, 13.1,
+26.9 and 66.4 s at N = 10⁴, 10³, 100, 10 (warm-started sweep at 𝒯 = 0.1), mean 29 s; 0.30 s per L-BFGS iteration."""
+WAYS_GD_EPOCH = 11.9
+"""CPU seconds of one training epoch (100 Adam steps of 64 five-way episodes and 500 validation episodes), same
+source as :data:`WAYS_COST`."""
+
+
 def study_seconds(config: ImageStudyConfig, gd_reused: bool = False) -> float:
     """Rough CPU seconds of a whole study: the committed study's training time (unless the trained network is
     reused), widths × temperatures saddle points at :data:`IMAGES_COST` × (P/600)^1.5, and the sampling check
-    at 0.106 s per iteration per chain × (sample_P/200)^1.5."""
+    at 0.106 s per iteration per chain × (sample_P/200)^1.5. N ≥ 3 ways: :data:`WAYS_COST` per saddle point ×
+    (M P/1000)² (the M² blocks of P × P kernels), every epoch of the training at :data:`WAYS_GD_EPOCH` ×
+    ((N + 1)/6)² (attention over T = 16 (N + 1) tokens; a bound: training stops early), sampling as for two ways
+    × M²."""
+    if config.ways > 2:
+        M = config.outputs
+        ways_saddles = len(config.widths) * len(config.temperatures) * WAYS_COST.seconds * (M * config.P / 1000) ** 2
+        epochs = config.gd.max_epochs * config.gd.epoch_episodes / 6400
+        ways_gd = 0.0 if gd_reused else epochs * WAYS_GD_EPOCH * ((config.ways + 1) / 6) ** 2
+        ways_sampling = (
+            config.sample_chains
+            * (config.sample_warmup + config.sample_draws)
+            * 0.106
+            * (config.sample_P / 200) ** 1.5
+            * M**2
+            if config.sample_N
+            else 0.0
+        )
+        return ways_gd + ways_saddles + ways_sampling
     saddles = len(config.widths) * len(config.temperatures) * IMAGES_COST.seconds * (config.P / 600) ** 1.5
     sampling = (
         config.sample_chains * (config.sample_warmup + config.sample_draws) * 0.106 * (config.sample_P / 200) ** 1.5
