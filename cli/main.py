@@ -58,6 +58,11 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
         "dotattn.cli.restarts",
         "Many optimiser restarts on the same data and teacher: minima, their spread and mutual distances.",
     ),
+    "complexity": LazyCommand(
+        "dotattn.cli.complexity",
+        "The 1RSB complexity curve of the positional branch, its equilibrium and threshold energies, and the alpha "
+        "at which each crosses the semantic e_t.",
+    ),
     "verify": LazyCommand(
         "dotattn.cli.verify",
         "Verify output folders: every file against manifest.json "

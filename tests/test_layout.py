@@ -122,6 +122,7 @@ def test_every_package_registers_its_folder_kinds():
     assert owners == {
         "phase-diagram": "positional_semantic",
         "rsb": "positional_semantic",
+        "complexity": "positional_semantic",
         "erm": "erm",
         "restarts": "erm",
         "comparison": "theory_vs_erm",

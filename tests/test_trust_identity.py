@@ -20,6 +20,7 @@ RESULTS = Path(__file__).resolve().parent.parent / "results"
 ONE_PER_KIND = {
     "phase-diagram": "general/L2_r2_rt1/phase_diagram",
     "rsb": "rsb/toy_omega0.1_alpha0.75",
+    "complexity": "rsb/complexity_omega0.1",
     "erm": "erm/finite_size/d100",
     "restarts": "general/toy_restarts/lambda1_d250",
     "comparison": "erm/comparison_omega0.3_d1000",

@@ -169,14 +169,15 @@ def _numpyro_model(
     numpyro.deterministic("U", U)
 
 
-NUTS_COST = Cost(0.09, "results/paths/markov/sample_N*/sample.json and benchmarks/README.md (paths_collapsed)")
-"""CPU seconds per NUTS iteration (warm-up or draw) of one chain at P = 100, N <= 30: 0.095 and 0.089 s in the
-committed sample_N10 and sample_N30 (T = 30, 4 paths, 4 x 600 iterations, loaded 2 cores); 0.34 s at N = 100;
-1.45 s at P = 600 with 16 paths (benchmarks/README.md, paths_collapsed row). See :func:`chain_seconds`."""
-CHAIN_OVERHEAD = 6.0
+NUTS_COST = Cost(0.011, 'benchmarks/README.md "Start-line estimates"')
+"""CPU seconds per NUTS iteration (warm-up or draw) of one chain at P = 100, N <= 30, besides
+:data:`CHAIN_OVERHEAD`: from two runs of the command (``--task markov --N 10``, P = 100, T = 30; nice 5, load
+average 5-12 on 2 cores): the README example (4 chains of 300 + 300: 70.8 CPU-s) and 2 chains of 100 + 100
+(28.5 CPU-s). The scaling with P and N is from the committed runs (:func:`chain_seconds`). ``typical`` is 1: a
+chain runs all its iterations."""
+CHAIN_OVERHEAD = 10.0
 """CPU seconds of one chain besides its iterations (NumPyro builds and JAX compiles the sampler for each chain):
-measured 16 CPU-s for a whole run of 2 chains of 70 iterations at P = 8, T = 4, N = 3, of which about 4 s the
-sampler process's start and imports (:data:`SAMPLER_START`)."""
+from the same two runs."""
 SAMPLER_START = 4.0
 """CPU seconds to start the sampler's process and import JAX and NumPyro (once per command)."""
 

@@ -1,6 +1,7 @@
 """The folder kinds of the positional–semantic theory, registered with :mod:`dotattn.core.integrity`:
 ``phase-diagram`` (``dotattn phase-diagram``: phase_diagram.csv, boundaries.csv, summary.json) and
-``rsb`` (``dotattn solve --rsb 1 --out``: rsb.json).
+``rsb`` (``dotattn solve --rsb 1 --out``: rsb.json) and ``complexity`` (``dotattn complexity``: summary.json,
+one curve CSV per rule and alpha).
 Also the row checks other packages reuse for theory records (:func:`check_branch_rows`)."""
 
 from __future__ import annotations
@@ -21,13 +22,14 @@ from dotattn.core.integrity import (
     read_verified_csv,
     read_verified_json,
     register_kind,
+    same_number,
 )
-from dotattn.core.io import IntegrityError
+from dotattn.core.io import IntegrityError, read_json_if_valid, to_jsonable
 from dotattn.core.status import CONVERGED
 from dotattn.positional_semantic.problem import Problem, problem_of
 from dotattn.positional_semantic.records import BranchPoint
 
-__all__ = ["ALL_BRANCHES", "check_branch_rows", "check_selection", "PHASE_DIAGRAM", "RSB"]
+__all__ = ["ALL_BRANCHES", "check_branch_rows", "check_selection", "PHASE_DIAGRAM", "RSB", "COMPLEXITY"]
 
 ALL_BRANCHES: tuple[str, ...] = ("positional", "semantic", "mixed", "uninformative", "none")
 """Branch labels a theory row may carry (``none``: a catalogue entry that did not converge)."""
@@ -256,3 +258,105 @@ def _check_rsb(folder: Path, manifest: Mapping[str, Any] | None) -> None:
 
 
 RSB = register_kind(FolderKind("rsb", ("rsb.json",), _check_rsb, meta_file="rsb.json"))
+
+
+def _complexity_parts(folder: Path):
+    """(summary, problem, alphas, rules, y_grid, points per (rule name, alpha)) of a complexity folder."""
+    from dotattn.positional_semantic.complexity import (
+        CURVE_STATUSES,
+        SUMMARY_FILE,
+        CurvePoint,
+        check_alphas,
+        check_rules,
+        curve_file,
+        rule_name,
+    )
+
+    path = folder / SUMMARY_FILE
+    body = read_verified_json(path)
+    params = body.get("parameters")
+    if not isinstance(params, dict) or not isinstance(params.get("problem"), dict):
+        raise IntegrityError(f"{path}: no 'parameters' with the problem")
+    problem = problem_of(path, params)
+    try:
+        alphas = check_alphas(params["alphas"])
+        rules = check_rules(params["options"]["rules"])
+        y_grid = sorted(float(y) for y in params["options"]["y_grid"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise IntegrityError(f"{path}: parameters lack valid alphas, rules or y_grid ({err})") from None
+    rs = body.get("rs")
+    if not isinstance(rs, list) or len(rs) != len(alphas):
+        raise IntegrityError(f"{path}: 'rs' must hold one row per alpha ({len(alphas)})")
+    for i, (row, a) in enumerate(zip(rs, alphas, strict=True), start=1):
+        if not on_grid(float(row.get("alpha", "nan")), [a]):
+            raise IntegrityError(f"{path}: rs row {i} is not alpha = {a:g}")
+        check_finite(path, i, "positional_train_loss", float(row["positional_train_loss"]))
+        check_finite(path, i, "semantic_train_loss", float(row["semantic_train_loss"]))
+    points = {}
+    for rule in rules:
+        for a in alphas:
+            csv_path = folder / curve_file(rule, a)
+            if not csv_path.is_file():
+                raise IntegrityError(f"{csv_path}: missing (one curve per rule and alpha)")
+            rows = read_verified_csv(csv_path)
+            pts = [CurvePoint.from_row(r) for r in rows]
+            if sorted(p.y for p in pts) != y_grid:
+                raise IntegrityError(f"{csv_path}: its y values are not the y_grid of summary.json")
+            for i, p in enumerate(pts, start=1):
+                if p.status not in CURVE_STATUSES:
+                    raise IntegrityError(f"{csv_path}: row {i}: status {p.status!r} is not one of {CURVE_STATUSES}")
+                if p.status == CONVERGED:
+                    for name in ("train_loss", "complexity", "energy", "q0", "q1"):
+                        check_finite(csv_path, i, name, getattr(p, name))
+                    if not abs(p.energy - (p.train_loss + p.complexity / p.y)) <= 1e-12 * max(1.0, abs(p.energy)):
+                        raise IntegrityError(f"{csv_path}: row {i}: energy is not e_t + complexity / y")
+                    if not p.q1 > p.q0:
+                        raise IntegrityError(f"{csv_path}: row {i}: a converged saddle needs q1 > q0")
+            points[(rule_name(rule), a)] = pts
+    return body, problem, alphas, rules, y_grid, points
+
+
+def _check_complexity(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """summary.json: the problem, alphas, rules, y grid and one RS row per alpha; a curve CSV per (rule, alpha) on
+    that y grid, with known statuses, finite values where converged and e = e_t + Σ/y; alpha_equilibrium and
+    alpha_threshold present."""
+    body = _complexity_parts(folder)[0]
+    for name in ("alpha_equilibrium", "alpha_threshold"):
+        item = body.get(name)
+        if not isinstance(item, dict) or "value" not in item or "method" not in item:
+            raise IntegrityError(f"{folder / 'summary.json'}: no {name} with its value and method")
+
+
+def _strict_complexity(folder: Path) -> None:
+    """The features, crossings and alpha_equilibrium / alpha_threshold re-derived from the curve rows."""
+    from dotattn.positional_semantic.complexity import summarise
+
+    body, _, alphas, rules, _, points = _complexity_parts(folder)
+    again = summarise(alphas, rules, body["rs"], points)
+    sj = folder / "summary.json"
+    for key in ("alpha_equilibrium", "alpha_threshold", "crossings", "curves"):
+        if not same_tree(to_jsonable(again[key]), body.get(key)):
+            raise IntegrityError(f"{sj}: {key} is not what the curve rows give (verify --strict)")
+
+
+def same_tree(a: Any, b: Any) -> bool:
+    """Nested dicts / lists equal, numbers to :data:`STRICT_RTOL` (NaN equals NaN)."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and set(a) == set(b) and all(same_tree(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return isinstance(b, list) and len(a) == len(b) and all(same_tree(x, z) for x, z in zip(a, b, strict=True))
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return same_number(a, b)
+
+
+COMPLEXITY = register_kind(
+    FolderKind(
+        "complexity",
+        ("summary.json",),
+        _check_complexity,
+        recognise=lambda folder: "alpha_threshold" in (read_json_if_valid(folder / "summary.json") or {}),
+        optional=("curve_*.csv",),
+        strict=_strict_complexity,
+    )
+)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from dotattn.positional_semantic.records import PhaseBoundary
 
 __all__ = [
+    "figure_complexity",
     "figure_test_error",
     "figure_overlaps",
     "figure_phase_plane",
@@ -477,3 +478,47 @@ def _edges(x: np.ndarray) -> np.ndarray:
         return np.array([x[0] - 0.5, x[0] + 0.5])
     mid = 0.5 * (x[1:] + x[:-1])
     return np.concatenate([[x[0] - (mid[0] - x[0])], mid, [x[-1] + (x[-1] - mid[-1])]])
+
+
+def figure_complexity(summary: dict[str, Any], points: dict[tuple[str, float], Sequence[Any]]) -> Figure:
+    """Σ(e) of the positional branch per α on the first rule (docs/rsb.md section 11), against the energy above
+    the semantic branch's RS e_t (0: the semantic e_t, dashed), with energies on the RS rule (each curve shifted
+    by RS e_t(positional) − its small-y reference, as the crossings are computed); the equilibrium (circle)
+    and threshold (triangle) points. Reads the summary and the curve rows only."""
+    from dotattn.core.status import CONVERGED
+
+    rs = {float(r["alpha"]): r for r in summary["rs"]}
+    main = summary["alpha_threshold"]["rule"]
+    feats = {float(c["alpha"]): c for c in summary["curves"] if c["rule"] == main}
+    fig = new_figure(figsize=(7.0, 4.6))
+    ax = fig.add_subplot(1, 1, 1)
+    cmap = colormaps["viridis"]
+    alphas = sorted(rs)
+    top = 0.0
+    for i, a in enumerate(alphas):
+        colour = cmap(i / max(1, len(alphas) - 1))
+        shift = (
+            float(rs[a]["positional_train_loss"]) - float(feats[a]["reference"]) - float(rs[a]["semantic_train_loss"])
+        )
+        ok = sorted((p for p in points[(main, a)] if p.status == CONVERGED), key=lambda p: p.y)
+        e = np.array([p.energy for p in ok]) + shift
+        s = np.array([p.complexity for p in ok])
+        top = max(top, float(np.max(s, initial=0.0)))
+        ax.plot(1e6 * e, 1e4 * s, "-", color=colour, lw=1.3, marker=".", ms=3, label=f"α = {a:g}")
+        eq, th = feats[a]["equilibrium"], feats[a]["threshold"]
+        if eq["status"] == CONVERGED:
+            ax.plot(1e6 * (eq["energy"] + shift), 0.0, "o", color=colour, mfc="none")
+        if th["status"] == CONVERGED:
+            ax.plot(1e6 * (th["energy"] + shift), 1e4 * th["complexity"], "^", color=colour)
+    ax.axhline(0.0, color="0.5", lw=0.6)
+    ax.axvline(0.0, color="0.3", ls="--", lw=0.9)
+    ax.set_ylim(-0.6e4 * top, 1.15e4 * top)
+    ax.set_xlabel("e − e_t(semantic), RS rule (× 10⁻⁶)")
+    ax.set_ylabel("Σ (complexity per d) × 10⁴")
+    ax.set_title(
+        f"1RSB complexity of the positional branch (rule {main}); ○ equilibrium, ▲ threshold; dashed: semantic "
+        f"e_t\nα_eq = {summary['alpha_equilibrium']['value']:.4f}, α_thr = {summary['alpha_threshold']['value']:.4f}",
+        fontsize=9,
+    )
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
