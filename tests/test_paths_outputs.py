@@ -423,3 +423,34 @@ def test_theory_command_refuses_bad_outputs(tmp_path, args, word):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and word in lines[0], r.stderr
     assert not out.exists()
+
+
+def test_a_point_with_the_order_parameter_of_80_extended_paths_round_trips_through_csv(tmp_path):
+    """16 paths x 5 outputs: one U cell of 6400 numbers (~150 000 characters, more than the csv module's default
+    field limit of 131 072) is written and read back exactly."""
+    from dotattn.core.io import read_csv, write_csv
+    from dotattn.paths.analysis import POINT_COLUMNS, PathsPoint
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((80, 80))
+    names = tuple(f"p{i}:{m + 1}" for i in range(16) for m in range(5))
+    point = PathsPoint(
+        subset="test",
+        method="theory",
+        N=10.0,
+        temperature=0.1,
+        accuracy=0.3,
+        loss=0.2,
+        variance=0.1,
+        status="converged",
+        stationarity=1e-7,
+        iterations=40,
+        seconds=1.0,
+        paths=names,
+        U=1e-7 * (A @ A.T),  # small entries: ~24 characters each
+    )
+    write_csv(tmp_path / "p.csv", [point.to_row()], POINT_COLUMNS)
+    (row,) = read_csv(tmp_path / "p.csv")
+    assert len(row["U"]) > 131_072
+    back = PathsPoint.from_row(row)
+    assert np.array_equal(back.U, point.U) and back.paths == names

@@ -663,6 +663,11 @@ WAYS_COST = Cost(29.0, "docs/attention_paths.md §16, 'Cost of a five-way study'
 WAYS_GD_EPOCH = 11.9
 """CPU seconds of one training epoch (100 Adam steps of 64 five-way episodes and 500 validation episodes), same
 source as :data:`WAYS_COST`."""
+WAYS_NUTS_ITERATION = 0.43
+"""CPU seconds per NUTS iteration over the weights at N = 10 on 100 five-way episodes (a 500 × 500 kernel, 31
+leapfrog steps on average over 80 iterations), same source as :data:`WAYS_COST`."""
+WAYS_NUTS_CHAIN = 17.0
+"""CPU seconds per chain besides its iterations (building and compiling the sampler), same source."""
 
 
 def study_seconds(config: ImageStudyConfig, gd_reused: bool = False) -> float:
@@ -670,19 +675,16 @@ def study_seconds(config: ImageStudyConfig, gd_reused: bool = False) -> float:
     reused), widths × temperatures saddle points at :data:`IMAGES_COST` × (P/600)^1.5, and the sampling check
     at 0.106 s per iteration per chain × (sample_P/200)^1.5. N ≥ 3 ways: :data:`WAYS_COST` per saddle point ×
     (M P/1000)² (the M² blocks of P × P kernels), every epoch of the training at :data:`WAYS_GD_EPOCH` ×
-    ((N + 1)/6)² (attention over T = 16 (N + 1) tokens; a bound: training stops early), sampling as for two ways
-    × M²."""
+    ((N + 1)/6)² (attention over T = 16 (N + 1) tokens; a bound: training stops early), the sampling check at
+    :data:`WAYS_NUTS_ITERATION` per iteration × (M sample_P/500)² and :data:`WAYS_NUTS_CHAIN` per chain."""
     if config.ways > 2:
         M = config.outputs
         ways_saddles = len(config.widths) * len(config.temperatures) * WAYS_COST.seconds * (M * config.P / 1000) ** 2
         epochs = config.gd.max_epochs * config.gd.epoch_episodes / 6400
         ways_gd = 0.0 if gd_reused else epochs * WAYS_GD_EPOCH * ((config.ways + 1) / 6) ** 2
+        per_iteration = WAYS_NUTS_ITERATION * (M * config.sample_P / 500) ** 2
         ways_sampling = (
-            config.sample_chains
-            * (config.sample_warmup + config.sample_draws)
-            * 0.106
-            * (config.sample_P / 200) ** 1.5
-            * M**2
+            config.sample_chains * (WAYS_NUTS_CHAIN + (config.sample_warmup + config.sample_draws) * per_iteration)
             if config.sample_N
             else 0.0
         )
