@@ -43,6 +43,22 @@ part of the omega = 0.1 study (about 1e6 rows) took 26 CPU-s in all, imports and
     help="A phase-diagram folder made for the same problem: the replica alpha_c at the runs' omega is read from it.",
 )
 @click.option(
+    "--alpha-c",
+    "alpha_c_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="An erm-alpha-c folder of the same problem: its informed-start crossings are recorded beside the study "
+    "and, with the phase diagram, OUT/headline.png is drawn (alpha_c(omega), informed-start and best-of-K crossings).",
+)
+@click.option(
+    "--rsb",
+    "rsb_dir",
+    default=None,
+    type=click.Path(file_okay=False),
+    help="A complexity folder (dotattn complexity) at the runs' omega: its alpha_threshold and alpha_equilibrium "
+    "are recorded beside the verdict and drawn on the headline.",
+)
+@click.option(
     "--out",
     "out_dir",
     required=True,
@@ -50,7 +66,7 @@ part of the omega = 0.1 study (about 1e6 rows) took 26 CPU-s in all, imports and
     help="Output folder (best.csv, crossings.csv, crossing_by_k.csv, summary.json, crossing_vs_K.png).",
 )
 @click.option("--quiet", is_flag=True, help="No progress and no table.")
-def landscape(roots, phase_dir, out_dir, quiet):
+def landscape(roots, phase_dir, alpha_c_dir, rsb_dir, out_dir, quiet):
     """Best-of-K crossings of e_t(semantic) - e_t(positional) from erm-restarts folders, per d and search;
     K -> inf, d -> inf and the verdict against the replica alpha_c.
 
@@ -61,18 +77,22 @@ def landscape(roots, phase_dir, out_dir, quiet):
     """
     t0 = time.perf_counter()
     from dotattn.core.progress import CommandProgress
+    from dotattn.positional_semantic.output import read_phase_summaries
     from dotattn.theory_vs_erm.landscape import analyse
     from dotattn.theory_vs_erm.landscape_output import (
         made_for,
         plan_inputs,
         read_best,
+        read_references,
         replica_alpha_c,
         write_landscape,
     )
 
     plan = plan_inputs(roots)  # every refusal of mismatched folders, before anything is verified or created
     alpha_c, alpha_c_error = replica_alpha_c(phase_dir, plan.problem)
-    params = made_for(plan, phase_dir, alpha_c, alpha_c_error)
+    references = read_references(alpha_c_dir, rsb_dir, plan.problem)  # verified, before OUT exists
+    theory = read_phase_summaries(phase_dir) if references.erm_omegas else []
+    params = {**made_for(plan, phase_dir, alpha_c, alpha_c_error), "references": dict(references.folders or {})}
     progress = CommandProgress("landscape", len(plan.folders), "folders", quiet=quiet)
     rows = sum(_rows(f.path) for f in plan.folders)
     progress.start(
@@ -88,7 +108,16 @@ def landscape(roots, phase_dir, out_dir, quiet):
     study = analyse(best, alpha_c, alpha_c_error)
     command = "dotattn " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     with output_folder(out_dir, "landscape", "landscape", params) as out:
-        paths = write_landscape(study, runs, out, params, command=command, seconds=time.perf_counter() - t0)
+        paths = write_landscape(
+            study,
+            runs,
+            out,
+            params,
+            command=command,
+            seconds=time.perf_counter() - t0,
+            references=references,
+            theory=theory,
+        )
     if quiet:
         return
     summary = study.summary_dict()

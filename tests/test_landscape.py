@@ -544,3 +544,32 @@ def test_end_to_end_on_a_tiny_study(tiny, tmp_path):
     assert verify_folder(edited) == "landscape"  # consistent with the manifest and the rows' counts
     with pytest.raises(IntegrityError, match="verdict"):
         verify_folder(edited, strict=True)
+
+
+def test_references_are_read_from_verified_folders_and_drawn_on_the_headline(tiny, tmp_path):
+    """--alpha-c and --rsb: the informed-start crossings at the runs' omega and the 1RSB crossings are recorded in
+    summary.json exactly as their folders hold them, and headline.png is drawn; the folder still verifies."""
+    alpha_c = ROOT / "results" / "alpha_c_erm"
+    rsb = ROOT / "results" / "rsb" / "complexity_omega0.1"
+    out = tmp_path / "with_refs"
+    args = ["--alpha-c", str(alpha_c), "--rsb", str(rsb), "--out", str(out), "--quiet"]
+    r = run("landscape", "--runs", str(tiny), "--phase-diagram", str(PHASE_DIAGRAM), *args, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert (out / "headline.png").stat().st_size > 0
+    refs = json.loads((out / "summary.json").read_text())["references"]
+    held = json.loads((rsb / "summary.json").read_text())
+    for key in ("alpha_threshold", "alpha_equilibrium"):
+        assert refs["rsb"][key]["value"] == held[key]["value"]  # copied from the folder, not recomputed
+    erm = json.loads((alpha_c / "summary.json").read_text())["omegas"]
+    at = next(o for o in erm if abs(o["omega"] - 0.1) < 1e-9)
+    assert refs["informed_start"]["by_d"] == at["by_d"]
+    from dotattn.verify import verify_folder
+
+    assert verify_folder(out, strict=True) == "landscape"
+
+
+def test_refuses_references_of_another_kind_or_omega(tiny, tmp_path, capsys):
+    other_rsb = ROOT / "results" / "rsb" / "toy_omega0.1_alpha0.75"  # an rsb folder, not a complexity one
+    _refused(capsys, ["--runs", str(tiny), "--rsb", str(other_rsb)], tmp_path / "out", "--rsb")
+    other_erm = ROOT / "results" / "general" / "L2_r2_rt1" / "phase_diagram"  # not an erm-alpha-c folder
+    _refused(capsys, ["--runs", str(tiny), "--alpha-c", str(other_erm)], tmp_path / "out", "--alpha-c")

@@ -50,6 +50,9 @@ __all__ = [
     "InputFolder",
     "InputPlan",
     "plan_inputs",
+    "References",
+    "read_references",
+    "headline_landscape",
     "read_runs",
     "read_best",
     "replica_alpha_c",
@@ -321,6 +324,88 @@ def replica_alpha_c(folder: str | os.PathLike, problem: Problem) -> tuple[float,
     return float(column.alpha_c), math.nan if error is None else float(error)
 
 
+@dataclass(frozen=True)
+class References:
+    """What a landscape study is reported beside, read from verified folders of the same problem: ``erm_omegas``,
+    the informed-start crossings of an ``erm-alpha-c`` folder (its summary.json ``omegas`` entries, every ω), and
+    ``rsb``, the 1RSB crossings of a ``complexity`` folder (``alpha_threshold`` and ``alpha_equilibrium``: value and
+    uncertainty). Either may be empty."""
+
+    erm_omegas: tuple[dict[str, Any], ...] = ()
+    rsb: Mapping[str, Any] | None = None
+    folders: Mapping[str, str] | None = None
+
+    def as_dict(self, omega: float) -> dict[str, Any]:
+        """The references at ``omega``, as summary.json records them."""
+        out: dict[str, Any] = {"folders": dict(self.folders or {})}
+        here = [o for o in self.erm_omegas if abs(float(o["omega"]) - omega) < 1e-9]
+        if here:
+            out["informed_start"] = {"by_d": here[0]["by_d"], "extrapolated": here[0].get("extrapolated")}
+        if self.rsb:
+            out["rsb"] = dict(self.rsb)
+        return out
+
+
+def _same_problem(name: str, folder: str | os.PathLike, have: Mapping[str, Any], problem: Problem) -> None:
+    want = {k: v for k, v in problem.to_dict().items() if k != "omega"}
+    got = {k: v for k, v in (have or {}).items() if k != "omega" and k in want}
+    diff = first_difference(got, {k: want[k] for k in got})
+    if diff is not None or not got:
+        raise ParameterError(
+            f"{name}: {folder} was not made for this study's problem ({diff or 'no problem recorded'})"
+        )
+
+
+def read_references(alpha_c_dir: str | None, rsb_dir: str | None, problem: Problem) -> References:
+    """The :class:`References` of a study of ``problem``: ``alpha_c_dir`` an ``erm-alpha-c`` folder (verified, same
+    problem, ω aside), ``rsb_dir`` a ``complexity`` folder (verified, same problem and ω). ParameterError (one line)
+    for a folder that fails its verification or was made for another problem."""
+    from dotattn.core.integrity import read_verified_json
+
+    folders: dict[str, str] = {}
+    erm: tuple[dict[str, Any], ...] = ()
+    rsb: dict[str, Any] | None = None
+    if alpha_c_dir is not None:
+        try:
+            verify_folder(alpha_c_dir, kind="alpha-c")
+            summary = read_verified_json(Path(alpha_c_dir) / "summary.json")
+        except (IntegrityError, OSError) as err:
+            raise ParameterError(f"--alpha-c: {err}") from None
+        _same_problem("--alpha-c", alpha_c_dir, summary["provenance"]["parameters"].get("problem"), problem)
+        erm = tuple(summary["omegas"])
+        folders["alpha_c"] = str(alpha_c_dir)
+    if rsb_dir is not None:
+        try:
+            verify_folder(rsb_dir, kind="complexity")
+            summary = read_verified_json(Path(rsb_dir) / "summary.json")
+        except (IntegrityError, OSError) as err:
+            raise ParameterError(f"--rsb: {err}") from None
+        params = summary.get("parameters") or {}
+        _same_problem("--rsb", rsb_dir, params.get("problem") or params, problem)
+        omega = (params.get("problem") or params).get("omega")
+        if omega is None or abs(float(omega) - problem.omega) > 1e-9:
+            raise ParameterError(f"--rsb: {rsb_dir} is at omega = {omega}, the runs at {problem.omega:g}")
+        rsb = {
+            key: {"value": summary[key]["value"], "uncertainty": summary[key]["uncertainty"]}
+            for key in ("alpha_threshold", "alpha_equilibrium")
+        }
+        folders["rsb"] = str(rsb_dir)
+    return References(erm, rsb, folders)
+
+
+def headline_landscape(study: LandscapeStudy, references: References, omega: float) -> dict[str, Any]:
+    """What the headline figure draws of a landscape study at ``omega`` (records only): per d the best-of-K
+    crossing of search ``both`` at K_max (mean, se, n), the d → ∞, K → ∞ estimate with its interval, and the 1RSB
+    crossings where ``references`` has them."""
+    summary = study.summary_dict()
+    points = []
+    for d in study.ds:
+        cell = summary["crossing_by_K"][str(d)]["both"][str(study.k_max(d))]
+        points.append({"d": d, "k_max": study.k_max(d), "mean": cell["mean"], "se": cell["se"], "n": cell["n"]})
+    limit = summary["d_infinity"].get("both") or {}
+    return {"omega": omega, "points": points, "limit": limit, "rsb": dict(references.rsb or {})}
+
+
 def made_for(plan: InputPlan, phase_dir: str, alpha_c: float, alpha_c_error: float) -> dict[str, Any]:
     """What a landscape folder is made for: the problem, the shared settings, K_max per d, every input folder
     (its path and the commit and time its manifest records), the phase diagram and the α_c read from it."""
@@ -358,6 +443,8 @@ def write_landscape(
     params: Mapping[str, Any],
     command: str = "",
     seconds: float = 0.0,
+    references: References | None = None,
+    theory: Sequence[Any] = (),
 ) -> dict[str, str]:
     """runs.csv (every run of the study: ``runs``), best.csv, crossings.csv, crossing_by_k.csv, summary.json (provenance, :meth:`LandscapeStudy.summary_dict`),
     crossing_vs_K.png (:func:`dotattn.theory_vs_erm.landscape_plotting.figure_crossing_vs_k`) and the manifest,
@@ -376,11 +463,19 @@ def write_landscape(
     write_csv(paths["crossings"], [x.to_row() for x in study.crossings], CROSSING_COLUMNS, comment=comment)
     write_csv(paths["crossing_by_k"], [s.to_row() for s in study.summaries], BY_K_COLUMNS, comment=comment)
     paths["summary"] = str(folder / "summary.json")
-    write_json(paths["summary"], {"provenance": prov, **study.summary_dict()})
+    refs = references or References()
+    omega = float(params["problem"]["omega"])
+    write_json(paths["summary"], {"provenance": prov, **study.summary_dict(), "references": refs.as_dict(omega)})
     paths["figure"] = str(folder / "crossing_vs_K.png")
     fig = figure_crossing_vs_k(panels(study), study.alpha_c, study.alpha_c_error)
     meta = {k: prov[k] for k in ("dotattn_version", "git_commit", "created_utc")}
     save_figure(fig, paths["figure"], meta)
+    if refs.erm_omegas and theory:  # the headline: replica alpha_c(omega), informed-start and best-of-K crossings
+        from dotattn.theory_vs_erm.plotting import figure_headline
+
+        paths["headline"] = str(folder / "headline.png")
+        landscape = headline_landscape(study, refs, omega)
+        save_figure(figure_headline(theory, list(refs.erm_omegas), landscape), paths["headline"], meta)
     write_manifest(folder, paths.values(), params, provenance_record=prov, command=command or None)
     return paths
 
