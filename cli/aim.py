@@ -480,13 +480,20 @@ def _say(quiet: bool) -> Callable[[str], None] | None:
     return None if quiet else (lambda line: click.echo(line, err=True))
 
 
+def _torch_threads() -> int:
+    """The threads torch will use for GD (its default: the cores)."""
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 @contextlib.contextmanager
 def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: str) -> Iterator[Callable[[bool], None]]:
     """The shared start line (what will run, how much is cached, where it is written, an estimate) and progress
     with rate and ETA after each run (:class:`dotattn.core.progress.CommandProgress`); an interruption says how
     many finished runs are kept, those of earlier runs included, and how to resume. Yields the
     ``on_run(cached)`` callback of the study."""
-    from dotattn.aim.algo_study import AMP_COST, GD_COST, cached_runs, run_seconds
+    from dotattn.aim.algo_study import AMP_COST, GD_COST, GD_START, cached_runs, run_seconds
     from dotattn.core.progress import CommandProgress
     from dotattn.core.runner import Interrupted
 
@@ -497,7 +504,12 @@ def _study_progress(label: str, spec, config, folder: Path, quiet: bool, what: s
     progress.start(
         f"{len(spec.alphas)} alpha x {spec.seeds} seeds = {total} {what} (d = {spec.d}, n up to "
         f"{spec.n(max(spec.alphas))} samples)",
-        progress.estimate_line(run_seconds(spec, config, estimator), AMP_COST if estimator == "amp" else GD_COST),
+        progress.estimate_line(
+            run_seconds(spec, config, estimator),
+            AMP_COST if estimator == "amp" else GD_COST,
+            threads=_torch_threads() if estimator == "gd" else 1,  # AMP: NumPy on small matrices, one core
+            fixed=GD_START if estimator == "gd" and cached < total else 0.0,
+        ),
         str(folder),
     )
 

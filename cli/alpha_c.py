@@ -23,7 +23,14 @@ from dotattn.core.runner import (
     connect_dask,
 )
 from dotattn.core.validation import ParameterError
-from dotattn.theory_vs_erm.alpha_c import ALPHA_C_COST, AlphaCConfig, CellRuns, run_study, study_seconds
+from dotattn.theory_vs_erm.alpha_c import (
+    ALPHA_C_COST,
+    AlphaCConfig,
+    CellRuns,
+    run_study,
+    study_bound_seconds,
+    study_seconds,
+)
 from dotattn.theory_vs_erm.crossing import FIT_MODELS
 from dotattn.theory_vs_erm.output import write_alpha_c_study
 
@@ -321,6 +328,10 @@ def erm_alpha_c(
             )
         )
 
+    # the estimate before the folder is made: a signal after it reaches the interrupt handling below
+    with_theory = theory and phase_dir is None
+    typical_seconds = study_seconds(problem, config, with_theory)  # the runs stop at their tolerance
+    bound = study_bound_seconds(problem, config, with_theory)  # every run to its step budget
     # created, locked and checked before anything is computed (not another command's folder, not a
     # finished study of other settings); removed again if still empty (an empty cache/ too) when stopped
     with output_folder(out_dir, "erm-alpha-c", "alpha-c", made_for) as out:
@@ -334,8 +345,9 @@ def erm_alpha_c(
             + (", and the theory alpha_c per omega" if theory and phase_dir is None else "")
             + "; every finished cell and chunk of seeds is cached",
             cells.estimate_line(
-                study_seconds(problem, config, theory and phase_dir is None) / max(total_runs, 1),
+                bound / max(total_runs, 1),
                 ALPHA_C_COST,
+                typical=typical_seconds / bound if bound > 0 else 1.0,
                 workers=1 if dask_address is not None else min(workers, n_cells),
                 threads=threads,
             ),

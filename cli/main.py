@@ -58,6 +58,11 @@ LAZY_COMMANDS: dict[str, LazyCommand] = {
         "dotattn.cli.restarts",
         "Many optimiser restarts on the same data and teacher: minima, their spread and mutual distances.",
     ),
+    "landscape": LazyCommand(
+        "dotattn.cli.landscape",
+        "Best-of-K crossings of e_t(semantic) - e_t(positional) from erm-restarts folders, per d and search; "
+        "K -> inf, d -> inf and the verdict against the replica alpha_c.",
+    ),
     "complexity": LazyCommand(
         "dotattn.cli.complexity",
         "The 1RSB complexity curve of the positional branch, its equilibrium and threshold energies, and the alpha "

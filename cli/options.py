@@ -313,8 +313,9 @@ def threads_per_worker(threads: int, workers: int, cores: int | None = None, loa
     ``free`` the cores not already busy (``cores`` minus the load average rounded, at least 1), so that the
     default never runs more threads than cores (on 2 cores, 2 workers with torch's default of 2 threads each
     ran 30x slower than 1 worker with 1 thread; train-erm's README example took 1344 CPU-s with torch's 2
-    threads at load 3-10 against 313 s with 1 thread). ``load`` defaults to the present one-minute load
-    average when ``cores`` is not given (the machine's cores), else to 0."""
+    threads at load 3-10 against 313 s with 1 thread). ``load`` defaults to the threads runnable now
+    (:func:`dotattn.core.progress.present_load`, not the one-minute average, which still counts a command that
+    has just ended) when ``cores`` is not given (the machine's cores), else to 0."""
     if threads > 0:
         return threads
     from dotattn.core.progress import cores as machine_cores

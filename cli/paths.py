@@ -124,6 +124,14 @@ def _task(task: str, variant: str, noise_perp: float, P: int, P_test: int, T: in
     help="Networks solved: all, good (good path only), good+denoising.",
 )
 @click.option(
+    "--outputs",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Outputs M of the network, 1 or 2: 1 fits the label +-1; 2 fits one-hot targets of the two classes "
+    "(the theory with M outputs: U over paths x outputs; accuracy of the argmax).",
+)
+@click.option(
     "--sampled",
     multiple=True,
     type=click.Path(file_okay=False),
@@ -149,6 +157,7 @@ def theory(
     sigma2: float,
     N: tuple[str, ...],
     subsets: str,
+    outputs: int,
     sampled: tuple[str, ...],
     out: str,
     quiet: bool,
@@ -157,7 +166,8 @@ def theory(
 
     For each width and network (head subset) minimises S(U) = entropy + alpha * energy and writes the
     mean predictor's test accuracy and loss, U, head scores with pruning, kernel-label alignments and
-    figures; --sampled adds NUTS runs (accuracy, U, z-scores, diagnostics) to summary.json.
+    figures; --sampled adds NUTS runs (accuracy, U, z-scores, diagnostics) to summary.json. --outputs 2 solves
+    the theory with two outputs on one-hot targets of the two classes.
     """
     from dotattn.paths.study import StudyConfig, read_sample_run, run_theory_study, write_theory_study
 
@@ -167,15 +177,19 @@ def theory(
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise ParameterError(f"subsets: {dup!r} is given twice; give each network once")
-    config = StudyConfig(task=tk, widths=widths, temperature=temperature, sigma2=sigma2, subsets=names)
+    config = StudyConfig(task=tk, widths=widths, temperature=temperature, sigma2=sigma2, subsets=names, outputs=outputs)
+    if sampled and config.outputs != 1:
+        raise ParameterError("--sampled runs have one output; give them with --outputs 1")
     samples = [read_sample_run(d, config) for d in sampled]
     from dotattn.core.resources import check_memory
     from dotattn.paths.data import path_data_bytes
 
     # the kernels of every subset and the solver's and predictor's P x P and P_test x P arrays beside the data
+    # (M outputs: M P x M P and M P_test x M P)
+    M2 = config.outputs**2
     n_kernel = 16 * (tk.P**2 + tk.P_test * tk.P)
     check_memory(
-        path_data_bytes(tk) + 8 * (n_kernel + 10 * tk.P**2 + 3 * tk.P_test * tk.P),
+        path_data_bytes(tk) + 8 * (n_kernel + M2 * (10 * tk.P**2 + 3 * tk.P_test * tk.P)),
         f"paths theory at P = {tk.P}, P_test = {tk.P_test}, T = {tk.T}",
         "choose a smaller P, P_test or T",
     )
@@ -373,6 +387,14 @@ def sample(
     help="Folder with the four FashionMNIST IDX files (plain or .gz).",
 )
 @click.option(
+    "--ways",
+    type=int,
+    default=2,
+    show_default=True,
+    help="Classes per episode, in [2, 10]: 2 is the two-way task (one output, label +-1); N >= 3 has N supports, "
+    "N one-hot outputs and the accuracy of the argmax (FashionMNIST and digits: classes 0..N-1).",
+)
+@click.option(
     "--P", "P", type=int, default=600, show_default=True, help="Training episodes of the theory, in [10, 5000]."
 )
 @click.option(
@@ -488,6 +510,7 @@ def sample(
 def images(
     omniglot: str,
     fashion_mnist: str,
+    ways: int,
     P: int,
     P_validation: int,
     P_test: int,
@@ -522,7 +545,8 @@ def images(
     characters, then, with its queries and keys frozen, solves the finite-width theory per width and
     temperature, keeps per width the temperature best on the validation episodes, and reports
     accuracy and loss on the test characters, FashionMNIST and digits; head scores from U at the
-    smallest width against the accuracy drops of pruning each head of the trained network. A
+    smallest width against the accuracy drops of pruning each head of the trained network. With
+    --ways N >= 3 every episode has N supports and the network and the theory N outputs. A
     finished training is reused from the output folder; an interrupted one resumes. Needs torch
     (erm extra), scikit-learn (images extra) and, for the sampling check, NumPyro (paths extra).
     """
@@ -543,6 +567,7 @@ def images(
         omniglot=omniglot,
         fashion_mnist=fashion_mnist,
         gd=gd,
+        ways=ways,
         P=P,
         P_validation=P_validation,
         P_test=P_test,
@@ -575,7 +600,7 @@ def images(
 
     with output_folder(out, "paths images", "paths-images") as folder:
         from dotattn.core.progress import CommandProgress
-        from dotattn.paths.images_study import IMAGES_COST, study_seconds
+        from dotattn.paths.images_study import IMAGES_COST, WAYS_COST, study_seconds
 
         saddles = len(config.widths) * len(config.temperatures)
         start = CommandProgress("paths images", 1, "study", quiet=quiet)
@@ -587,7 +612,7 @@ def images(
                 if config.sample_N
                 else ""
             ),
-            start.estimate_line(study_seconds(config), IMAGES_COST),
+            start.estimate_line(study_seconds(config), IMAGES_COST if config.ways == 2 else WAYS_COST),
             str(folder),
             first_line=False,  # progress: one line per stage below
         )

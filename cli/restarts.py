@@ -219,11 +219,12 @@ def _run_and_write(problem, config, folder: Path, threads: int, order: int | Non
     diagnose = order is not None
     quadrature: dict[str, Any] | None = None  # the rule of the diagnostics, when asked for
     runs_total = len(config.seeds) * len(config.starts)
+    bound, typical = restart_seconds(problem, config)
     progress = CommandProgress("erm-restarts", runs_total, "runs", quiet=quiet)
     progress.start(
         f"{len(config.seeds)} seeds x {len(config.starts)} restarts at d = {config.d}, alpha = {config.alpha:g} "
         f"(batched-lbfgs, at most {config.steps} steps, all in one batch: nothing is kept if stopped)",
-        progress.estimate_line(restart_seconds(problem, config), RESTART_COST, 1, threads),
+        progress.estimate_line(bound, RESTART_COST, 1, threads, typical=typical),
         str(folder),
     )
     try:

@@ -128,6 +128,7 @@ def test_every_package_registers_its_folder_kinds():
         "comparison": "theory_vs_erm",
         "alpha-c": "theory_vs_erm",
         "variants": "theory_vs_erm",
+        "landscape": "theory_vs_erm",
         "aim-state-evolution": "aim",
         "aim-algorithms": "aim",
         "aim-free-entropy": "aim",

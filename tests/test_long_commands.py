@@ -20,8 +20,8 @@ def check_speaks(stderr: str, label: str, unit: str) -> list[tuple[int, int]]:
     """The start line comes first and states units, an estimate and the load it assumes; progress lines
     follow with a fixed denominator and end at it."""
     first = stderr.splitlines()[0]
-    assert first.startswith(f"{label}: ") and "roughly " in first and "at the present load" in first, first
-    assert re.search(r"roughly \d+ (s|min|h)", first) and "calibrated in " in first, first
+    assert first.startswith(f"{label}: ") and "typically " in first and "at the present load" in first, first
+    assert re.search(r"typically (~\d+ (s|min|h)|under 1 s)", first) and "calibrated in " in first, first
     seen = progress_lines(stderr, label, unit)
     assert seen, stderr
     assert len({total for _, total in seen}) == 1, seen  # the denominator never grows

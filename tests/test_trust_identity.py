@@ -26,6 +26,7 @@ ONE_PER_KIND = {
     "comparison": "erm/comparison_omega0.3_d1000",
     "alpha-c": "variants/untied_d500_1000",
     "variants": "variants/figure",
+    "landscape": "landscape",
     "aim-state-evolution": "aim/se_hardmax_rho1",
     "aim-algorithms": "aim/amp_hardmax_d100_rho0.5_T2",
     "aim-free-entropy": "aim/fe_hardmax_rho0.1",

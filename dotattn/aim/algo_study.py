@@ -385,29 +385,53 @@ def _unit(
     return path, key
 
 
-AMP_COST = Cost(6.5e-9, "benchmarks/estimates.py and results/aim/amp_softmax_d100_rho0.5_T2/summary.json")
-"""CPU seconds per α d⁴ of one AMP iteration (n = α d² samples, each iteration O(n d²)), besides
-:data:`AMP_ITER_OVERHEAD`: fitted to 100-iteration runs at d = 40 (7 ms per iteration) and d = 80 (44 ms), α = 0.1,
-0.2; an upper bound where runs converge before max_iter (the committed d = 100 study, 72 runs of at most 300
-iterations, took 517.7 s: about a quarter of the bound)."""
-AMP_ITER_OVERHEAD = 4.5e-3
-"""CPU seconds per AMP iteration besides the α d⁴ work (the denoiser's eigendecomposition, the test samples)."""
-GD_COST = Cost(4.3e-10, "results/aim/gd_softmax_d40_rho0.5_T2 and gd_softmax_d100_rho0.5_T2 (summary.json)")
-"""CPU seconds per sample × d² × initialisation of one GD step, besides :data:`GD_STEP_OVERHEAD`: fitted to the
-committed d = 40 (722 s, 72,000 data-set steps) and d = 100 (1033 s, 12,000 data-set steps) studies."""
-GD_STEP_OVERHEAD = 0.0095
+AMP_TYPICAL_STUDIES = (
+    "amp_hardmax_d100_rho0.5_T2",
+    "amp_softmax_d100_rho0.5_T2",
+    "amp_softmax_d100_rho0.5_T3",
+    "amp_softmax_d100_rho0.5_T4",
+    "amp_softmax_d100_rho1_T2",
+)
+"""The committed AMP studies (``results/aim/``) whose runs give :data:`AMP_COST`'s typical fraction."""
+AMP_COST = Cost(0.56e-9, 'benchmarks/README.md "Start-line estimates"', typical=0.82)
+"""CPU seconds (one thread) per α d⁴ of one AMP iteration (n = α d² samples), besides :data:`AMP_ITER_OVERHEAD`:
+a straight line through the CPU time per iteration of six (d, α) pairs, d = 40, 70, 100 and α = 0.05-0.2
+(2 seeds, 20 and 100 iterations each, the difference per iteration: 4.9-13.6 ms; nice 5, load average 10 on 2
+cores; every pair within 0.85-1.2x of the line). ``typical``: the iterations the 192 runs of the committed AMP
+studies (:data:`AMP_TYPICAL_STUDIES`) used, pooled as a fraction of their ``max_iter`` (those that converge or
+diverge stop early: 0.82; at ρ = 0.5, T = 2, softmax, most use all 300)."""
+AMP_ITER_OVERHEAD = 4.9e-3
+"""CPU seconds per AMP iteration besides the α d⁴ work (the denoiser, the state evolution): the same line."""
+AMP_ALPHA_OVERHEAD = 0.45
+"""CPU seconds per α of a study besides the iterations (the data, the Bayes-optimal and plug-in test errors): the
+same runs, 0.38-0.48 s."""
+GD_COST = Cost(2.7e-10, 'benchmarks/README.md "Start-line estimates"')
+"""CPU seconds per sample × d² × initialisation of one GD step, besides :data:`GD_STEP_OVERHEAD`: from runs of one
+(α = 0.1, seed 0, 4 initialisations) at d = 40 and d = 80, 50 and 250 steps each (0.85 and 4.96 ms per step;
+nice 5, load average 5-8 on 2 cores, one thread). ``typical`` is 1: GD runs its whole step budget."""
+GD_STEP_OVERHEAD = 0.57e-3
 """CPU seconds per step of one data set (all its initialisations at once) besides the per-sample work."""
+GD_ALPHA_OVERHEAD = 0.5
+"""CPU seconds per α of a GD study besides the steps (the theory, the test errors): the same runs, 0.48-0.53 s."""
+GD_START = 1.2
+"""CPU seconds a GD study pays once per process besides its α and steps (its first call: 1.64 CPU-s against 0.43 for
+the same call again, d = 20, 10 steps; nice 5, load average 7 on 2 cores); AMP's first call: 0.17 s more, not
+counted."""
 
 
 def run_seconds(spec: StudySpec, config: Any, estimator: str) -> float:
-    """Rough CPU seconds (one thread) of one (α, seed) run averaged over the study's α: AMP at
-    (:data:`AMP_ITER_OVERHEAD` + :data:`AMP_COST` × α d⁴) × max_iter (at most: runs that converge stop sooner), GD at (:data:`GD_STEP_OVERHEAD` + :data:`GD_COST` × n d² × inits) × steps."""
+    """Rough CPU seconds (one thread) of one (α, seed) run with its whole budget, averaged over the study's α: AMP
+    at (:data:`AMP_ITER_OVERHEAD` + :data:`AMP_COST` × α d⁴) × max_iter, GD at (:data:`GD_STEP_OVERHEAD` +
+    :data:`GD_COST` × n d² × inits) × steps; each plus its per-α overhead shared by the α's seeds. AMP runs
+    typically stop short of max_iter (:attr:`AMP_COST.typical <dotattn.core.progress.Cost.typical>`)."""
     d, alphas = spec.d, list(spec.alphas)
     if estimator == "amp":
         per = [(AMP_ITER_OVERHEAD + AMP_COST.seconds * a * d**4) * config.max_iter for a in alphas]
+        fixed = AMP_ALPHA_OVERHEAD
     else:
         per = [(GD_STEP_OVERHEAD + GD_COST.seconds * spec.n(a) * d * d * config.inits) * config.steps for a in alphas]
-    return sum(per) / max(len(per), 1)
+        fixed = GD_ALPHA_OVERHEAD
+    return sum(per) / max(len(per), 1) + fixed / max(spec.seeds, 1)
 
 
 def cached_runs(cache_dir: str | Path, estimator: str, spec: StudySpec, config: Any) -> int:

@@ -246,8 +246,16 @@ def read_json_if_valid(path: str | os.PathLike[str]) -> Any | None:
         return None
 
 
+CSV_FIELD_LIMIT = 2**26
+"""Longest CSV cell read (characters): the csv module's default, 131 072, is less than one matrix cell of an
+order parameter over 80 extended paths (16 paths x 5 outputs: 6400 numbers, ~150 000 characters); the largest,
+320 x 320, takes ~2.5 MB."""
+
+
 def read_csv(path: str | os.PathLike[str]) -> list[dict[str, str]]:
     """Read a CSV written by :func:`write_csv` (skipping '#' comment lines)."""
+    if csv.field_size_limit() < CSV_FIELD_LIMIT:
+        csv.field_size_limit(CSV_FIELD_LIMIT)
     with open(path, newline="") as fh:
         lines = [ln for ln in fh if not ln.startswith("#")]
     return list(csv.DictReader(lines))

@@ -8,7 +8,13 @@ units of work (columns, runs, chains, fixed points). :class:`CommandProgress` is
   every unit still to do: ``units × seconds per unit`` from a :class:`Cost` calibrated per command
   on a stated measurement (``benchmarks/`` or a committed results README), divided over the cores it
   will use (``workers × threads``, at most the cores) and stretched by the load it finds
-  (:func:`load_factor`); the line states the load it assumes.
+  (:func:`load_factor`, from the threads runnable at that moment); the line states the load it assumes.
+* Bound or typical, one rule (:func:`estimate_words`): where the work per unit has a budget (steps,
+  iterations) that units may stop short of, the per-unit seconds a command multiplies out are those of the
+  whole budget (a bound), and :attr:`Cost.typical` is the calibrated fraction of it a unit typically uses;
+  the line says ``typically ~X, at most Y if every run uses its whole budget``. Where there is no budget to
+  stop short of, or the cost was measured per unit at convergence, the fraction is 1 and the line says
+  ``typically ~X`` alone.
 * :meth:`CommandProgress.unit_done` after every finished unit: on a terminal a bar redrawn in place
   with rate and ETA; off a terminal one line at most every ``interval`` seconds (and at the last
   unit), through :class:`dotattn.core.runner.ProgressReporter`. The denominator is fixed at the
@@ -28,7 +34,17 @@ from typing import TextIO
 
 from dotattn.core.runner import ProgressReporter, ProgressState, format_duration
 
-__all__ = ["Cost", "CommandProgress", "UnitReport", "load_factor", "estimate_seconds", "cores"]
+__all__ = [
+    "Cost",
+    "CommandProgress",
+    "UnitReport",
+    "load_factor",
+    "estimate_seconds",
+    "estimate_words",
+    "cores",
+    "present_load",
+    "runnable_others",
+]
 
 
 @dataclass(frozen=True)
@@ -36,10 +52,21 @@ class Cost:
     """A calibrated cost: ``seconds`` of CPU time (one thread) per unit of some measure of work that the
     command's own estimate multiplies out (e.g. per sample × d × gradient step of one ERM run), and
     ``source``: where the measurement is written down, with its conditions (e.g.
-    ``benchmarks/README.md "Start-line estimates"``)."""
+    ``benchmarks/README.md "Start-line estimates"``).
+
+    ``typical``: the fraction of the budgeted work (steps, iterations) a unit typically does, calibrated on
+    measured runs; 1 where every unit does its whole budget, or where ``seconds`` was measured per unit at
+    convergence (then the estimate is the typical time and there is no bound to state)."""
 
     seconds: float
     source: str
+    typical: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.seconds >= 0 and self.seconds < float("inf")):
+            raise ValueError(f"Cost.seconds must be finite and >= 0, got {self.seconds!r}")
+        if not 0 < self.typical <= 1:
+            raise ValueError(f"Cost.typical must be in (0, 1], got {self.typical!r}")
 
 
 def cores() -> int:
@@ -50,8 +77,30 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def present_load() -> float:
-    """The one-minute load average (0 where the platform has none)."""
+LOADAVG = "/proc/loadavg"
+"""Where Linux says how many threads are runnable now (the fourth field, ``running/total``)."""
+
+
+def runnable_others(loadavg_text: str) -> float:
+    """Threads runnable at this moment besides the one reading: the ``R`` of ``/proc/loadavg``'s fourth field
+    ``R/T`` minus one (the reader is running while it reads). ValueError if the text has no such field."""
+    fields = loadavg_text.split()
+    if len(fields) < 4 or "/" not in fields[3]:
+        raise ValueError(f"not a /proc/loadavg line: {loadavg_text!r}")
+    return float(max(0, int(fields[3].split("/")[0]) - 1))
+
+
+def present_load(path: str | None = None) -> float:
+    """The load a command starting now will share the cores with: the threads runnable at this moment besides
+    this one (:func:`runnable_others` of ``path``). An instantaneous count, not the one-minute average: the
+    average still counts, for a minute, a command that has just ended, so a command started right after
+    another would pick fewer threads and state a longer estimate. Where there is no ``/proc`` (not Linux): the
+    one-minute load average, 0 where the platform has none either. ``path``: default :data:`LOADAVG`."""
+    try:
+        with open(LOADAVG if path is None else path) as fh:
+            return runnable_others(fh.read())
+    except (OSError, ValueError):
+        pass
     try:
         return os.getloadavg()[0]
     except (AttributeError, OSError):  # pragma: no cover - not Unix
@@ -70,10 +119,33 @@ def estimate_seconds(
     cpu_seconds: float, workers: int = 1, threads: int = 1, load: float | None = None, n_cores: int | None = None
 ) -> float:
     """Wall seconds of ``cpu_seconds`` of work (measured on one thread) spread over ``workers × threads``
-    (at most the cores), at ``load`` (default: the present one-minute load average)."""
+    (at most the cores), at ``load`` (default: :func:`present_load`, the threads runnable now)."""
     n_cores = cores() if n_cores is None else n_cores
     parallel = max(1, min(workers * max(threads, 1), n_cores))
     return cpu_seconds / parallel * load_factor(parallel, load, n_cores)
+
+
+def estimate_words(typical: float, bound: float | None = None) -> str:
+    """The one wording of an estimate (wall seconds): ``typically ~12 min``, and, where the bound differs from it
+    (by more than the rounding of the printed durations), ``typically ~3 min, at most 12 min if every run uses
+    its whole budget``. ``bound`` None: no budget to state. A zero typical time (nothing left to compute) reads
+    ``nothing left to compute``. ValueError for a negative or non-finite time, or a bound below the typical."""
+    for name, v in (("typical", typical), ("bound", bound)):
+        if v is not None and not (v >= 0 and v < float("inf")):
+            raise ValueError(f"estimate_words: {name} must be finite and >= 0, got {v!r}")
+    if bound is not None and bound < typical * (1 - 1e-9):
+        raise ValueError(f"estimate_words: the bound {bound!r} is below the typical time {typical!r}")
+    if typical == 0 and not bound:
+        return "nothing left to compute"
+    words = f"typically {_about(typical)}"
+    if bound is not None and _about(bound) != _about(typical):
+        words += f", at most {format_duration(bound)} if every run uses its whole budget"
+    return words
+
+
+def _about(seconds: float) -> str:
+    """``~41 s``, ``~7 min``; ``under 1 s`` for what rounds to 0 s."""
+    return "under 1 s" if seconds < 0.5 else f"~{format_duration(seconds)}"
 
 
 def _singular(unit: str) -> str:
@@ -120,17 +192,31 @@ class CommandProgress:
         threads: int = 1,
         n_cores: int | None = None,
         fixed: float = 0.0,
+        typical: float | None = None,
+        load: float | None = None,
     ) -> str:
-        """``roughly 12 min for the 60 runs left on 1 worker x 2 threads at load 3.1 on 2 cores (0.8 CPU-s
-        per run from SOURCE)``: the estimate that counts every unit still to do (plus ``fixed`` CPU seconds
-        once: a process to start, imports)."""
+        """``typically ~3 min, at most 12 min if every run uses its whole budget; the 60 runs left on 1
+        worker(s) x 2 thread(s) at the present load 1 ... (0.8 CPU-s per run with its whole budget, typically
+        25 % of it; calibrated in SOURCE)``: the estimate that counts every unit still to do (plus ``fixed`` CPU
+        seconds once: a process to start, imports), worded by :func:`estimate_words`.
+        ``cpu_seconds_per_unit``: one unit's whole budget (or its measured cost where it has none);
+        ``typical``: the fraction of it a unit typically does (default :attr:`Cost.typical`; 1 where the
+        settings let no unit stop early, e.g. a tolerance of 0); ``load``: default :func:`present_load`."""
+        frac = cost.typical if typical is None else typical
+        if not 0 < frac <= 1:
+            raise ValueError(f"estimate_line: typical must be in (0, 1], got {frac!r}")
         left = self.total - self.cached
-        load, n_cores = present_load(), cores() if n_cores is None else n_cores
-        wall = estimate_seconds(left * cpu_seconds_per_unit + fixed, workers, threads, load, n_cores)
+        load = present_load() if load is None else load
+        n_cores = cores() if n_cores is None else n_cores
+        bound = estimate_seconds(left * cpu_seconds_per_unit + fixed, workers, threads, load, n_cores)
+        usual = estimate_seconds(left * cpu_seconds_per_unit * frac + fixed, workers, threads, load, n_cores)
+        per = f"{cpu_seconds_per_unit:.3g} CPU-s per {_singular(self.unit)}"
+        if frac < 1:
+            per += f" with its whole budget, typically {100 * frac:.2g} % of it"
         return (
-            f"roughly {format_duration(wall)} for the {left} {self.unit} left on {workers} worker(s) x "
-            f"{threads} thread(s) at the present load {load:.1f} on {n_cores} cores (assumed to stay) "
-            f"({cpu_seconds_per_unit:.3g} CPU-s per {_singular(self.unit)}, calibrated in {cost.source})"
+            f"{estimate_words(usual, bound if frac < 1 else None)}; the {left} {self.unit} left on {workers} "
+            f"worker(s) x {threads} thread(s) at the present load {load:g} (threads runnable now) on {n_cores} "
+            f"cores, assumed to stay ({per}; calibrated in {cost.source})"
         )
 
     def start(self, what: str, estimate: str = "", where: str | None = None, first_line: bool = True) -> None:

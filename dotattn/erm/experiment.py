@@ -676,19 +676,29 @@ def run_config_cached(
     return ErmResult(problem, config, tuple(runs), device, time.perf_counter() - t0, threads=threads)
 
 
-ERM_COST = Cost(0.9e-9, 'benchmarks/README.md "Start-line estimates"')
-"""CPU seconds (one thread) per sample × d × gradient step of one run of the toy model (L = 2, r = 1): 0.67, 1.13,
-0.69 ns measured at d = 400, 800, 1000 (300, 300, 100 gd steps, load 3, per-step overhead not separated); the
-committed ``results/erm/omega0.3_d1000`` (64 runs, 5000 steps, one thread) took 0.87 ns per unit of wall time on
-the loaded machine; ``benchmarks/estimates.py`` (d = 400, 16 runs, 300 steps, load 1.3): 1.05 CPU-s measured."""
-ERM_STEP_OVERHEAD = 0.5e-3
-"""CPU seconds per gradient step of one batch besides the per-sample work (Python and autograd)."""
+ERM_COST = Cost(0.48e-9, 'benchmarks/README.md "Start-line estimates"')
+"""CPU seconds (one thread) per sample × d × gradient step of one run of the toy model (L = 2, r = 1), besides
+:data:`ERM_STEP_OVERHEAD` and :data:`ERM_TEST_COST`: fitted to three runs in one process (``--threads 1``, nice 5,
+load average 4-5 on 2 cores): d = 1000, 8 α (n = 250..2000), both inits, one seed, 300 and 600 gd steps (3.93 and
+6.81 CPU-s) and d = 400, 4 α, both inits, 2 seeds, 300 steps (1.16 CPU-s). The README example (d = 1000, 4 seeds,
+5000 steps) then comes to 196 CPU-s, against 199 s measured on one thread on a quiet machine. ``typical`` is 1:
+a seed's batch stops only when all its runs have stopped, and every seed of the committed
+``results/erm/omega0.3_d1000`` and ``omega0.3_d1000_lr1.5`` studies ran its whole 5000-step budget."""
+ERM_STEP_OVERHEAD = 1.0e-3
+"""CPU seconds per gradient step of one batch besides the per-sample work (Python and autograd): from the same
+three runs."""
+ERM_TEST_COST = 6.5e-9
+"""CPU seconds per test sample × d × run of a batch, once (the test and linear-baseline errors): the 1.04 CPU-s
+the d = 1000 runs above took besides their steps (10,000 test samples, 16 runs)."""
 
 
 def erm_unit_seconds(problem: Problem, unit: ErmConfig) -> float:
-    """Rough CPU seconds (one thread) of one unit of :func:`config_units`: every run's samples × d × steps at
-    :data:`ERM_COST`, scaled by L/2 and by the student's weight rows (the toy model has L = 2 and one row), plus
-    :data:`ERM_STEP_OVERHEAD` per step; at most, as runs that converge stop before the step budget."""
+    """Rough CPU seconds (one thread) of one unit of :func:`config_units` with its whole step budget: every run's
+    samples × d × steps at :data:`ERM_COST`, scaled by L/2 and by the student's weight rows (the toy model has
+    L = 2 and one row), plus :data:`ERM_STEP_OVERHEAD` per step and :data:`ERM_TEST_COST` per test sample × d ×
+    run. A unit stops before its budget only when all its runs have converged (see :data:`ERM_COST`)."""
     rows = unit.layout(problem).rows
+    runs = len(unit.alphas) * len(unit.inits) * len(unit.seeds)
     work = sum(unit.ns) * unit.d * unit.steps * len(unit.inits) * len(unit.seeds) * (problem.L / 2) * rows
-    return work * ERM_COST.seconds + unit.steps * ERM_STEP_OVERHEAD
+    test = unit.test_samples * unit.d * runs * (problem.L / 2) * ERM_TEST_COST
+    return work * ERM_COST.seconds + unit.steps * ERM_STEP_OVERHEAD + test

@@ -242,15 +242,34 @@ def _starts(config: RestartConfig, problem: Problem, Q_star: torch.Tensor, P: to
     return torch.stack(out)
 
 
-RESTART_COST = Cost(2.5e-7, 'benchmarks/README.md "Start-line estimates"')
-"""CPU seconds (one thread) per sample × d of one restart trained by batched-lbfgs to its tolerance: the
-README example (2 seeds x 24 restarts at d = 1000, n = 2000, teacher rank 2, --threads 1) took 24.3 CPU-s
-(77 s wall at load 5 on 2 cores, where the start line says 73 s)."""
+RESTART_COST = Cost(0.206, 'benchmarks/README.md "Start-line estimates"')
+"""CPU seconds (one thread) of one restart trained by batched-lbfgs to its tolerance at n × d × rank = 10⁶, the
+typical cost scaling as (n d rank / 10⁶)^:data:`RESTART_EXPONENT` (a batch runs until its slowest restart stops,
+and that takes more steps at larger d): from two runs (nice 5, load average 4-5 on 2 cores): the README example
+(2 seeds x 24 restarts, d = 1000, n = 2000, teacher rank 2, ``--threads 1``: 23.0 CPU-s of training, its slowest
+restart 434 steps) and ``benchmarks/estimates.py``'s small case (2 x 12 restarts, d = 400, n = 800: 1.23 CPU-s,
+slowest restart 116 steps). Both points were used to fit, so neither checks it independently."""
+RESTART_EXPONENT = 1.22
+"""How the typical cost of a restart grows with n × d × rank (see :data:`RESTART_COST`)."""
+LBFGS_STEP_OVERHEAD = 0.32e-3
+"""CPU seconds per batched-lbfgs step of one run besides its n × d work (the line search, the two-loop product,
+Python): from the two runs of :data:`RESTART_COST`, 1.10 ms per run-step at n d = 2·10⁶ and 0.44 ms at 3.2·10⁵."""
+LBFGS_STEP_COST = 0.39e-9
+"""CPU seconds per sample × d × rank of one batched-lbfgs step of one run (the same two runs)."""
 
 
-def restart_seconds(problem: Problem, config: RestartConfig) -> float:
-    """Rough CPU seconds (one thread) of one restart: n × d × :data:`RESTART_COST` (scaled by the student's rank)."""
-    return config.n * config.d * RESTART_COST.seconds * problem.rank
+def lbfgs_step_seconds(n: int, d: int, rank: int) -> float:
+    """CPU seconds (one thread) of one batched-lbfgs step of one run on ``n`` samples in dimension ``d``."""
+    return LBFGS_STEP_OVERHEAD + LBFGS_STEP_COST * n * d * rank
+
+
+def restart_seconds(problem: Problem, config: RestartConfig) -> tuple[float, float]:
+    """CPU seconds (one thread) of one restart: (its whole step budget, the fraction of it a restart typically
+    uses). The budget: ``steps`` × :func:`lbfgs_step_seconds`; the typical restart: :data:`RESTART_COST` ×
+    (n d rank / 10⁶)^:data:`RESTART_EXPONENT`, at most the budget."""
+    bound = config.steps * lbfgs_step_seconds(config.n, config.d, problem.rank)
+    typical = RESTART_COST.seconds * (config.n * config.d * problem.rank / 1e6) ** RESTART_EXPONENT
+    return bound, min(1.0, typical / bound)
 
 
 def run_restarts(

@@ -14,11 +14,13 @@ import numpy as np
 
 from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 from dotattn.paths.data import PathData
-from dotattn.paths.theory import PathsModel, kernel, predict
+from dotattn.paths.network import OutputKernels
+from dotattn.paths.theory import Kernels, PathsModel, kernel, output_labels, predict
 
 __all__ = [
     "Evaluation",
     "evaluate",
+    "correct_predictions",
     "PathsPoint",
     "POINT_COLUMNS",
     "head_scores",
@@ -38,11 +40,19 @@ class Evaluation:
     variance: float
 
 
+def correct_predictions(mean: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Which test inputs the mean predictor gets right: sign(mean) = y for one output, argmax over the M outputs
+    = argmax of the one-hot target for (P_test, M) predictions."""
+    if np.ndim(mean) == 2:
+        return np.argmax(mean, axis=1) == np.argmax(y, axis=1)
+    return np.sign(mean) == y
+
+
 def evaluate(U: np.ndarray, data: PathData, model: PathsModel) -> Evaluation:
-    """The predictor of order parameter U on the test set."""
+    """The predictor of order parameter U on the test set (loss: the mean over test inputs and outputs)."""
     mean, var = predict(U, data.C_train, data.y_train, data.C_cross, data.C_diag, model)
     return Evaluation(
-        accuracy=float(np.mean(np.sign(mean) == data.y_test)),
+        accuracy=float(np.mean(correct_predictions(mean, data.y_test))),
         loss=float(np.mean((mean - data.y_test) ** 2)),
         variance=float(np.mean(var)),
     )
@@ -133,8 +143,11 @@ class PathsPoint:
 
 def head_scores(U: np.ndarray, data: PathData) -> list[np.ndarray]:
     """Per layer ℓ, the score of each head: Σ |U^{ππ'}| over the pairs where π or π' goes through the head,
-    normalised to sum 1 over the layer's heads."""
-    A = np.abs(U)
+    normalised to sum 1 over the layer's heads. With M outputs (U of shape (n M, n M)) |U| is summed over the
+    output indices of each path pair first."""
+    n = len(data.path_keys)
+    M = U.shape[0] // n
+    A = np.abs(U).reshape(n, M, n, M).sum(axis=(1, 3))
     out = []
     for l, names in enumerate(data.head_names):
         s = np.zeros(len(names))
@@ -161,19 +174,31 @@ def prune_heads(U: np.ndarray, data: PathData, model: PathsModel, pruned: Sequen
         kept = H - len(gone)
         through = np.array([k[l] in gone for k in data.path_keys])
         keep = keep * np.where(through, 0.0, math.sqrt(H / kept) if kept > 0 else 0.0)
+    M = model.outputs
+    keep = np.repeat(keep, M)  # the extended paths (π, m) of M outputs, the output least significant
     Up = U * keep[:, None]  # the test input (first path index) goes through the pruned network
     c = model.kernel_scale
-    K = kernel(U, data.C_train, c) + model.temperature * np.eye(len(data.y_train))
-    mean = kernel(Up, data.C_cross, c) @ np.linalg.solve(K, data.y_train)
+    C_train: Kernels = data.C_train
+    C_cross: Kernels = data.C_cross
+    y = output_labels(data.y_train, M)
+    if M > 1:
+        C_train, C_cross = OutputKernels(data.C_train, M), OutputKernels(data.C_cross, M)
+    K = kernel(U, C_train, c) + model.temperature * np.eye(len(y))
+    mean = kernel(Up, C_cross, c) @ np.linalg.solve(K, y)
+    if M > 1:
+        mean = mean.reshape(M, -1).T
     return Evaluation(
-        accuracy=float(np.mean(np.sign(mean) == data.y_test)),
+        accuracy=float(np.mean(correct_predictions(mean, data.y_test))),
         loss=float(np.mean((mean - data.y_test) ** 2)),
         variance=float("nan"),
     )
 
 
 def alignment(K: np.ndarray, y: np.ndarray) -> float:
-    """Kernel-label alignment Yᵀ K Y / (‖K‖_F ‖Y‖²), in [−1, 1]."""
+    """Kernel-label alignment Yᵀ K Y / (‖K‖_F ‖Y‖²), in [−1, 1]; for labels Y (P, M) of M outputs and a P × P
+    kernel, tr(Yᵀ K Y) / (‖K‖_F ‖Y‖_F²)."""
+    if np.ndim(y) == 2:
+        return float(np.sum(y * (K @ y)) / (np.linalg.norm(K) * np.sum(y * y)))
     return float(y @ K @ y / (np.linalg.norm(K) * (y @ y)))
 
 

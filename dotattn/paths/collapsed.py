@@ -41,9 +41,9 @@ from scipy.linalg import lapack
 
 from dotattn.core.resources import check_memory
 from dotattn.core.validation import ParameterError
-from dotattn.paths.network import FactoredKernels
+from dotattn.paths.network import FactoredKernels, OutputKernels
 from dotattn.paths.sampler import SamplerConfig, SampleResult
-from dotattn.paths.theory import PathsModel
+from dotattn.paths.theory import PathsModel, output_labels
 
 __all__ = [
     "Layout",
@@ -104,10 +104,11 @@ class Layout:
         return sum(lv.n_params for lv in self.levels)
 
 
-def collapsed_layout(heads: Sequence[int], N: int) -> Layout:
-    """Levels L+1 (readout, 1 × 1), L, …, 1: rows n_k = H_k r_{k+1}, columns r_k = min(n_k, N)."""
-    levels = [Level(1, 1, 1)]
-    r = 1
+def collapsed_layout(heads: Sequence[int], N: int, outputs: int = 1) -> Layout:
+    """Levels L+1 (readout, M × M for M = ``outputs``), L, …, 1: rows n_k = H_k r_{k+1}, columns
+    r_k = min(n_k, N) (r_{L+1} = min(M, N))."""
+    r = min(int(outputs), int(N))
+    levels = [Level(1, int(outputs), r)]
     for H in reversed(tuple(heads)):
         n = H * r
         r = min(n, N)
@@ -123,7 +124,7 @@ def check_collapsed(model: PathsModel, config: SamplerConfig) -> int:
         raise ParameterError(
             f"N (width) for collapsed sampling must be an integer in [1, {MAX_COLLAPSED_N}], got {N:g}"
         )
-    dim = collapsed_layout(model.heads, int(N)).n_params
+    dim = collapsed_layout(model.heads, int(N), model.outputs).n_params
     if dim > MAX_COLLAPSED_PARAMETERS:
         raise ParameterError(
             f"heads {model.heads} at N = {N:g} give {dim} collapsed coordinates; at most {MAX_COLLAPSED_PARAMETERS}"
@@ -338,8 +339,21 @@ def log_density_fn(
     import jax
 
     jax.config.update("jax_enable_x64", True)
-    layout = collapsed_layout(model.heads, int(model.N))
-    return layout, _log_density(pack_kernels(C), np.asarray(y, dtype=float), layout, model)
+    layout = collapsed_layout(model.heads, int(model.N), model.outputs)
+    C, yv = _output_problem(C, y, model)
+    return layout, _log_density(pack_kernels(C), yv, layout, model)
+
+
+def _output_problem(C: Any, y: np.ndarray, model: PathsModel) -> tuple[Any, np.ndarray]:
+    """(kernels, labels) of the extended paths for M = ``model.outputs`` > 1 (docs/attention_paths.md §16:
+    n M paths on M P points, vec Y), as they are for one output."""
+    y = np.asarray(y, dtype=float)
+    if model.outputs == 1:
+        return C, y.reshape(-1)
+    yv = y if y.ndim == 1 else output_labels(y, model.outputs)
+    if isinstance(C, (PackedKernels, OutputKernels)):
+        return C, yv
+    return OutputKernels(C, model.outputs), yv
 
 
 def prior_draw(layout: Layout, rng: np.random.Generator) -> np.ndarray:
@@ -370,6 +384,17 @@ def run_collapsed(
     N = check_collapsed(model, config)
     n = model.n_paths
     shape = (C.n, C.n, C.P, C.P) if isinstance(C, PackedKernels) else tuple(C.shape)
+    if model.outputs > 1:
+        if not isinstance(C, (PackedKernels, OutputKernels)) and (
+            len(shape) != 4 or shape[:2] != (n, n) or shape[2] != shape[3] or np.shape(y) != (shape[2], model.outputs)
+        ):
+            raise ParameterError(
+                f"path kernels must have shape ({n}, {n}, P, P) and labels (P, {model.outputs}), got {shape} and "
+                f"{np.shape(y)}"
+            )
+        C, y = _output_problem(C, y, model)
+        shape = (C.n, C.n, C.P, C.P) if isinstance(C, PackedKernels) else tuple(C.shape)
+        n = n * model.outputs
     if len(shape) != 4 or shape[:2] != (n, n) or shape[2] != shape[3] or shape[2] != len(y):
         raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, got {shape}")
     check_memory(
@@ -386,7 +411,7 @@ def run_collapsed(
 
     jax.config.update("jax_enable_x64", True)
     t0 = time.perf_counter()
-    layout = collapsed_layout(model.heads, N)
+    layout = collapsed_layout(model.heads, N, model.outputs)
     logdensity = _log_density(pack_kernels(C), np.asarray(y, dtype=float), layout, model)
     init_kernel, sample_kernel = hmc(potential_fn=lambda z: -logdensity(z), algo="NUTS")
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, 29]))

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dotattn.core.status import CONVERGED, INVALID
+from dotattn.core.validation import ParameterError
 from dotattn.paths.network import FactoredKernels
 from dotattn.paths.theory import (
     PathsModel,
@@ -69,6 +70,8 @@ def laplace_mean(
 ) -> MeanEstimate:
     """The first-order (1/N) posterior mean of U_1 about the saddle point ``result`` (module docstring)."""
     U0 = np.asarray(result.U)
+    if model.outputs != 1:
+        raise ParameterError(f"outputs (M) of the first-order mean must be 1, got {model.outputs}")
     if result.status != CONVERGED:
         return MeanEstimate(INVALID, np.full_like(U0, np.nan), U0, "saddle point not converged")
     if model.N < max(level_dims(model.heads)):

@@ -9,6 +9,9 @@ then shifted and scaled to mean 0 and variance 1 over its 1024 pixels.
 An **episode** is two supports (one image of each of two classes, in random order) and a query (an
 image of one of the two classes by another drawer than that class's support); the label is +1 when the
 query is of the class of support 1, −1 when of support 2. Labels are balanced (half of each, shuffled).
+An **N-way episode** (``ways`` = N ≥ 3) has N supports of N different classes and a query of one of them;
+its label is the position of the query's class among the supports (balanced, shuffled), its target the
+one-hot vector of that position (M = N outputs, docs/attention_paths.md §16). Two ways are the task above.
 
 **Tokens** (:func:`episode_tokens`): each image is cut into 16 patches of 8 × 8 (row-major), so an
 episode has T = 48 tokens (support 1, support 2, query); token t is the column
@@ -60,6 +63,11 @@ __all__ = [
     "DIGIT_CLASSES",
     "DEFAULT_FASHION_MNIST",
     "EMBEDDING_SCALE",
+    "MAX_WAYS",
+    "roles",
+    "token_dim",
+    "episode_length",
+    "FASHION_NAMES",
 ]
 
 IMAGE_SIZE = 32
@@ -75,6 +83,38 @@ standardised to mean 0 and variance 1, so that pixels, position and role have eq
 FASHION_CLASSES: tuple[int, int] = (0, 1)
 """FashionMNIST labels used out of distribution: 0 = T-shirt/top, 1 = trouser."""
 DIGIT_CLASSES: tuple[int, int] = (0, 1)
+FASHION_NAMES: tuple[str, ...] = (
+    "T-shirt/top",
+    "trouser",
+    "pullover",
+    "dress",
+    "coat",
+    "sandal",
+    "shirt",
+    "sneaker",
+    "bag",
+    "ankle boot",
+)
+"""The ten FashionMNIST classes; an N-way study uses classes 0..N−1 (and the digits 0..N−1)."""
+MAX_WAYS = 10
+"""Most classes of an episode: FashionMNIST and the digits have 10."""
+
+
+def roles(ways: int = 2) -> tuple[str, ...]:
+    """Token roles of an episode of ``ways`` supports: support 1, …, support N, query."""
+    return tuple(f"support {i + 1}" for i in range(ways)) + ("query",)
+
+
+def token_dim(ways: int = 2) -> int:
+    """N0 of an episode of ``ways`` supports: 64 pixels, 16 positions, ways + 1 roles (83 for two ways)."""
+    return PATCH * PATCH + N_PATCHES + ways + 1
+
+
+def episode_length(ways: int = 2) -> int:
+    """T = 16 (ways + 1) tokens."""
+    return (ways + 1) * N_PATCHES
+
+
 DEFAULT_FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 """Where Debian's ``dataset-fashion-mnist`` package puts the four IDX files."""
 IDX_FILES = ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", "train-images-idx3-ubyte", "train-labels-idx1-ubyte")
@@ -248,11 +288,14 @@ def _idx_file(folder: Path, stem: str) -> Path:
 
 def read_idx_set(
     folder: str | Path,
-    classes: tuple[int, int] = FASHION_CLASSES,
+    classes: tuple[int, ...] = FASHION_CLASSES,
     name: str = "fashion_mnist",
-    class_names: tuple[str, str] = ("T-shirt/top", "trouser"),
+    class_names: tuple[str, ...] | None = None,
 ) -> ImageSet:
-    """The test half (t10k) of an IDX image set, images of the two ``classes`` only, intensities / 255."""
+    """The test half (t10k) of an IDX image set, images of the ``classes`` only, intensities / 255 (class names:
+    FashionMNIST's unless given)."""
+    if class_names is None:
+        class_names = tuple(FASHION_NAMES[c] for c in classes)
     f = Path(folder)
     if not f.is_dir():
         raise ParameterError(
@@ -271,12 +314,13 @@ def read_idx_set(
     return ImageSet(name, images, cls, np.arange(len(keep)), class_names)
 
 
-def read_fashion_mnist(folder: str | Path = DEFAULT_FASHION_MNIST) -> ImageSet:
-    """FashionMNIST T-shirt/top (0) against trouser (1), from a folder with the four IDX files."""
-    return read_idx_set(folder)
+def read_fashion_mnist(folder: str | Path = DEFAULT_FASHION_MNIST, ways: int = 2) -> ImageSet:
+    """FashionMNIST T-shirt/top (0) against trouser (1), or its classes 0..ways−1, from a folder with the four
+    IDX files."""
+    return read_idx_set(folder, FASHION_CLASSES if ways == 2 else tuple(range(ways)))
 
 
-def read_digits(classes: tuple[int, int] = DIGIT_CLASSES) -> ImageSet:
+def read_digits(classes: tuple[int, ...] = DIGIT_CLASSES) -> ImageSet:
     """Handwritten digits ``classes`` from scikit-learn's bundled ``load_digits`` (8 × 8, intensities 0..16),
     the stand-in for MNIST (which cannot be installed on this project's machines)."""
     try:
@@ -342,7 +386,8 @@ def split_characters(n_classes: int, fractions: tuple[float, float] = (0.6, 0.2)
 
 @dataclass(frozen=True)
 class Episodes:
-    """Image indices (n, 3) (support 1, support 2, query) into an :class:`ImageSet` and labels (n,) ±1."""
+    """Image indices (n, ways + 1) (support 1, …, support N, query) into an :class:`ImageSet` and labels (n,):
+    ±1 for two ways, the position 0..N−1 of the query's class among the supports for N ≥ 3 ways."""
 
     index: np.ndarray
     y: np.ndarray
@@ -350,15 +395,29 @@ class Episodes:
     def __len__(self) -> int:
         return len(self.y)
 
+    @property
+    def ways(self) -> int:
+        return int(self.index.shape[1]) - 1
+
+    @property
+    def targets(self) -> np.ndarray:
+        """What the network fits: the labels ±1 (n,) for two ways, one-hot (n, N) for N ≥ 3 ways."""
+        if self.ways == 2:
+            return self.y
+        return np.eye(self.ways)[self.y.astype(int)]
+
 
 def make_episodes(
-    images: ImageSet, classes: tuple[int, ...] | np.ndarray, n: int, rng: np.random.Generator
+    images: ImageSet, classes: tuple[int, ...] | np.ndarray, n: int, rng: np.random.Generator, ways: int = 2
 ) -> Episodes:
     """``n`` episodes over the given classes: labels balanced (⌈n/2⌉ of +1, shuffled); for each, two
     different classes a (the query's) and b, a support of a and a query of a by different drawers, a
-    support of b; the support of a is support 1 when y = +1."""
+    support of b; the support of a is support 1 when y = +1. ``ways`` ≥ 3: :func:`make_ways_episodes`."""
     n = check_int("episodes", n, 1)
+    ways = check_int("ways", ways, 2, MAX_WAYS)
     cls = np.asarray(classes)
+    if ways > 2:
+        return make_ways_episodes(images, cls, n, rng, ways)
     by = {int(c): np.flatnonzero(images.classes == c) for c in cls}
     if len(cls) < 2:
         raise ParameterError("episodes need at least 2 classes")
@@ -378,15 +437,38 @@ def make_episodes(
     return Episodes(index, y)
 
 
+def make_ways_episodes(images: ImageSet, cls: np.ndarray, n: int, rng: np.random.Generator, ways: int) -> Episodes:
+    """``n`` episodes of ``ways`` ≥ 3 classes: the position j of the query's class balanced over 0..N−1
+    (shuffled); for each, N different classes in random order, one support of each, and a query of the
+    class at position j by another drawer than its support."""
+    if len(cls) < ways:
+        raise ParameterError(f"ways must be at most the number of classes ({len(cls)}), got {ways}")
+    by = {int(c): np.flatnonzero(images.classes == c) for c in cls}
+    y = np.arange(n) % ways
+    rng.shuffle(y)
+    index = np.empty((n, ways + 1), dtype=np.int64)
+    for i in range(n):
+        chosen = rng.choice(cls, ways, replace=False)
+        supports = [int(rng.choice(by[int(c)])) for c in chosen]
+        j = int(y[i])
+        ia = by[int(chosen[j])]
+        others = ia[images.drawers[ia] != images.drawers[supports[j]]]
+        if len(others) == 0:
+            raise ParameterError(f"class {images.class_names[int(chosen[j])]!r} has one drawer only: no query possible")
+        index[i] = (*supports, int(rng.choice(others)))
+    return Episodes(index, y.astype(float))
+
+
 def episode_tokens(images: ImageSet, episodes: Episodes) -> np.ndarray:
-    """The token matrices x (n, N0, T) of the episodes (columns: support 1's 16 patches, support 2's,
-    the query's; rows: 64 pixels, 16 position one-hots, 3 role one-hots, the one-hots of height
-    :data:`EMBEDDING_SCALE`)."""
+    """The token matrices x (n, N0, T) of the episodes (columns: support 1's 16 patches, support 2's, …,
+    the query's; rows: 64 pixels, 16 position one-hots, ways + 1 role one-hots, the one-hots of height
+    :data:`EMBEDDING_SCALE`; N0 = 83 and T = 48 for two ways)."""
     n = len(episodes)
-    x = np.zeros((n, N0, TOKENS))
+    ways = episodes.ways
+    x = np.zeros((n, token_dim(ways), episode_length(ways)))
     g = IMAGE_SIZE // PATCH
     pix = PATCH * PATCH
-    for r in range(len(ROLES)):
+    for r in range(ways + 1):
         im = images.images[episodes.index[:, r]]
         patches = im.reshape(n, g, PATCH, g, PATCH).transpose(0, 1, 3, 2, 4).reshape(n, N_PATCHES, pix)
         cols = slice(r * N_PATCHES, (r + 1) * N_PATCHES)

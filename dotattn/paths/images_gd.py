@@ -7,6 +7,8 @@ mean; Ω^{(ℓ)h}_{st} = softmax over keys s of (W_K^{(ℓ)h} x_s)·(W_Q^{(ℓ)h
 input x (so the theory's key-query matrix is W = W_Kᵀ W_Q/√G). ``m`` is the head mask (1 = kept);
 pruning sets a head's m to 0 and those of the kept heads of its layer to √(H/kept) (:func:`prune_mask`). Loss: mean squared error on ±1 labels; Adam; fresh training episodes every epoch;
 the weights of the epoch with the best validation accuracy are kept (early stopping with patience).
+With M = ``outputs`` > 1 (N-way episodes) the readout a is M × N, the loss the mean squared error over the
+M one-hot targets and the accuracy that of the argmax.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "prune_mask",
     "key_query_matrices",
     "CHECKPOINT_NAME",
+    "correct",
 ]
 
 CHECKPOINT_NAME = "gd_checkpoint.pt"
@@ -56,6 +59,7 @@ class GDConfig:
     max_epochs: int = 60
     patience: int = 10
     seed: int = 0
+    outputs: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "N", check_int("gd-width (N of the trained network)", self.N, 2, 1024))
@@ -68,9 +72,13 @@ class GDConfig:
         object.__setattr__(self, "max_epochs", check_int("max-epochs", self.max_epochs, 1, 10**4))
         object.__setattr__(self, "patience", check_int("patience", self.patience, 1, 10**4))
         object.__setattr__(self, "seed", check_int("seed", self.seed, 0, 2**32 - 1))
+        object.__setattr__(self, "outputs", check_int("outputs (M)", self.outputs, 1, 64))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.outputs == 1:  # one output: the record of every earlier run, unchanged
+            del d["outputs"]
+        return d
 
 
 def AttentionNetwork(config: GDConfig, N0: int):  # noqa: N802 (a class factory: torch is imported lazily)
@@ -89,7 +97,7 @@ def AttentionNetwork(config: GDConfig, N0: int):  # noqa: N802 (a class factory:
             rn = lambda *s: torch.randn(*s, generator=g, dtype=torch.float32)  # noqa: E731
             self.V0 = torch.nn.Parameter(rn(c.N, N0))
             self.V = torch.nn.Parameter(rn(c.layers, c.heads, c.N, c.N))
-            self.a = torch.nn.Parameter(rn(c.N))
+            self.a = torch.nn.Parameter(rn(c.N) if c.outputs == 1 else rn(c.outputs, c.N))
             wq = rn(c.layers, c.heads, c.qk_dim, N0) / math.sqrt(N0)
             self.WQ = torch.nn.Parameter(wq.clone())
             self.WK = torch.nn.Parameter(wq.clone())
@@ -107,7 +115,8 @@ def AttentionNetwork(config: GDConfig, N0: int):  # noqa: N802 (a class factory:
             for l in range(c.layers):
                 hv = torch.einsum("hnm,pmt->phnt", self.V[l], h)
                 h = torch.einsum("phnt,phts,h->pns", hv, om[:, l], self.mask[l]) / math.sqrt(c.heads * c.N)
-            return h.mean(2) @ self.a / math.sqrt(c.N)
+            a = self.a if self.a.ndim == 1 else self.a.T  # (P,), or (P, M) for M outputs
+            return h.mean(2) @ a / math.sqrt(c.N)
 
     return _Net()
 
@@ -134,6 +143,15 @@ def prune_mask(layers: int, heads: int, pruned: list[tuple[int, int]]) -> np.nda
     return m
 
 
+def correct(f: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Which episodes an output gets right: sign(f) = y for one output (y ±1), argmax f = argmax y for M
+    outputs (y one-hot (P, M))."""
+    f, y = np.asarray(f), np.asarray(y)
+    if f.ndim == 2:
+        return np.argmax(f, axis=1) == np.argmax(y, axis=1)
+    return np.sign(f) == y
+
+
 def _state_arrays(net) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy().astype(np.float64) for k, v in net.named_parameters()}
 
@@ -141,7 +159,8 @@ def _state_arrays(net) -> dict[str, np.ndarray]:
 def predict_network(
     weights: dict[str, np.ndarray], config: GDConfig, x: np.ndarray, mask: np.ndarray | None = None, batch: int = 500
 ) -> np.ndarray:
-    """Outputs f (P,) of the network with ``weights`` on token matrices x (P, N0, T), head ``mask``."""
+    """Outputs f (P,) (M outputs: (P, M)) of the network with ``weights`` on token matrices x (P, N0, T), head
+    ``mask``."""
     import torch  # lazily: the theory never needs torch
 
     net = AttentionNetwork(config, x.shape[1])
@@ -230,7 +249,7 @@ def train_network(
         x, y = sample_epoch(epoch)
         xt, yt = torch.as_tensor(x, dtype=torch.float32), torch.as_tensor(y, dtype=torch.float32)
         perm = torch.randperm(len(yt), generator=torch.Generator().manual_seed(config.seed * 100_003 + epoch))
-        losses, correct = [], 0
+        losses, n_right = [], 0
         for i in range(0, len(yt), config.batch):
             idx = perm[i : i + config.batch]
             f = net(xt[idx])
@@ -239,19 +258,19 @@ def train_network(
             loss.backward()
             opt.step()
             losses.append(float(loss.detach()))
-            correct += int((torch.sign(f.detach()) == yt[idx]).sum())
+            n_right += int(correct(f.detach().numpy(), yt[idx].numpy()).sum())
         train_loss = float(np.mean(losses))
         if not np.isfinite(train_loss):
             status = DIVERGED
             break
         with torch.no_grad():
-            acc = float(np.mean(np.sign(net(xv).numpy()) == yv))
+            acc = float(np.mean(correct(net(xv).numpy(), yv)))
         seconds = prior_seconds + time.perf_counter() - t0
         history.append(
             {
                 "epoch": epoch,
                 "train_loss": train_loss,
-                "train_accuracy": correct / len(yt),
+                "train_accuracy": n_right / len(yt),
                 "validation_accuracy": acc,
                 "seconds": seconds,
             }
@@ -262,7 +281,7 @@ def train_network(
             bad += 1
         if progress:
             progress(
-                f"gd: epoch {epoch:3d} loss {train_loss:.4f} training accuracy {correct / len(yt):.3f} "
+                f"gd: epoch {epoch:3d} loss {train_loss:.4f} training accuracy {n_right / len(yt):.3f} "
                 f"validation accuracy {acc:.3f} "
                 f"(best {best[0]:.3f} at {best[1]}) {seconds:.0f} s"
             )

@@ -17,28 +17,52 @@ SET_TITLES = {
 }
 
 
+def set_titles(ways: int = 2) -> dict[str, str]:
+    """Panel titles of the evaluation sets for episodes of ``ways`` classes."""
+    if ways == 2:
+        return dict(SET_TITLES)
+    return {
+        "test": f"Omniglot {ways}-way, test characters (in distribution)",
+        "fashion_mnist": f"FashionMNIST {ways}-way (classes 0-{ways - 1})",
+        "digits": f"digits {ways}-way (0-{ways - 1}, scikit-learn)",
+    }
+
+
 def figure_episodes(rows: Sequence[tuple[str, np.ndarray, float]]) -> Figure:
-    """One row per episode: (title, images (3, 32, 32) support 1, support 2, query, label)."""
-    fig = Figure(figsize=(4.8, 1.6 * len(rows)))
-    axes = fig.subplots(len(rows), 3, squeeze=False)
+    """One row per episode: (title, images (ways + 1, 32, 32) support 1, …, support N, query, label: ±1 for
+    two ways, the position of the matching support for more)."""
+    cols = max(len(ims) for _, ims, _ in rows)
+    ways = cols - 1
+    fig = Figure(figsize=(1.6 * cols, 1.6 * len(rows)))
+    axes = fig.subplots(len(rows), cols, squeeze=False)
     for r, (title, ims, y) in enumerate(rows):
-        for c in range(3):
+        for c in range(cols):
             ax = axes[r, c]
             ax.imshow(ims[c], cmap="gray_r")
             ax.set_xticks([])
             ax.set_yticks([])
             if c == 0:
                 ax.set_ylabel(title, fontsize=7)
-            match = (c == 0 and y > 0) or (c == 1 and y < 0)
-            name = ("support 1", "support 2", "query")[c]
+            if ways == 2:
+                match = (c == 0 and y > 0) or (c == 1 and y < 0)
+            else:
+                match = c == int(y)
+            name = f"support {c + 1}" if c < ways else "query"
             ax.set_title(name + (" (match)" if match else ""), fontsize=7)
-    fig.suptitle("one-shot episodes: label +1 when the query matches support 1", fontsize=8)
+    if ways == 2:
+        fig.suptitle("one-shot episodes: label +1 when the query matches support 1", fontsize=8)
+    else:
+        fig.suptitle(f"{ways}-way one-shot episodes: the label is the matching support", fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def figure_accuracy_vs_N(
-    per_N: dict[str, Any], gd_eval: dict[str, Any], sets: Sequence[str], sample: dict[str, Any] | None = None
+    per_N: dict[str, Any],
+    gd_eval: dict[str, Any],
+    sets: Sequence[str],
+    sample: dict[str, Any] | None = None,
+    titles: dict[str, str] | None = None,
 ) -> Figure:
     """Test accuracy against the width N for each evaluation set: finite-width theory (points with
     binomial errors), GP limit (band), the gradient-descent network (dotted line and band)."""
@@ -84,7 +108,7 @@ def figure_accuracy_vs_N(
         ax.set_xscale("log")
         ax.set_xlabel("width N")
         ax.set_ylabel("test accuracy")
-        ax.set_title(SET_TITLES.get(part, part), fontsize=9)
+        ax.set_title((titles or SET_TITLES).get(part, part), fontsize=9)
     axes[0].legend(fontsize=7)
     fig.tight_layout()
     return fig
@@ -104,7 +128,12 @@ def figure_U(U: np.ndarray, names: Sequence[str], N: float) -> Figure:
     return fig
 
 
-def figure_heads(heads: Sequence[dict[str, Any]], pruning: dict[str, Any], sets: Sequence[str]) -> Figure:
+def figure_heads(
+    heads: Sequence[dict[str, Any]],
+    pruning: dict[str, Any],
+    sets: Sequence[str],
+    titles: dict[str, str] | None = None,
+) -> Figure:
     """Head score (from U at the smallest width) against the accuracy drop of the trained network when
     that head alone is pruned, one panel per evaluation set, with the Spearman correlation and interval."""
     fig = Figure(figsize=(4.2 * len(sets), 3.6))
@@ -119,7 +148,7 @@ def figure_heads(heads: Sequence[dict[str, Any]], pruning: dict[str, Any], sets:
         sp = pruning.get(part, {}).get("spearman_score_vs_gd_drop", {})
         if sp:
             ax.set_title(
-                f"{SET_TITLES.get(part, part)}\nSpearman {sp['spearman']:.2f} [{sp['low']:.2f}, {sp['high']:.2f}]",
+                f"{(titles or SET_TITLES).get(part, part)}\nSpearman {sp['spearman']:.2f} [{sp['low']:.2f}, {sp['high']:.2f}]",
                 fontsize=8,
             )
         ax.axhline(0, color="0.6", lw=0.8)

@@ -11,7 +11,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +21,28 @@ from scipy import special, stats
 from dotattn.core.progress import Cost
 from dotattn.core.status import CONVERGED
 from dotattn.core.validation import ParameterError, check_int, check_number
-from dotattn.paths.analysis import POINT_COLUMNS, PathsPoint, head_scores, prune_heads
+from dotattn.paths.analysis import POINT_COLUMNS, PathsPoint, correct_predictions, head_scores, prune_heads
 from dotattn.paths.data import PathData
 from dotattn.paths.images import (
+    DIGIT_CLASSES,
     EMBEDDING_SCALE,
-    N0,
-    ROLES,
+    MAX_WAYS,
     CharacterSplit,
     Episodes,
     ImageSet,
+    episode_length,
     episode_tokens,
     make_episodes,
     read_digits,
     read_fashion_mnist,
     read_omniglot,
+    roles,
     split_characters,
+    token_dim,
 )
 from dotattn.paths.network import FactoredKernels, attention, path_inputs, path_kernel_diagonal, path_kernels
 from dotattn.paths.theory import (
+    MAX_EXTENDED_PATHS,
     N_RANGE,
     TEMPERATURE_RANGE,
     PathsModel,
@@ -114,8 +118,16 @@ class ImageStudyConfig:
     sample_tree_depth: int = 10
     sample_collapsed: bool = False
     theory_tol: float = 1e-8
+    ways: int = 2
+    """Classes per episode: 2 is the two-way task with one output (±1); N ≥ 3 has M = N one-hot outputs."""
+
+    @property
+    def outputs(self) -> int:
+        """M: 1 for two ways (the ±1 label), N for N ≥ 3 ways (one-hot targets)."""
+        return 1 if self.ways == 2 else self.ways
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "ways", check_int("ways", self.ways, 2, MAX_WAYS))
         for name in ("omniglot", "fashion_mnist"):
             v = getattr(self, name)
             if not isinstance(v, str) or not v.strip():
@@ -164,11 +176,18 @@ class ImageStudyConfig:
         if self.gd is None:
             from dotattn.paths.images_gd import GDConfig
 
-            object.__setattr__(self, "gd", GDConfig())
+            object.__setattr__(self, "gd", GDConfig(outputs=self.outputs))
+        elif self.gd.outputs != self.outputs:
+            object.__setattr__(self, "gd", replace(self.gd, outputs=self.outputs))
+        if self.outputs > 1 and self.gd.heads**self.gd.layers * self.outputs > MAX_EXTENDED_PATHS:
+            raise ParameterError(
+                f"ways: {self.outputs} outputs x {self.gd.heads**self.gd.layers} paths must be <= "
+                f"{MAX_EXTENDED_PATHS}, got {self.outputs * self.gd.heads**self.gd.layers}"
+            )
         if self.sample_collapsed and self.sample_N:
             from dotattn.paths.collapsed import MAX_COLLAPSED_PARAMETERS, collapsed_layout
 
-            dim = collapsed_layout((self.gd.heads,) * self.gd.layers, self.sample_N).n_params
+            dim = collapsed_layout((self.gd.heads,) * self.gd.layers, self.sample_N, self.outputs).n_params
             if dim > MAX_COLLAPSED_PARAMETERS:
                 raise ParameterError(
                     f"sample-N: {self.gd.layers} layers x {self.gd.heads} heads at N = {self.sample_N} "
@@ -177,6 +196,8 @@ class ImageStudyConfig:
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in asdict(self).items() if k != "gd"}
+        if self.ways == 2:  # the two-way task: the record of every earlier run, unchanged
+            del d["ways"]
         d["gd"] = self.gd.to_dict()
         return d
 
@@ -215,16 +236,21 @@ def load_image_data(config: ImageStudyConfig) -> ImageData:
     """Read and standardise the three image sets, split Omniglot by character and draw every episode set
     (seeded per set). Bad data (missing, incomplete, undecodable) raise ParameterError before anything
     is written."""
+    w = config.ways
     om = read_omniglot(config.omniglot)
-    ood = {"fashion_mnist": read_fashion_mnist(config.fashion_mnist), "digits": read_digits()}
     sp = split_characters(om.n_classes, (config.train_fraction, config.validation_fraction), config.split_seed)
+    for part, chars in (("train", sp.train), ("validation", sp.validation), ("test", sp.test)):
+        if len(chars) < w:
+            raise ParameterError(f"ways must be at most the {len(chars)} {part} characters of the split, got {w}")
+    digits = read_digits(DIGIT_CLASSES if w == 2 else tuple(range(w)))
+    ood = {"fashion_mnist": read_fashion_mnist(config.fashion_mnist, w), "digits": digits}
     eps = {
-        "theory_train": (om, make_episodes(om, sp.train, config.P, _rng(config.seed, "theory_train"))),
-        "validation": (om, make_episodes(om, sp.validation, config.P_validation, _rng(config.seed, "validation"))),
-        "test": (om, make_episodes(om, sp.test, config.P_test, _rng(config.seed, "test"))),
+        "theory_train": (om, make_episodes(om, sp.train, config.P, _rng(config.seed, "theory_train"), w)),
+        "validation": (om, make_episodes(om, sp.validation, config.P_validation, _rng(config.seed, "validation"), w)),
+        "test": (om, make_episodes(om, sp.test, config.P_test, _rng(config.seed, "test"), w)),
     }
     for name, s in ood.items():
-        eps[name] = (s, make_episodes(s, np.arange(s.n_classes), config.P_ood, _rng(config.seed, name)))
+        eps[name] = (s, make_episodes(s, np.arange(s.n_classes), config.P_ood, _rng(config.seed, name), w))
     tokens = {k: episode_tokens(s, e) for k, (s, e) in eps.items()}
     return ImageData(om, ood, sp, eps, tokens)
 
@@ -235,16 +261,28 @@ def gd_epoch_sampler(data: ImageData, config: ImageStudyConfig) -> Callable[[int
 
     def sample(epoch: int) -> tuple[np.ndarray, np.ndarray]:
         rng = np.random.default_rng(np.random.SeedSequence([config.seed, 5, epoch]))
-        ep = make_episodes(data.omniglot, data.split.train, config.gd.epoch_episodes, rng)
-        return episode_tokens(data.omniglot, ep), ep.y
+        ep = make_episodes(data.omniglot, data.split.train, config.gd.epoch_episodes, rng, config.ways)
+        return episode_tokens(data.omniglot, ep), ep.targets
 
     return sample
 
 
 def gibbs(mean: np.ndarray, var: np.ndarray, y: np.ndarray) -> dict[str, float]:
     """Accuracy and loss of the mean predictor and of the Gibbs predictor (one posterior draw
-    f ~ N(mean, var)): Gibbs accuracy = ⟨Φ(y·mean/√var)⟩, Gibbs loss = bias² + variance."""
+    f ~ N(mean, var)): Gibbs accuracy = ⟨Φ(y·mean/√var)⟩, Gibbs loss = bias² + variance.
+
+    M outputs (``mean``, ``var``: (P, M), ``y`` one-hot): accuracy of the argmax, losses averaged over the
+    outputs; no Gibbs accuracy (it needs the M × M posterior covariance of every input, not its diagonal)."""
     v = np.clip(var, 0.0, None)
+    if np.ndim(mean) == 2:
+        bias2 = float(np.mean((mean - y) ** 2))
+        return {
+            "accuracy": float(np.mean(correct_predictions(mean, y))),
+            "loss": bias2,
+            "bias2": bias2,
+            "variance": float(np.mean(v)),
+            "gibbs_loss": bias2 + float(np.mean(v)),
+        }
     z = np.where(v > 0, y * mean / np.sqrt(np.where(v > 0, v, 1.0)), np.where(y * mean > 0, np.inf, -np.inf))
     bias2 = float(np.mean((mean - y) ** 2))
     return {
@@ -337,7 +375,7 @@ def path_data_sets(
         xi[name] = path_inputs(x, om, "mean")
     head_names, keys, names = _path_meta(L, H)
     tr = xi["theory_train"]
-    y = data.episodes["theory_train"][1].y
+    y = data.episodes["theory_train"][1].targets
     out = {}
     for name in ("validation",) + EVAL_SETS:
         out[name] = PathData(
@@ -348,7 +386,7 @@ def path_data_sets(
             y_train=y,
             C_cross=FactoredKernels(xi[name], tr),
             C_diag=path_kernel_diagonal(xi[name]),
-            y_test=data.episodes[name][1].y,
+            y_test=data.episodes[name][1].targets,
         )
     if P_sample:
         sub = tr[:, :P_sample]
@@ -360,7 +398,7 @@ def path_data_sets(
             y_train=y[:P_sample],
             C_cross=FactoredKernels(xi["test"], sub),
             C_diag=path_kernel_diagonal(xi["test"]),
-            y_test=data.episodes["test"][1].y,
+            y_test=data.episodes["test"][1].targets,
         )
     return out
 
@@ -369,7 +407,7 @@ def _scored(U: np.ndarray, d: PathData, model: PathsModel) -> tuple[dict[str, fl
     """The scores of :func:`gibbs` on the test episodes of ``d`` and which episodes the mean predictor
     gets right (booleans, (P_test,))."""
     mean, var = predict(U, d.C_train, d.y_train, d.C_cross, d.C_diag, model)
-    return gibbs(mean, var, d.y_test), np.sign(mean) == d.y_test
+    return gibbs(mean, var, d.y_test), correct_predictions(mean, d.y_test)
 
 
 def _evaluate(U: np.ndarray, d: PathData, model: PathsModel) -> dict[str, float]:
@@ -416,7 +454,7 @@ def select_and_evaluate(
     names = val.path_names
     cand: dict[float, list[tuple[float, float, float, np.ndarray, TheoryResult | None]]] = {}
     for T in cfg.temperatures:
-        gp_model = PathsModel(N=N_RANGE[1], temperature=T, sigma2=cfg.sigma2, heads=heads)
+        gp_model = PathsModel(N=N_RANGE[1], temperature=T, sigma2=cfg.sigma2, heads=heads, outputs=cfg.outputs)
         U_gp = gp_order_parameters(gp_model)[0]
         ev = _evaluate(U_gp, val, gp_model)
         study.selection.append(_point("validation", "gp", float("nan"), U_gp, ev, gp_model, names, None))
@@ -427,7 +465,7 @@ def select_and_evaluate(
             )
         start = None
         for N in sorted(cfg.widths, reverse=True):
-            model = PathsModel(N=N, temperature=T, sigma2=cfg.sigma2, heads=heads)
+            model = PathsModel(N=N, temperature=T, sigma2=cfg.sigma2, heads=heads, outputs=cfg.outputs)
             res = minimise_action(val.C_train, val.y_train, model, start=start, tol=cfg.theory_tol)
             start = res.levels if res.converged else start
             ev = _evaluate(res.U, val, model)
@@ -450,7 +488,9 @@ def select_and_evaluate(
             continue
         acc, negloss, T, U, chosen = max(cand[N], key=lambda c: (c[0], c[1]))
         method = "gp" if N == math.inf else "theory"
-        model = PathsModel(N=N_RANGE[1] if N == math.inf else N, temperature=T, sigma2=cfg.sigma2, heads=heads)
+        model = PathsModel(
+            N=N_RANGE[1] if N == math.inf else N, temperature=T, sigma2=cfg.sigma2, heads=heads, outputs=cfg.outputs
+        )
         entry: dict[str, Any] = {
             "temperature": T,
             "validation_accuracy": acc,
@@ -483,7 +523,7 @@ def _pruning(
 ) -> None:
     """Every head of the trained network pruned alone, then the two lowest-scoring together, with no
     retraining; the same prunings in the theory (U of the smallest width); the rank correlations."""
-    from dotattn.paths.images_gd import predict_network, prune_mask
+    from dotattn.paths.images_gd import correct, predict_network, prune_mask
 
     cfg = study.config
     L, H = cfg.gd.layers, cfg.gd.heads
@@ -494,9 +534,9 @@ def _pruning(
     rows = []
     for part in EVAL_SETS:
         x, y = study.data.tokens[part], sets[part].y_test
-        base_correct[part] = np.sign(predict_network(study.gd.weights, cfg.gd, x)) == y
+        base_correct[part] = correct(predict_network(study.gd.weights, cfg.gd, x), y)
         pruned_correct[part] = np.array(
-            [np.sign(predict_network(study.gd.weights, cfg.gd, x, prune_mask(L, H, [lh]))) == y for lh in heads]
+            [correct(predict_network(study.gd.weights, cfg.gd, x, prune_mask(L, H, [lh])), y) for lh in heads]
         )
     theory_base = {p: _evaluate(U, sets[p], model)["accuracy"] for p in EVAL_SETS}
     for k, (l, h) in enumerate(heads):
@@ -522,8 +562,8 @@ def _pruning(
     two: dict[str, Any] = {"heads": [f"L{l + 1}H{h + 1}" for l, h in lowest]}
     for part in EVAL_SETS:
         x, y = study.data.tokens[part], sets[part].y_test
-        correct = np.sign(predict_network(study.gd.weights, cfg.gd, x, prune_mask(L, H, lowest))) == y
-        acc = float(np.mean(correct))
+        right = correct(predict_network(study.gd.weights, cfg.gd, x, prune_mask(L, H, lowest)), y)
+        acc = float(np.mean(right))
         n = len(y)
         base = float(base_correct[part].mean())
         two[part] = {
@@ -531,7 +571,7 @@ def _pruning(
             "gd_accuracy_error": accuracy_error(base, n),
             "gd_accuracy_pruned": acc,
             "gd_accuracy_pruned_error": accuracy_error(acc, n),
-            "gd_change": paired_difference(correct, base_correct[part]),
+            "gd_change": paired_difference(right, base_correct[part]),
             "theory_accuracy": theory_base[part],
             "theory_accuracy_pruned": prune_heads(U, sets[part], model, lowest).accuracy,
         }
@@ -559,7 +599,7 @@ def _sampling_check(
     d = sets["sample"]
     small = f"{cfg.widths[0]:g}"
     T = study.per_N.get(small, {}).get("temperature", cfg.temperatures[0])
-    model = PathsModel(N=cfg.sample_N, temperature=T, sigma2=cfg.sigma2, heads=heads)
+    model = PathsModel(N=cfg.sample_N, temperature=T, sigma2=cfg.sigma2, heads=heads, outputs=cfg.outputs)
     th = minimise_action(d.C_train, d.y_train, model, tol=cfg.theory_tol)
     th_ev = _evaluate(th.U, d, model)
     sc = SamplerConfig(
@@ -617,10 +657,38 @@ IMAGES_COST = Cost(7.2, "results/paths/omniglot/summary.json (timings)")
 iterations at P = 200: 637 s, 0.106 s per iteration) the basis of :func:`study_seconds`."""
 
 
+WAYS_COST = Cost(29.0, "docs/attention_paths.md §16, 'Cost of a five-way study'")
+"""CPU seconds per saddle point of a five-way study at P = 200 (16 paths x 5 outputs, L-BFGS to 1e-6): 9.6, 13.1,
+26.9 and 66.4 s at N = 10⁴, 10³, 100, 10 (warm-started sweep at 𝒯 = 0.1), mean 29 s; 0.30 s per L-BFGS iteration."""
+WAYS_GD_EPOCH = 11.9
+"""CPU seconds of one training epoch (100 Adam steps of 64 five-way episodes and 500 validation episodes), same
+source as :data:`WAYS_COST`."""
+WAYS_NUTS_ITERATION = 0.43
+"""CPU seconds per NUTS iteration over the weights at N = 10 on 100 five-way episodes (a 500 × 500 kernel, 31
+leapfrog steps on average over 80 iterations), same source as :data:`WAYS_COST`."""
+WAYS_NUTS_CHAIN = 17.0
+"""CPU seconds per chain besides its iterations (building and compiling the sampler), same source."""
+
+
 def study_seconds(config: ImageStudyConfig, gd_reused: bool = False) -> float:
     """Rough CPU seconds of a whole study: the committed study's training time (unless the trained network is
     reused), widths × temperatures saddle points at :data:`IMAGES_COST` × (P/600)^1.5, and the sampling check
-    at 0.106 s per iteration per chain × (sample_P/200)^1.5."""
+    at 0.106 s per iteration per chain × (sample_P/200)^1.5. N ≥ 3 ways: :data:`WAYS_COST` per saddle point ×
+    (M P/1000)² (the M² blocks of P × P kernels), every epoch of the training at :data:`WAYS_GD_EPOCH` ×
+    ((N + 1)/6)² (attention over T = 16 (N + 1) tokens; a bound: training stops early), the sampling check at
+    :data:`WAYS_NUTS_ITERATION` per iteration × (M sample_P/500)² and :data:`WAYS_NUTS_CHAIN` per chain."""
+    if config.ways > 2:
+        M = config.outputs
+        ways_saddles = len(config.widths) * len(config.temperatures) * WAYS_COST.seconds * (M * config.P / 1000) ** 2
+        epochs = config.gd.max_epochs * config.gd.epoch_episodes / 6400
+        ways_gd = 0.0 if gd_reused else epochs * WAYS_GD_EPOCH * ((config.ways + 1) / 6) ** 2
+        per_iteration = WAYS_NUTS_ITERATION * (M * config.sample_P / 500) ** 2
+        ways_sampling = (
+            config.sample_chains * (WAYS_NUTS_CHAIN + (config.sample_warmup + config.sample_draws) * per_iteration)
+            if config.sample_N
+            else 0.0
+        )
+        return ways_gd + ways_saddles + ways_sampling
     saddles = len(config.widths) * len(config.temperatures) * IMAGES_COST.seconds * (config.P / 600) ** 1.5
     sampling = (
         config.sample_chains * (config.sample_warmup + config.sample_draws) * 0.106 * (config.sample_P / 200) ** 1.5
@@ -635,7 +703,7 @@ def run_image_study(
 ) -> ImageStudy:
     """The whole study into ``out`` (GD weights reused from ``out/gd_network.npz`` when they were made
     with the same settings; training resumes from ``out/gd_checkpoint.pt``)."""
-    from dotattn.paths.images_gd import CHECKPOINT_NAME, GDResult, predict_network, train_network
+    from dotattn.paths.images_gd import CHECKPOINT_NAME, GDResult, correct, predict_network, train_network
 
     study = ImageStudy(config=config, data=data)
     t0 = time.perf_counter()
@@ -646,7 +714,7 @@ def run_image_study(
             config.gd,
             gd_epoch_sampler(data, config),
             data.tokens["validation"],
-            data.episodes["validation"][1].y,
+            data.episodes["validation"][1].targets,
             checkpoint=out / CHECKPOINT_NAME,
             progress=progress,
         )
@@ -658,8 +726,8 @@ def run_image_study(
     study.gd = gd
     study.timings["gd_seconds"] = gd.seconds
     for part in ("validation",) + EVAL_SETS:
-        y = data.episodes[part][1].y
-        acc = float(np.mean(np.sign(predict_network(gd.weights, config.gd, data.tokens[part])) == y))
+        y = data.episodes[part][1].targets
+        acc = float(np.mean(correct(predict_network(gd.weights, config.gd, data.tokens[part]), y)))
         study.gd_eval[part] = {"accuracy": acc, "accuracy_error": accuracy_error(acc, len(y))}
     heads = (config.gd.heads,) * config.gd.layers
     t1 = time.perf_counter()
@@ -680,7 +748,9 @@ def run_image_study(
     sel = next(p for p in study.points if p.method == "theory" and p.N == config.widths[0])
     U = sel.U
     study.U_smallest = U
-    model = PathsModel(N=config.widths[0], temperature=sel.temperature, sigma2=config.sigma2, heads=heads)
+    model = PathsModel(
+        N=config.widths[0], temperature=sel.temperature, sigma2=config.sigma2, heads=heads, outputs=config.outputs
+    )
     scores = np.concatenate(head_scores(U, sets["validation"]))
     _pruning(study, sets, scores, model, U, np.random.default_rng(np.random.SeedSequence([config.seed, 7])))
     if config.sample_N:
@@ -734,6 +804,7 @@ def _gd_key(config: ImageStudyConfig) -> dict[str, Any]:
         "validation_fraction": config.validation_fraction,
         "P_validation": config.P_validation,
         "embedding_scale": EMBEDDING_SCALE,
+        **({} if config.ways == 2 else {"ways": config.ways}),
     }
 
 
@@ -749,9 +820,15 @@ def _write_gd(path: Path, gd: Any, config: ImageStudyConfig) -> None:
         "history": list(gd.history),
         "status": gd.status,
         "seconds": gd.seconds,
-        "N0": N0,
-        "roles": list(ROLES),
-        "shapes": {"V0": "(N, N0)", "V": "(L, H, N, N)", "a": "(N,)", "WQ": "(L, H, G, N0)", "WK": "(L, H, G, N0)"},
+        "N0": token_dim(config.ways),
+        "roles": list(roles(config.ways)),
+        "shapes": {
+            "V0": "(N, N0)",
+            "V": "(L, H, N, N)",
+            "a": "(N,)" if config.outputs == 1 else "(M, N)",
+            "WQ": "(L, H, G, N0)",
+            "WK": "(L, H, G, N0)",
+        },
     }
     buf = io.BytesIO()
     np.savez_compressed(buf, meta=np.array(json.dumps(meta)), **{f"w_{k}": v for k, v in gd.weights.items()})
@@ -811,7 +888,13 @@ def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str
         "pruning[part].gd_change: the two lowest-scoring heads pruned minus unpruned",
         "split": {**data.split.to_dict(), "class_names": list(data.omniglot.class_names)},
         "counts": data.counts(),
-        "tokens": {"N0": N0, "T": 48, "roles": list(ROLES), "embedding_scale": EMBEDDING_SCALE},
+        "tokens": {
+            "N0": token_dim(cfg.ways),
+            "T": episode_length(cfg.ways),
+            "roles": list(roles(cfg.ways)),
+            "embedding_scale": EMBEDDING_SCALE,
+        },
+        **({} if cfg.ways == 2 else {"ways": cfg.ways, "outputs": cfg.outputs, "accuracy": "argmax of the outputs"}),
         "paths": list(study.path_names),
         "gd": {
             "config": cfg.gd.to_dict(),
@@ -834,12 +917,18 @@ def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str
     write_json(folder / "summary.json", summary)
     meta = {"command": command, "git_commit": prov["git_commit"]}
     save_figure(plots.figure_episodes(_episode_rows(data)), folder / "episodes.png", meta)
+    titles = plots.set_titles(cfg.ways)
     save_figure(
-        plots.figure_accuracy_vs_N(study.per_N, study.gd_eval, EVAL_SETS, study.sample),
+        plots.figure_accuracy_vs_N(study.per_N, study.gd_eval, EVAL_SETS, study.sample, titles),
         folder / "accuracy_vs_N.png",
         meta,
     )
-    save_figure(plots.figure_U(study.U_smallest, study.path_names, cfg.widths[0]), folder / "U_smallest_N.png", meta)
-    save_figure(plots.figure_heads(study.heads, study.pruning, EVAL_SETS), folder / "head_scores_pruning.png", meta)
+    names = study.path_names
+    if cfg.outputs > 1:  # the extended paths (path, output), the output least significant
+        names = tuple(f"{p}:{m + 1}" for p in names for m in range(cfg.outputs))
+    save_figure(plots.figure_U(study.U_smallest, names, cfg.widths[0]), folder / "U_smallest_N.png", meta)
+    save_figure(
+        plots.figure_heads(study.heads, study.pruning, EVAL_SETS, titles), folder / "head_scores_pruning.png", meta
+    )
     write_manifest(folder, IMAGE_STUDY_FILES, prov["parameters"], command=command, provenance_record=prov)
     return summary

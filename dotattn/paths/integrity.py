@@ -323,7 +323,7 @@ PATHS_SAMPLE = register_kind(
 def _check_paths_images(folder: Path, manifest: Mapping[str, Any] | None) -> None:
     """``dotattn paths images``: the temperature was chosen on the validation episodes; every point of
     points.csv and fixed_temperature.csv (test / OOD, theory or GP) and selection.csv (validation) readable, accuracy in [0, 1],
-    finite loss, U symmetric with one row per path; heads.csv: one row per head, scores in [0, 1]
+    finite loss, U symmetric with one row per path (per path and output for N-way episodes); heads.csv: one row per head, scores in [0, 1]
     summing to 1 per layer, pruned accuracies in [0, 1]."""
     from dotattn.paths.images_study import EVAL_SETS, HEAD_COLUMNS
 
@@ -332,7 +332,10 @@ def _check_paths_images(folder: Path, manifest: Mapping[str, Any] | None) -> Non
     )
     if meta.get("temperature_selected_on") != "validation":
         raise IntegrityError(f"{folder / 'summary.json'}: temperature_selected_on is not 'validation'")
-    n = len(meta.get("paths") or [])
+    outputs = meta.get("outputs", 1)  # N-way studies: U over the extended paths (path, output)
+    if not isinstance(outputs, int) or isinstance(outputs, bool) or outputs < 1:
+        raise IntegrityError(f"{folder / 'summary.json'}: outputs = {outputs!r} is not a positive integer")
+    n = len(meta.get("paths") or []) * outputs
     checks = [("points.csv", EVAL_SETS), ("selection.csv", ("validation",))]
     if (folder / "fixed_temperature.csv").exists() or "fixed_temperature.csv" in (meta.get("files") or []):
         checks.append(("fixed_temperature.csv", EVAL_SETS))  # absent from studies made before it existed

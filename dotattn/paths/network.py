@@ -30,6 +30,7 @@ __all__ = [
     "effective_weights",
     "order_parameter",
     "FactoredKernels",
+    "OutputKernels",
 ]
 
 READOUTS: tuple[str, ...] = ("last", "mean")
@@ -124,6 +125,90 @@ class FactoredKernels:
         return self.xi_a[a] @ self.xi_b[b].T / self.xi_a.shape[2]
 
 
+@dataclass(frozen=True, eq=False)
+class OutputKernels:
+    """The kernels of a network with M outputs, as the path kernels of n M "extended paths" (π, m) on M P
+    points (m, μ) (docs/attention_paths.md §16): C̃_{(πm)(π'm')} = E_mm' ⊗ C_ππ', the extended path index
+    π M + m (the output least significant) and the point index m P + μ (output by output, vec Y).
+
+    ``base``: the path kernels (n, n, P_a, P_b), dense or :class:`FactoredKernels`; ``outputs``: M.
+    :meth:`contract` and :meth:`adjoint` work block by block on the base (M² blocks), never on the extended
+    array; :meth:`extended` forms the extended kernels (dense, or factored with block-sparse path inputs)."""
+
+    base: np.ndarray | FactoredKernels
+    outputs: int
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        n, _, Pa, Pb = self.base.shape
+        M = self.outputs
+        return n * M, n * M, M * Pa, M * Pb
+
+    def _blocks(self, U: np.ndarray) -> np.ndarray:
+        n, M = self.base.shape[0], self.outputs
+        return U.reshape(n, M, n, M)
+
+    def contract(self, U: np.ndarray) -> np.ndarray:
+        """Σ_αβ U^{αβ} C̃_αβ for U of the extended paths (n M, n M): shape (M P_a, M P_b)."""
+        n, _, Pa, Pb = self.base.shape
+        M = self.outputs
+        U4 = self._blocks(U)
+        if isinstance(self.base, FactoredKernels):
+            out = np.empty((M, Pa, M, Pb))
+            for m in range(M):
+                for k in range(M):
+                    out[m, :, k, :] = self.base.contract(U4[:, m, :, k])
+        else:
+            out = np.einsum("ambk,abpq->mpkq", U4, self.base, optimize=True)
+        return out.reshape(M * Pa, M * Pb)
+
+    def adjoint(self, B: np.ndarray) -> np.ndarray:
+        """Σ_ij B_ij C̃_αβ[i, j], shape (n M, n M) (``B``: (M P_a, M P_b))."""
+        n, _, Pa, Pb = self.base.shape
+        M = self.outputs
+        B4 = B.reshape(M, Pa, M, Pb)
+        if isinstance(self.base, FactoredKernels):
+            out = np.empty((n, M, n, M))
+            for m in range(M):
+                for k in range(M):
+                    out[:, m, :, k] = self.base.adjoint(B4[m, :, k, :])
+        else:
+            out = np.einsum("mpkq,abpq->ambk", B4, self.base, optimize=True)
+        return out.reshape(n * M, n * M)
+
+    def __getitem__(self, pair: tuple[SupportsIndex, SupportsIndex]) -> np.ndarray:
+        """The dense block C̃_αβ (M P_a, M P_b) of one extended pair: C_ππ' in output block (m, m')."""
+        a, b = (int(i) for i in pair)
+        M = self.outputs
+        _, _, Pa, Pb = self.base.shape
+        out = np.zeros((M * Pa, M * Pb))
+        m, k = a % M, b % M
+        out[m * Pa : (m + 1) * Pa, k * Pb : (k + 1) * Pb] = self.base[a // M, b // M]
+        return out
+
+    def extended(self) -> np.ndarray | FactoredKernels:
+        """The extended kernels themselves: dense (n M, n M, M P_a, M P_b), or factored with path inputs
+        (n M, M P, N0) that are ξ^π in block m and zero elsewhere."""
+        M = self.outputs
+        if isinstance(self.base, FactoredKernels):
+            return FactoredKernels(_extend_inputs(self.base.xi_a, M), _extend_inputs(self.base.xi_b, M))
+        n, _, Pa, Pb = self.base.shape
+        out = np.zeros((n, M, n, M, M, Pa, M, Pb))
+        for m in range(M):
+            for k in range(M):
+                out[:, m, :, k, m, :, k, :] = self.base
+        return out.reshape(n * M, n * M, M * Pa, M * Pb)
+
+
+def _extend_inputs(xi: np.ndarray, M: int) -> np.ndarray:
+    """(n M, M P, N0): ξ^π in output block m of extended path π M + m, zero elsewhere."""
+    n, P, N0 = xi.shape
+    out = np.zeros((n, M, M, P, N0))
+    for m in range(M):
+        out[:, m, m] = xi
+    return out.reshape(n * M, M * P, N0)
+
+
 def path_kernel_diagonal(xi: np.ndarray) -> np.ndarray:
     """C[π, π', μ, μ] for each input, shape (n, n, P) (what the predictor's variance needs)."""
     return np.einsum("api,bpi->abp", xi, xi, optimize=True) / xi.shape[2]
@@ -140,10 +225,13 @@ def path_labels(head_names: Sequence[Sequence[str]]) -> list[str]:
 def effective_weights(a: np.ndarray, values: Sequence[np.ndarray]) -> np.ndarray:
     """V_eff^π = a V^{(L)h_L} ⋯ V^{(1)h_1} / N^{L/2}, shape (n_paths, N).
 
-    ``a``: (N,); ``values[ℓ-1]``: layer-ℓ value weights, shape (H_ℓ, N, N).
+    ``a``: (N,); ``values[ℓ-1]``: layer-ℓ value weights, shape (H_ℓ, N, N). With M outputs ``a`` is (M, N)
+    and the result (n_paths M, N), row π M + m (the output least significant).
     """
-    N = a.shape[0]
-    u = a[None, :]  # (paths through the layers above ℓ, N), the lowest layer's head most significant
+    N = a.shape[-1]
+    u = (
+        a[None, :] if a.ndim == 1 else a
+    )  # (paths through the layers above ℓ, N), the lowest layer's head most significant
     for V in reversed(list(values)):
         H = V.shape[0]
         u = np.einsum("kn,hnm->hkm", u, V).reshape(H * u.shape[0], N) / np.sqrt(N)
@@ -151,9 +239,9 @@ def effective_weights(a: np.ndarray, values: Sequence[np.ndarray]) -> np.ndarray
 
 
 def order_parameter(a: np.ndarray, values: Sequence[np.ndarray]) -> np.ndarray:
-    """U^{ππ'} = V_eff^π · V_eff^π' / N, shape (n_paths, n_paths)."""
+    """U^{ππ'} = V_eff^π · V_eff^π' / N, shape (n_paths, n_paths) ((n_paths M)² for ``a`` of shape (M, N))."""
     v = effective_weights(a, values)
-    return v @ v.T / a.shape[0]
+    return v @ v.T / a.shape[-1]
 
 
 def network_output(
@@ -167,12 +255,14 @@ def network_output(
     """The network's output f(x^μ), shape (P,), by the forward pass (no paths): x¹ = V⁰x/√N0,
     x^{ℓ+1} = (H_ℓ N)^{-1/2} Σ_h V^{(ℓ)h} x^ℓ Ω^{(ℓ)h}, f = a·x^{L+1} r/√N.
 
-    ``V0``: (N, N0); ``values[ℓ-1]``: (H_ℓ, N, N); ``a``: (N,).
+    ``V0``: (N, N0); ``values[ℓ-1]``: (H_ℓ, N, N); ``a``: (N,), or (M, N) for M outputs (then (P, M)).
     """
     P, N0, T = x.shape
-    N = a.shape[0]
+    N = a.shape[-1]
     h = np.einsum("ni,pit->pnt", V0, x) / np.sqrt(N0)
     for V, om in zip(values, omegas, strict=True):
         H = V.shape[0]
         h = np.einsum("hnm,pmt,hpts->pns", V, h, om) / np.sqrt(H * N)
+    if a.ndim == 2:
+        return np.einsum("mn,pnt,t->pm", a, h, readout_vector(T, readout)) / np.sqrt(N)
     return np.einsum("n,pnt,t->p", a, h, readout_vector(T, readout)) / np.sqrt(N)

@@ -20,9 +20,9 @@ import numpy as np
 
 from dotattn.core.progress import Cost
 from dotattn.core.validation import ParameterError, check_int, check_number
-from dotattn.paths.analysis import Evaluation
+from dotattn.paths.analysis import Evaluation, correct_predictions
 from dotattn.paths.data import PathData
-from dotattn.paths.theory import PathsModel, kernel
+from dotattn.paths.theory import Kernels, PathsModel, kernel, output_labels
 
 __all__ = ["SamplerConfig", "SampleResult", "run_nuts", "sampled_evaluation", "MAX_SAMPLE_N"]
 
@@ -139,36 +139,45 @@ class SampleResult:
 
 
 def _numpyro_model(
-    C: Any, y: Any, N: int, heads: tuple[int, ...], sigma: float, temperature: float, scale: float
+    C: Any, y: Any, N: int, heads: tuple[int, ...], sigma: float, temperature: float, scale: float, outputs: int = 1
 ) -> None:
+    """The posterior of (a, V) with V⁰ integrated out; M = ``outputs`` > 1: ``a`` is (M, N), ``y`` is vec Y
+    (M P,) and K the (M P) × (M P) kernel of docs/attention_paths.md §16."""
     import jax
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
 
-    a = numpyro.sample("a", dist.Normal(0.0, sigma).expand([N]).to_event(1))
+    shape = [N] if outputs == 1 else [outputs, N]
+    a = numpyro.sample("a", dist.Normal(0.0, sigma).expand(shape).to_event(len(shape)))
     Vs = [
         numpyro.sample(f"V{l + 1}", dist.Normal(0.0, sigma).expand([H, N, N]).to_event(3)) for l, H in enumerate(heads)
     ]
-    u = a[None, :]
+    u = a[None, :] if outputs == 1 else a  # the output index least significant
     for V in reversed(Vs):  # V_eff = a V^(L) ... V^(1) / N^(L/2), the layer-1 head most significant
         u = jnp.einsum("kn,hnm->hkm", u, V).reshape(V.shape[0] * u.shape[0], N) / jnp.sqrt(N)
     U = u @ u.T / N
-    K = scale * jnp.tensordot(U, C, axes=([0, 1], [0, 1])) + temperature * jnp.eye(y.shape[0])
+    if outputs == 1:
+        K = scale * jnp.tensordot(U, C, axes=([0, 1], [0, 1])) + temperature * jnp.eye(y.shape[0])
+    else:
+        n, P = C.shape[0], C.shape[2]
+        K4 = jnp.einsum("ambk,abpq->mpkq", U.reshape(n, outputs, n, outputs), C)
+        K = scale * K4.reshape(outputs * P, outputs * P) + temperature * jnp.eye(y.shape[0])
     Lc = jnp.linalg.cholesky(K)
     z = jax.scipy.linalg.solve_triangular(Lc, y, lower=True)
     numpyro.factor("likelihood", -jnp.sum(jnp.log(jnp.diag(Lc))) - 0.5 * z @ z)
     numpyro.deterministic("U", U)
 
 
-NUTS_COST = Cost(0.09, "results/paths/markov/sample_N*/sample.json and benchmarks/README.md (paths_collapsed)")
-"""CPU seconds per NUTS iteration (warm-up or draw) of one chain at P = 100, N <= 30: 0.095 and 0.089 s in the
-committed sample_N10 and sample_N30 (T = 30, 4 paths, 4 x 600 iterations, loaded 2 cores); 0.34 s at N = 100;
-1.45 s at P = 600 with 16 paths (benchmarks/README.md, paths_collapsed row). See :func:`chain_seconds`."""
-CHAIN_OVERHEAD = 6.0
+NUTS_COST = Cost(0.011, 'benchmarks/README.md "Start-line estimates"')
+"""CPU seconds per NUTS iteration (warm-up or draw) of one chain at P = 100, N <= 30, besides
+:data:`CHAIN_OVERHEAD`: from two runs of the command (``--task markov --N 10``, P = 100, T = 30; nice 5, load
+average 5-12 on 2 cores): the README example (4 chains of 300 + 300: 70.8 CPU-s) and 2 chains of 100 + 100
+(28.5 CPU-s). The scaling with P and N is from the committed runs (:func:`chain_seconds`). ``typical`` is 1: a
+chain runs all its iterations."""
+CHAIN_OVERHEAD = 10.0
 """CPU seconds of one chain besides its iterations (NumPyro builds and JAX compiles the sampler for each chain):
-measured 16 CPU-s for a whole run of 2 chains of 70 iterations at P = 8, T = 4, N = 3, of which about 4 s the
-sampler process's start and imports (:data:`SAMPLER_START`)."""
+from the same two runs."""
 SAMPLER_START = 4.0
 """CPU seconds to start the sampler's process and import JAX and NumPyro (once per command)."""
 
@@ -259,12 +268,13 @@ def run_nuts(
             mcmc.run(
                 keys[c],
                 jnp.asarray(data.C_train),
-                jnp.asarray(data.y_train),
+                jnp.asarray(output_labels(data.y_train, model.outputs)),
                 N,
                 model.heads,
                 float(np.sqrt(model.sigma2)),
                 model.temperature,
                 model.kernel_scale,
+                model.outputs,
                 extra_fields=("diverging", "num_steps", "adapt_state.step_size"),
             )
             extra = mcmc.get_extra_fields()
@@ -300,14 +310,23 @@ def run_nuts(
 
 
 def _mean_predictor(U_draws: np.ndarray, data: PathData, model: PathsModel) -> np.ndarray:
-    """Average over draws of the exact mean predictor given U, k(U)ᵀ(K(U) + 𝒯I)⁻¹Y, on the test set."""
-    c = model.kernel_scale
-    total = np.zeros(len(data.y_test))
-    eye = model.temperature * np.eye(len(data.y_train))
+    """Average over draws of the exact mean predictor given U, k(U)ᵀ(K(U) + 𝒯I)⁻¹Y, on the test set ((P_test,),
+    or (P_test, M) for M outputs)."""
+    from dotattn.paths.network import OutputKernels
+
+    c, M = model.kernel_scale, model.outputs
+    C_train: Kernels = data.C_train
+    C_cross: Kernels = data.C_cross
+    y = output_labels(data.y_train, M)
+    if M > 1:
+        C_train, C_cross = OutputKernels(data.C_train, M), OutputKernels(data.C_cross, M)
+    total = np.zeros(C_cross.shape[2])
+    eye = model.temperature * np.eye(len(y))
     for U in U_draws:
-        K = kernel(U, data.C_train, c) + eye
-        total += kernel(U, data.C_cross, c) @ np.linalg.solve(K, data.y_train)
-    return total / len(U_draws)
+        K = kernel(U, C_train, c) + eye
+        total += kernel(U, C_cross, c) @ np.linalg.solve(K, y)
+    mean = total / len(U_draws)
+    return mean if M == 1 else mean.reshape(M, -1).T
 
 
 def sampled_evaluation(
@@ -322,10 +341,12 @@ def sampled_evaluation(
     per_chain = [_mean_predictor(result.U[c, ::step], data, model) for c in range(chains)]
     mean = np.mean(per_chain, axis=0)
     yt = data.y_test
-    accs = np.array([np.mean(np.sign(m) == yt) for m in per_chain])
+    accs = np.array([np.mean(correct_predictions(m, yt)) for m in per_chain])
     losses = np.array([np.mean((m - yt) ** 2) for m in per_chain])
     err = (lambda v: float(np.std(v, ddof=1) / np.sqrt(len(v)))) if chains > 1 else (lambda v: float("nan"))
     ev = Evaluation(
-        accuracy=float(np.mean(np.sign(mean) == yt)), loss=float(np.mean((mean - yt) ** 2)), variance=float("nan")
+        accuracy=float(np.mean(correct_predictions(mean, yt))),
+        loss=float(np.mean((mean - yt) ** 2)),
+        variance=float("nan"),
     )
     return ev, err(accs), err(losses)

@@ -19,7 +19,7 @@ import numpy as np
 from dotattn.core.io import IntegrityError, provenance, save_figure, write_csv, write_json, write_manifest
 from dotattn.core.rows import read_float
 from dotattn.core.status import CONVERGED
-from dotattn.core.validation import ParameterError, check_instance
+from dotattn.core.validation import ParameterError, check_instance, check_int
 from dotattn.paths.analysis import (
     POINT_COLUMNS,
     PathsPoint,
@@ -31,8 +31,16 @@ from dotattn.paths.analysis import (
 )
 from dotattn.paths.data import PathData, markov_path_data, subset_heads
 from dotattn.paths.finite_n import COORDINATES, laplace_mean
+from dotattn.paths.network import OutputKernels
 from dotattn.paths.task import SUMMARY_ORDER, MarkovTask
-from dotattn.paths.theory import PathsModel, TheoryResult, gp_order_parameters, kernel, minimise_action
+from dotattn.paths.theory import (
+    PathsModel,
+    TheoryResult,
+    gp_order_parameters,
+    kernel,
+    minimise_action,
+    output_labels,
+)
 
 __all__ = [
     "StudyConfig",
@@ -60,6 +68,8 @@ class StudyConfig:
     sigma2: float = 1.0
     subsets: tuple[str, ...] = ("all", "good", "good+denoising")
     heatmap_widths: tuple[float, ...] = (10.0, 100.0, 1000.0)
+    outputs: int = 1
+    """M: 1 (the label ±1) or 2 (one-hot targets of the two classes, argmax accuracy; docs/attention_paths.md §16)."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.task, MarkovTask):
@@ -69,6 +79,7 @@ class StudyConfig:
                 raise ParameterError(f"{name} must be a sequence, got {type(getattr(self, name)).__name__}")
         if not self.widths:
             raise ParameterError("N grid is empty; give at least one width")
+        object.__setattr__(self, "outputs", check_int("outputs (M: 1 or 2 for the two classes)", self.outputs, 1, 2))
         for N in self.widths:  # validates N, temperature, sigma2
             PathsModel(N=N, temperature=self.temperature, sigma2=self.sigma2)
         for s in self.subsets:
@@ -79,10 +90,10 @@ class StudyConfig:
             raise ParameterError("subsets must include 'all' (the network whose U is reported)")
 
     def model(self, N: float, heads: tuple[int, ...]) -> PathsModel:
-        return PathsModel(N=N, temperature=self.temperature, sigma2=self.sigma2, heads=heads)
+        return PathsModel(N=N, temperature=self.temperature, sigma2=self.sigma2, heads=heads, outputs=self.outputs)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "task": "markov",
             **self.task.to_dict(),
             "N": list(self.widths),
@@ -90,6 +101,27 @@ class StudyConfig:
             "sigma2": self.sigma2,
             "subsets": list(self.subsets),
         }
+        if self.outputs != 1:  # one output: the record of every earlier run, unchanged
+            out["outputs"] = self.outputs
+        return out
+
+
+def one_hot(y: np.ndarray) -> np.ndarray:
+    """The targets of two outputs for labels ±1: (1, 0) for +1, (0, 1) for −1."""
+    return np.stack([(y > 0).astype(float), (y < 0).astype(float)], axis=1)
+
+
+def extended_names(names: Sequence[str], outputs: int) -> tuple[str, ...]:
+    """Names of the extended paths (path, output) of M outputs, the output least significant ('good:2');
+    the path names themselves for one output."""
+    if outputs == 1:
+        return tuple(names)
+    return tuple(f"{n}:{m + 1}" for n in names for m in range(outputs))
+
+
+def extended_order(order: Sequence[int], outputs: int) -> list[int]:
+    """A path order carried to the extended paths (each path's outputs stay together, in order)."""
+    return [i * outputs + m for i in order for m in range(outputs)]
 
 
 @dataclass
@@ -132,7 +164,7 @@ def _point(
         stationarity=res.stationarity if res else 0.0,
         iterations=res.iterations if res else 0,
         seconds=res.seconds if res else 0.0,
-        paths=data.path_names,
+        paths=extended_names(data.path_names, model.outputs),
         U=U,
     )
 
@@ -143,7 +175,11 @@ def run_theory_study(
     """Theory (saddle point) for each width and network, GP limits, head scores and pruning."""
     check_instance("config", config, StudyConfig, "dotattn.paths.study.StudyConfig")
     t0 = time.perf_counter()
+    if samples and config.outputs != 1:
+        raise ParameterError("--sampled runs have one output; give them with outputs (M) = 1")
     data = markov_path_data(config.task)
+    if config.outputs == 2:
+        data = replace(data, y_train=one_hot(data.y_train), y_test=one_hot(data.y_test))
     study = Study(config=config, data=data)
     for subset in config.subsets:
         sub = data.restrict(subset_heads(config.task, subset))
@@ -176,7 +212,8 @@ def run_theory_study(
                     f"stat={res.stationarity:.1e} acc={study.points[-1].accuracy:.3f} ({res.seconds:.2f} s)"
                 )
     for N, res in study.results.items():
-        study.means[N] = laplace_mean(res, data.C_train, data.y_train, config.model(N, data.heads))
+        if config.outputs == 1:  # the first-order mean is derived for one output
+            study.means[N] = laplace_mean(res, data.C_train, data.y_train, config.model(N, data.heads))
     for s in samples:
         N = float(s["N"])
         collapsed = s.get("parameters", {}).get("method") == "collapsed"
@@ -250,10 +287,14 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
 
     folder = Path(folder)
     cfg, data = study.config, study.data
-    order = summary_order(data, cfg.task.variant)
+    M = cfg.outputs
+    path_order = summary_order(data, cfg.task.variant)
+    order = extended_order(path_order, M)  # of U's rows: the paths, or (path, output) for M outputs
     prov = provenance({**cfg.to_dict(), "command": command}, seconds=study.seconds)
     comment = "dotattn paths theory; provenance: " + json.dumps(prov, separators=(",", ":"))
-    names = [data.path_names[i] for i in order]
+    names = list(extended_names([data.path_names[i] for i in path_order], M))
+    C_all = data.C_train if M == 1 else OutputKernels(data.C_train, M)
+    y_all = output_labels(data.y_train, M)
     write_csv(
         folder / "points.csv",
         [in_summary_order(p, names).to_row() for p in study.points],
@@ -268,13 +309,9 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
     )
     gp_all = next(p for p in study.points if p.subset == "all" and p.method == "gp")
     gp_model = cfg.model(1e12, data.heads)
-    align_rows = [
-        {"N": "gp", "alignment": alignment(kernel(gp_all.U, data.C_train, gp_model.kernel_scale), data.y_train)}
-    ]
+    align_rows = [{"N": "gp", "alignment": alignment(kernel(gp_all.U, C_all, gp_model.kernel_scale), y_all)}]
     for N, res in sorted(study.results.items()):
-        align_rows.append(
-            {"N": N, "alignment": alignment(kernel(res.U, data.C_train, gp_model.kernel_scale), data.y_train)}
-        )
+        align_rows.append({"N": N, "alignment": alignment(kernel(res.U, C_all, gp_model.kernel_scale), y_all)})
     pa = path_alignments(data)
     write_csv(folder / "alignment.csv", align_rows, ["N", "alignment"], comment=comment)
     per_N = {}
@@ -342,10 +379,11 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
         per_N[f"{N:g}"] = entry
     summary: dict[str, Any] = {
         "provenance": prov,
-        "paths": [data.path_names[i] for i in order],
+        "paths": names,
+        **({} if M == 1 else {"outputs": M, "targets": "one-hot (1, 0) for +1, (0, 1) for -1; accuracy of the argmax"}),
         "head_names": [list(h) for h in data.head_names],
         "per_N": per_N,
-        "path_alignment": _reorder(pa, order),
+        "path_alignment": _reorder(pa, path_order),
         "heads": study.heads,
         "files": [
             "points.csv",
@@ -374,8 +412,12 @@ def write_theory_study(study: Study, folder: str | Path, command: str) -> dict[s
         if any(abs(N - w) < 1e-9 for w in cfg.heatmap_widths)
     } or {N: _reorder(res.U, order) for N, res in list(sorted(study.results.items()))[:3]}
     save_figure(plotting.figure_U_heatmaps(heat, names), folder / "U_heatmaps.png", meta)
-    save_figure(plotting.figure_path_kernels(data, order), folder / "path_kernels.png", meta)
-    save_figure(plotting.figure_alignment(_reorder(pa, order), names, align_rows), folder / "alignment.png", meta)
+    labels = data if M == 1 else replace(data, y_train=np.where(data.y_train[:, 0] > 0, 1.0, -1.0))
+    save_figure(plotting.figure_path_kernels(labels, path_order), folder / "path_kernels.png", meta)
+    path_names = [data.path_names[i] for i in path_order]
+    save_figure(
+        plotting.figure_alignment(_reorder(pa, path_order), path_names, align_rows), folder / "alignment.png", meta
+    )
     save_figure(plotting.figure_head_scores(study.heads), folder / "head_scores.png", meta)
     write_manifest(folder, summary["files"], prov["parameters"], command=command, provenance_record=prov)
     return summary

@@ -22,12 +22,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy
 from scipy import linalg, optimize
 
 from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
 from dotattn.core.status import CONVERGED, INVALID, NOT_CONVERGED
 from dotattn.core.validation import ParameterError, check_int, check_number
-from dotattn.paths.network import FactoredKernels
+from dotattn.paths.network import FactoredKernels, OutputKernels
+
+Kernels = np.ndarray | FactoredKernels | OutputKernels
+"""Path kernels (n, n, P_a, P_b): dense, factored, or the extended kernels of M outputs."""
 
 __all__ = [
     "PathsModel",
@@ -50,6 +54,9 @@ __all__ = [
     "levels_from_theta",
     "energy_hessian",
     "theta_hessian",
+    "MAX_OUTPUTS",
+    "MAX_EXTENDED_PATHS",
+    "output_labels",
 ]
 
 N_RANGE: tuple[float, float] = (1.0, 1e12)
@@ -62,18 +69,24 @@ MAX_HEADS = 16
 MAX_LAYERS = 6
 MAX_PATHS = 64
 """Most paths ∏ H_ℓ: U has MAX_PATHS² entries and the kernel MAX_PATHS² P × P blocks."""
+MAX_OUTPUTS = 64
+"""Most outputs M (N-way episodes have M = N)."""
+MAX_EXTENDED_PATHS = 320
+"""Most paths times outputs n M: U_1 is (n M) × (n M) (docs/attention_paths.md §16)."""
 GRAD_TOL = 1e-8
 """Relative stationarity of the returned optimum (see :func:`stationarity`)."""
 
 
 @dataclass(frozen=True)
 class PathsModel:
-    """Width N, temperature 𝒯, prior variance σ² of every weight, heads per layer (H_1, …, H_L)."""
+    """Width N, temperature 𝒯, prior variance σ² of every weight, heads per layer (H_1, …, H_L), outputs M
+    (the readout a is M × N; every order parameter gains the output index, docs/attention_paths.md §16)."""
 
     N: float
     temperature: float = 0.01
     sigma2: float = 1.0
     heads: tuple[int, ...] = (2, 2)
+    outputs: int = 1
 
     def __post_init__(self) -> None:
         lo, hi = N_RANGE
@@ -93,6 +106,12 @@ class PathsModel:
         if math.prod(heads) > MAX_PATHS:
             raise ParameterError(f"number of paths prod(H) must be <= {MAX_PATHS}, got {math.prod(heads)}")
         object.__setattr__(self, "heads", heads)
+        M = check_int("outputs (M)", self.outputs, 1, MAX_OUTPUTS)
+        if math.prod(heads) * M > MAX_EXTENDED_PATHS:
+            raise ParameterError(
+                f"outputs (M) times paths prod(H) must be <= {MAX_EXTENDED_PATHS}, got {M} x {math.prod(heads)}"
+            )
+        object.__setattr__(self, "outputs", M)
 
     @property
     def L(self) -> int:
@@ -107,18 +126,26 @@ class PathsModel:
         """c = σ² / ∏ H_ℓ (the prior variance of V⁰ over the head normalisations)."""
         return self.sigma2 / self.n_paths
 
+    @property
+    def dims(self) -> list[int]:
+        """d_k of every level (:func:`level_dims`)."""
+        return level_dims(self.heads, self.outputs)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"N": self.N, "temperature": self.temperature, "sigma2": self.sigma2, "heads": list(self.heads)}
+        out = {"N": self.N, "temperature": self.temperature, "sigma2": self.sigma2, "heads": list(self.heads)}
+        if self.outputs != 1:  # one output: the record of every earlier run, unchanged
+            out["outputs"] = self.outputs
+        return out
 
 
-def level_dims(heads: Sequence[int]) -> list[int]:
-    """d_k = H_k ⋯ H_L for k = 1..L, and 1 for the readout level L+1."""
-    return [math.prod(heads[k:]) for k in range(len(heads))] + [1]
+def level_dims(heads: Sequence[int], outputs: int = 1) -> list[int]:
+    """d_k = H_k ⋯ H_L · M for k = 1..L, and M for the readout level L+1 (M = ``outputs``)."""
+    return [math.prod(heads[k:]) * outputs for k in range(len(heads))] + [outputs]
 
 
 def gp_order_parameters(model: PathsModel) -> list[np.ndarray]:
     """The GP (N → ∞) values U_k = σ^{2(L+2−k)} I_{d_k}, k = 1..L+1 (the prior means)."""
-    dims = level_dims(model.heads)
+    dims = model.dims
     L = model.L
     return [model.sigma2 ** (L + 2 - (k + 1)) * np.eye(d) for k, d in enumerate(dims)]
 
@@ -151,9 +178,34 @@ def _factors(theta: np.ndarray, dims: Sequence[int]) -> list[np.ndarray]:
     return out
 
 
-def levels_from_theta(theta: np.ndarray, heads: Sequence[int]) -> list[np.ndarray]:
+def levels_from_theta(theta: np.ndarray, heads: Sequence[int], outputs: int = 1) -> list[np.ndarray]:
     """U_k = L_k L_kᵀ, k = 1..L+1."""
-    return [Lc @ Lc.T for Lc in _factors(theta, level_dims(heads))]
+    return [Lc @ Lc.T for Lc in _factors(theta, level_dims(heads, outputs))]
+
+
+def output_labels(y: np.ndarray, outputs: int) -> np.ndarray:
+    """Labels as the theory's vector: y (P,) for one output; Y (P, M) stacked output by output, vec Y (M P,)."""
+    y = np.asarray(y, dtype=float)
+    if outputs == 1 and y.ndim == 2 and y.shape[1] == 1:
+        return y[:, 0]
+    if outputs == 1 and y.ndim == 1:
+        return y
+    if y.ndim != 2 or y.shape[1] != outputs:
+        raise ParameterError(f"labels must have shape (P, {outputs}) for {outputs} outputs, got {y.shape}")
+    return y.T.reshape(-1)
+
+
+def _prepared(C: Kernels, y: np.ndarray, model: PathsModel) -> tuple[Kernels, np.ndarray]:
+    """(kernels, labels) as the one-output formulas take them: for M > 1 the extended paths
+    (:class:`OutputKernels`) and vec Y. Idempotent."""
+    M = model.outputs
+    if isinstance(C, OutputKernels):
+        if C.outputs != M:
+            raise ParameterError(f"kernels of {C.outputs} outputs for a model of {M} outputs")
+        return C, (np.asarray(y, dtype=float) if np.ndim(y) == 1 else output_labels(y, M))
+    if M == 1:
+        return C, output_labels(y, 1)
+    return OutputKernels(C, M), output_labels(y, M)
 
 
 # -- the action ------------------------------------------------------------------------------------
@@ -165,30 +217,29 @@ def _partial_trace(U: np.ndarray, H: int) -> np.ndarray:
     return np.einsum("hahb->ab", U.reshape(H, d, H, d))
 
 
-def kernel(U: np.ndarray, C: np.ndarray | FactoredKernels, scale: float) -> np.ndarray:
-    """K = c Σ_ππ' U^{ππ'} C_ππ', shape C.shape[2:] (C: (n, n, P_a, P_b), dense or factored)."""
-    if isinstance(C, FactoredKernels):
+def kernel(U: np.ndarray, C: Kernels, scale: float) -> np.ndarray:
+    """K = c Σ_ππ' U^{ππ'} C_ππ', shape C.shape[2:] (C: (n, n, P_a, P_b), dense, factored, or the extended
+    kernels of M outputs, :class:`OutputKernels`, with U of shape (n M, n M))."""
+    if isinstance(C, (FactoredKernels, OutputKernels)):
         return scale * C.contract(U)
     return scale * np.tensordot(U, C, axes=([0, 1], [0, 1]))
 
 
-def _kernel_adjoint(C: np.ndarray | FactoredKernels, B: np.ndarray) -> np.ndarray:
+def _kernel_adjoint(C: Kernels, B: np.ndarray) -> np.ndarray:
     """Σ_μν B_μν C_ππ'[μ, ν], shape (n, n)."""
-    if isinstance(C, FactoredKernels):
+    if isinstance(C, (FactoredKernels, OutputKernels)):
         return C.adjoint(B)
     return np.tensordot(C, B, axes=([2, 3], [0, 1]))
 
 
-def _energy(
-    U: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
-) -> tuple[float, np.ndarray]:
+def _energy(U: np.ndarray, C: Kernels, y: np.ndarray, model: PathsModel) -> tuple[float, np.ndarray]:
     """ln det(K + 𝒯I) + Yᵀ(K + 𝒯I)⁻¹Y and its gradient in U: c Σ_μν (A − A Y Yᵀ A)_μν C_ππ'[μ, ν]."""
     value, grad, _ = _energy_parts(U, C, y, model)
     return value, grad
 
 
 def _energy_parts(
-    U: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
+    U: np.ndarray, C: Kernels, y: np.ndarray, model: PathsModel
 ) -> tuple[float, np.ndarray, tuple[Any, np.ndarray]]:
     """(energy, its gradient, (the Cholesky factor of K + 𝒯I, A Y)) at U."""
     K = kernel(U, C, model.kernel_scale)
@@ -202,7 +253,7 @@ def _energy_parts(
     return value, 0.5 * (grad + grad.T), (A, Ay)
 
 
-def energy_hessian(U: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel) -> np.ndarray:
+def energy_hessian(U: np.ndarray, C: Kernels, y: np.ndarray, model: PathsModel) -> np.ndarray:
     """∂²E/∂U_ab ∂U_cd, shape (n, n, n, n), of E = ln det(K + 𝒯I) + Yᵀ(K + 𝒯I)⁻¹Y over the n² entries of U
     (K = c Σ_ab U_ab C_ab; A = (K + 𝒯I)⁻¹, w = A Y):
 
@@ -210,14 +261,15 @@ def energy_hessian(U: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray
 
     Factored kernels (C_ab = X_a X_bᵀ/N0) go through M[a, i, b, j] = (X_aᵀ A X_b)_ij, (n N0)² numbers:
     tr(A C_ab A C_cd) = Σ_ij M[d, i, a, j] M[b, j, c, i]/N0², never the n² P² kernel entries."""
+    C, y = _prepared(C, y, model)
     _, _, (A, w) = _energy_parts(U, C, y, model)
     return _energy_hessian_at(A, w, C, U.shape[0], model.kernel_scale)
 
 
-def _energy_hessian_at(
-    A: np.ndarray, w: np.ndarray, C: np.ndarray | FactoredKernels, n: int, scale: float
-) -> np.ndarray:
-    """:func:`energy_hessian` from A = (K + 𝒯I)⁻¹ and w = A Y."""
+def _energy_hessian_at(A: np.ndarray, w: np.ndarray, C: Kernels, n: int, scale: float) -> np.ndarray:
+    """:func:`energy_hessian` from A = (K + 𝒯I)⁻¹ and w = A Y (M outputs: on the extended kernels)."""
+    if isinstance(C, OutputKernels):
+        C = C.extended()
     if isinstance(C, FactoredKernels):
         if C.xi_a is not C.xi_b and not np.array_equal(C.xi_a, C.xi_b):
             raise ParameterError("energy_hessian needs the training kernels (the same path inputs on both sides)")
@@ -266,7 +318,7 @@ def _entropy_terms(levels: Sequence[np.ndarray], model: PathsModel) -> tuple[flo
 
 
 def _terms(
-    levels: Sequence[np.ndarray], C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
+    levels: Sequence[np.ndarray], C: Kernels, y: np.ndarray, model: PathsModel
 ) -> tuple[float, float, list[np.ndarray], list[float]]:
     """(entropy 𝓛, energy N α 𝓔, ∂S/∂U_k per level, the scale of each level's gradient terms)."""
     entropy, grads, scales = _entropy_terms(levels, model)
@@ -276,24 +328,24 @@ def _terms(
     return entropy, energy, grads, scales
 
 
-def action(levels: Sequence[np.ndarray], C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel) -> float:
-    """S = 𝓛 + α𝓔 at the order parameters ``levels`` = [U_1, …, U_L, U_a] (each as a matrix)."""
+def action(levels: Sequence[np.ndarray], C: Kernels, y: np.ndarray, model: PathsModel) -> float:
+    """S = 𝓛 + α𝓔 at the order parameters ``levels`` = [U_1, …, U_L, U_a] (each as a matrix); ``y``: (P,), or
+    (P, M) for M = ``model.outputs`` outputs."""
+    C, y = _prepared(C, y, model)
     entropy, energy, _, _ = _terms(levels, C, y, model)
     return entropy + energy / model.N
 
 
-def action_gradient(
-    levels: Sequence[np.ndarray], C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
-) -> list[np.ndarray]:
+def action_gradient(levels: Sequence[np.ndarray], C: Kernels, y: np.ndarray, model: PathsModel) -> list[np.ndarray]:
     """∂S/∂U_k for each level, as symmetric matrices G_k with dS = Σ_k tr(G_k dU_k)."""
+    C, y = _prepared(C, y, model)
     return _terms(levels, C, y, model)[2]
 
 
-def stationarity(
-    levels: Sequence[np.ndarray], C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
-) -> float:
+def stationarity(levels: Sequence[np.ndarray], C: Kernels, y: np.ndarray, model: PathsModel) -> float:
     """max_k ‖∂S/∂U_k‖_F / (sum of the Frobenius norms of the terms of ∂S/∂U_k): the relative residual
     of the saddle-point equations (0 at a stationary point, 1 when the terms do not cancel at all)."""
+    C, y = _prepared(C, y, model)
     _, _, grads, scales = _terms(levels, C, y, model)
     return max(float(np.linalg.norm(g)) / s for g, s in zip(grads, scales, strict=True))
 
@@ -308,10 +360,8 @@ def _theta_gradient(factors: Sequence[np.ndarray], grads: Sequence[np.ndarray]) 
     return np.concatenate(out)
 
 
-def _theta_objective(
-    theta: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel
-) -> tuple[float, np.ndarray]:
-    facs = _factors(theta, level_dims(model.heads))
+def _theta_objective(theta: np.ndarray, C: Kernels, y: np.ndarray, model: PathsModel) -> tuple[float, np.ndarray]:
+    facs = _factors(theta, model.dims)
     levels = [Lc @ Lc.T for Lc in facs]
     entropy, energy, grads, _ = _terms(levels, C, y, model)
     return entropy + energy / model.N, _theta_gradient(facs, grads)
@@ -332,12 +382,13 @@ HESSIAN_STEP = 1e-6
 truncation ~1e-12, round-off ~1e-16/1e-6 = 1e-10 relative."""
 
 
-def theta_hessian(theta: np.ndarray, C: np.ndarray | FactoredKernels, y: np.ndarray, model: PathsModel) -> np.ndarray:
+def theta_hessian(theta: np.ndarray, C: Kernels, y: np.ndarray, model: PathsModel) -> np.ndarray:
     """∇²S in θ. The energy enters through U_1 alone: ∇²(E/N) = J₁ᵀ (∂²E/∂U²) J₁/N + Σ_ab (∂E/∂U_ab) ∇²U_ab/N
     with J₁ = ∂U_1/∂θ₁ (:func:`energy_hessian`, one P × P inverse and (n N0)² numbers); the rest (the
     entropy and the curvature of U_k(θ), which cost no kernel evaluation) is a central difference of the
     θ-gradient with ∂E/∂U_1 frozen at θ."""
-    dims = level_dims(model.heads)
+    C, y = _prepared(C, y, model)
+    dims = model.dims
     facs = _factors(theta, dims)
     U = facs[0] @ facs[0].T
     _, g_e, (A, w) = _energy_parts(U, C, y, model)
@@ -432,11 +483,37 @@ HESSIAN_MAX_NUMBERS = 5 * 10**7
 400 MB in float64. Beyond it :func:`minimise_action` runs L-BFGS alone."""
 
 
-def _hessian_numbers(C: np.ndarray | FactoredKernels, n: int) -> int:
+def _hessian_numbers(C: Kernels, n: int) -> int:
+    if isinstance(C, OutputKernels):
+        M = C.outputs
+        if isinstance(C.base, FactoredKernels):
+            return max((n * C.base.xi_a.shape[2]) ** 2, n**4)
+        return max(n * n * M * M * C.base.shape[2] * C.base.shape[3], n**4)
     if isinstance(C, FactoredKernels):
         return max((n * C.xi_a.shape[2]) ** 2, n**4)
     return max(n * n * C.shape[2] * C.shape[3], n**4)
 
+
+HESSIAN_MAX_OPERATIONS = 2 * 10**10
+"""Most multiply-adds of one Newton step (:func:`_hessian_operations`): about 5–10 s on one core. Beyond it
+:func:`minimise_action` runs L-BFGS alone. The one-output studies are far below (16 paths, N0 = 83: 5·10⁸);
+16 paths with 5 outputs (80 extended paths, N0 = 86) need 3·10¹¹ for the energy Hessian alone."""
+
+
+def _hessian_operations(C: Kernels, n: int, n_theta: int) -> int:
+    """Multiply-adds of one Newton step: the energy Hessian's trace term ((n N0)² by (n N0)² for factored
+    kernels: n⁴ N0²; dense: n⁴ P²) and the eigendecomposition of the θ-Hessian (~10 m³)."""
+    base = C.base if isinstance(C, OutputKernels) else C
+    width = base.xi_a.shape[2] if isinstance(base, FactoredKernels) else C.shape[2]
+    return n**4 * width**2 + 10 * n_theta**3
+
+
+LBFGS_CHECK_EVERY = 10
+"""Iterations between two stationarity checks of L-BFGS when it runs alone: each check costs about one
+iteration; on 16 paths x 5 outputs the relative stationarity reached 1e-6 after 38 of 60 iterations at
+N = 1000 and after 121 of 174 at N = 10 (random kernels, P = 60)."""
+_SCIPY_STOPS_ON_CALLBACK = tuple(int(v) for v in scipy.__version__.split(".")[:2]) >= (1, 11)
+"""A callback may end scipy's minimize by raising StopIteration from scipy 1.11 on."""
 
 NEWTON_MAX_STEP = 3.0
 """Largest change of one coordinate θ_i per Newton step (on a log-diagonal: a factor e³ on that Cholesky entry);
@@ -473,7 +550,7 @@ def _newton(fun: Any, hess: Any, theta: np.ndarray, done: Any, steps: int) -> tu
 
 
 def minimise_action(
-    C: np.ndarray | FactoredKernels,
+    C: Kernels,
     y: np.ndarray,
     model: PathsModel,
     start: Sequence[np.ndarray] | None = None,
@@ -484,20 +561,28 @@ def minimise_action(
     """The minimum of S from ``start`` (default: the GP value): Newton steps on the analytic Hessian
     (:func:`theta_hessian`); where they stall short of ``tol``, L-BFGS from there, then Newton again.
 
-    ``C``: path kernels on the training set, (n_paths, n_paths, P, P), dense or factored; ``y``: labels (P,). Status
+    ``C``: path kernels on the training set, (n_paths, n_paths, P, P), dense or factored; ``y``: labels (P,), or
+    (P, M) for M = ``model.outputs`` > 1 outputs (then the levels are (n M) × (n M), …, M × M). Status
     ``converged`` when :func:`stationarity` ≤ ``tol``; ``invalid`` when the action is not finite.
     """
     t0 = time.perf_counter()
     n = model.n_paths
-    if C.shape[:2] != (n, n) or C.shape[2] != C.shape[3] or C.shape[2] != len(y):
-        raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, got {C.shape}")
+    base = C.base if isinstance(C, OutputKernels) else C
+    P = len(y) if np.ndim(y) >= 1 else -1
+    if base.shape[:2] != (n, n) or base.shape[2] != base.shape[3] or base.shape[2] != P:
+        raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {P}, got {base.shape}")
+    C, y = _prepared(C, y, model)
+    n = n * model.outputs
     levels0 = list(start) if start is not None else gp_order_parameters(model)
     theta = theta_from_levels(levels0)
     fun = lambda th: _theta_objective(th, C, y, model)  # noqa: E731
     hess = lambda th: theta_hessian(th, C, y, model)  # noqa: E731
-    stat_of = lambda th: stationarity(levels_from_theta(th, model.heads), C, y, model)  # noqa: E731
+    stat_of = lambda th: stationarity(levels_from_theta(th, model.heads, model.outputs), C, y, model)  # noqa: E731
     done = lambda th: stat_of(th) <= tol  # noqa: E731
-    use_newton = _hessian_numbers(C, n) <= HESSIAN_MAX_NUMBERS
+    use_newton = (
+        _hessian_numbers(C, n) <= HESSIAN_MAX_NUMBERS
+        and _hessian_operations(C, n, len(theta)) <= HESSIAN_MAX_OPERATIONS
+    )
     try:
         iters, parts = 0, []
         if use_newton:
@@ -505,11 +590,21 @@ def minimise_action(
             iters += k
             parts.append(f"{k} Newton steps")
         if not use_newton or not ok:
+            seen = [0]
+
+            def check(xk: np.ndarray) -> None:
+                # L-BFGS alone (no Newton to finish): stop once stationary to ``tol`` (checked every
+                # LBFGS_CHECK_EVERY iterations) instead of running on to its own float64 limits
+                seen[0] += 1
+                if seen[0] % LBFGS_CHECK_EVERY == 0 and done(xk):
+                    raise StopIteration
+
             res = optimize.minimize(
                 fun,
                 theta,
                 jac=True,
                 method="L-BFGS-B",
+                callback=check if not use_newton and _SCIPY_STOPS_ON_CALLBACK else None,
                 options={"maxiter": max_iter, "maxcor": 30, "gtol": 1e-13, "ftol": 1e-16},
             )
             theta = res.x
@@ -519,7 +614,7 @@ def minimise_action(
                 theta, k, ok = _newton(fun, hess, theta, done, newton_steps)
                 iters += k
                 parts.append(f"{k} Newton steps")
-        levels = levels_from_theta(theta, model.heads)
+        levels = levels_from_theta(theta, model.heads, model.outputs)
         stat = stat_of(theta)
         message = "; ".join(parts)
     except (np.linalg.LinAlgError, ValueError, FloatingPointError) as err:
@@ -568,7 +663,7 @@ def saddle_point_residual(U: np.ndarray, U2: np.ndarray, C: np.ndarray, y: np.nd
 
 def predict(
     U: np.ndarray,
-    C_train: np.ndarray | FactoredKernels,
+    C_train: Kernels,
     y: np.ndarray,
     C_cross: np.ndarray | FactoredKernels,
     C_diag: np.ndarray,
@@ -577,7 +672,12 @@ def predict(
     """Mean and variance of the predictor on test inputs: kᵀ(K + 𝒯I)⁻¹Y and K(x*, x*) − kᵀ(K + 𝒯I)⁻¹k.
 
     ``C_cross``: (n, n, P_test, P) kernels test-train; ``C_diag``: (n, n, P_test) test-test diagonals.
+    With M = ``model.outputs`` > 1 (``y``: (P, M), ``U``: (n M, n M)) mean and variance have shape (P_test, M):
+    the mean of every output and its variance (the diagonal of the M × M covariance, docs/attention_paths.md §16).
     """
+    if model.outputs > 1:
+        return _predict_outputs(U, C_train, y, C_cross, C_diag, model)
+    y = output_labels(y, 1)
     c = model.kernel_scale
     K = kernel(U, C_train, c) + model.temperature * np.eye(len(y))
     k = kernel(U, C_cross, c)  # (P_test, P)
@@ -586,6 +686,30 @@ def predict(
     kk = c * np.einsum("ab,abp->p", U, C_diag)
     var = kk - np.einsum("pm,mp->p", k, linalg.cho_solve(cf, k.T))
     return mean, var
+
+
+def _predict_outputs(
+    U: np.ndarray,
+    C_train: Kernels,
+    y: np.ndarray,
+    C_cross: np.ndarray | FactoredKernels,
+    C_diag: np.ndarray,
+    model: PathsModel,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`predict` for M > 1 outputs, on the extended paths (test points ordered (m, μ) like the training)."""
+    M, c = model.outputs, model.kernel_scale
+    Ct, yv = _prepared(C_train, y, model)
+    Cx = C_cross if isinstance(C_cross, OutputKernels) else OutputKernels(C_cross, M)
+    K = kernel(U, Ct, c) + model.temperature * np.eye(len(yv))
+    k = kernel(U, Cx, c)  # (M P_test, M P)
+    cf = linalg.cho_factor(K, lower=True)
+    mean = k @ linalg.cho_solve(cf, yv)
+    n = model.n_paths
+    U4 = U.reshape(n, M, n, M)
+    kk = c * np.einsum("ambm,abp->mp", U4, C_diag).reshape(-1)
+    var = kk - np.einsum("pm,mp->p", k, linalg.cho_solve(cf, k.T))
+    P_test = C_diag.shape[2]
+    return mean.reshape(M, P_test).T, var.reshape(M, P_test).T
 
 
 def scalar_renormalisation(C: np.ndarray, y: np.ndarray, N: float, temperature: float, sigma2: float = 1.0) -> float:

@@ -142,13 +142,15 @@ PHASE_DIAGRAM_COST = Cost(
 ω = 0.3 column with refinement: 10.3 CPU-s measured against 9.3 estimated (26.6 s wall at load 5 on 2 cores,
 where the start line says 28 s)."""
 
-SOLVE_COST = Cost(1.4e-4, "benchmarks/README.md (general_shapes.py) and dotattn/positional_semantic/catalogue.py")
-"""CPU seconds per node of the fine rule per start of a catalogue, for a student of rank 2: the rank-2 catalogue
-at α = 2 took 66 CPU-s for 10 starts on the default 46,656-node rule (see the comment in :func:`dotattn.positional_semantic.catalogue.solve`)."""
-SOLVE_START_OVERHEAD = 1.5
-"""CPU seconds per start besides the nodes (the coarse pass, the RS stability, Python): measured 17.8 CPU-s for
-6 starts of the rank-2 student on 729 nodes (``solve --alpha 2 --rank 2 --quad-order 3 --random-starts 2``,
-imports included)."""
+SOLVE_COST = Cost(1.3e-4, 'benchmarks/README.md "Start-line estimates"')
+"""CPU seconds per node of the fine rule per start of a catalogue, for a student of rank 2, besides
+:data:`SOLVE_START_OVERHEAD`: a straight line through the rank-2 catalogue at α = 2 on the default 46,656-node rule
+(66 CPU-s for 10 starts, see the comment in :func:`dotattn.positional_semantic.catalogue.solve`) and on Gauss-Hermite
+order 5, 15,625 nodes (5 starts: 12.1 and 13.4 CPU-s in one process, nice 5, load average 7 on 2 cores). Order 4
+(4,096 nodes) then comes out at 0.75x of its 6.9 CPU-s; coarser rules converge more slowly: order 3 (729 nodes)
+took 9.9 CPU-s, about 3x the estimate."""
+SOLVE_START_OVERHEAD = 0.5
+"""CPU seconds per start besides the nodes (the coarse pass, the RS stability, Python): the same line."""
 
 
 def start_seconds(problem: Problem, nodes: int) -> float:

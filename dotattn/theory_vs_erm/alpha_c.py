@@ -290,9 +290,11 @@ omega0.1_d4000 study (d = 4000, 15 α, 16 seeds, batched-lbfgs, one thread, one 
 4.6e9 units."""
 
 
-CELL_OVERHEAD = 3.0
+CELL_OVERHEAD = 0.15
 """CPU seconds per (ω, d) cell besides its share of :data:`ALPHA_C_COST` (data, the optimiser's set-up, the line
-searches of small d): a study of one cell at d = 20, 2 seeds, 3 α took about 3 CPU-s."""
+searches of small d): studies of one cell at d = 50, 3 α, 2 and 8 seeds, in one process (nice 5, load average 10
+on 2 cores) took 0.15 and 0.23 CPU-s. (A cell at d = 300, 4 seeds took 0.58 CPU-s where ALPHA_C_COST gives 0.97:
+the cost per unit grows with d, as the optimiser takes more steps, so studies at small d are estimated high.)"""
 
 
 def study_seconds(problem: Problem, config: AlphaCConfig, theory: bool) -> float:
@@ -308,6 +310,25 @@ def study_seconds(problem: Problem, config: AlphaCConfig, theory: bool) -> float
         return erm
     settings = SweepSettings(default_quadrature(problem), refine=RefineSpec())
     return erm + estimate_seconds(problem, list(config.alphas), settings, len(config.omegas), 1)
+
+
+def study_bound_seconds(problem: Problem, config: AlphaCConfig, theory: bool) -> float:
+    """CPU seconds (one thread) of a whole study if every run used its whole step budget: ``steps`` ×
+    :func:`dotattn.erm.restarts.lbfgs_step_seconds` per run (n = α d samples, both starts, every seed), the
+    cells' overhead and the theory as in :func:`study_seconds` (which is the typical time: the runs stop at
+    their tolerance long before the budget)."""
+    from dotattn.erm.restarts import lbfgs_step_seconds
+
+    per_cell = {
+        d: config.steps
+        * config.seeds
+        * 2
+        * sum(lbfgs_step_seconds(max(1, round(a * d)), d, problem.rank) for a in config.alphas)
+        for d in config.ds
+    }
+    erm_typical = ALPHA_C_COST.seconds * sum(config.cost(d) for d in config.ds) * len(config.omegas)
+    bound = sum(per_cell.values()) * len(config.omegas)
+    return study_seconds(problem, config, theory) - erm_typical + max(bound, erm_typical)
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,16 @@
 ``comparison`` (``dotattn compare``: comparison.csv, comparison.json), ``alpha-c``
 (``dotattn erm-alpha-c``: crossings.csv, cells.csv, delta.csv, summary.json; its rows are re-derived
 and checked by :func:`dotattn.theory_vs_erm.output.read_alpha_c_part`, which every reader of the
-kind uses) and ``variants`` (``dotattn variants``: variants.csv, summary.json)."""
+kind uses), ``variants`` (``dotattn variants``: variants.csv, summary.json) and ``landscape`` (``dotattn landscape``:
+best.csv, crossings.csv, crossing_by_k.csv, summary.json)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from dotattn.core.integrity import (
     FolderKind,
@@ -24,7 +27,7 @@ from dotattn.positional_semantic.integrity import check_branch_rows
 from dotattn.positional_semantic.problem import problem_of
 from dotattn.positional_semantic.records import BranchPoint
 
-__all__ = ["COMPARISON", "ALPHA_C", "VARIANTS"]
+__all__ = ["COMPARISON", "ALPHA_C", "VARIANTS", "LANDSCAPE"]
 
 
 def _check_comparison(folder: Path, manifest: Mapping[str, Any] | None) -> None:
@@ -232,3 +235,199 @@ def _check_variants(folder: Path, manifest: Mapping[str, Any] | None) -> None:
 
 
 VARIANTS = register_kind(FolderKind("variants", ("variants.csv", "summary.json"), _check_variants))
+
+
+def _landscape_rows(folder: Path) -> tuple[list[Any], list[Any], list[Any]]:
+    """runs.csv, best.csv, crossings.csv and crossing_by_k.csv of a ``dotattn landscape`` folder, checked against each
+    other: best.csv the best of K of runs.csv's runs (:func:`dotattn.theory_vs_erm.landscape.best_from_runs`, K_max per d
+    the largest K of best.csv), a full grid per d (both branches, every seed at every α, K = 1, 2, …, K_max and every start), best
+    of K never rising with K and never below the every-start value; crossings.csv the crossings recomputed from
+    best.csv (:func:`dotattn.theory_vs_erm.landscape.crossings_by_k`); crossing_by_k.csv one row per (d, search,
+    K) with the seed and outcome counts of crossings.csv."""
+    import math
+
+    from dotattn.core.integrity import read_records
+    from dotattn.core.validation import ParameterError
+    from dotattn.theory_vs_erm.landscape import (
+        BRANCHES,
+        BestOfK,
+        KCrossing,
+        KSummary,
+        StudyRun,
+        best_from_runs,
+        crossings_by_k,
+        loss_grid,
+    )
+
+    best = read_records(folder / "best.csv", BestOfK)
+    if not best:
+        raise IntegrityError(f"{folder / 'best.csv'}: no data rows")
+    runs = read_records(folder / "runs.csv", StudyRun)
+    k_max = {d: max(r.k for r in best if r.d == d) for d in {r.d for r in best}}
+    try:
+        derived = best_from_runs(runs, k_max)
+    except ParameterError as err:
+        raise IntegrityError(f"{folder / 'runs.csv'}: {err}") from None
+    if len(derived) != len(best):
+        raise IntegrityError(f"{folder / 'best.csv'}: {len(best)} rows; runs.csv gives {len(derived)}")
+    for i, (got, want) in enumerate(zip(best, derived, strict=True), start=1):
+        if (got.d, got.seed, got.branch, got.k, got.runs, got.valid, got.excluded) != (
+            want.d,
+            want.seed,
+            want.branch,
+            want.k,
+            want.runs,
+            want.valid,
+            want.excluded,
+        ) or not all(same_number(getattr(got, f), getattr(want, f), rtol=1e-12) for f in ("alpha", "train_loss")):
+            raise IntegrityError(
+                f"{folder / 'best.csv'}: row {i} (d = {got.d}, alpha = {got.alpha:g}, seed {got.seed}, {got.branch}, K = {got.k}) "
+                "is not the best of K of runs.csv"
+            )
+    for d in sorted({r.d for r in best}):
+        try:
+            grid = loss_grid(best, d)
+        except ParameterError as err:
+            raise IntegrityError(f"{folder / 'best.csv'}: {err}") from None
+        for b in BRANCHES:
+            L = grid.loss[b]
+            seq, every = L[:, :, :-1], L[:, :, -1]
+            rising = (seq[:, :, 1:] > seq[:, :, :-1]) & (grid.valid[:, :, None])
+            below = (every > seq[:, :, -1]) & grid.valid
+            if rising.any() or below.any():
+                i, j = np.argwhere(rising.any(axis=2) | below)[0]
+                raise IntegrityError(
+                    f"{folder / 'best.csv'}: d = {d}, alpha = {grid.alphas[j]:g}, seed {grid.seeds[i]}, {b}: the best "
+                    f"of K rises with K or lies below the every-start value"
+                )
+    stored = read_records(folder / "crossings.csv", KCrossing)
+    mine = crossings_by_k(best)
+    if len(stored) != len(mine):
+        raise IntegrityError(f"{folder / 'crossings.csv'}: {len(stored)} rows; best.csv gives {len(mine)}")
+    for i, (s, m) in enumerate(zip(stored, mine, strict=True), start=1):
+        same = (s.d, s.search, s.k, s.seed, s.outcome, s.changes, s.valid, s.excluded) == (
+            m.d,
+            m.search,
+            m.k,
+            m.seed,
+            m.outcome,
+            m.changes,
+            m.valid,
+            m.excluded,
+        ) and all(same_number(getattr(s, f), getattr(m, f), rtol=1e-12) for f in ("alpha_c", "lo", "hi"))
+        if not same:
+            raise IntegrityError(
+                f"{folder / 'crossings.csv'}: row {i} (d = {s.d}, {s.search}, K = {s.k}, seed {s.seed}) is not the "
+                f"crossing of best.csv's rows"
+            )
+    by_k = read_records(folder / "crossing_by_k.csv", KSummary)
+    groups: dict[tuple[int, str, int], list[Any]] = {}
+    for x in stored:
+        groups.setdefault((x.d, x.search, x.k), []).append(x)
+    if len(by_k) != len(groups):
+        raise IntegrityError(
+            f"{folder / 'crossing_by_k.csv'}: {len(by_k)} rows; crossings.csv has {len(groups)} groups"
+        )
+    for i, s in enumerate(by_k, start=1):
+        group = groups.get((s.d, s.search, s.k))
+        counts = None
+        if group is not None:
+            counts = (
+                len(group),
+                sum(math.isfinite(x.alpha_c) for x in group),
+                sum(x.outcome == "no_crossing" for x in group),
+                sum(x.outcome == "several_crossings" for x in group),
+            )
+        if counts != (s.seeds, s.crossings, s.no_crossing, s.several):
+            raise IntegrityError(
+                f"{folder / 'crossing_by_k.csv'}: row {i} (d = {s.d}, {s.search}, K = {s.k}): counts "
+                f"{(s.seeds, s.crossings, s.no_crossing, s.several)}; crossings.csv has {counts}"
+            )
+    return best, stored, by_k
+
+
+def _first_tree_difference(a: Any, b: Any, where: str = "") -> str | None:
+    """The first place (dotted path) where two JSON trees differ: numbers to STRICT_RTOL (null = NaN), the rest exactly."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{where}.{k}".lstrip(".")
+            sub = _first_tree_difference(a[k], b[k], f"{where}.{k}")
+            if sub is not None:
+                return sub
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return where.lstrip(".")
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            sub = _first_tree_difference(x, y, f"{where}[{i}]")
+            if sub is not None:
+                return sub
+        return None
+    number = (int, float)
+    if (a is None or (isinstance(a, number) and not isinstance(a, bool))) and (
+        b is None or (isinstance(b, number) and not isinstance(b, bool))
+    ):
+        return None if same_number(a, b) else where.lstrip(".")
+    return None if a == b else where.lstrip(".")
+
+
+def _check_landscape(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """The rows against each other (:func:`_landscape_rows`) and summary.json's ``crossing_by_K`` against
+    crossing_by_k.csv (mean, se, n, counts of every row, and no other entry)."""
+    _, _, by_k = _landscape_rows(folder)
+    summary = read_verified_json(folder / "summary.json")
+    stored = summary.get("crossing_by_K")
+    if not isinstance(stored, dict):
+        raise IntegrityError(f"{folder / 'summary.json'}: no 'crossing_by_K'")
+    mine: dict[str, dict[str, dict[str, Any]]] = {}
+    for s in by_k:
+        mine.setdefault(str(s.d), {}).setdefault(s.search, {})["every" if s.k == 0 else str(s.k)] = to_jsonable(
+            s.as_dict()
+        )
+    diff = _first_tree_difference(stored, mine)
+    if diff is not None:
+        raise IntegrityError(f"{folder / 'summary.json'}: crossing_by_K.{diff} is not that of crossing_by_k.csv")
+
+
+def _strict_landscape(folder: Path) -> None:
+    """``verify --strict``: the whole analysis recomputed from best.csv (:func:`dotattn.theory_vs_erm.landscape.analyse`,
+    with the replica α_c and the bootstrap size summary.json records; the bootstrap is seeded, so its intervals
+    are recomputed exactly): crossing_by_k.csv's means, sd and se; summary.json's ``crossing_by_K``, ``k_max``,
+    ``k_infinity`` (estimates, intervals, saturation), ``d_infinity``, ``verdict`` and ``beside``."""
+    from dotattn.theory_vs_erm.landscape import analyse
+
+    best, _, by_k = _landscape_rows(folder)
+    summary = read_verified_json(folder / "summary.json")
+    ref = summary.get("replica_alpha_c") or {}
+    boot = summary.get("bootstrap") or {}
+    nan = float("nan")
+    alpha_c = ref.get("alpha_c")
+    err = ref.get("error")
+    study = analyse(
+        best, nan if alpha_c is None else float(alpha_c), nan if err is None else float(err), int(boot["replicas"])
+    )
+    for i, (s, m) in enumerate(zip(by_k, study.summaries, strict=True), start=1):
+        for f in ("mean", "sd", "se"):
+            if not same_number(getattr(s, f), getattr(m, f)):
+                raise IntegrityError(
+                    f"{folder / 'crossing_by_k.csv'}: row {i}: {f} = {getattr(s, f)!r}; recomputed from crossings: "
+                    f"{getattr(m, f)!r} (verify --strict)"
+                )
+    mine = to_jsonable(study.summary_dict())
+    for key in ("crossing_by_K", "k_max", "k_infinity", "d_infinity", "verdict", "beside"):
+        diff = _first_tree_difference(summary.get(key), mine[key], key)
+        if diff is not None:
+            raise IntegrityError(
+                f"{folder / 'summary.json'}: {diff} is not what best.csv gives (recomputed; verify --strict)"
+            )
+
+
+LANDSCAPE = register_kind(
+    FolderKind(
+        "landscape",
+        ("runs.csv", "best.csv", "crossings.csv", "crossing_by_k.csv", "summary.json"),
+        _check_landscape,
+        strict=_strict_landscape,
+    )
+)

@@ -6,7 +6,7 @@ Plotting never computes physics and never touches pyplot's global state or the b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -266,7 +266,9 @@ def figure_alpha_c_scaling(points: Sequence[dict]) -> Figure:
     return fig
 
 
-def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Figure:
+def figure_headline(
+    theory: Sequence[ColumnSummary], erm: Sequence[dict], landscape: Mapping[str, Any] | None = None
+) -> Figure:
     """The headline. Top: α_c(ω) of the theory (line, band ± 2 standard errors of the refined root),
     α_lin(ω) (dashed), and at every ω of the ERM study its crossing per d (mean and bootstrap
     interval, small offsets in ω per d) and the d → ∞ extrapolation with its interval. Bottom, one
@@ -277,6 +279,12 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
     ``theory``: the phase diagram's column summaries; ``erm``: the study's ``summary.json``
     ``omegas`` entries (``omega``, ``by_d``: ``d``, ``alpha_c``, ``ci``; ``extrapolated``: ``alpha_c``,
     ``ci``, ``model``). Records only: nothing is computed here but offsets and bands.
+
+    ``landscape`` (optional; :func:`dotattn.theory_vs_erm.landscape_output.headline_landscape`): a best-of-K study at
+    one ω — ``points`` (``d``, ``k_max``, ``mean``, ``se``: the crossing of the best of K_max on both branches),
+    ``limit`` (``c_inf``, ``ci``: its d → ∞, K → ∞ estimate) and ``rsb`` (``alpha_threshold``, ``alpha_equilibrium``:
+    ``value``, ``uncertainty``) — drawn as triangles (± 1.96 se), a star with its interval and, in that ω's lower
+    panel, horizontal lines.
     """
     erm = sorted(erm, key=lambda o: o["omega"])
     fig = new_figure(figsize=(8.0, 7.4))
@@ -339,6 +347,8 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
             lw=1.4,
             label=f"ERM d → ∞ ({ext[0]['extrapolated']['model']} fit, interval)",
         )
+    if landscape:
+        _draw_landscape(ax, landscape, colour_of, offset=-span, with_labels=True)
     ax.set_xlabel(r"positional fraction of the target $\omega$")
     ax.set_ylabel(r"sample complexity $\alpha = n/d$")
     ax.set_title("Positional → semantic switch: replica theory and gradient-trained ERM", fontsize=10)
@@ -379,6 +389,8 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
             if x.get("model") == "1/d" and x.get("slope") is not None:  # the recorded fit: α_c(∞) + slope / d
                 inv = np.linspace(0.0, max(1.0 / b["d"] for b in o["by_d"]), 50)
                 sub.plot(inv, x["alpha_c"] + x["slope"] * inv, "-", color="tab:red", lw=1, label="1/d fit (weighted)")
+        if landscape and abs(float(landscape["omega"]) - float(o["omega"])) < 1e-9:
+            _draw_landscape(sub, landscape, colour_of, offset=None, with_labels=False)
         sub.set_title(rf"$\omega = {o['omega']:g}$", fontsize=9)
         sub.set_xlabel("1/d", fontsize=8)
         if k == 0:
@@ -389,6 +401,65 @@ def figure_headline(theory: Sequence[ColumnSummary], erm: Sequence[dict]) -> Fig
         sub.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig
+
+
+def _draw_landscape(
+    ax: Any, landscape: Mapping[str, Any], colour_of: Mapping[int, Any], offset: float | None, with_labels: bool
+) -> None:
+    """A best-of-K study on the headline (:func:`figure_headline`): on the α_c(ω) axis (``offset``: the shift in ω
+    of its markers) or, with ``offset`` None, on a panel against 1/d with the 1RSB crossings as lines."""
+    omega = float(landscape["omega"])
+    pts = landscape.get("points") or []
+    for p in pts:
+        x = omega + offset if offset is not None else 1.0 / p["d"]
+        half = 1.96 * p["se"] if p.get("se") is not None else 0.0
+        ax.errorbar(
+            [x],
+            [p["mean"]],
+            yerr=[[half], [half]],
+            fmt="^",
+            ms=5,
+            mfc="white",
+            mec=colour_of.get(p["d"], "tab:orange"),
+            color=colour_of.get(p["d"], "tab:orange"),
+            capsize=2,
+            lw=1,
+        )
+    if pts and with_labels:
+        ax.plot(
+            [],
+            [],
+            "^",
+            mfc="white",
+            mec="0.3",
+            color="0.3",
+            label="best of K_max restarts per branch, per d (± 1.96 se)",
+        )
+    limit = landscape.get("limit") or {}
+    if limit.get("c_inf") is not None and all(v is not None for v in limit.get("ci") or (None,)):
+        x = omega + 2 * offset if offset is not None else 0.0
+        c, (lo, hi) = limit["c_inf"], limit["ci"]
+        ax.errorbar(
+            [x],
+            [c],
+            yerr=[[c - lo], [hi - c]],
+            fmt="*",
+            ms=9,
+            mfc="gold",
+            mec="k",
+            color="0.2",
+            capsize=3,
+            lw=1.2,
+            label="best of K: K → ∞, d → ∞ (interval)" if with_labels or offset is None else None,
+        )
+    if offset is None:
+        for key, ls, name in (
+            ("alpha_equilibrium", ":", "1RSB equilibrium"),
+            ("alpha_threshold", "-.", "1RSB threshold"),
+        ):
+            r = (landscape.get("rsb") or {}).get(key)
+            if r:
+                ax.axhline(r["value"], color="tab:purple", ls=ls, lw=1.1, label=f"{name} {r['value']:.4f}")
 
 
 def figure_variants(points: Sequence[VariantPoint], baseline: str) -> Figure:
