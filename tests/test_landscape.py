@@ -480,7 +480,7 @@ def test_end_to_end_on_a_tiny_study(tiny, tmp_path):
     assert r.returncode == 0, r.stderr
     assert "landscape: 3 (d, alpha) cells of d = 20 (K_max 4)" in r.stderr and "verdict (search both)" in r.stdout
     assert {p.name for p in out.iterdir()} == {
-        "runs.csv",
+        "study_runs.csv",
         "best.csv",
         "crossings.csv",
         "crossing_by_k.csv",
@@ -527,13 +527,15 @@ def test_end_to_end_on_a_tiny_study(tiny, tmp_path):
         verify_folder(edited)
     shutil.rmtree(edited)
     shutil.copytree(out, edited)
-    rows = read_csv(edited / "runs.csv")
+    rows = read_csv(edited / "study_runs.csv")
     assert len(rows) == 3 * 2 * (2 + 2 * 3 + 1)  # alpha x seeds x (informed + noisy copies + random)
     i = next(j for j, x in enumerate(rows) if x["role"] == "restarts" and x["status"] == "converged")
     rows[i]["train_loss"] = repr(float(rows[i]["train_loss"]) / 2)  # a lower minimum than the one recorded
-    write_csv(edited / "runs.csv", rows, list(rows[0]))
-    _reseal(edited, "runs.csv")
-    with pytest.raises(IntegrityError, match="is not the best of K of runs.csv"):  # best.csv against runs.csv
+    write_csv(edited / "study_runs.csv", rows, list(rows[0]))
+    _reseal(edited, "study_runs.csv")
+    with pytest.raises(
+        IntegrityError, match="is not the best of K of study_runs.csv"
+    ):  # best.csv against study_runs.csv
         verify_folder(edited)
     shutil.rmtree(edited)
     shutil.copytree(out, edited)

@@ -238,8 +238,8 @@ VARIANTS = register_kind(FolderKind("variants", ("variants.csv", "summary.json")
 
 
 def _landscape_rows(folder: Path) -> tuple[list[Any], list[Any], list[Any]]:
-    """runs.csv, best.csv, crossings.csv and crossing_by_k.csv of a ``dotattn landscape`` folder, checked against each
-    other: best.csv the best of K of runs.csv's runs (:func:`dotattn.theory_vs_erm.landscape.best_from_runs`, K_max per d
+    """study_runs.csv, best.csv, crossings.csv and crossing_by_k.csv of a ``dotattn landscape`` folder, checked against each
+    other: best.csv the best of K of study_runs.csv's runs (:func:`dotattn.theory_vs_erm.landscape.best_from_runs`, K_max per d
     the largest K of best.csv), a full grid per d (both branches, every seed at every α, K = 1, 2, …, K_max and every start), best
     of K never rising with K and never below the every-start value; crossings.csv the crossings recomputed from
     best.csv (:func:`dotattn.theory_vs_erm.landscape.crossings_by_k`); crossing_by_k.csv one row per (d, search,
@@ -262,14 +262,14 @@ def _landscape_rows(folder: Path) -> tuple[list[Any], list[Any], list[Any]]:
     best = read_records(folder / "best.csv", BestOfK)
     if not best:
         raise IntegrityError(f"{folder / 'best.csv'}: no data rows")
-    runs = read_records(folder / "runs.csv", StudyRun)
+    runs = read_records(folder / "study_runs.csv", StudyRun)
     k_max = {d: max(r.k for r in best if r.d == d) for d in {r.d for r in best}}
     try:
         derived = best_from_runs(runs, k_max)
     except ParameterError as err:
-        raise IntegrityError(f"{folder / 'runs.csv'}: {err}") from None
+        raise IntegrityError(f"{folder / 'study_runs.csv'}: {err}") from None
     if len(derived) != len(best):
-        raise IntegrityError(f"{folder / 'best.csv'}: {len(best)} rows; runs.csv gives {len(derived)}")
+        raise IntegrityError(f"{folder / 'best.csv'}: {len(best)} rows; study_runs.csv gives {len(derived)}")
     for i, (got, want) in enumerate(zip(best, derived, strict=True), start=1):
         if (got.d, got.seed, got.branch, got.k, got.runs, got.valid, got.excluded) != (
             want.d,
@@ -282,7 +282,7 @@ def _landscape_rows(folder: Path) -> tuple[list[Any], list[Any], list[Any]]:
         ) or not all(same_number(getattr(got, f), getattr(want, f), rtol=1e-12) for f in ("alpha", "train_loss")):
             raise IntegrityError(
                 f"{folder / 'best.csv'}: row {i} (d = {got.d}, alpha = {got.alpha:g}, seed {got.seed}, {got.branch}, K = {got.k}) "
-                "is not the best of K of runs.csv"
+                "is not the best of K of study_runs.csv"
             )
     for d in sorted({r.d for r in best}):
         try:
@@ -426,7 +426,7 @@ def _strict_landscape(folder: Path) -> None:
 LANDSCAPE = register_kind(
     FolderKind(
         "landscape",
-        ("runs.csv", "best.csv", "crossings.csv", "crossing_by_k.csv", "summary.json"),
+        ("best.csv", "study_runs.csv", "crossings.csv", "crossing_by_k.csv", "summary.json"),
         _check_landscape,
         strict=_strict_landscape,
     )

@@ -7,7 +7,7 @@ refuses (ParameterError, one line) folders that do not belong to one study; :fun
 every folder (:func:`dotattn.core.integrity.verify_folder`, kind ``restarts``) before it reads its runs, and
 reduces each point to its best-of-K rows (:func:`dotattn.theory_vs_erm.landscape.best_from_runs`).
 
-Output (:func:`write_landscape`): ``runs.csv`` (every run: point, role, start, status, branch, e_t, ε_g), ``best.csv``, ``crossings.csv``, ``crossing_by_k.csv``, ``summary.json`` (with
+Output (:func:`write_landscape`): ``study_runs.csv`` (every run: point, role, start, status, branch, e_t, ε_g), ``best.csv``, ``crossings.csv``, ``crossing_by_k.csv``, ``summary.json`` (with
 provenance), ``crossing_vs_K.png`` and ``manifest.json``; the folder kind ``landscape`` is registered in
 :mod:`dotattn.theory_vs_erm.integrity`.
 """
@@ -446,7 +446,7 @@ def write_landscape(
     references: References | None = None,
     theory: Sequence[Any] = (),
 ) -> dict[str, str]:
-    """runs.csv (every run of the study: ``runs``), best.csv, crossings.csv, crossing_by_k.csv, summary.json (provenance, :meth:`LandscapeStudy.summary_dict`),
+    """study_runs.csv (every run of the study: ``runs``), best.csv, crossings.csv, crossing_by_k.csv, summary.json (provenance, :meth:`LandscapeStudy.summary_dict`),
     crossing_vs_K.png (:func:`dotattn.theory_vs_erm.landscape_plotting.figure_crossing_vs_k`) and the manifest,
     written last. ``params``: what the folder is made for (:func:`made_for`)."""
     from dotattn.theory_vs_erm.landscape_plotting import figure_crossing_vs_k
@@ -457,8 +457,8 @@ def write_landscape(
         f"dotattn landscape {prov['dotattn_version']} commit {prov['git_commit']} {prov['created_utc']}; "
         "parameters in summary.json"
     )
-    paths = {name: str(folder / f"{name}.csv") for name in ("runs", "best", "crossings", "crossing_by_k")}
-    write_csv(paths["runs"], [r.to_row() for r in runs], STUDY_RUN_COLUMNS, comment=comment)
+    paths = {name: str(folder / f"{name}.csv") for name in ("study_runs", "best", "crossings", "crossing_by_k")}
+    write_csv(paths["study_runs"], [r.to_row() for r in runs], STUDY_RUN_COLUMNS, comment=comment)
     write_csv(paths["best"], [r.to_row() for r in study.best], BEST_COLUMNS, comment=comment)
     write_csv(paths["crossings"], [x.to_row() for x in study.crossings], CROSSING_COLUMNS, comment=comment)
     write_csv(paths["crossing_by_k"], [s.to_row() for s in study.summaries], BY_K_COLUMNS, comment=comment)
