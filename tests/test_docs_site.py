@@ -69,7 +69,7 @@ def test_mkdocs_build_strict(tmp_path):
     # the front page shows the README's headline figure, copied from results/ by docs_tools/hooks.py
     index = (site / "index.html").read_text(encoding="utf-8")
     images = re.findall(r'<img[^>]*src="([^"]+)"', index)
-    headline = [src for src in images if src.endswith("alpha_c_erm/headline.png")]
+    headline = [src for src in images if src.endswith("landscape/headline.png")]
     assert headline, images
     assert (site / headline[0]).is_file()
 
