@@ -131,19 +131,7 @@ def _alpha_c_rows(folder: Path) -> StudyPart:
                 f"{counts.get((cell.omega, cell.d))} seeds, delta.csv holds {len(cell.seeds)}"
             )
         for x in cell_crossings(cell, STATUS_CONVERGED):
-            stored = committed.get((x.omega, x.d, x.seed))
-            same = (
-                stored is not None
-                and stored["outcome"] == x.outcome
-                and int(stored["changes"]) == x.changes
-                and int(stored["valid"]) == x.valid
-                and (
-                    np.isnan(x.alpha_c)
-                    and stored["alpha_c"] in ("", "nan")
-                    or abs(float(stored["alpha_c"] or "nan") - x.alpha_c) <= 1e-12
-                )
-            )
-            if not same:
+            if not _same_crossing(committed.get((x.omega, x.d, x.seed)), x):
                 raise IntegrityError(
                     f"{folder / 'crossings.csv'}: omega = {x.omega:g}, d = {x.d}, seed {x.seed} is not "
                     f"the crossing of its delta.csv rows"
