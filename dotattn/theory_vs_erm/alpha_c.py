@@ -812,74 +812,54 @@ class AlphaCStudy:
         """``{"omegas": [{"omega", "theory_alpha_c", "by_d": [...], "extrapolated": {...}}]}`` (the issue's shape)."""
         out = []
         for w, th, fit, alt in zip(self.config.omegas, self.theory, self.fits, self.alternative_fits, strict=True):
-            by_d = [
-                {
-                    "d": s.d,
-                    "seeds": s.seeds,
-                    "alpha_c": s.alpha_c,
-                    "ci": [s.ci_lo, s.ci_hi],
-                    "no_crossing": s.no_crossing,
-                    "several_crossings": s.several,
-                    "crossings": s.crossings,
-                    "se": s.se,
-                    "sd": s.sd,
-                    "excluded_points": s.excluded_points,
-                    "seconds": s.seconds,
-                }
-                for s in self.summaries
-                if abs(s.omega - w) < 1e-12
-            ]
             out.append(
                 {
                     "omega": w,
                     "theory_alpha_c": th.alpha_c,
-                    "by_d": by_d,
-                    "extrapolated": {
-                        "alpha_c": fit.alpha_inf,
-                        "ci": [fit.ci_lo, fit.ci_hi],
-                        "model": fit.model,
-                        "slope": fit.slope,
-                        "chi2": fit.chi2,
-                        "dof": fit.dof,
-                    },
-                    "alternative_fit": {
-                        "alpha_c": alt.alpha_inf,
-                        "ci": [alt.ci_lo, alt.ci_hi],
-                        "model": alt.model,
-                        "slope": alt.slope,
-                        "chi2": alt.chi2,
-                        "dof": alt.dof,
-                    },
+                    "by_d": [_cell_entry(s, timing=True) for s in self.summaries if abs(s.omega - w) < 1e-12],
+                    "extrapolated": _fit_entry(fit),
+                    "alternative_fit": _fit_entry(alt),
                 }
             )
             if self.branch_fits:
                 bfit = next(f for f, w2 in zip(self.branch_fits, self.config.omegas, strict=True) if w2 == w)
                 out[-1]["different_branch"] = {
-                    "by_d": [
-                        {
-                            "d": s.d,
-                            "seeds": s.seeds,
-                            "alpha_c": s.alpha_c,
-                            "ci": [s.ci_lo, s.ci_hi],
-                            "no_crossing": s.no_crossing,
-                            "several_crossings": s.several,
-                            "crossings": s.crossings,
-                            "se": s.se,
-                            "excluded_points": s.excluded_points,
-                        }
-                        for s in self.branch_summaries
-                        if abs(s.omega - w) < 1e-12
-                    ],
-                    "extrapolated": {
-                        "alpha_c": bfit.alpha_inf,
-                        "ci": [bfit.ci_lo, bfit.ci_hi],
-                        "model": bfit.model,
-                        "slope": bfit.slope,
-                        "chi2": bfit.chi2,
-                        "dof": bfit.dof,
-                    },
+                    "by_d": [_cell_entry(s, timing=False) for s in self.branch_summaries if abs(s.omega - w) < 1e-12],
+                    "extrapolated": _fit_entry(bfit),
                 }
         return {"omegas": out}
+
+
+def _cell_entry(s: CellSummary, timing: bool) -> dict[str, Any]:
+    """One ``by_d`` entry of summary.json; ``timing``: with the seed spread ``sd`` and the cell's ``seconds``."""
+    entry: dict[str, Any] = {
+        "d": s.d,
+        "seeds": s.seeds,
+        "alpha_c": s.alpha_c,
+        "ci": [s.ci_lo, s.ci_hi],
+        "no_crossing": s.no_crossing,
+        "several_crossings": s.several,
+        "crossings": s.crossings,
+        "se": s.se,
+    }
+    if timing:
+        entry["sd"] = s.sd
+    entry["excluded_points"] = s.excluded_points
+    if timing:
+        entry["seconds"] = s.seconds
+    return entry
+
+
+def _fit_entry(fit: Any) -> dict[str, Any]:
+    """An ``extrapolated`` / ``alternative_fit`` entry of summary.json: α_c(∞), its interval, the law and its fit."""
+    return {
+        "alpha_c": fit.alpha_inf,
+        "ci": [fit.ci_lo, fit.ci_hi],
+        "model": fit.model,
+        "slope": fit.slope,
+        "chi2": fit.chi2,
+        "dof": fit.dof,
+    }
 
 
 @dataclass(frozen=True)
