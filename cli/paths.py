@@ -501,6 +501,13 @@ def sample(
     help="Seed of the episodes, the network's initial weights and the sampler, >= 0.",
 )
 @click.option(
+    "--train-seed",
+    type=int,
+    default=None,
+    help="Seed of the network's initial weights and of its training episodes, >= 0 (default: --seed); a "
+    "sample of trained networks varies it with every other option fixed.",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False),
     required=True,
@@ -534,6 +541,7 @@ def images(
     bootstrap: int,
     split_seed: int,
     seed: int,
+    train_seed: int | None,
     out: str,
     quiet: bool,
     sample_collapsed: bool = False,
@@ -561,7 +569,7 @@ def images(
         epoch_episodes=epoch_episodes,
         max_epochs=max_epochs,
         patience=patience,
-        seed=seed,
+        seed=seed if train_seed is None else train_seed,
     )
     config = ImageStudyConfig(
         omniglot=omniglot,

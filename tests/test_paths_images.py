@@ -496,6 +496,7 @@ def test_config_refusals():
         (["--P", "5"], ["P (training episodes", "[10, 5000]"]),
         (["--omniglot", "/nonexistent/omniglot"], ["--omniglot", "does not exist"]),
         (["--fashion-mnist", "/nonexistent/fm"], ["--fashion-mnist", "not a folder"]),
+        (["--train-seed", "-1"], ["--train-seed", "[0, 4294967295]"]),
     ],
 )
 def test_command_refusals(sets, tmp_path, args, words):
@@ -528,3 +529,34 @@ def test_command_refuses_another_commands_folder(sets, tmp_path):
     lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("data:")]
     assert len(lines) == 1 and "another command's output" in lines[0] and "paths-theory" in lines[0], r.stderr
     assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_training_episodes_follow_the_training_seed_only(sets):
+    """--train-seed varies the network's training episodes (and initial weights) with the evaluation
+    episodes fixed: the epoch sampler depends on the network's seed, not on the study's --seed."""
+    from dotattn.paths.images_study import ImageStudyConfig, gd_epoch_sampler, load_image_data
+
+    omni, fm = sets
+
+    def config(seed: int, train_seed: int) -> ImageStudyConfig:
+        gd = GDConfig(N=4, qk_dim=2, epoch_episodes=8, seed=train_seed)
+        return ImageStudyConfig(
+            omniglot=str(omni),
+            fashion_mnist=str(fm),
+            gd=gd,
+            P=10,
+            P_validation=10,
+            P_test=10,
+            P_ood=10,
+            seed=seed,
+            sample_N=0,
+        )
+
+    base, other_network, other_study = config(0, 0), config(0, 1), config(3, 0)
+    data = load_image_data(base)
+    x0, y0 = gd_epoch_sampler(data, base)(0)
+    x1, _ = gd_epoch_sampler(data, other_network)(0)
+    x2, y2 = gd_epoch_sampler(data, other_study)(0)
+    assert not np.array_equal(x0, x1)
+    assert np.array_equal(x0, x2) and np.array_equal(y0, y2)
+    assert np.array_equal(load_image_data(other_network).episodes["test"][1].targets, data.episodes["test"][1].targets)

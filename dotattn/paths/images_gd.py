@@ -71,7 +71,9 @@ class GDConfig:
         object.__setattr__(self, "epoch_episodes", check_int("epoch-episodes", self.epoch_episodes, 1, 10**6))
         object.__setattr__(self, "max_epochs", check_int("max-epochs", self.max_epochs, 1, 10**4))
         object.__setattr__(self, "patience", check_int("patience", self.patience, 1, 10**4))
-        object.__setattr__(self, "seed", check_int("seed", self.seed, 0, 2**32 - 1))
+        object.__setattr__(
+            self, "seed", check_int("seed of the network (--train-seed, default --seed)", self.seed, 0, 2**32 - 1)
+        )
         object.__setattr__(self, "outputs", check_int("outputs (M)", self.outputs, 1, 64))
 
     def to_dict(self) -> dict[str, Any]:

@@ -256,11 +256,11 @@ def load_image_data(config: ImageStudyConfig) -> ImageData:
 
 
 def gd_epoch_sampler(data: ImageData, config: ImageStudyConfig) -> Callable[[int], tuple[np.ndarray, np.ndarray]]:
-    """Fresh training-character episodes for each GD epoch (seeded by the epoch, so a resumed run
-    sees the same episodes)."""
+    """Fresh training-character episodes for each GD epoch (seeded by the network's training seed and the
+    epoch, so a resumed run sees the same episodes)."""
 
     def sample(epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        rng = np.random.default_rng(np.random.SeedSequence([config.seed, 5, epoch]))
+        rng = np.random.default_rng(np.random.SeedSequence([config.gd.seed, 5, epoch]))
         ep = make_episodes(data.omniglot, data.split.train, config.gd.epoch_episodes, rng, config.ways)
         return episode_tokens(data.omniglot, ep), ep.targets
 
