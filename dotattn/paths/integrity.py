@@ -2,7 +2,8 @@
 ``paths-theory`` (``dotattn paths theory``: points.csv without an ``mmse`` column, heads.csv,
 alignment.csv, summary.json) and ``paths-sample`` (``dotattn paths sample``: sample.json, U_draws.csv) and ``paths-images``
 (``dotattn paths images``: points.csv and selection.csv with a temperature per row, heads.csv,
-gd_history.csv, gd_network.npz, summary.json)."""
+gd_history.csv, gd_network.npz, summary.json) and ``paths-networks`` (``dotattn paths networks``: networks.csv,
+heads.csv, claims.csv, summary.json and a copy of each network's summary.json)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dotattn.core.integrity import (
     check_finite,
     check_matrix,
     check_provenance_line,
+    first_difference,
     header_has,
     read_records,
     read_verified_csv,
@@ -28,7 +30,7 @@ from dotattn.core.integrity import (
 from dotattn.core.io import IntegrityError
 from dotattn.paths.analysis import PathsPoint
 
-__all__ = ["PATHS_THEORY", "PATHS_SAMPLE", "PATHS_IMAGES"]
+__all__ = ["PATHS_THEORY", "PATHS_SAMPLE", "PATHS_IMAGES", "PATHS_NETWORKS"]
 
 
 def _paths_parameters(path: Path, csvs: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -551,5 +553,152 @@ PATHS_IMAGES = register_kind(
         _check_paths_images,
         optional=("fixed_temperature.csv", "gd_network.npz"),
         strict=_strict_images,
+    )
+)
+
+
+NETWORKS_RTOL = 1e-12
+"""networks.csv, heads.csv and claims.csv against the values recomputed from the networks' summary copies: the same
+float64 arithmetic on the same numbers (written with repr(), read back exactly); 1e-12 absorbs nothing but a
+summation order."""
+
+
+def _networks_rows(folder: Path) -> tuple[dict[str, Any], list[Any], list[Any], list[Any], list[Any], list[Any]]:
+    """(summary, results and heads recomputed from the copies, networks.csv, heads.csv, claims.csv rows) of a
+    paths-networks folder, after each copy is checked (its SHA-256 is the one its network's manifest listed, its
+    settings are the folder's, its trained network the record's) and every copy in the folder is a network of the
+    summary."""
+    from dotattn.paths.networks import ClaimRow, HeadRow, NetworkResult
+    from dotattn.paths.networks_output import read_summary_copies, results_from_copies, shared_settings
+
+    meta, params = _paths_parameters(folder / "summary.json", ("networks.csv", "heads.csv", "claims.csv"))
+    nets = meta.get("networks")
+    if not isinstance(nets, list) or not nets:
+        raise IntegrityError(f"{folder / 'summary.json'}: no networks")
+    copies = read_summary_copies(folder, meta)
+    names = {str(rec["file"]) for rec, _ in copies}
+    extra = sorted(p.name for p in folder.glob("network_w*_seed*.json") if p.name not in names)
+    if extra:
+        raise IntegrityError(f"{folder / extra[0]}: a network copy that summary.json's networks do not hold")
+    for rec, copy in copies:
+        prov = copy.get("provenance") or {}
+        theirs = prov.get("parameters") if isinstance(prov, dict) else None
+        if not isinstance(theirs, dict):
+            raise IntegrityError(f"{folder / str(rec['file'])}: no provenance parameters")
+        gd = theirs.get("gd") or {}
+        if [gd.get("N"), gd.get("qk_dim"), gd.get("seed")] != [rec["width"], rec["qk_dim"], rec["train_seed"]]:
+            raise IntegrityError(f"{folder / str(rec['file'])}: its trained network is not the record's")
+        diff = first_difference(params.get("settings") or {}, shared_settings(theirs))
+        if diff is not None:
+            raise IntegrityError(
+                f"{folder / str(rec['file'])}: made for {diff[0]} = {diff[2]}, the folder's settings {diff[1]}"
+            )
+    results, heads = results_from_copies(copies)
+    return (
+        meta,
+        results,
+        heads,
+        read_records(folder / "networks.csv", NetworkResult),
+        read_records(folder / "heads.csv", HeadRow),
+        read_records(folder / "claims.csv", ClaimRow),
+    )
+
+
+def _same_records(path: Path, stored: Sequence[Any], want: Sequence[Any], what: str) -> None:
+    if len(stored) != len(want):
+        raise IntegrityError(f"{path}: {len(stored)} rows, {what} give {len(want)}")
+    for i, (a, b) in enumerate(zip(stored, want, strict=True), start=1):
+        for name, value in a.to_row().items():
+            other = b.to_row()[name]
+            same = _same_value(value, other, NETWORKS_RTOL) if not isinstance(value, str) else value == other
+            if not same:
+                raise IntegrityError(f"{path}: row {i}: {name} = {value!r}; {what} give {other!r}")
+
+
+def _check_paths_networks(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """``dotattn paths networks``: networks.csv and heads.csv are what the networks' summary copies give
+    (:func:`dotattn.paths.networks.network_results`, :func:`~dotattn.paths.networks.head_rows`); summary.json's
+    networks hold networks.csv's values; claims.csv's means, standard errors and counts are networks.csv's, and
+    summary.json's claims by set are claims.csv's rows."""
+    from dotattn.core.integrity import first_difference as tree_difference
+    from dotattn.core.io import to_jsonable
+    from dotattn.paths.networks import SETS, mean_se
+
+    meta, results, heads, stored_results, stored_heads, claims = _networks_rows(folder)
+    _same_records(folder / "networks.csv", stored_results, results, "the networks' summary copies")
+    _same_records(folder / "heads.csv", stored_heads, heads, "the networks' summary copies")
+    for rec in meta["networks"]:
+        for part in SETS:
+            row = next(
+                (
+                    r
+                    for r in stored_results
+                    if (r.width, r.train_seed, r.set) == (rec["width"], rec["train_seed"], part)
+                ),
+                None,
+            )
+            mine = (
+                {
+                    k: v
+                    for k, v in to_jsonable(row.to_row()).items()
+                    if k not in ("width", "qk_dim", "train_seed", "set")
+                }
+                if row
+                else None
+            )
+            if mine is None or tree_difference(mine, rec["sets"][part]) or tree_difference(rec["sets"][part], mine):
+                raise IntegrityError(
+                    f"{folder / 'summary.json'}: networks entry width {rec['width']}, seed {rec['train_seed']}, "
+                    f"{part} is not networks.csv's row"
+                )
+    path = folder / "claims.csv"
+    for i, c in enumerate(claims, start=1):
+        here = [r for r in stored_results if r.width == c.width and r.set == c.set]
+        if len(here) != c.n:
+            raise IntegrityError(f"{path}: row {i}: n = {c.n}, networks.csv has {len(here)} networks there")
+        for field, name in (("gain", "gain"), ("gap", "gap"), ("pruning_change", "change")):
+            m, se, n = mean_se([getattr(r, field) for r in here])
+            if not (
+                _same_value(getattr(c, f"{name}_mean"), m, 1e-9)
+                and _same_value(getattr(c, f"{name}_se"), se, 1e-9)
+                and getattr(c, f"{name}_n") == n
+            ):
+                raise IntegrityError(f"{path}: row {i}: {name} mean, se or n is not networks.csv's")
+    by_set: dict[str, dict[str, Any]] = {}
+    for c in claims:
+        by_set.setdefault(c.set, {})[str(c.width)] = to_jsonable(c.as_dict())
+    stored = (meta.get("claims") or {}).get("by_set")
+    if not isinstance(stored, dict) or tree_difference(by_set, stored) or tree_difference(stored, by_set):
+        raise IntegrityError(f"{folder / 'summary.json'}: claims.by_set is not claims.csv's rows")
+
+
+def _strict_paths_networks(folder: Path) -> None:
+    """``verify --strict`` for paths-networks: the whole analysis recomputed from the networks' summary copies
+    (:func:`dotattn.paths.networks.analyse` with the permutation count summary.json records; the permutations are
+    seeded, so the p values are recomputed exactly): claims.csv's rows and summary.json's claims and verdicts."""
+    from dotattn.core.integrity import first_difference as tree_difference
+    from dotattn.core.io import to_jsonable
+    from dotattn.paths.networks import analyse
+
+    meta, results, heads, _, _, claims = _networks_rows(folder)
+    study = analyse(results, heads, int(meta["claims"]["permutation"]["permutations"]))
+    _same_records(folder / "claims.csv", claims, study.claims, "the networks' summary copies (verify --strict)")
+    mine = to_jsonable(study.claims_dict())
+    stored = meta.get("claims") or {}
+    diff = tree_difference(mine, stored) or tree_difference(stored, mine)
+    if diff is not None:
+        raise IntegrityError(
+            f"{folder / 'summary.json'}: claims.{diff[0]} is not what the networks' summary copies give "
+            f"(recomputed; verify --strict)"
+        )
+
+
+PATHS_NETWORKS = register_kind(
+    FolderKind(
+        "paths-networks",
+        ("networks.csv", "summary.json", "heads.csv", "claims.csv"),
+        _check_paths_networks,
+        optional=("network_w*_seed*.json",),
+        strict=_strict_paths_networks,
     )
 )
