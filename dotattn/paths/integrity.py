@@ -27,10 +27,22 @@ from dotattn.core.integrity import (
     register_kind,
     same_number,
 )
-from dotattn.core.io import IntegrityError
+from dotattn.core.io import IntegrityError, read_json_if_valid, sha256_file
 from dotattn.paths.analysis import PathsPoint
+from dotattn.paths.networks import ClaimRow, HeadRow, NetworkResult, head_rows, network_results
 
-__all__ = ["PATHS_THEORY", "PATHS_SAMPLE", "PATHS_IMAGES", "PATHS_NETWORKS"]
+__all__ = [
+    "PATHS_THEORY",
+    "PATHS_SAMPLE",
+    "PATHS_IMAGES",
+    "PATHS_NETWORKS",
+    "VARYING",
+    "IGNORED",
+    "network_file",
+    "shared_settings",
+    "read_summary_copies",
+    "results_from_copies",
+]
 
 
 def _paths_parameters(path: Path, csvs: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -557,6 +569,61 @@ PATHS_IMAGES = register_kind(
 )
 
 
+VARYING: tuple[str, ...] = ("gd.seed", "gd.N", "gd.qk_dim")
+"""The settings the networks of one study may differ in: the training seed, the width and the query/key dimension
+of the trained network (dotted names in ``provenance.parameters``)."""
+IGNORED: tuple[str, ...] = ("command", "network")
+"""Parameters that say how a folder was made, not what it holds (the command line; the file a reused network was
+read from, whose settings are the folder's own)."""
+
+
+def network_file(width: int, train_seed: int) -> str:
+    """The name of a network's summary.json copy in the output folder."""
+    return f"network_w{width}_seed{train_seed}.json"
+
+
+def shared_settings(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A folder's ``provenance.parameters`` without :data:`VARYING` and :data:`IGNORED`: what every network of one
+    study shares."""
+    out = {k: v for k, v in params.items() if k not in IGNORED}
+    gd = dict(out.get("gd") or {})
+    for name in VARYING:
+        gd.pop(name.split(".", 1)[1], None)
+    out["gd"] = gd
+    return out
+
+
+def read_summary_copies(folder: Path, summary: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
+    """(network record, its summary.json copy) of every network of a networks folder's summary, each copy checked
+    to be the file its record names, with the SHA-256 the network's own manifest listed (IntegrityError)."""
+    out = []
+    for rec in summary["networks"]:
+        name = network_file(int(rec["width"]), int(rec["train_seed"]))
+        path = folder / name
+        if rec.get("file") != name or not path.is_file():
+            raise IntegrityError(f"{folder / 'summary.json'}: network {rec.get('file')!r} has no copy {name}")
+        if sha256_file(path) != (rec.get("sources") or {}).get("summary.json"):
+            raise IntegrityError(f"{path}: not the summary.json its network's manifest listed (SHA-256 differs)")
+        copy = read_json_if_valid(path)
+        if not isinstance(copy, dict):
+            raise IntegrityError(f"{path}: unreadable")
+        out.append((rec, copy))
+    return out
+
+
+def results_from_copies(
+    copies: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+) -> tuple[list[NetworkResult], list[HeadRow]]:
+    """The per-network results and heads of the summary copies (:func:`read_summary_copies`)."""
+    results: list[NetworkResult] = []
+    heads: list[HeadRow] = []
+    for rec, copy in copies:
+        w, q, s = int(rec["width"]), int(rec["qk_dim"]), int(rec["train_seed"])
+        results.extend(network_results(w, q, s, copy))
+        heads.extend(head_rows(w, q, s, copy))
+    return results, heads
+
+
 NETWORKS_RTOL = 1e-12
 """networks.csv, heads.csv and claims.csv against the values recomputed from the networks' summary copies: the same
 float64 arithmetic on the same numbers (written with repr(), read back exactly); 1e-12 absorbs nothing but a
@@ -568,9 +635,6 @@ def _networks_rows(folder: Path) -> tuple[dict[str, Any], list[Any], list[Any], 
     paths-networks folder, after each copy is checked (its SHA-256 is the one its network's manifest listed, its
     settings are the folder's, its trained network the record's) and every copy in the folder is a network of the
     summary."""
-    from dotattn.paths.networks import ClaimRow, HeadRow, NetworkResult
-    from dotattn.paths.networks_output import read_summary_copies, results_from_copies, shared_settings
-
     meta, params = _paths_parameters(folder / "summary.json", ("networks.csv", "heads.csv", "claims.csv"))
     nets = meta.get("networks")
     if not isinstance(nets, list) or not nets:

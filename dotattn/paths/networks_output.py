@@ -19,7 +19,7 @@ analysis from; its SHA-256 is the one the network's own manifest lists) and ``ma
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from dotattn.core.io import (
     write_manifest,
 )
 from dotattn.core.validation import ParameterError
-from dotattn.paths import integrity as _integrity  # noqa: F401  (registers the paths-images and paths-networks kinds)
+from dotattn.paths.integrity import IGNORED, VARYING, network_file, shared_settings
 from dotattn.paths.networks import (
     CLAIM_COLUMNS,
     HEAD_COLUMNS,
@@ -63,12 +63,6 @@ __all__ = [
     "write_networks",
 ]
 
-VARYING: tuple[str, ...] = ("gd.seed", "gd.N", "gd.qk_dim")
-"""The settings the networks of one study may differ in: the training seed, the width and the query/key dimension
-of the trained network (dotted names in ``provenance.parameters``)."""
-IGNORED: tuple[str, ...] = ("command", "network")
-"""Parameters that say how a folder was made, not what it holds (the command line; the file a reused network was
-read from, whose settings are the folder's own)."""
 SHARED_SUMMARY_KEYS: tuple[str, ...] = (
     "split",
     "counts",
@@ -81,22 +75,6 @@ SHARED_SUMMARY_KEYS: tuple[str, ...] = (
 names), the episode counts, the tokens, the paths and the width of the head scores."""
 NETWORKS_FILES: tuple[str, ...] = ("networks.csv", "summary.json", "heads.csv", "claims.csv")
 FIGURES: tuple[str, ...] = ("claim1_networks.png", "claim2_networks.png")
-
-
-def network_file(width: int, train_seed: int) -> str:
-    """The name of a network's summary.json copy in the output folder."""
-    return f"network_w{width}_seed{train_seed}.json"
-
-
-def shared_settings(params: Mapping[str, Any]) -> dict[str, Any]:
-    """A folder's ``provenance.parameters`` without :data:`VARYING` and :data:`IGNORED`: what every network of one
-    study shares."""
-    out = {k: v for k, v in params.items() if k not in IGNORED}
-    gd = dict(out.get("gd") or {})
-    for name in VARYING:
-        gd.pop(name.split(".", 1)[1], None)
-    out["gd"] = gd
-    return out
 
 
 @dataclass(frozen=True)
@@ -284,36 +262,3 @@ def write_networks(
         out, [*NETWORKS_FILES, *FIGURES, *copies], prov["parameters"], command=command, provenance_record=prov
     )
     return summary
-
-
-def read_summary_copies(folder: Path, summary: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
-    """(network record, its summary.json copy) of every network of a networks folder's summary, each copy checked
-    to be the file its record names, with the SHA-256 the network's own manifest listed (IntegrityError)."""
-    from dotattn.core.io import sha256_file
-
-    out = []
-    for rec in summary["networks"]:
-        name = network_file(int(rec["width"]), int(rec["train_seed"]))
-        path = folder / name
-        if rec.get("file") != name or not path.is_file():
-            raise IntegrityError(f"{folder / 'summary.json'}: network {rec.get('file')!r} has no copy {name}")
-        if sha256_file(path) != (rec.get("sources") or {}).get("summary.json"):
-            raise IntegrityError(f"{path}: not the summary.json its network's manifest listed (SHA-256 differs)")
-        copy = read_json_if_valid(path)
-        if not isinstance(copy, dict):
-            raise IntegrityError(f"{path}: unreadable")
-        out.append((rec, copy))
-    return out
-
-
-def results_from_copies(
-    copies: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
-) -> tuple[list[NetworkResult], list[HeadRow]]:
-    """The per-network results and heads of the summary copies (:func:`read_summary_copies`)."""
-    results: list[NetworkResult] = []
-    heads: list[HeadRow] = []
-    for rec, copy in copies:
-        w, q, s = int(rec["width"]), int(rec["qk_dim"]), int(rec["train_seed"])
-        results.extend(network_results(w, q, s, copy))
-        heads.extend(head_rows(w, q, s, copy))
-    return results, heads
