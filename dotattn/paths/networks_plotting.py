@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from dotattn.paths.images_plotting import SET_TITLES
-from dotattn.paths.networks import SETS, ClaimRow, NetworkResult
+from dotattn.paths.networks import LITTLE_COST, REFUTE_GAIN, SETS, ClaimRow, NetworkResult
 
 __all__ = ["figure_claim1", "figure_claim2"]
 
@@ -54,7 +54,12 @@ def _panel(ax, results: Sequence[NetworkResult], claims: Sequence[ClaimRow], par
         if field == "spearman" and np.isfinite(c.p):
             ax.annotate(f"p = {c.p:.3g}", (j + 0.32, mean), xytext=(4, 4), textcoords="offset points", fontsize=6)
     ax.axhline(0.0, color="grey", lw=0.8, ls=":")
-    ax.set_xticks(range(len(widths)))
+    level = {"gain": REFUTE_GAIN, "pruning_change": LITTLE_COST}.get(field)
+    if level is not None and (field == "gain" or part == "test"):  # the rule's level (every set / in distribution)
+        ax.axhline(
+            level, color="tab:red", lw=0.8, ls="--", label=f"rule's level {level:+g}" if part == SETS[0] else None
+        )
+    ax.set_xlim(-0.5, len(widths) - 0.5)
     qk = {r.width: r.qk_dim for r in results}
     ax.set_xticks(range(len(widths)), [f"width {w}\n(qk {qk[w]}, n = {_count(results, w)})" for w in widths])
     ax.tick_params(labelsize=7)
