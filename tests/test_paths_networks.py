@@ -219,6 +219,44 @@ def test_claim2_verdict_branches():
     assert v(_rows(n=1, p=0.001))["outcome"] == nw.NOT_JUDGED
 
 
+def _records(width, qk, seeds, rng):
+    results, heads = [], []
+    for s in seeds:
+        for part in nw.SETS:
+            g = float(rng.normal(0.01 * width, 0.01))
+            results.append(
+                nw.NetworkResult(
+                    width, qk, s, part, 10.0, 1.0, 0.8, 0.5, 0.8, 0.78, 0.78 - g, g, 0.01, 0.02, 0.3, -0.01, 0.01
+                )
+            )
+        scores = rng.random(8)
+        for k in range(8):
+            drops = {f"drop_{p}": float(rng.random()) for p in nw.SETS}
+            heads.append(nw.HeadRow(width, qk, s, k // 4 + 1, k % 4 + 1, float(scores[k]), 1, **drops))
+    return results, heads
+
+
+def test_analyse_groups_by_size_and_refuses_mixed_sizes():
+    rng = np.random.default_rng(5)
+    r1, h1 = _records(32, 16, (0, 1, 2, 3), rng)
+    r2, h2 = _records(64, 32, (0, 1), rng)
+    study = nw.analyse(r1 + r2, h1 + h2, permutations=2000)
+    assert [(c.set, c.width, c.n) for c in study.claims] == [(p, w, n) for p in nw.SETS for w, n in ((32, 4), (64, 2))]
+    gains = [r.gain for r in r1 if r.set == "digits"]
+    c = next(c for c in study.claims if c.set == "digits" and c.width == 32)
+    assert c.gain_mean == pytest.approx(np.mean(gains), rel=1e-14) and c.gain_n == 4
+    v = study.verdicts()
+    assert set(v) == {"32", "64"} and v["64"]["claim1"]["outcome"] == nw.NOT_JUDGED
+    assert v["32"]["claim2"]["outcome"] != nw.NOT_JUDGED
+    with pytest.raises(ParameterError, match="two networks"):
+        nw.analyse(r1 + r1[:3], h1, permutations=100)
+    r3, h3 = _records(32, 8, (7,), rng)
+    with pytest.raises(ParameterError, match="query/key dimensions"):
+        nw.analyse(r1 + r3, h1 + h3, permutations=100)
+    with pytest.raises(ParameterError, match="no networks"):
+        nw.analyse([], [])
+
+
 # -- the command ---------------------------------------------------------------------------------------------
 
 
