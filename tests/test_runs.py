@@ -25,6 +25,11 @@ from dotattn.core.runner import (
     stop_on_signals,
 )
 
+CHEAP_REFINE = ["--refine-rules", "2", "--refine-order", "4"]
+"""The smallest refinement rules (2 rules of 2 x 2^4 points): the roots are still refined (the same code path),
+but not on the default 8 rules of 2 x 2^13 points, which took most of these tests' time; what they check (signals,
+locks, progress lines) does not depend on the rules' size."""
+
 # a small diagram on a coarse rule: a column takes a few seconds
 SMALL = [
     "--omega",
@@ -37,6 +42,7 @@ SMALL = [
     "4",
     "--workers",
     "2",
+    *CHEAP_REFINE,
 ]
 SIGNALLED = ["--omega", "0.05,0.1,0.2,0.3,0.45,0.6", *SMALL[2:]]
 """Six columns on two workers: when the first column is cached, at least three are still to run, so the
@@ -114,6 +120,7 @@ def test_a_stale_lock_is_taken_over(tmp_path):
         "6",
         "--coarse-order",
         "4",
+        *CHEAP_REFINE,
         "--out",
         str(out),
         "--quiet",
@@ -133,6 +140,7 @@ def test_first_line_and_progress_lines_off_a_terminal(tmp_path):
         "6",
         "--coarse-order",
         "4",
+        *CHEAP_REFINE,
         "--out",
         str(tmp_path / "pd"),
     )

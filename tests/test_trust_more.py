@@ -201,6 +201,10 @@ def test_phase_diagram_and_seal_with_a_relative_out(tmp_path):
         "4",
         "--coarse-order",
         "2",
+        "--refine-rules",  # the smallest refinement rules: what is checked (a relative --out) does not
+        "2",  # depend on their size, and the default ones (8 x 2 x 2^13 points) were most of the run
+        "--refine-order",
+        "4",
         "--workers",
         "1",
         "--out",
