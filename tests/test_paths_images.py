@@ -395,31 +395,36 @@ def sets(tmp_path_factory):
     return make_omniglot(root / "omni", alphabets=2, chars=5, zipped=True), make_idx(root / "fm")
 
 
-@reduced_and_full("rerun", (False,), (True,))
-def test_command_end_to_end_and_reuse(sets, tmp_path, rerun):
-    """The command on synthetic images; the full form runs it again and checks that the trained network
-    is reused from the output folder."""
+@reduced_and_full("widths, rerun", ("1000", False), ("10,1000", True))
+def test_command_end_to_end_and_reuse(sets, tmp_path, widths, rerun):
+    """The command on synthetic images; the full form solves the theory at two widths (the reduced one at
+    N = 1000 only: the same solver; N = 10 is the run's most expensive saddle point, and a finite width runs
+    by default in test_paths_outputs.py::test_theory_command_with_two_outputs), then runs the command again
+    and checks that the trained network is reused from the output folder."""
     omni, fm = sets
     out = tmp_path / "out"
-    r = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *SMALL, "--out", str(out)])
+    i = SMALL.index("--N")
+    small = [*SMALL[:i], "--N", widths, *SMALL[i + 2 :]]
+    r = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *small, "--out", str(out)])
     assert r.returncode == 0, r.stderr
     start = next(ln for ln in r.stderr.splitlines() if ln.startswith("paths images: "))  # the shared start line
     assert "saddle points" in start and "typically " in start and "at the present load" in start, start
     s = json.loads((out / "summary.json").read_text())
-    assert s["temperature_selected_on"] == "validation" and set(s["per_N"]) == {"gp", "10", "1000"}
+    assert s["temperature_selected_on"] == "validation" and set(s["per_N"]) == {"gp", *widths.split(",")}
     assert len(s["heads"]) == 8 and len(s["paths"]) == 16 and s["counts"]["characters"]["test"] == 2
     assert not (out / "gd_checkpoint.pt").exists()
     # one temperature in the grid: the fixed-temperature table is the per-width table
     fixed = s["fixed_temperature"]["0.1"]
-    for key in ("gp", "10", "1000"):
+    for key in s["per_N"]:
         if "test" in s["per_N"][key]:
             assert fixed[key]["test"] == s["per_N"][key]["test"]["accuracy"], key
-    if "test" in s["per_N"]["gp"] and "test" in s["per_N"]["10"]:
-        d = s["per_N"]["10"]["test"]["minus_gp"]
+    N = widths.split(",")[0]  # the smallest width
+    if "test" in s["per_N"]["gp"] and "test" in s["per_N"][N]:
+        d = s["per_N"][N]["test"]["minus_gp"]
         assert (
             math.isclose(
                 d["difference"],
-                s["per_N"]["10"]["test"]["accuracy"] - s["per_N"]["gp"]["test"]["accuracy"],
+                s["per_N"][N]["test"]["accuracy"] - s["per_N"]["gp"]["test"]["accuracy"],
                 abs_tol=1e-12,
             )
             and d["error"] >= 0
@@ -432,7 +437,7 @@ def test_command_end_to_end_and_reuse(sets, tmp_path, rerun):
     assert v.returncode == 0 and "paths-images" in v.stdout, v.stderr
     if not rerun:
         return
-    again = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *SMALL, "--out", str(out)])
+    again = run(*["paths", "images", "--omniglot", str(omni), "--fashion-mnist", str(fm), *small, "--out", str(out)])
     assert again.returncode == 0 and "reusing the trained network" in again.stderr
 
 

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from conftest import reduced_and_full
 
 from dotattn.core.validation import ParameterError
 from dotattn.paths.network import (
@@ -385,14 +386,15 @@ def test_weights_and_collapsed_posteriors_with_outputs_agree_at_N10():
 # -- the command ------------------------------------------------------------------------------------
 
 
-def test_theory_command_with_two_outputs(tmp_path):
+@reduced_and_full("widths", ("10",), ("10,1000",))
+def test_theory_command_with_two_outputs(tmp_path, widths):
     """`paths theory --outputs 2` on a small Markov task: U over 4 paths x 2 outputs, and at the GP value the
     argmax of the two one-hot outputs is the sign of the one-output GP predictor (their difference is the GP
     predictor of labels (1, 0) - (0, 1) = y, limit 2), so the GP accuracies of the two commands are equal; the
-    folder verifies."""
+    folder verifies. Reduced: one width (the finite one, N = 10); full: also N = 1000."""
     from clitools import run
 
-    task = ["paths", "theory", "--P", "40", "--P-test", "60", "--T", "8", "--N", "10,1000", "--subsets", "all,good"]
+    task = ["paths", "theory", "--P", "40", "--P-test", "60", "--T", "8", "--N", widths, "--subsets", "all,good"]
     one, two = tmp_path / "one", tmp_path / "two"
     r1 = run(*task, "--out", str(one), "--quiet", timeout=300)
     r2 = run(*task, "--outputs", "2", "--out", str(two), "--quiet", timeout=300)
@@ -401,7 +403,8 @@ def test_theory_command_with_two_outputs(tmp_path):
 
     s1, s2 = (json.loads((d / "summary.json").read_text()) for d in (one, two))
     assert s2["outputs"] == 2 and s2["paths"][:2] == ["good:1", "good:2"] and len(s2["paths"]) == 8
-    for N in ("10", "1000"):
+    assert set(s2["per_N"]) == set(widths.split(","))
+    for N in widths.split(","):
         e = s2["per_N"][N]
         assert e["status"] == "converged" and np.asarray(e["U"]).shape == (8, 8)
         assert 0 <= e["accuracy_theory"] <= 1
