@@ -209,8 +209,7 @@ def test_compare_without_out_writes_a_folder_of_its_own(tmp_path):
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in erm.iterdir()) == before  # nothing written into the ERM folder
     assert (tmp_path / "erm-compare" / "comparison.json").is_file()
-    for folder in (erm, tmp_path / "erm-compare"):
-        v = run("verify", str(folder))
-        assert v.returncode == 0, v.stdout + v.stderr
+    v = run("verify", str(erm), str(tmp_path / "erm-compare"))  # both folders, one command
+    assert v.returncode == 0 and "(erm)" in v.stdout and "(comparison)" in v.stdout, v.stdout + v.stderr
     r = run("compare", "--erm", str(erm), "--quad-order", "4", "--coarse-order", "0", "--out", str(erm))
     assert r.returncode == 2 and "folder of its own" in r.stderr and len(r.stderr.strip().splitlines()) == 1
