@@ -6,6 +6,7 @@ import signal
 
 import pytest
 from clitools import run, start_until
+from conftest import reduced_and_full
 
 ERM = ["train-erm", "--d", "60", "--alpha", "1,2", "--test-samples", "200", "--steps"]
 
@@ -173,10 +174,15 @@ def test_erm_restarts_speaks(tmp_path):
     assert check_speaks(r.stderr, "erm-restarts", "runs")[-1] == (4, 4)
 
 
-def test_solve_speaks_for_rank_2_only(tmp_path):
-    r = run("solve", "--alpha", "2", "--rank", "2", "--quad-order", "3", "--random-starts", "1")
+@reduced_and_full("order", ("2",), ("3",))
+def test_solve_speaks_for_rank_2_only(tmp_path, order):
+    """Progress lines for the rank-2 solve (informed, continued and random starts), none for the seconds-long
+    toy solve. Reduced: 2 Gauss-Hermite points per axis (64 nodes in the 6 dimensions of r = 2); full: 3
+    (729 nodes, about 1.7x the CPU of the test); the lines do not depend on the rule."""
+    r = run("solve", "--alpha", "2", "--rank", "2", "--quad-order", order, "--random-starts", "1")
     assert r.returncode == 0, r.stderr
-    assert check_speaks(r.stderr, "solve", "starts")[-1] == (5, 5)  # 4 informed (rank 2) + 1 random
+    # 4 informed (rank 2) + 3 continued (one per informed branch: positional, semantic, mixed) + 1 random
+    assert check_speaks(r.stderr, "solve", "starts")[-1] == (8, 8)
     toy = run("solve", "--alpha", "2", "--quad-order", "4", "--random-starts", "1")
     assert toy.returncode == 0 and toy.stderr == ""  # seconds: no start line
 
