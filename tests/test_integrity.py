@@ -29,6 +29,11 @@ pytest.importorskip("torch")  # the ERM folders come from train-erm
 QUAD = ("gauss-hermite", 4, None)
 
 
+pytestmark = pytest.mark.xdist_group("test_integrity")
+"""Every test here runs on one xdist worker (``--dist loadgroup``): most use the module-scoped ``folders``,
+which is then computed once per run, not once per worker."""
+
+
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     """A tiny phase diagram (2 ω × 2 α), two tiny train-erm folders (σ = 0.5 and 0.4) and one

@@ -16,12 +16,18 @@ from dotattn.positional_semantic.records import BranchPoint
 SETTINGS = SweepSettings(QuadratureSpec("gauss-hermite", 6, None))
 
 
+SHARED = pytest.mark.xdist_group("test_phase_diagram.shared")
+"""The tests of the module-scoped fixtures ``column`` and ``spinodal_column`` run on one xdist worker (``--dist
+loadgroup``), so that each fixture is computed once per run, not once per worker."""
+
+
 @pytest.fixture(scope="module")
 def column():
     p = Problem(omega=0.3)
     return omega_column(p.to_dict(), 0.3, [1.0, 1.5, 2.0], SETTINGS.to_dict())
 
 
+@SHARED
 def test_alpha_c_is_where_the_training_losses_cross(column):
     a_c = column["summary"]["alpha_c"]
     assert a_c is not None and 1.0 < a_c < 1.5
@@ -39,6 +45,7 @@ def test_alpha_c_is_where_the_training_losses_cross(column):
     assert gaps[0] > 0 > gaps[1]
 
 
+@SHARED
 def test_rows_and_selection(column):
     rows = [BranchPoint.from_row(r) for r in column["rows"]]
     assert [p.to_row() for p in rows] == column["rows"]  # the row form round-trips
@@ -50,6 +57,7 @@ def test_rows_and_selection(column):
     assert [r for r in rows if r.alpha == 2.0 and r.selected][0].branch == "semantic"
 
 
+@SHARED
 def test_alpha_lin_is_where_the_selected_test_error_meets_the_baseline(column):
     s = column["summary"]
     a_lin = s["alpha_lin"]
@@ -76,6 +84,7 @@ def spinodal_column():
     return col["summary"], b["positional"]
 
 
+@SHARED
 def test_spinodal_is_bracketed(spinodal_column):
     """The column reports the lower end of the positional branch, bracketed by bisection to
     spinodal_tol = 1e-3: the last α of the bracket is on the branch, the first α off it (solved there
@@ -100,6 +109,7 @@ def test_spinodal_is_bracketed(spinodal_column):
         "rather than the end (1.635, where tighter solves lose μ). Strict: fixing it makes this test pass"
     ),
 )
+@SHARED
 def test_spinodal_agrees_with_the_extrapolated_order_parameter(spinodal_column):
     """A second method for the same end: near a continuous end μ² is linear in α, so the quadratic
     through μ² at α = 1.65, 1.70, 1.75 (followed down from α = 2) has its root at the end. Its own error
@@ -223,6 +233,7 @@ def test_alpha_c_and_alpha_lin_carry_a_finite_quadrature_error():
     assert ColumnSummary.from_row(s.to_row()) == s
 
 
+@SHARED
 def test_no_quadrature_error_without_a_coarse_rule(column):
     s = column["summary"]
     assert s["alpha_c"] is not None and s["alpha_c_error"] is None and s["alpha_lin_error"] is None

@@ -220,6 +220,11 @@ def test_default_threads_never_oversubscribe():
 # ---------------------------------------------------------------------------------------------
 # tables and files a user reads
 # ---------------------------------------------------------------------------------------------
+SHARED = pytest.mark.xdist_group("test_trust_cli.shared")
+"""The tests of the module-scoped ``erm_run`` run on one xdist worker (``--dist loadgroup``), so that its
+train-erm run is made once per run, not once per worker."""
+
+
 @pytest.fixture(scope="module")
 def erm_run(tmp_path_factory):
     pytest.importorskip("torch")
@@ -229,6 +234,7 @@ def erm_run(tmp_path_factory):
     return out, proc
 
 
+@SHARED
 def test_train_erm_table_is_formatted_and_warns(erm_run):
     out, proc = erm_run
     assert "[[" not in proc.stdout  # matrices are shown as numbers (their norm), not nested lists
@@ -238,6 +244,7 @@ def test_train_erm_table_is_formatted_and_warns(erm_run):
     assert re.search(r"warning: 4 of 4 runs did not converge", proc.stderr)
 
 
+@SHARED
 def test_csv_comment_line_is_the_only_hash(erm_run):
     """What the README promises: one '#' provenance line, no '#' in any cell, so comment='#' readers work."""
     out, _ = erm_run
@@ -250,6 +257,7 @@ def test_csv_comment_line_is_the_only_hash(erm_run):
         assert len(rows) == (4 if name == "runs.csv" else 3)
 
 
+@SHARED
 def test_rank_one_runs_are_never_mixed(erm_run):
     out, _ = erm_run
     rows = list(csv.DictReader(ln for ln in (out / "runs.csv").open() if not ln.startswith("#")))
