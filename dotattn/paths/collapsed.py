@@ -61,6 +61,7 @@ __all__ = [
     "pack_kernels",
     "gaussian_evidence",
     "StopRule",
+    "pooled_covariance",
 ]
 
 MAX_COLLAPSED_N = 10**6
@@ -426,6 +427,17 @@ def prior_draw(layout: Layout, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(parts)
 
 
+def pooled_covariance(positions: np.ndarray) -> np.ndarray:
+    """The covariance of warm-up positions (draws, chains, dim) pooled over draws and chains, each chain
+    centred on its own mean, shrunk toward 10⁻³ I as NumPyro and Stan regularise theirs:
+    n/(n + 5) · Σ + 10⁻³ · 5/(n + 5) · I, n the number of positions."""
+    pos = np.asarray(positions, dtype=float)
+    centred = (pos - pos.mean(axis=0, keepdims=True)).reshape(-1, pos.shape[-1])
+    n = len(centred)
+    cov = centred.T @ centred / (n - pos.shape[1])
+    return n / (n + 5.0) * cov + 1e-3 * 5.0 / (n + 5.0) * np.eye(pos.shape[-1])
+
+
 def run_collapsed(
     C: np.ndarray | FactoredKernels | PackedKernels,
     y: np.ndarray,
@@ -433,6 +445,7 @@ def run_collapsed(
     config: SamplerConfig,
     progress: Callable[[str], None] | None = None,
     stop: StopRule | None = None,
+    pooled_mass: bool = False,
 ) -> SampleResult:
     """NUTS on the collapsed posterior (float64; dense mass matrix up to DENSE_MASS_MAX_DIM coordinates,
     diagonal above; chains vectorised), draws kept in blocks of DRAW_BLOCK so that a SIGINT/SIGTERM (raised
@@ -441,7 +454,12 @@ def run_collapsed(
 
     ``C``: (n, n, P, P) training path kernels of ``model.heads`` (dense, factored or packed); ``y``: (P,) labels.
     ``stop``: end the draws early once the diagnostics meet the rule (:class:`StopRule`; at most
-    ``config.draws`` per chain); None: exactly ``config.draws``.
+    ``config.draws`` per chain); None: exactly ``config.draws``. ``pooled_mass`` (chains above
+    DENSE_MASS_MAX_DIM coordinates): the first three quarters of the warm-up (whole blocks) adapt a diagonal
+    mass matrix; the covariance of the positions of their second half, pooled over all chains
+    (:func:`pooled_covariance`), is then the fixed dense inverse mass matrix of every chain, and the last
+    quarter adapts the step size only. Chains too short for it (fewer than two blocks, or fewer pooled
+    positions than twice the dimension) keep the diagonal warm-up.
     """
     N = check_collapsed(model, config)
     n = model.n_paths
@@ -477,20 +495,28 @@ def run_collapsed(
     logdensity = _log_density(pack_kernels(C), np.asarray(y, dtype=float), layout, model)
     init_kernel, sample_kernel = hmc(potential_fn=lambda z: -logdensity(z), algo="NUTS")
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, 29]))
-    keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
-    states = [
-        init_kernel(
-            jnp.asarray(prior_draw(layout, rng)),
-            config.warmup,
-            dense_mass=layout.n_params <= DENSE_MASS_MAX_DIM,
+    block = min(DRAW_BLOCK, config.warmup + config.draws)
+    dense = layout.n_params <= DENSE_MASS_MAX_DIM
+    # pooled mass: a diagonal warm-up of `first` iterations (whole blocks), then the rest of the warm-up with
+    # the dense covariance of the second half of its positions, pooled over the chains, step size adapted
+    first = (3 * config.warmup // 4) // block * block if pooled_mass and not dense else 0
+    if first < 2 * block or config.chains * (first // 2) < 2 * layout.n_params:
+        first = 0
+
+    def start(z0: Any, num_warmup: int, key: Any, **kw: Any) -> Any:
+        return init_kernel(
+            z0,
+            num_warmup,
             target_accept_prob=config.target_accept,
             max_tree_depth=config.max_tree_depth,
-            rng_key=keys[c],
+            rng_key=key,
+            **kw,
         )
-        for c in range(config.chains)
-    ]
+
+    keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
+    z0 = [jnp.asarray(prior_draw(layout, rng)) for _ in range(config.chains)]
+    states = [start(z0[c], first or config.warmup, keys[c], dense_mass=dense) for c in range(config.chains)]
     state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
-    block = min(DRAW_BLOCK, config.warmup + config.draws)
 
     @jax.jit
     def run_block(state: Any) -> Any:
@@ -502,10 +528,32 @@ def run_collapsed(
 
     to_U = jax.jit(jax.vmap(jax.vmap(lambda z: order_parameters_fn(layout, model.sigma2)(z)[0])))
     total, done = config.warmup + config.draws, 0
-    Us, divs, steps = [], [], []
+    Us, divs, steps, warm = [], [], [], []
     next_check = config.warmup + (stop.every if stop else 0)
     while done < total:
+        if first and done == first:
+            inverse_mass = pooled_covariance(np.concatenate(warm[len(warm) // 2 :], axis=0))
+            keys = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(config.seed), 1), config.chains)
+            states = [
+                start(
+                    state.z[c],
+                    config.warmup - first,
+                    keys[c],
+                    dense_mass=True,
+                    inverse_mass_matrix=jnp.asarray(inverse_mass),
+                    adapt_mass_matrix=False,
+                )
+                for c in range(config.chains)
+            ]
+            state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
+            if progress:
+                progress(
+                    f"collapsed N={N:g}: dense mass matrix from {config.chains} x {first - first // 2} pooled "
+                    f"warm-up positions; {config.warmup - first} more warm-up iterations adapt the step size"
+                )
         state, (z, dv, ns) = run_block(state)  # (block, chains, ...)
+        if done < first:
+            warm.append(np.asarray(z))
         keep = slice(max(0, config.warmup - done), min(block, total - done))
         if keep.start < keep.stop:
             Us.append(np.asarray(to_U(jnp.asarray(np.swapaxes(np.asarray(z), 0, 1))), dtype=float)[:, keep])
