@@ -528,7 +528,10 @@ def run_collapsed(
 
     to_U = jax.jit(jax.vmap(jax.vmap(lambda z: order_parameters_fn(layout, model.sigma2)(z)[0])))
     total, done = config.warmup + config.draws, 0
-    Us, divs, steps, warm = [], [], [], []
+    Us: list[np.ndarray] = []
+    divs: list[np.ndarray] = []
+    steps: list[np.ndarray] = []
+    warm: list[np.ndarray] = []
     next_check = config.warmup + (stop.every if stop else 0)
     while done < total:
         if first and done == first:
