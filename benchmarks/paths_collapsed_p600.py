@@ -9,9 +9,11 @@ N = ``--N`` (its sampling check's rule: the temperature selected at the smallest
 
 1. Per-gradient time: the collapsed log density and its gradient for all chains at once (``--chains``
    points drawn from the prior), the median of ``--repeats`` calls after one compiling call.
-2. Pilot: ``--pilot`` warm-up iterations of NUTS (compilation included), seconds per iteration of all chains.
-3. Projection: (warm-up + ``--every``) iterations at the pilot's rate: the least the full run can take (the
-   stopping rule checks first after ``--every`` draws). The full run starts only with ``--full`` and a
+2. Pilot: ``--pilot`` warm-up iterations and ``--pilot-draws`` draws of NUTS (compilation included in the
+   warm-up), seconds per warm-up iteration and per draw iteration of all chains (vectorised chains move in
+   step: an iteration costs the longest of their trajectories).
+3. Projection: the warm-up at the pilot's warm-up rate plus ``--every`` draws at its draw rate, the least the
+   full run can take (the stopping rule checks first after ``--every`` draws). The full run starts only with ``--full`` and a
    projection ≤ ``--budget`` seconds; otherwise the JSON records why not.
 4. Full run: ``run_collapsed`` with StopRule(``--ess``, ``--rhat``, ``--every``), at most ``--draws`` draws per
    chain; then the saddle point at the same N and temperature, the relative error of the saddle point against
@@ -95,7 +97,9 @@ def main() -> None:
     ap.add_argument("--rhat", type=float, default=1.01)
     ap.add_argument("--every", type=int, default=100, help="draws per chain between two checks of the rule")
     ap.add_argument("--repeats", type=int, default=10)
-    ap.add_argument("--pilot", type=int, default=50, help="warm-up iterations of the pilot (0: none)")
+    ap.add_argument("--pilot", type=int, default=200, help="warm-up iterations of the pilot (0: none)")
+    ap.add_argument("--pilot-draws", type=int, default=50)
+    ap.add_argument("--pooled-mass", action="store_true", help="run_collapsed(pooled_mass=True)")
     ap.add_argument("--budget", type=float, default=600.0, help="seconds aimed for")
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--out", required=True)
@@ -138,21 +142,39 @@ def main() -> None:
     print(f"value + gradient, {a.chains} chains: {1e3 * per_grad:.1f} ms (load {load0})", flush=True)
     if a.pilot:
         load0 = load_average()
-        r = run_collapsed(d.C_train, d.y_train, model, SamplerConfig(chains=a.chains, warmup=a.pilot, draws=4))
-        per_iter = r.seconds / (a.pilot + 4)
-        projected = (a.warmup + rule.every) * per_iter
+        marks: list[tuple[float, str]] = []
+        t0 = time.perf_counter()
+        r = run_collapsed(
+            d.C_train,
+            d.y_train,
+            model,
+            SamplerConfig(chains=a.chains, warmup=a.pilot, draws=a.pilot_draws),
+            progress=lambda m: marks.append((time.perf_counter() - t0, m)),
+            pooled_mass=a.pooled_mass,
+        )
+        end_warm = next(t for t, m in marks if f"{a.pilot}/{a.pilot} warm-up and" in m)
+        per_warm = end_warm / a.pilot
+        per_draw = (r.seconds - end_warm) / a.pilot_draws
+        projected = a.warmup * per_warm + rule.every * per_draw
         out["pilot"] = {
-            "iterations": a.pilot + 4,
+            "warmup": a.pilot,
+            "draws": a.pilot_draws,
             "seconds": r.seconds,
-            "seconds_per_iteration": per_iter,
-            "gradients_per_iteration": per_iter / per_grad,
+            "seconds_per_warmup_iteration": per_warm,
+            "seconds_per_draw_iteration": per_draw,
+            "gradients_per_draw_iteration": per_draw / per_grad,
+            "mean_leapfrog_steps_per_chain": r.mean_steps,
+            "step_sizes": list(r.step_sizes),
+            "divergences": r.divergences,
             "load_average_before": load0,
             "load_average_after": load_average(),
         }
         out["projected_seconds_least"] = projected
+        out["projected_seconds_at_cap"] = a.warmup * per_warm + a.draws * per_draw
         print(
-            f"pilot: {a.pilot + 4} iterations in {r.seconds:.0f} s ({per_iter:.2f} s each, ~{per_iter / per_grad:.0f} "
-            f"gradients); projected at least {projected:.0f} s for {a.warmup} + {rule.every} iterations",
+            f"pilot ({a.pilot} + {a.pilot_draws}): {per_warm:.2f} s per warm-up iteration, {per_draw:.2f} s per draw "
+            f"(~{per_draw / per_grad:.0f} gradients, {r.mean_steps:.1f} leapfrog steps per chain); projected at least "
+            f"{projected:.0f} s for {a.warmup} + {rule.every} iterations",
             flush=True,
         )
         if projected > a.budget:
@@ -160,7 +182,13 @@ def main() -> None:
     if a.full and "full_run" not in out:
         load0 = load_average()
         res = run_collapsed(
-            d.C_train, d.y_train, model, config, stop=rule, progress=lambda m: print(f"   {m}", flush=True)
+            d.C_train,
+            d.y_train,
+            model,
+            config,
+            stop=rule,
+            progress=lambda m: print(f"   {m}", flush=True),
+            pooled_mass=a.pooled_mass,
         )
         out.update(
             wall_seconds=res.seconds,
