@@ -508,6 +508,15 @@ def sample(
     "sample of trained networks varies it with every other option fixed.",
 )
 @click.option(
+    "--network",
+    "network_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A gd_network.npz written by another paths images run with the same network and data settings: used "
+    "without training (verified against its folder's manifest.json, or its own metadata; refused if made for other "
+    "settings) and recorded in provenance.",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False),
     required=True,
@@ -545,6 +554,7 @@ def images(
     out: str,
     quiet: bool,
     sample_collapsed: bool = False,
+    network_file: str | None = None,
 ) -> None:
     """One-shot image classification: trained queries and keys, theory against its GP limit, head pruning.
 
@@ -555,7 +565,8 @@ def images(
     accuracy and loss on the test characters, FashionMNIST and digits; head scores from U at the
     smallest width against the accuracy drops of pruning each head of the trained network. With
     --ways N >= 3 every episode has N supports and the network and the theory N outputs. A
-    finished training is reused from the output folder; an interrupted one resumes. Needs torch
+    finished training is reused from the output folder; an interrupted one resumes; --network uses a
+    network trained by another run instead. Needs torch
     (erm extra), scikit-learn (images extra) and, for the sampling check, NumPyro (paths extra).
     """
     from dotattn.paths.images_gd import GDConfig
@@ -597,8 +608,9 @@ def images(
     _require("paths images", "torch")
     if sample_N:
         _require("paths images (sampling check; --sample-N 0 skips it)", "jax", "numpyro")
-    from dotattn.paths.images_study import load_image_data, run_image_study, write_image_study
+    from dotattn.paths.images_study import load_image_data, read_network_file, run_image_study, write_image_study
 
+    network = None if network_file is None else read_network_file(network_file, config)  # refused before any folder
     say = None if quiet else (lambda line: click.echo(line, err=True))
     data = load_image_data(config)  # refuses bad data before any folder exists
     if say:
@@ -620,12 +632,14 @@ def images(
                 if config.sample_N
                 else ""
             ),
-            start.estimate_line(study_seconds(config), IMAGES_COST if config.ways == 2 else WAYS_COST),
+            start.estimate_line(
+                study_seconds(config, gd_reused=network is not None), IMAGES_COST if config.ways == 2 else WAYS_COST
+            ),
             str(folder),
             first_line=False,  # progress: one line per stage below
         )
         try:
-            study = run_image_study(config, data, Path(folder), progress=say)
+            study = run_image_study(config, data, Path(folder), progress=say, network=network)
             write_image_study(study, Path(folder), command_line())
         except Interrupted as err:
             raise Interrupted(
@@ -637,3 +651,59 @@ def images(
             ) from None
     if not quiet:
         click.echo(f"wrote {Path(folder) / 'summary.json'} ({study.timings['total_seconds']:.0f} s)")
+
+
+@paths.command("networks", short_help="The two image claims over many trained networks (paths images folders).")
+@click.option(
+    "--runs",
+    "root",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="A folder holding finished `paths images` folders below it (any layout, e.g. ROOT/w32/seed0/), which "
+    "differ only in --train-seed, --gd-width and --qk-dim.",
+)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Output folder (networks.csv, heads.csv, claims.csv, summary.json, figures, a copy of each network's "
+    "summary.json, manifest.json).",
+)
+@click.option("--quiet", is_flag=True, help="No table.")
+def networks(root: str, out: str, quiet: bool) -> None:
+    """The image claims as distributions over trained networks: per network and set N* (chosen on validation), the
+    gain over the GP and the network - theory gap at N*, Spearman's rho of head scores against pruning drops and the
+    change when the two lowest-scoring heads are pruned; per set and size mean, se and n, the pooled permutation p of
+    the mean rho (1e5 seeded permutations) and the verdicts of the rule in
+    results/paths/omniglot_networks/README.md. Every folder is checked against the others and verified before
+    anything is written.
+    """
+    import time
+
+    from dotattn.paths.networks import PERMUTATIONS, analyse
+    from dotattn.paths.networks_output import made_for, plan_networks, read_networks, write_networks
+
+    t0 = time.perf_counter()
+    plan = plan_networks(root)  # every refusal of mismatched folders, before anything is verified or created
+    results, heads = read_networks(plan)  # IntegrityError (one line, exit 2) before OUT exists
+    study = analyse(results, heads, PERMUTATIONS)
+    params = made_for(plan, PERMUTATIONS)
+    with output_folder(out, "paths networks", "paths-networks") as folder:
+        summary = write_networks(study, plan, Path(folder), params, command_line(), seconds=time.perf_counter() - t0)
+    if quiet:
+        return
+    claims = summary["claims"]
+    click.echo(f"{len(plan.folders)} networks: " + ", ".join(f"width {w} ({q})" for w, q in study.sizes))
+    click.echo(f"{'set':>14s} {'width':>6s} {'n':>3s} {'gain':>16s} {'gap':>16s} {'change':>16s} {'rho':>7s} {'p':>8s}")
+    for c in study.claims:
+        click.echo(
+            f"{c.set:>14s} {c.width:6d} {c.n:3d} {_ms(c.gain_mean, c.gain_se):>16s} {_ms(c.gap_mean, c.gap_se):>16s} "
+            f"{_ms(c.change_mean, c.change_se):>16s} {c.rho_mean:7.3f} {c.p:8.2g}"
+        )
+    for width, v in claims["verdicts"].items():
+        click.echo(f"width {width}: claim 1 {v['claim1']['outcome']}; claim 2 {v['claim2']['outcome']}")
+    click.echo(f"wrote {Path(folder) / 'summary.json'} ({time.perf_counter() - t0:.1f} s)")
+
+
+def _ms(mean: float, se: float) -> str:
+    return f"{mean:+.3f}+-{se:.3f}"

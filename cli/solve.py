@@ -123,6 +123,8 @@ def start_name(init: str) -> str:
     """How the table names the start of a fixed point: ``positional (informed)``, ``uninformative``, ``random 3``."""
     if init.startswith("random-"):
         return "random " + init.split("-", 1)[1]
+    if init.endswith("-continued"):
+        return init.removesuffix("-continued") + " (continued)"
     return init if init == "uninformative" else f"{init} (informed)"
 
 
@@ -178,15 +180,15 @@ def format_table(cat) -> str:
             lines.append(f"  note: start '{e.init}': {e.result.message}")
         elif e.stability is not None and e.stability.label != "stable":
             lines.append(f"  RS stability of {e.branch} (start: {start_name(e.init)}): {e.stability.reason}")
-    for label in sorted({e.branch for e in cat.fixed_points}):
-        same = [e for e in cat.fixed_points if e.branch == label]
-        informed = [e for e in same if e.init == label]
-        if len(same) > 1 and informed:
-            others = ", ".join(start_name(e.init) for e in same if e.init != label)
+    for label in sorted({e.branch for e in cat.fixed_points if e.converged}):
+        same = [e for e in cat.fixed_points if e.converged and e.branch == label]
+        if len(same) > 1:
+            lowest = min(same, key=lambda e: e.train_loss)
+            others = ", ".join(start_name(e.init) for e in same if e is not lowest)
             lines.append(
-                f"  two or more fixed points carry the label {label}: the one from the {label} (informed) "
-                f"start is the branch that phase-diagram follows; {others} found another fixed point "
-                f"with the same label (a different q, m, e_t)"
+                f"  two or more fixed points carry the label {label} (different q, m, e_t): the lowest e_t, from "
+                f"the {start_name(lowest.init)} start, is the one that competes for the global minimum (and the "
+                f"one phase-diagram follows where it continues the branch to here); also found from: {others}"
             )
     if any(e.stability is not None for e in cat.fixed_points):
         lines.append(
@@ -344,15 +346,15 @@ def _solve_progress(problem, quad, random_starts: int, quiet: bool):
     if quiet or (problem.rank < 2 and problem.student != "untied"):
         return None
     from dotattn.core.progress import CommandProgress
-    from dotattn.positional_semantic.catalogue import initialisations
+    from dotattn.positional_semantic.catalogue import start_count
     from dotattn.positional_semantic.phase_diagram import SOLVE_COST, start_seconds
 
-    starts = len(initialisations(problem, random_starts, 0))
+    starts = start_count(problem, random_starts)
     nodes = quad.rule(problem.gaussian_dim).size
     per_start = start_seconds(problem, nodes)
     progress = CommandProgress("solve", starts, "starts")
     progress.start(
-        f"every fixed point from {starts} starts (informed and random) of the {problem.student} student of rank "
+        f"every fixed point from {starts} starts (informed, continued and random) of the {problem.student} student of rank "
         f"{problem.rank} on {nodes} nodes, then their RS stability",
         progress.estimate_line(per_start, SOLVE_COST),
     )

@@ -135,6 +135,7 @@ def test_every_package_registers_its_folder_kinds():
         "paths-theory": "paths",
         "paths-sample": "paths",
         "paths-images": "paths",
+        "paths-networks": "paths",
     }
 
 

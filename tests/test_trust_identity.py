@@ -33,6 +33,7 @@ ONE_PER_KIND = {
     "paths-theory": "paths/markov",
     "paths-sample": "paths/markov/collapsed_N10",
     "paths-images": "paths/omniglot",
+    "paths-networks": "paths/omniglot_networks",
 }
 
 

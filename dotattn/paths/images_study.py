@@ -64,6 +64,8 @@ __all__ = [
     "paired_difference",
     "spearman_bootstrap",
     "IMAGE_STUDY_FILES",
+    "NetworkSource",
+    "read_network_file",
 ]
 
 EVAL_SETS: tuple[str, ...] = ("test", "fashion_mnist", "digits")
@@ -347,6 +349,8 @@ class ImageStudy:
     U_smallest: np.ndarray | None = None
     path_names: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    gd_source: dict[str, Any] | None = None
+    """Where the trained network came from when it was given with --network (recorded in provenance)."""
 
 
 def _path_meta(L: int, H: int) -> tuple[tuple[tuple[str, ...], ...], tuple[tuple[int, ...], ...], tuple[str, ...]]:
@@ -699,16 +703,30 @@ def study_seconds(config: ImageStudyConfig, gd_reused: bool = False) -> float:
 
 
 def run_image_study(
-    config: ImageStudyConfig, data: ImageData, out: Path, progress: Callable[[str], None] | None = None
+    config: ImageStudyConfig,
+    data: ImageData,
+    out: Path,
+    progress: Callable[[str], None] | None = None,
+    network: NetworkSource | None = None,
 ) -> ImageStudy:
     """The whole study into ``out`` (GD weights reused from ``out/gd_network.npz`` when they were made
-    with the same settings; training resumes from ``out/gd_checkpoint.pt``)."""
+    with the same settings; training resumes from ``out/gd_checkpoint.pt``). ``network``
+    (:func:`read_network_file`): a network trained by another run, used without training and copied into
+    ``out/gd_network.npz``."""
+    from dotattn.core.io import atomic_write_bytes
     from dotattn.paths.images_gd import CHECKPOINT_NAME, GDResult, correct, predict_network, train_network
 
     study = ImageStudy(config=config, data=data)
     t0 = time.perf_counter()
     gd_path = out / GD_FILE
-    gd = _read_gd(gd_path, config)
+    if network is not None:
+        gd = network.gd
+        atomic_write_bytes(gd_path, network.data)
+        study.gd_source = dict(network.record)
+        if progress:
+            progress(f"gd: using the trained network of --network {network.record['file']}")
+    else:
+        gd = _read_gd(gd_path, config)
     if gd is None:
         gd = train_network(
             config.gd,
@@ -720,7 +738,7 @@ def run_image_study(
         )
         _write_gd(gd_path, gd, config)
         (out / CHECKPOINT_NAME).unlink(missing_ok=True)
-    elif progress:
+    elif progress and network is None:
         progress(f"gd: reusing the trained network in {gd_path}")
     assert isinstance(gd, GDResult)
     study.gd = gd
@@ -761,12 +779,32 @@ def run_image_study(
     return study
 
 
+def _load_gd(path: Path) -> tuple[dict[str, Any], Any]:
+    """(metadata, :class:`~dotattn.paths.images_gd.GDResult`) of a gd_network.npz; OSError, ValueError, KeyError,
+    TypeError, AttributeError, EOFError or zipfile.BadZipFile when it cannot be read as one."""
+    from dotattn.paths.images_gd import GDResult
+
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(str(z["meta"]))
+        weights = {k[2:]: np.array(z[k]) for k in z.files if k.startswith("w_")}
+    if not isinstance(meta, dict):
+        raise TypeError("its metadata is not a JSON object")
+    gd = GDResult(
+        weights=weights,
+        best_epoch=int(meta["best_epoch"]),
+        best_validation_accuracy=float(meta["best_validation_accuracy"]),
+        history=tuple(meta["history"]),
+        status=str(meta["status"]),
+        seconds=float(meta["seconds"]),
+    )
+    return meta, gd
+
+
 def _read_gd(path: Path, config: ImageStudyConfig):
     """The trained network in ``path`` if it was made with ``config.gd`` on the same data settings, else None."""
     import zipfile
 
     from dotattn.core.io import MANIFEST_NAME, cache_notice, read_json_if_valid, sha256_file
-    from dotattn.paths.images_gd import GDResult
 
     if not path.is_file():
         return None
@@ -777,22 +815,67 @@ def _read_gd(path: Path, config: ImageStudyConfig):
             cache_notice(path, f"not the file {MANIFEST_NAME} lists (edited or replaced after it was written)")
             return None
     try:
-        with np.load(path, allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            weights = {k[2:]: np.array(z[k]) for k in z.files if k.startswith("w_")}
-        if meta.get("key") != _gd_key(config):
-            return None
-        return GDResult(
-            weights=weights,
-            best_epoch=int(meta["best_epoch"]),
-            best_validation_accuracy=float(meta["best_validation_accuracy"]),
-            history=tuple(meta["history"]),
-            status=str(meta["status"]),
-            seconds=float(meta["seconds"]),
-        )
+        meta, gd = _load_gd(path)
+        return gd if meta.get("key") == _gd_key(config) else None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as err:
         cache_notice(path, f"unreadable ({type(err).__name__}: {err}; cut short or not a dotattn network)")
         return None
+
+
+@dataclass(frozen=True)
+class NetworkSource:
+    """A trained network given with ``--network``: the result, the file's bytes (copied into the output folder as
+    its gd_network.npz) and the record provenance keeps (``file``, ``sha256``, ``verified_by``: ``manifest`` when
+    its folder's manifest.json lists it with that SHA-256, ``metadata`` when it has no manifest beside it)."""
+
+    gd: Any
+    data: bytes
+    record: dict[str, Any]
+
+
+def read_network_file(path: str | Path, config: ImageStudyConfig) -> NetworkSource:
+    """The trained network of ``path`` (a gd_network.npz written by another ``paths images`` run) for a study of
+    ``config``; ParameterError (one line, naming --network) when it is not a readable network, is not the file its
+    folder's manifest.json lists, or was made for other settings than ``config``'s (:func:`_gd_key`: the network's
+    training settings, seeds, split, validation episodes, embedding, ways)."""
+    import hashlib
+    import io
+    import zipfile
+
+    from dotattn.core.integrity import first_difference
+    from dotattn.core.io import MANIFEST_NAME, read_json_if_valid
+
+    p = Path(path)
+    if not p.is_file():
+        raise ParameterError(f"--network {str(path)!r}: not a file (a gd_network.npz of a paths images folder)")
+    data = p.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    verified_by = "metadata"
+    if (p.parent / MANIFEST_NAME).exists():
+        man = read_json_if_valid(p.parent / MANIFEST_NAME)
+        entry = (man.get("files") or {}).get(p.name) if isinstance(man, dict) else None
+        if not isinstance(entry, dict) or entry.get("sha256") != sha:
+            raise ParameterError(
+                f"--network {str(path)!r}: not the file {p.parent / MANIFEST_NAME} lists (edited or replaced after "
+                f"it was written, or not listed)"
+            )
+        verified_by = "manifest"
+    try:
+        meta, gd = _load_gd(io.BytesIO(data))  # type: ignore[arg-type]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as err:
+        raise ParameterError(
+            f"--network {str(path)!r}: not a trained network of paths images ({type(err).__name__}: {err})"
+        ) from None
+    want, have = _gd_key(config), meta.get("key")
+    if not isinstance(have, dict):
+        raise ParameterError(f"--network {str(path)!r}: its metadata holds no settings (key)")
+    diff = first_difference(want, have) or first_difference(have, want)
+    if diff is not None:
+        raise ParameterError(
+            f"--network {str(path)!r}: made for {diff[0]} = {diff[2]}, this command has {diff[1]} (the network's "
+            f"settings must be the command's)"
+        )
+    return NetworkSource(gd, data, {"file": str(path), "sha256": sha, "verified_by": verified_by})
 
 
 def _gd_key(config: ImageStudyConfig) -> dict[str, Any]:
@@ -864,7 +947,8 @@ def write_image_study(study: ImageStudy, folder: Path, command: str) -> dict[str
     if study.U_smallest is None:  # set by run_image_study before it returns
         raise ValueError("write_image_study needs a finished study (its U at the smallest width is missing)")
     cfg, data = study.config, study.data
-    prov = provenance({**cfg.to_dict(), "command": command}, seconds=study.timings.get("total_seconds"))
+    source = {"network": study.gd_source} if study.gd_source else {}
+    prov = provenance({**cfg.to_dict(), **source, "command": command}, seconds=study.timings.get("total_seconds"))
     comment = "dotattn paths images; provenance: " + json.dumps(prov, separators=(",", ":"))
     write_csv(folder / "points.csv", [p.to_row() for p in study.points], POINT_COLUMNS, comment=comment)
     write_csv(folder / "selection.csv", [p.to_row() for p in study.selection], POINT_COLUMNS, comment=comment)

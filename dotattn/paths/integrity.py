@@ -2,7 +2,8 @@
 ``paths-theory`` (``dotattn paths theory``: points.csv without an ``mmse`` column, heads.csv,
 alignment.csv, summary.json) and ``paths-sample`` (``dotattn paths sample``: sample.json, U_draws.csv) and ``paths-images``
 (``dotattn paths images``: points.csv and selection.csv with a temperature per row, heads.csv,
-gd_history.csv, gd_network.npz, summary.json)."""
+gd_history.csv, gd_network.npz, summary.json) and ``paths-networks`` (``dotattn paths networks``: networks.csv,
+heads.csv, claims.csv, summary.json and a copy of each network's summary.json)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from dotattn.core.integrity import (
     check_finite,
     check_matrix,
     check_provenance_line,
+    first_difference,
     header_has,
     read_records,
     read_verified_csv,
@@ -25,10 +27,22 @@ from dotattn.core.integrity import (
     register_kind,
     same_number,
 )
-from dotattn.core.io import IntegrityError
+from dotattn.core.io import IntegrityError, read_json_if_valid, sha256_file
 from dotattn.paths.analysis import PathsPoint
+from dotattn.paths.networks import ClaimRow, HeadRow, NetworkResult, head_rows, network_results
 
-__all__ = ["PATHS_THEORY", "PATHS_SAMPLE", "PATHS_IMAGES"]
+__all__ = [
+    "PATHS_THEORY",
+    "PATHS_SAMPLE",
+    "PATHS_IMAGES",
+    "PATHS_NETWORKS",
+    "VARYING",
+    "IGNORED",
+    "network_file",
+    "shared_settings",
+    "read_summary_copies",
+    "results_from_copies",
+]
 
 
 def _paths_parameters(path: Path, csvs: Sequence[str]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -551,5 +565,204 @@ PATHS_IMAGES = register_kind(
         _check_paths_images,
         optional=("fixed_temperature.csv", "gd_network.npz"),
         strict=_strict_images,
+    )
+)
+
+
+VARYING: tuple[str, ...] = ("gd.seed", "gd.N", "gd.qk_dim")
+"""The settings the networks of one study may differ in: the training seed, the width and the query/key dimension
+of the trained network (dotted names in ``provenance.parameters``)."""
+IGNORED: tuple[str, ...] = ("command", "network")
+"""Parameters that say how a folder was made, not what it holds (the command line; the file a reused network was
+read from, whose settings are the folder's own)."""
+
+
+def network_file(width: int, train_seed: int) -> str:
+    """The name of a network's summary.json copy in the output folder."""
+    return f"network_w{width}_seed{train_seed}.json"
+
+
+def shared_settings(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A folder's ``provenance.parameters`` without :data:`VARYING` and :data:`IGNORED`: what every network of one
+    study shares."""
+    out = {k: v for k, v in params.items() if k not in IGNORED}
+    gd = dict(out.get("gd") or {})
+    for name in VARYING:
+        gd.pop(name.split(".", 1)[1], None)
+    out["gd"] = gd
+    return out
+
+
+def read_summary_copies(folder: Path, summary: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], dict[str, Any]]]:
+    """(network record, its summary.json copy) of every network of a networks folder's summary, each copy checked
+    to be the file its record names, with the SHA-256 the network's own manifest listed (IntegrityError)."""
+    out = []
+    for rec in summary["networks"]:
+        name = network_file(int(rec["width"]), int(rec["train_seed"]))
+        path = folder / name
+        if rec.get("file") != name or not path.is_file():
+            raise IntegrityError(f"{folder / 'summary.json'}: network {rec.get('file')!r} has no copy {name}")
+        if sha256_file(path) != (rec.get("sources") or {}).get("summary.json"):
+            raise IntegrityError(f"{path}: not the summary.json its network's manifest listed (SHA-256 differs)")
+        copy = read_json_if_valid(path)
+        if not isinstance(copy, dict):
+            raise IntegrityError(f"{path}: unreadable")
+        out.append((rec, copy))
+    return out
+
+
+def results_from_copies(
+    copies: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
+) -> tuple[list[NetworkResult], list[HeadRow]]:
+    """The per-network results and heads of the summary copies (:func:`read_summary_copies`)."""
+    results: list[NetworkResult] = []
+    heads: list[HeadRow] = []
+    for rec, copy in copies:
+        w, q, s = int(rec["width"]), int(rec["qk_dim"]), int(rec["train_seed"])
+        results.extend(network_results(w, q, s, copy))
+        heads.extend(head_rows(w, q, s, copy))
+    return results, heads
+
+
+NETWORKS_RTOL = 1e-12
+"""networks.csv, heads.csv and claims.csv against the values recomputed from the networks' summary copies: the same
+float64 arithmetic on the same numbers (written with repr(), read back exactly); 1e-12 absorbs nothing but a
+summation order."""
+
+
+def _networks_rows(folder: Path) -> tuple[dict[str, Any], list[Any], list[Any], list[Any], list[Any], list[Any]]:
+    """(summary, results and heads recomputed from the copies, networks.csv, heads.csv, claims.csv rows) of a
+    paths-networks folder, after each copy is checked (its SHA-256 is the one its network's manifest listed, its
+    settings are the folder's, its trained network the record's) and every copy in the folder is a network of the
+    summary."""
+    meta, params = _paths_parameters(folder / "summary.json", ("networks.csv", "heads.csv", "claims.csv"))
+    nets = meta.get("networks")
+    if not isinstance(nets, list) or not nets:
+        raise IntegrityError(f"{folder / 'summary.json'}: no networks")
+    copies = read_summary_copies(folder, meta)
+    names = {str(rec["file"]) for rec, _ in copies}
+    extra = sorted(p.name for p in folder.glob("network_w*_seed*.json") if p.name not in names)
+    if extra:
+        raise IntegrityError(f"{folder / extra[0]}: a network copy that summary.json's networks do not hold")
+    for rec, copy in copies:
+        prov = copy.get("provenance") or {}
+        theirs = prov.get("parameters") if isinstance(prov, dict) else None
+        if not isinstance(theirs, dict):
+            raise IntegrityError(f"{folder / str(rec['file'])}: no provenance parameters")
+        gd = theirs.get("gd") or {}
+        if [gd.get("N"), gd.get("qk_dim"), gd.get("seed")] != [rec["width"], rec["qk_dim"], rec["train_seed"]]:
+            raise IntegrityError(f"{folder / str(rec['file'])}: its trained network is not the record's")
+        diff = first_difference(params.get("settings") or {}, shared_settings(theirs))
+        if diff is not None:
+            raise IntegrityError(
+                f"{folder / str(rec['file'])}: made for {diff[0]} = {diff[2]}, the folder's settings {diff[1]}"
+            )
+    results, heads = results_from_copies(copies)
+    return (
+        meta,
+        results,
+        heads,
+        read_records(folder / "networks.csv", NetworkResult),
+        read_records(folder / "heads.csv", HeadRow),
+        read_records(folder / "claims.csv", ClaimRow),
+    )
+
+
+def _same_records(path: Path, stored: Sequence[Any], want: Sequence[Any], what: str) -> None:
+    if len(stored) != len(want):
+        raise IntegrityError(f"{path}: {len(stored)} rows, {what} give {len(want)}")
+    for i, (a, b) in enumerate(zip(stored, want, strict=True), start=1):
+        for name, value in a.to_row().items():
+            other = b.to_row()[name]
+            same = _same_value(value, other, NETWORKS_RTOL) if not isinstance(value, str) else value == other
+            if not same:
+                raise IntegrityError(f"{path}: row {i}: {name} = {value!r}; {what} give {other!r}")
+
+
+def _check_paths_networks(folder: Path, manifest: Mapping[str, Any] | None) -> None:
+    """``dotattn paths networks``: networks.csv and heads.csv are what the networks' summary copies give
+    (:func:`dotattn.paths.networks.network_results`, :func:`~dotattn.paths.networks.head_rows`); summary.json's
+    networks hold networks.csv's values; claims.csv's means, standard errors and counts are networks.csv's, and
+    summary.json's claims by set are claims.csv's rows."""
+    from dotattn.core.integrity import first_difference as tree_difference
+    from dotattn.core.io import to_jsonable
+    from dotattn.paths.networks import SETS, mean_se
+
+    meta, results, heads, stored_results, stored_heads, claims = _networks_rows(folder)
+    _same_records(folder / "networks.csv", stored_results, results, "the networks' summary copies")
+    _same_records(folder / "heads.csv", stored_heads, heads, "the networks' summary copies")
+    for rec in meta["networks"]:
+        for part in SETS:
+            row = next(
+                (
+                    r
+                    for r in stored_results
+                    if (r.width, r.train_seed, r.set) == (rec["width"], rec["train_seed"], part)
+                ),
+                None,
+            )
+            mine = (
+                {
+                    k: v
+                    for k, v in to_jsonable(row.to_row()).items()
+                    if k not in ("width", "qk_dim", "train_seed", "set")
+                }
+                if row
+                else None
+            )
+            if mine is None or tree_difference(mine, rec["sets"][part]) or tree_difference(rec["sets"][part], mine):
+                raise IntegrityError(
+                    f"{folder / 'summary.json'}: networks entry width {rec['width']}, seed {rec['train_seed']}, "
+                    f"{part} is not networks.csv's row"
+                )
+    path = folder / "claims.csv"
+    for i, c in enumerate(claims, start=1):
+        here = [r for r in stored_results if r.width == c.width and r.set == c.set]
+        if len(here) != c.n:
+            raise IntegrityError(f"{path}: row {i}: n = {c.n}, networks.csv has {len(here)} networks there")
+        for field, name in (("gain", "gain"), ("gap", "gap"), ("pruning_change", "change")):
+            m, se, n = mean_se([getattr(r, field) for r in here])
+            if not (
+                _same_value(getattr(c, f"{name}_mean"), m, 1e-9)
+                and _same_value(getattr(c, f"{name}_se"), se, 1e-9)
+                and getattr(c, f"{name}_n") == n
+            ):
+                raise IntegrityError(f"{path}: row {i}: {name} mean, se or n is not networks.csv's")
+    by_set: dict[str, dict[str, Any]] = {}
+    for c in claims:
+        by_set.setdefault(c.set, {})[str(c.width)] = to_jsonable(c.as_dict())
+    stored = (meta.get("claims") or {}).get("by_set")
+    if not isinstance(stored, dict) or tree_difference(by_set, stored) or tree_difference(stored, by_set):
+        raise IntegrityError(f"{folder / 'summary.json'}: claims.by_set is not claims.csv's rows")
+
+
+def _strict_paths_networks(folder: Path) -> None:
+    """``verify --strict`` for paths-networks: the whole analysis recomputed from the networks' summary copies
+    (:func:`dotattn.paths.networks.analyse` with the permutation count summary.json records; the permutations are
+    seeded, so the p values are recomputed exactly): claims.csv's rows and summary.json's claims and verdicts."""
+    from dotattn.core.integrity import first_difference as tree_difference
+    from dotattn.core.io import to_jsonable
+    from dotattn.paths.networks import analyse
+
+    meta, results, heads, _, _, claims = _networks_rows(folder)
+    study = analyse(results, heads, int(meta["claims"]["permutation"]["permutations"]))
+    _same_records(folder / "claims.csv", claims, study.claims, "the networks' summary copies (verify --strict)")
+    mine = to_jsonable(study.claims_dict())
+    stored = meta.get("claims") or {}
+    diff = tree_difference(mine, stored) or tree_difference(stored, mine)
+    if diff is not None:
+        raise IntegrityError(
+            f"{folder / 'summary.json'}: claims.{diff[0]} is not what the networks' summary copies give "
+            f"(recomputed; verify --strict)"
+        )
+
+
+PATHS_NETWORKS = register_kind(
+    FolderKind(
+        "paths-networks",
+        ("networks.csv", "summary.json", "heads.csv", "claims.csv"),
+        _check_paths_networks,
+        optional=("network_w*_seed*.json",),
+        strict=_strict_paths_networks,
     )
 )

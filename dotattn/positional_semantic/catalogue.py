@@ -36,6 +36,9 @@ __all__ = [
     "solve",
     "branch_label",
     "initialisations",
+    "continued_starts",
+    "informed_branches",
+    "start_count",
     "default_quadrature",
     "coarse_difference",
     "QuadratureCheck",
@@ -49,6 +52,15 @@ _LABEL_THRESHOLD = 1e-6  # ‖θ‖/σ² or ‖μ‖ below this counts as zero
 COARSE_MAX_ITER = 250
 """Iteration budget of the coarse pass (its fixed points converge in 15-50 iterations; a start that
 needs more is solved on the fine rule from the start itself)."""
+CONTINUATION_SPAN = 0.1
+CONTINUATION_STEPS = 5
+""":func:`solve` follows each informed branch to α from (1 − CONTINUATION_SPAN) α in CONTINUATION_STEPS equal
+steps (warm starts) and adds the result as one more start. The informed start alone can land on another fixed
+point of the same label: at ω = 0.1 on the default rule it jumps between α = 0.7505 and 0.751 to a positional
+fixed point with m = 0.084 instead of the branch's m = 0.18 (e_t 3.4e-5 higher at α = 0.76), which made the
+catalogue select the semantic branch at α = 0.751, below α_c = 0.7516 of the phase diagram (which follows the
+branch by continuation). The continued start reaches the branch the phase diagram follows; of two fixed points
+with one label the catalogue reports both and selects by e_t."""
 MAX_RANDOM_STARTS = 1000
 """Most random initialisations :func:`solve` accepts (each costs about one fixed point, ~1 s)."""
 
@@ -291,6 +303,41 @@ def initialisations(problem: Problem, n_random: int, seed: int = 0) -> list[tupl
     return inits
 
 
+def informed_branches(inits: list[tuple[str, Overlaps]]) -> list[tuple[str, Overlaps]]:
+    """The informed starts of ``inits`` (positional, semantic, mixed: each one branch's start)."""
+    return [(name, o) for name, o in inits if name in BRANCHES and name != "uninformative"]
+
+
+def start_count(problem: Problem, n_random: int) -> int:
+    """Starts :func:`solve` counts in its progress: the initialisations and one continued start per informed
+    branch (:func:`continued_starts`)."""
+    inits = initialisations(problem, n_random, 0)
+    return len(inits) + len(informed_branches(inits))
+
+
+def continued_starts(
+    problem: Problem, alpha: float, inits: list[tuple[str, Overlaps]], rule: GaussianRule, options: SolverOptions
+) -> list[tuple[str, Overlaps]]:
+    """Per informed branch of ``inits`` (positional, semantic, mixed), the start ``"<branch>-continued"``: the
+    branch solved from its informed start at (1 − :data:`CONTINUATION_SPAN`) α and followed to α in
+    :data:`CONTINUATION_STEPS` steps on ``rule``, each warm-started from the previous fixed point; the last
+    fixed point that still carries the branch's label (none if the first does not)."""
+    out = []
+    ladder = alpha * (1 - CONTINUATION_SPAN * np.arange(CONTINUATION_STEPS, 0, -1) / CONTINUATION_STEPS)
+    ladder_options = replace(options, max_iter=min(options.max_iter, COARSE_MAX_ITER))
+    for name, init in informed_branches(inits):
+        last: Overlaps | None = None
+        start = init
+        for a in ladder:
+            fp = iterate(problem, float(a), start, rule, ladder_options)
+            if not fp.converged or branch_label(fp.overlaps, problem) != name:
+                break
+            last = start = fp.overlaps
+        if last is not None:
+            out.append((f"{name}-continued", last))
+    return out
+
+
 def _same(a: FixedPoint, b: FixedPoint, rtol: float) -> bool:
     def inv(fp: FixedPoint) -> np.ndarray:
         o = fp.overlaps
@@ -380,11 +427,18 @@ def solve(
     D = problem.gaussian_dim
     rule = quad.rule(D)
     coarse = quad.coarse_rule(D)
-    inits = _check_inits(inits, problem) if inits is not None else initialisations(problem, n_random, seed)
 
     def tell(k: int) -> None:
         if report is not None and k > 0:
             report(k)
+
+    if inits is not None:
+        inits = _check_inits(inits, problem)
+    else:
+        inits = initialisations(problem, n_random, seed)
+        continued = continued_starts(problem, alpha, inits, coarse or rule, options)
+        tell(len(informed_branches(inits)) - len(continued))  # a branch left on the way: no start, counted done
+        inits += continued
 
     if coarse is not None:
         # cheap pass on the coarse rule; a start that fails there is reported as it failed
