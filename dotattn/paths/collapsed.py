@@ -40,7 +40,7 @@ import numpy as np
 from scipy.linalg import lapack
 
 from dotattn.core.resources import check_memory
-from dotattn.core.validation import ParameterError
+from dotattn.core.validation import ParameterError, check_int, check_number
 from dotattn.paths.network import FactoredKernels, OutputKernels
 from dotattn.paths.sampler import SamplerConfig, SampleResult
 from dotattn.paths.theory import PathsModel, output_labels
@@ -60,6 +60,8 @@ __all__ = [
     "PackedKernels",
     "pack_kernels",
     "gaussian_evidence",
+    "StopRule",
+    "pooled_covariance",
 ]
 
 MAX_COLLAPSED_N = 10**6
@@ -76,6 +78,36 @@ depth (16 paths at N = 10, 126 coordinates: one 50-iteration block took 590 s at
 dimension the mass matrix is diagonal (the Bartlett coordinates already have prior scale ≈ 1)."""
 DRAW_BLOCK = 50
 """Draws per chain between two checks for SIGINT/SIGTERM (each block is one compiled JAX call)."""
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """Stop drawing once every entry of U_1 has bulk ESS ≥ ``ess_min`` and split R-hat ≤ ``rhat_max``,
+    checked on all kept draws after every ``every`` draws per chain (rounded up to whole blocks of
+    DRAW_BLOCK); the config's ``draws`` is then the most drawn per chain. A rule checked repeatedly stops
+    on a favourable fluctuation slightly more often than a fixed count would; each check is on all draws so
+    far, so the later draws are never discarded."""
+
+    ess_min: float = 400.0
+    rhat_max: float = 1.01
+    every: int = 100
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "ess_min", check_number("ess_min (stopping rule)", self.ess_min, 1.0, False, 1e7, "in [1, 1e7]")
+        )
+        object.__setattr__(
+            self,
+            "rhat_max",
+            check_number("rhat_max (stopping rule)", self.rhat_max, 1.0, True, 2.0, "in (1, 2]"),
+        )
+        object.__setattr__(self, "every", check_int("every (stopping rule)", self.every, 1, 100_000))
+
+    def met(self, rhat_max: float, ess_min: float) -> bool:
+        """Whether diagnostics (NaN: not computable, never met) satisfy the rule."""
+        return bool(
+            np.isfinite(ess_min) and np.isfinite(rhat_max) and ess_min >= self.ess_min and rhat_max <= self.rhat_max
+        )
 
 
 @dataclass(frozen=True)
@@ -202,32 +234,60 @@ def gaussian_evidence(
     packed: PackedKernels, y: np.ndarray, scale: float, temperature: float, u: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """ln N(y; 0, K + 𝒯I) + (P/2) ln 2π = −½ ln det(K + 𝒯I) − ½ yᵀ(K + 𝒯I)⁻¹y and its gradient in u, for
-    K = scale · (u @ S unpacked), each row of ``u`` (B, m) one chain; all rows' kernels in one product,
-    then per row a LAPACK Cholesky factorisation, solve and inverse A = (K + 𝒯I)⁻¹. With α = Ay and
-    G = −½(A − ααᵀ), d/dK_ij of the symmetric matrix is 2G_ij (i < j) and G_ii, so the gradient is
-    scale · S (G_ij weighted 2 off the diagonal). A kernel that is not positive definite gives −inf and
-    a zero gradient (a divergence for NUTS). Returns ((B,), (B, m))."""
+    K = scale · (u @ S unpacked), each row of ``u`` (B, m) one chain. All rows' kernels come from one product
+    u @ S and all rows' gradients from one product S @ Gᵀ (each a single pass over the packed kernels, the
+    cost that dominates at 16 paths and P = 600); per row a LAPACK Cholesky factorisation, solve and inverse
+    A = (K + 𝒯I)⁻¹, the packed triangle written into and read from the factor's buffer through precomputed
+    flat indices. With α = Ay and G = −½(A − ααᵀ), d/dK_ij of the symmetric matrix is 2G_ij (i < j) and
+    G_ii, so the gradient is scale · S (G_ij weighted 2 off the diagonal). A kernel that is not positive
+    definite gives −inf and a zero gradient (a divergence for NUTS). Returns ((B,), (B, m))."""
     u = np.atleast_2d(np.asarray(u, dtype=float))
     P = packed.P
-    i, j = np.triu_indices(P)
-    weight = np.where(i == j, 1.0, 2.0)
-    ks = scale * (u @ packed.S)
+    upper, diag, weight = _triangle(P)
+    ks = u @ packed.S
+    ks *= scale
     values = np.full(len(u), -np.inf)
-    grads = np.zeros_like(u)
+    G = np.zeros_like(ks)
+    ok = np.zeros(len(u), dtype=bool)
+    K = np.empty((P, P))
     for r, k in enumerate(ks):
-        K = _unpack(k, P)
-        K[np.diag_indices(P)] += temperature
-        L, info = lapack.dpotrf(K, lower=1, clean=1)
+        # C-order K with its upper triangle set is, read in Fortran order (K.T, no copy), a matrix whose lower
+        # triangle holds the same numbers: LAPACK works on that lower triangle in place.
+        K.flat[upper] = k
+        K.flat[diag] += temperature
+        L, info = lapack.dpotrf(K.T, lower=1, clean=0, overwrite_a=1)
         if info != 0:
             continue
         alpha, _ = lapack.dpotrs(L, y, lower=1)
-        A, info = lapack.dpotri(L, lower=1)  # lower triangle of (K + 𝒯I)⁻¹
+        logdet_half = float(np.sum(np.log(np.diagonal(L))))
+        A, info = lapack.dpotri(L, lower=1, overwrite_c=1)  # lower triangle (Fortran) = upper (C order) of A
         if info != 0:
             continue
-        G = -0.5 * (A[j, i] - alpha[i] * alpha[j])  # upper entries of G, read from the lower triangle of A
-        values[r] = -np.sum(np.log(np.diag(L))) - 0.5 * float(y @ alpha)
-        grads[r] = scale * (packed.S @ (weight * G))
+        g = A.T.flat[upper]  # the upper triangle of (K + 𝒯I)⁻¹ in the packed order
+        g -= alpha[_ROWS[P]] * alpha[_COLS[P]]
+        g *= -0.5 * weight
+        G[r] = g
+        values[r] = -logdet_half - 0.5 * float(y @ alpha)
+        ok[r] = True
+    grads = np.zeros_like(u)
+    if ok.any():
+        grads[ok] = (packed.S @ G[ok].T).T * scale
     return values, grads
+
+
+_ROWS: dict[int, np.ndarray] = {}
+_COLS: dict[int, np.ndarray] = {}
+_TRIANGLES: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _triangle(P: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flat C-order indices of the upper triangle i ≤ j in the packed order, flat indices of the diagonal,
+    weights 1 on the diagonal and 2 off it), cached per P."""
+    if P not in _TRIANGLES:
+        i, j = np.triu_indices(P)
+        _ROWS[P], _COLS[P] = i, j
+        _TRIANGLES[P] = (i * P + j, np.arange(P) * (P + 1), np.where(i == j, 1.0, 2.0))
+    return _TRIANGLES[P]
 
 
 def _evidence_op(packed: PackedKernels, y: np.ndarray, scale: float, temperature: float) -> Callable[[Any], Any]:
@@ -367,12 +427,25 @@ def prior_draw(layout: Layout, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(parts)
 
 
+def pooled_covariance(positions: np.ndarray) -> np.ndarray:
+    """The covariance of warm-up positions (draws, chains, dim) pooled over draws and chains, each chain
+    centred on its own mean, shrunk toward 10⁻³ I as NumPyro and Stan regularise theirs:
+    n/(n + 5) · Σ + 10⁻³ · 5/(n + 5) · I, n the number of positions."""
+    pos = np.asarray(positions, dtype=float)
+    centred = (pos - pos.mean(axis=0, keepdims=True)).reshape(-1, pos.shape[-1])
+    n = len(centred)
+    cov = centred.T @ centred / (n - pos.shape[1])
+    return n / (n + 5.0) * cov + 1e-3 * 5.0 / (n + 5.0) * np.eye(pos.shape[-1])
+
+
 def run_collapsed(
     C: np.ndarray | FactoredKernels | PackedKernels,
     y: np.ndarray,
     model: PathsModel,
     config: SamplerConfig,
     progress: Callable[[str], None] | None = None,
+    stop: StopRule | None = None,
+    pooled_mass: bool = False,
 ) -> SampleResult:
     """NUTS on the collapsed posterior (float64; dense mass matrix up to DENSE_MASS_MAX_DIM coordinates,
     diagonal above; chains vectorised), draws kept in blocks of DRAW_BLOCK so that a SIGINT/SIGTERM (raised
@@ -380,6 +453,13 @@ def run_collapsed(
     Diagnostics on the entries of U_1 (split R-hat, bulk ESS).
 
     ``C``: (n, n, P, P) training path kernels of ``model.heads`` (dense, factored or packed); ``y``: (P,) labels.
+    ``stop``: end the draws early once the diagnostics meet the rule (:class:`StopRule`; at most
+    ``config.draws`` per chain); None: exactly ``config.draws``. ``pooled_mass`` (chains above
+    DENSE_MASS_MAX_DIM coordinates): the first three quarters of the warm-up (whole blocks) adapt a diagonal
+    mass matrix; the covariance of the positions of their second half, pooled over all chains
+    (:func:`pooled_covariance`), is then the fixed dense inverse mass matrix of every chain, and the last
+    quarter adapts the step size only. Chains too short for it (fewer than two blocks, or fewer pooled
+    positions than twice the dimension) keep the diagonal warm-up.
     """
     N = check_collapsed(model, config)
     n = model.n_paths
@@ -415,20 +495,28 @@ def run_collapsed(
     logdensity = _log_density(pack_kernels(C), np.asarray(y, dtype=float), layout, model)
     init_kernel, sample_kernel = hmc(potential_fn=lambda z: -logdensity(z), algo="NUTS")
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, 29]))
-    keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
-    states = [
-        init_kernel(
-            jnp.asarray(prior_draw(layout, rng)),
-            config.warmup,
-            dense_mass=layout.n_params <= DENSE_MASS_MAX_DIM,
+    block = min(DRAW_BLOCK, config.warmup + config.draws)
+    dense = layout.n_params <= DENSE_MASS_MAX_DIM
+    # pooled mass: a diagonal warm-up of `first` iterations (whole blocks), then the rest of the warm-up with
+    # the dense covariance of the second half of its positions, pooled over the chains, step size adapted
+    first = (3 * config.warmup // 4) // block * block if pooled_mass and not dense else 0
+    if first < 2 * block or config.chains * (first // 2) < 2 * layout.n_params:
+        first = 0
+
+    def start(z0: Any, num_warmup: int, key: Any, **kw: Any) -> Any:
+        return init_kernel(
+            z0,
+            num_warmup,
             target_accept_prob=config.target_accept,
             max_tree_depth=config.max_tree_depth,
-            rng_key=keys[c],
+            rng_key=key,
+            **kw,
         )
-        for c in range(config.chains)
-    ]
+
+    keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
+    z0 = [jnp.asarray(prior_draw(layout, rng)) for _ in range(config.chains)]
+    states = [start(z0[c], first or config.warmup, keys[c], dense_mass=dense) for c in range(config.chains)]
     state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
-    block = min(DRAW_BLOCK, config.warmup + config.draws)
 
     @jax.jit
     def run_block(state: Any) -> Any:
@@ -440,14 +528,53 @@ def run_collapsed(
 
     to_U = jax.jit(jax.vmap(jax.vmap(lambda z: order_parameters_fn(layout, model.sigma2)(z)[0])))
     total, done = config.warmup + config.draws, 0
-    zs, divs, steps = [], [], []
+    Us: list[np.ndarray] = []
+    divs: list[np.ndarray] = []
+    steps: list[np.ndarray] = []
+    warm: list[np.ndarray] = []
+    next_check = config.warmup + (stop.every if stop else 0)
     while done < total:
+        if first and done == first:
+            inverse_mass = pooled_covariance(np.concatenate(warm[len(warm) // 2 :], axis=0))
+            keys = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(config.seed), 1), config.chains)
+            states = [
+                start(
+                    state.z[c],
+                    config.warmup - first,
+                    keys[c],
+                    dense_mass=True,
+                    inverse_mass_matrix=jnp.asarray(inverse_mass),
+                    adapt_mass_matrix=False,
+                )
+                for c in range(config.chains)
+            ]
+            state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
+            if progress:
+                progress(
+                    f"collapsed N={N:g}: dense mass matrix from {config.chains} x {first - first // 2} pooled "
+                    f"warm-up positions; {config.warmup - first} more warm-up iterations adapt the step size"
+                )
         state, (z, dv, ns) = run_block(state)  # (block, chains, ...)
+        if done < first:
+            warm.append(np.asarray(z))
         keep = slice(max(0, config.warmup - done), min(block, total - done))
-        zs.append(np.asarray(z)[keep])
-        divs.append(np.asarray(dv)[keep])
-        steps.append(np.asarray(ns)[keep])
+        if keep.start < keep.stop:
+            Us.append(np.asarray(to_U(jnp.asarray(np.swapaxes(np.asarray(z), 0, 1))), dtype=float)[:, keep])
+            divs.append(np.asarray(dv)[keep])
+            steps.append(np.asarray(ns)[keep])
         done += block
+        met = False
+        if stop is not None and done >= next_check and done < total and Us:
+            U_so_far = np.concatenate(Us, axis=1)
+            r_max = float(np.nanmax(np.asarray(split_gelman_rubin(U_so_far), dtype=float)))
+            e_min = ess_min_of(bulk_ess(U_so_far))
+            met = stop.met(r_max, e_min)
+            next_check = done + stop.every
+            if progress:
+                progress(
+                    f"collapsed N={N:g}: after {U_so_far.shape[1]} draws per chain max R-hat {r_max:.4f}, "
+                    f"min ESS {e_min:.0f}: {'stop' if met else 'continue'}"
+                )
         if progress:
             kept = max(0, min(done, total) - config.warmup)
             progress(
@@ -455,8 +582,9 @@ def run_collapsed(
                 f"draws per chain, {int(sum(d.sum() for d in divs))} divergences, "
                 f"{time.perf_counter() - t0:.0f} s"
             )
-    z = np.swapaxes(np.concatenate(zs, axis=0), 0, 1)  # (chains, draws, dim)
-    U = np.asarray(to_U(jnp.asarray(z)), dtype=float)
+        if met:
+            break
+    U = np.concatenate(Us, axis=1)  # (chains, draws, n, n)
     rhat = np.asarray(split_gelman_rubin(U), dtype=float)
     ess = bulk_ess(U)
     step_size = np.asarray(state.adapt_state.step_size, dtype=float).reshape(-1)
