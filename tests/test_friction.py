@@ -210,7 +210,7 @@ def test_group_help_lists_every_subcommand_without_cutting_it():
     subcommand now has its own one-line help, and the top-level help names the three theories."""
     for group, subs in (
         ("aim", ("amp", "figure", "free-entropy", "gd", "state-evolution")),
-        ("paths", ("images", "sample", "theory")),
+        ("paths", ("images", "networks", "sample", "theory")),
     ):
         r = run(group, "--help", timeout=120)
         assert r.returncode == 0, r.stderr
