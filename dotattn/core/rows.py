@@ -11,11 +11,12 @@ JSON rows and CSV rows alike.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["matrix_cell", "read_float", "read_int", "read_bool", "read_matrix", "read_text"]
+__all__ = ["matrix_cell", "read_float", "read_int", "read_bool", "read_matrix", "read_text", "read_flat"]
 
 
 def matrix_cell(a: Any) -> list[list[float]] | None:
@@ -65,3 +66,13 @@ def read_matrix(x: Any, column: bool = False) -> np.ndarray | None:
 
 def read_text(x: Any) -> str:
     return "" if x is None else str(x)
+
+
+def read_flat(
+    row: Mapping[str, Any], columns: Sequence[str], ints: Sequence[str] = (), texts: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The fields of a record with scalar columns only, from a JSON or CSV row: ``ints`` as int,
+    ``texts`` as str, every other column as float."""
+    return {
+        k: read_int(row[k]) if k in ints else read_text(row[k]) if k in texts else read_float(row[k]) for k in columns
+    }

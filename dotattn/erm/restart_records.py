@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from dotattn.core.rows import matrix_cell, read_float, read_int, read_matrix, read_text
+from dotattn.core.rows import matrix_cell, read_flat, read_float, read_int, read_matrix, read_text
 from dotattn.core.status import CONVERGED
 
 __all__ = [
@@ -47,16 +47,6 @@ RESTART_COLUMNS: tuple[str, ...] = (
     "teacher_rho",
     "teacher_nu",
 )
-
-
-def _read_flat(
-    row: dict[str, Any], columns: tuple[str, ...], ints: tuple[str, ...], texts: tuple[str, ...]
-) -> dict[str, Any]:
-    """The fields of a record with scalar columns only, from a JSON or CSV row: ``ints`` as int,
-    ``texts`` as str, every other column as float."""
-    return {
-        k: read_int(row[k]) if k in ints else read_text(row[k]) if k in texts else read_float(row[k]) for k in columns
-    }
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,7 +112,7 @@ class PairRecord:
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> PairRecord:
-        return cls(**_read_flat(row, PAIR_COLUMNS, ints=("d", "seed", "a", "b"), texts=("branch",)))
+        return cls(**read_flat(row, PAIR_COLUMNS, ints=("d", "seed", "a", "b"), texts=("branch",)))
 
 
 SAME_MINIMUM = 1e-4
@@ -189,7 +179,7 @@ class RestartSummary:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RestartSummary:
         return cls(
-            **_read_flat(
+            **read_flat(
                 row,
                 RESTART_SUMMARY_COLUMNS,
                 ints=("d", "seed", "runs", "converged", "minima", "pairs"),

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from dotattn.core.rows import read_float, read_int, read_text
+from dotattn.core.rows import read_flat, read_float, read_int
 from dotattn.core.validation import ParameterError
 
 __all__ = [
@@ -143,12 +143,7 @@ class NetworkResult:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> NetworkResult:
-        ints, texts = ("width", "qk_dim", "train_seed"), ("set",)
-        fields: dict[str, Any] = {
-            f: read_int(row[f]) if f in ints else read_text(row[f]) if f in texts else read_float(row[f])
-            for f in NETWORK_COLUMNS
-        }
-        return cls(**fields)
+        return cls(**read_flat(row, NETWORK_COLUMNS, ints=("width", "qk_dim", "train_seed"), texts=("set",)))
 
 
 NETWORK_COLUMNS: tuple[str, ...] = tuple(NetworkResult.__dataclass_fields__)
@@ -217,12 +212,7 @@ class ClaimRow:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> ClaimRow:
         ints = ("width", "qk_dim", "n", "gain_n", "gap_n", "change_n", "rho_n", "permutations")
-        texts = ("set",)
-        fields: dict[str, Any] = {
-            f: read_int(row[f]) if f in ints else read_text(row[f]) if f in texts else read_float(row[f])
-            for f in CLAIM_COLUMNS
-        }
-        return cls(**fields)
+        return cls(**read_flat(row, CLAIM_COLUMNS, ints=ints, texts=("set",)))
 
     def as_dict(self) -> dict[str, Any]:
         return {
