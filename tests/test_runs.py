@@ -147,7 +147,8 @@ def test_first_line_and_progress_lines_off_a_terminal(tmp_path):
     assert res.returncode == 0, res.stderr
     lines = res.stderr.strip().splitlines()
     assert lines[0].startswith("phase-diagram: 1 omega x 2 alpha") and str(tmp_path / "pd") in lines[0]
-    assert "about" in lines[0] and "fixed points" in lines[0] and "typically ~" in lines[0]  # count and time estimated
+    # count and time estimated ("typically ~N s", or "typically under 1 s" on these small refinement rules)
+    assert "about" in lines[0] and "fixed points" in lines[0] and "typically " in lines[0]
     assert lines[-1].startswith("phase-diagram: ") and "1 of 1 columns" in lines[-1]
     done, total = lines[-1].split(": ")[1].split(" ")[0].split("/")
     assert int(done) == int(total) > 2  # counted per fixed point, not per column
