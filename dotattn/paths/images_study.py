@@ -800,20 +800,29 @@ def _load_gd(path: Path) -> tuple[dict[str, Any], Any]:
     return meta, gd
 
 
+def _manifest_lists(path: Path, sha256: Callable[[Path], str]) -> bool | None:
+    """Whether the manifest.json beside ``path`` lists it with the SHA-256 ``sha256(path)`` gives; None when there
+    is no readable manifest there."""
+    from dotattn.core.io import MANIFEST_NAME, read_json_if_valid
+
+    man = read_json_if_valid(path.parent / MANIFEST_NAME)
+    if man is None:
+        return None
+    entry = (man.get("files") or {}).get(path.name) if isinstance(man, dict) else None
+    return isinstance(entry, dict) and entry.get("sha256") == sha256(path)
+
+
 def _read_gd(path: Path, config: ImageStudyConfig):
     """The trained network in ``path`` if it was made with ``config.gd`` on the same data settings, else None."""
     import zipfile
 
-    from dotattn.core.io import MANIFEST_NAME, cache_notice, read_json_if_valid, sha256_file
+    from dotattn.core.io import MANIFEST_NAME, cache_notice, sha256_file
 
     if not path.is_file():
         return None
-    man = read_json_if_valid(path.parent / MANIFEST_NAME)
-    if man is not None:  # a finished study: reuse the network only as its manifest recorded it
-        entry = (man.get("files") or {}).get(path.name) if isinstance(man, dict) else None
-        if not isinstance(entry, dict) or entry.get("sha256") != sha256_file(path):
-            cache_notice(path, f"not the file {MANIFEST_NAME} lists (edited or replaced after it was written)")
-            return None
+    if _manifest_lists(path, sha256_file) is False:  # a finished study: reuse the network only as listed
+        cache_notice(path, f"not the file {MANIFEST_NAME} lists (edited or replaced after it was written)")
+        return None
     try:
         meta, gd = _load_gd(path)
         return gd if meta.get("key") == _gd_key(config) else None
@@ -843,23 +852,20 @@ def read_network_file(path: str | Path, config: ImageStudyConfig) -> NetworkSour
     import zipfile
 
     from dotattn.core.integrity import first_difference
-    from dotattn.core.io import MANIFEST_NAME, read_json_if_valid
+    from dotattn.core.io import MANIFEST_NAME
 
     p = Path(path)
     if not p.is_file():
         raise ParameterError(f"--network {str(path)!r}: not a file (a gd_network.npz of a paths images folder)")
     data = p.read_bytes()
     sha = hashlib.sha256(data).hexdigest()
-    verified_by = "metadata"
-    if (p.parent / MANIFEST_NAME).exists():
-        man = read_json_if_valid(p.parent / MANIFEST_NAME)
-        entry = (man.get("files") or {}).get(p.name) if isinstance(man, dict) else None
-        if not isinstance(entry, dict) or entry.get("sha256") != sha:
-            raise ParameterError(
-                f"--network {str(path)!r}: not the file {p.parent / MANIFEST_NAME} lists (edited or replaced after "
-                f"it was written, or not listed)"
-            )
-        verified_by = "manifest"
+    has_manifest = (p.parent / MANIFEST_NAME).exists()  # then it must list the file (unreadable: refused too)
+    verified_by = "manifest" if has_manifest else "metadata"
+    if has_manifest and not _manifest_lists(p, lambda _: sha):
+        raise ParameterError(
+            f"--network {str(path)!r}: not the file {p.parent / MANIFEST_NAME} lists (edited or replaced after "
+            f"it was written, or not listed)"
+        )
     try:
         meta, gd = _load_gd(io.BytesIO(data))  # type: ignore[arg-type]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as err:

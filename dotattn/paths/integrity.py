@@ -684,7 +684,6 @@ def _check_paths_networks(folder: Path, manifest: Mapping[str, Any] | None) -> N
     (:func:`dotattn.paths.networks.network_results`, :func:`~dotattn.paths.networks.head_rows`); summary.json's
     networks hold networks.csv's values; claims.csv's means, standard errors and counts are networks.csv's, and
     summary.json's claims by set are claims.csv's rows."""
-    from dotattn.core.integrity import first_difference as tree_difference
     from dotattn.core.io import to_jsonable
     from dotattn.paths.networks import SETS, mean_se
 
@@ -710,7 +709,7 @@ def _check_paths_networks(folder: Path, manifest: Mapping[str, Any] | None) -> N
                 if row
                 else None
             )
-            if mine is None or tree_difference(mine, rec["sets"][part]) or tree_difference(rec["sets"][part], mine):
+            if mine is None or first_difference(mine, rec["sets"][part]) or first_difference(rec["sets"][part], mine):
                 raise IntegrityError(
                     f"{folder / 'summary.json'}: networks entry width {rec['width']}, seed {rec['train_seed']}, "
                     f"{part} is not networks.csv's row"
@@ -732,7 +731,7 @@ def _check_paths_networks(folder: Path, manifest: Mapping[str, Any] | None) -> N
     for c in claims:
         by_set.setdefault(c.set, {})[str(c.width)] = to_jsonable(c.as_dict())
     stored = (meta.get("claims") or {}).get("by_set")
-    if not isinstance(stored, dict) or tree_difference(by_set, stored) or tree_difference(stored, by_set):
+    if not isinstance(stored, dict) or first_difference(by_set, stored) or first_difference(stored, by_set):
         raise IntegrityError(f"{folder / 'summary.json'}: claims.by_set is not claims.csv's rows")
 
 
@@ -740,7 +739,6 @@ def _strict_paths_networks(folder: Path) -> None:
     """``verify --strict`` for paths-networks: the whole analysis recomputed from the networks' summary copies
     (:func:`dotattn.paths.networks.analyse` with the permutation count summary.json records; the permutations are
     seeded, so the p values are recomputed exactly): claims.csv's rows and summary.json's claims and verdicts."""
-    from dotattn.core.integrity import first_difference as tree_difference
     from dotattn.core.io import to_jsonable
     from dotattn.paths.networks import analyse
 
@@ -749,7 +747,7 @@ def _strict_paths_networks(folder: Path) -> None:
     _same_records(folder / "claims.csv", claims, study.claims, "the networks' summary copies (verify --strict)")
     mine = to_jsonable(study.claims_dict())
     stored = meta.get("claims") or {}
-    diff = tree_difference(mine, stored) or tree_difference(stored, mine)
+    diff = first_difference(mine, stored) or first_difference(stored, mine)
     if diff is not None:
         raise IntegrityError(
             f"{folder / 'summary.json'}: claims.{diff[0]} is not what the networks' summary copies give "

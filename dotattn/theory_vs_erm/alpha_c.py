@@ -369,10 +369,9 @@ class CellRuns:
 
         return None if self.starts is None else different_branches(self.starts, self.seeds, self.alphas)
 
-    def on_seeds(self, keep: Sequence[int]) -> CellRuns:
-        """The cell restricted to the seeds in ``keep``, in the cell's order."""
-        idx = [k for k, s in enumerate(self.seeds) if s in set(keep)]
-        kept = {self.seeds[k] for k in idx}
+    def seed_rows(self, idx: Sequence[int] | np.ndarray) -> CellRuns:
+        """The cell with the seeds at positions ``idx`` (selected or reordered), every per-seed array alike;
+        ``starts`` (rows keyed by their seed, not by position) as it is."""
         return replace(
             self,
             seeds=tuple(self.seeds[k] for k in idx),
@@ -381,8 +380,15 @@ class CellRuns:
             status_sem=self.status_sem[idx],
             status_pos=self.status_pos[idx],
             same=self.same[idx],
-            starts=None if self.starts is None else tuple(r for r in self.starts if int(r["seed"]) in kept),
         )
+
+    def on_seeds(self, keep: Sequence[int]) -> CellRuns:
+        """The cell restricted to the seeds in ``keep``, in the cell's order."""
+        wanted = set(keep)
+        idx = [k for k, s in enumerate(self.seeds) if s in wanted]
+        kept = {self.seeds[k] for k in idx}
+        starts = None if self.starts is None else tuple(r for r in self.starts if int(r["seed"]) in kept)
+        return replace(self.seed_rows(idx), starts=starts)
 
     def on_alphas(self, keep: Sequence[float]) -> CellRuns:
         """The cell on the points of its grid that are in ``keep`` (to 1e-9), in grid order."""
@@ -926,17 +932,8 @@ def merge_parts(
             new = [s for s in cell.seeds if s not in old.seeds]
             if new:
                 joined = CellRuns.concat([old, replace(cell.on_seeds(new), seconds=0.0)])
-                order = np.argsort(joined.seeds)
                 merged[key] = replace(
-                    joined,
-                    seeds=tuple(joined.seeds[k] for k in order),
-                    et_sem=joined.et_sem[order],
-                    et_pos=joined.et_pos[order],
-                    status_sem=joined.status_sem[order],
-                    status_pos=joined.status_pos[order],
-                    same=joined.same[order],
-                    seconds=old.seconds + cell.seconds,
-                    device=old.device,
+                    joined.seed_rows(np.argsort(joined.seeds)), seconds=old.seconds + cell.seconds, device=old.device
                 )
     return merged, sources
 
