@@ -4,8 +4,9 @@ full run with the ESS stopping rule when the projection fits the time aimed for.
 The network is a finished image study's (``--study``, default results/paths/omniglot: its gd_network.npz and
 the data settings its summary.json records); the training set is the study's P theory episodes, their path
 kernels factored from the trained queries and keys exactly as ``dotattn paths images`` builds them
-(``path_data_sets``; all P episodes, so P = the study's P), the temperature the one the study chose at
-N = ``--N`` (its sampling check's rule: the temperature selected at the smallest width).
+(``path_data_sets``; all P episodes, so P = the study's P), the temperature the one the study chose on
+validation at N = ``--N`` (N = 10: 𝒯 = 3; N = 100: 𝒯 = 1 for results/paths/omniglot); ``--N`` 0 is the study's
+smallest width, as its sampling check.
 
 1. Per-gradient time: the collapsed log density and its gradient for all chains at once (``--chains``
    points drawn from the prior), the median of ``--repeats`` calls after one compiling call.
@@ -45,9 +46,9 @@ def load_average() -> list[float]:
     return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
 
 
-def study_problem(study: Path, omniglot: str) -> tuple[Any, Any, float, int]:
-    """(sample PathData on all P theory episodes, ImageStudyConfig, the temperature chosen at the smallest
-    width, that width) of a finished image study."""
+def study_problem(study: Path, omniglot: str, N: int = 0) -> tuple[Any, Any, float, int]:
+    """(sample PathData on all P theory episodes, ImageStudyConfig, the temperature the study chose at width
+    ``N``, that width; N = 0: the smallest width) of a finished image study."""
     from dotattn.paths.images_gd import GDConfig
     from dotattn.paths.images_study import ImageStudyConfig, load_image_data, path_data_sets
 
@@ -57,12 +58,14 @@ def study_problem(study: Path, omniglot: str) -> tuple[Any, Any, float, int]:
     p.pop("command", None)
     p.update(omniglot=omniglot, widths=tuple(p["widths"]), temperatures=tuple(p["temperatures"]), sample_P=p["P"])
     config = ImageStudyConfig(**p, gd=gd)
+    width = N or int(config.widths[0])
+    if f"{width:g}" not in summary["per_N"]:
+        raise SystemExit(f"--N must be one of the study's widths {[int(w) for w in config.widths]}, got {width}")
     with np.load(study / "gd_network.npz", allow_pickle=False) as z:
         weights = {k[2:]: np.array(z[k]) for k in z.files if k.startswith("w_")}
     data = load_image_data(config)
     sets = path_data_sets(data, weights, gd.layers, gd.heads, P_sample=config.P, sample_factored=True)
-    small = f"{config.widths[0]:g}"
-    return sets["sample"], config, float(summary["per_N"][small]["temperature"]), int(config.widths[0])
+    return sets["sample"], config, float(summary["per_N"][f"{width:g}"]["temperature"]), width
 
 
 def gradient_seconds(d: Any, model: Any, chains: int, repeats: int) -> tuple[float, list[float]]:
@@ -112,8 +115,7 @@ def main() -> None:
     rule = StopRule(ess_min=a.ess, rhat_max=a.rhat, every=a.every)
     config = SamplerConfig(chains=a.chains, warmup=a.warmup, draws=a.draws)
     t_load = time.perf_counter()
-    d, study, T, N_small = study_problem(Path(a.study), a.omniglot)
-    N = a.N or N_small
+    d, study, T, N = study_problem(Path(a.study), a.omniglot, a.N)
     heads = (study.gd.heads,) * study.gd.layers
     model = PathsModel(N=N, temperature=T, sigma2=study.sigma2, heads=heads)
     P = len(d.y_train)
