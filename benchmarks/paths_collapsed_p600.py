@@ -9,7 +9,7 @@ validation at N = ``--N`` (N = 10: 𝒯 = 3; N = 100: 𝒯 = 1 for results/paths
 smallest width, as its sampling check.
 
 1. Per-gradient time: the collapsed log density and its gradient for all chains at once (``--chains``
-   points drawn from the prior), the median of ``--repeats`` calls after one compiling call.
+   points drawn from the prior) in this process, the median of ``--repeats`` calls after one compiling call.
 2. Pilot: ``--pilot`` warm-up iterations and ``--pilot-draws`` draws of NUTS (compilation included in the
    warm-up), seconds per warm-up iteration and per draw iteration of all chains (vectorised chains move in
    step: an iteration costs the longest of their trajectories).
@@ -17,14 +17,15 @@ smallest width, as its sampling check.
    full run can take (the stopping rule checks first after ``--every`` draws). The full run starts only with ``--full`` and a
    projection ≤ ``--budget`` seconds; otherwise the JSON records why not.
 4. Full run: ``run_collapsed`` with StopRule(``--ess``, ``--rhat``, ``--every``), at most ``--draws`` draws per
-   chain; then the saddle point at the same N and temperature, the relative error of the saddle point against
-   the posterior mean ‖U* − E[U]‖_F / ‖E[U]‖_F, the largest |z| = |E[U] − U*| / MCSE over the entries, and the
-   test accuracy of the sampled posterior-mean predictor against the saddle point's (the study's sampling
-   check, on the study's test episodes).
+   chain, the chains shared by ``--processes`` processes (one per core: 2 on the 2-core machine); then the
+   saddle point at the same N and temperature, the relative error of the saddle point against the posterior
+   mean ‖U* − E[U]‖_F / ‖E[U]‖_F, the largest |z| = |E[U] − U*| / MCSE over the entries, and the test
+   accuracy of the sampled posterior-mean predictor against the saddle point's (the study's sampling check,
+   on the study's test episodes).
 
-Every timing has the load average (/proc/loadavg) read beside it. Run niced from a clean commit:
+Every timing has the load average (/proc/loadavg) read beside it. Run from a clean commit:
 
-    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 nice -n 5 python benchmarks/paths_collapsed_p600.py \\
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 python benchmarks/paths_collapsed_p600.py --processes 2 \\
         --omniglot ../shared/data/omniglot --out /tmp/paths_collapsed_p600.json [--full]
 """
 
@@ -103,6 +104,9 @@ def main() -> None:
     ap.add_argument("--pilot", type=int, default=200, help="warm-up iterations of the pilot (0: none)")
     ap.add_argument("--pilot-draws", type=int, default=50)
     ap.add_argument("--pooled-mass", action="store_true", help="run_collapsed(pooled_mass=True)")
+    ap.add_argument(
+        "--processes", type=int, default=1, help="run_collapsed(processes=...): processes sharing the chains"
+    )
     ap.add_argument("--budget", type=float, default=600.0, help="seconds aimed for")
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--out", required=True)
@@ -126,6 +130,7 @@ def main() -> None:
         "N0": int(d.C_train.xi_a.shape[2]),
         "temperature": T,
         "chains": a.chains,
+        "processes": a.processes,
         "coordinates": collapsed_layout(heads, N).n_params,
         "stop_rule": {"ess_min": rule.ess_min, "rhat_max": rule.rhat_max, "every": rule.every},
         "threads": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")},
@@ -153,6 +158,7 @@ def main() -> None:
             SamplerConfig(chains=a.chains, warmup=a.pilot, draws=a.pilot_draws),
             progress=lambda m: marks.append((time.perf_counter() - t0, m)),
             pooled_mass=a.pooled_mass,
+            processes=a.processes,
         )
         end_warm = next(t for t, m in marks if f"{a.pilot}/{a.pilot} warm-up and" in m)
         per_warm = end_warm / a.pilot
@@ -191,6 +197,7 @@ def main() -> None:
             stop=rule,
             progress=lambda m: print(f"   {m}", flush=True),
             pooled_mass=a.pooled_mass,
+            processes=a.processes,
         )
         out.update(
             wall_seconds=res.seconds,

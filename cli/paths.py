@@ -241,6 +241,14 @@ def _interruption(label: str) -> Iterator[None]:
 @click.option("--max-tree-depth", type=int, default=10, show_default=True, help="NUTS maximum tree depth, in [1, 15].")
 @click.option("--sampler-seed", type=int, default=0, show_default=True, help="Seed of the chains, >= 0.")
 @click.option(
+    "--processes",
+    type=int,
+    default=1,
+    show_default=True,
+    help="With --collapsed: processes that share the chains (all in step, one block of draws at a time; each "
+    "holds a copy of the kernels), in [1, chains].",
+)
+@click.option(
     "--out",
     type=click.Path(file_okay=False),
     required=True,
@@ -268,6 +276,7 @@ def sample(
     out: str,
     quiet: bool,
     collapsed: bool = False,
+    processes: int = 1,
 ) -> None:
     """NUTS samples of the posterior (float64, several chains): U, accuracy and loss against the theory.
 
@@ -291,11 +300,16 @@ def sample(
         seed=sampler_seed,
     )
     if collapsed:
-        from dotattn.paths.collapsed import check_collapsed
+        from dotattn.paths.collapsed import check_collapsed, check_processes
 
         check_collapsed(model, config)
+        check_processes(processes, config.chains)
     else:
         config.check(model)
+        if processes != 1:
+            raise ParameterError(
+                f"processes must be 1 without --collapsed (the chains run one after the other), got {processes}"
+            )
     _require("paths sample", "jax", "numpyro")  # present, but not imported here: JAX runs in the sampler's own process
     from dotattn.core.resources import check_memory
     from dotattn.core.runner import run_isolated
@@ -334,7 +348,9 @@ def sample(
             if collapsed:
                 from dotattn.paths.collapsed import run_collapsed
 
-                result = run_isolated(run_collapsed, data.C_train, data.y_train, model, config, None)
+                result = run_isolated(
+                    run_collapsed, data.C_train, data.y_train, model, config, None, None, False, processes
+                )
                 progress.unit_done(config.chains)
             else:
                 report = UnitReport("paths sample", config.chains, "chains", cached=cached, quiet=quiet)

@@ -199,6 +199,23 @@ def test_collapsed_nuts_stops_on_the_rule():
     assert res.ess_min >= 150 and res.rhat_max <= 1.05
 
 
+def test_chains_in_two_processes_are_the_chains_of_one():
+    """Two chains split over two processes (one here, one in a spawned server): each chain starts from the
+    same point with the same keys and adapts alone, so its draws are those of the one-process run; the
+    tolerance 1e-9 allows the rounding of the batched kernel product (one row instead of two), which NUTS
+    could amplify over 30 iterations, and is far below the posterior's spread (~0.1)."""
+    C1, y = _toy(1, P=12, N0=20, seed=1)
+    model = PathsModel(N=5, temperature=0.05, heads=(1,))
+    cfg = SamplerConfig(chains=2, warmup=20, draws=10, seed=3)
+    one = run_collapsed(C1, y, model, cfg)
+    two = run_collapsed(C1, y, model, cfg, processes=2)
+    assert two.U.shape == one.U.shape == (2, 10, 1, 1)
+    np.testing.assert_allclose(two.U, one.U, rtol=1e-9, atol=0)
+    assert two.step_sizes == pytest.approx(one.step_sizes, rel=1e-9)
+    with pytest.raises(ParameterError, match="processes"):
+        run_collapsed(C1, y, model, cfg, processes=3)
+
+
 @pytest.mark.slow
 def test_stop_rule_only_decides_where_to_stop():
     """The same seed without a rule draws exactly the configured number, and its first draws are those of
@@ -312,6 +329,8 @@ def test_collapsed_nuts_matches_the_one_dimensional_closed_form():
         (["--chains", "0"], "chains"),
         (["--draws", "3"], "draws"),
         (["--P", "3"], "P"),
+        (["--processes", "5"], "processes"),
+        (["--processes", "0"], "processes"),
     ],
 )
 def test_cli_collapsed_refuses_bad_input(tmp_path, capsys, args, name):

@@ -44,6 +44,8 @@ from dotattn.core.validation import ParameterError, check_dask_scheme, check_int
 
 __all__ = [
     "run_isolated",
+    "StatefulServer",
+    "ServerError",
     "DASK_TIMEOUT",
     "MAX_WORKERS",
     "check_dask_address",
@@ -257,6 +259,103 @@ def run_isolated(fn: Callable[..., Any], *args: Any) -> Any:
             pool.shutdown(wait=True)
         else:
             _terminate(pool)
+
+
+class ServerError(RuntimeError):
+    """A :class:`StatefulServer` failed: its set-up or a request raised (the child's exception and
+    traceback, as text), or the process ended without answering."""
+
+
+def _serve(conn: Any, parent_pid: int, setup: Callable[..., Any], serve: Callable[[Any, Any], Any], args: Any) -> None:
+    """The child of :class:`StatefulServer`: ``state = setup(*args)``, then one reply per message until None."""
+    import traceback
+
+    _init_worker(None, parent_pid)
+    try:
+        state = setup(*args)
+        conn.send((True, None))
+        while (message := conn.recv()) is not None:
+            conn.send((True, serve(state, message)))
+    except BaseException as err:  # the parent raises it as ServerError; this process then ends
+        with contextlib.suppress(Exception):
+            conn.send((False, f"{type(err).__name__}: {err}\n{traceback.format_exc()}"))
+    finally:
+        conn.close()
+
+
+class StatefulServer:
+    """One spawned process that holds state between requests: ``setup(*args)`` builds it there once,
+    then each :meth:`submit` sends a picklable message to ``serve(state, message)`` and :meth:`result`
+    waits for its answer, so this process can compute while the child does (one request outstanding at a
+    time). The child ignores SIGINT and ends with this process (:func:`_init_worker`); this process keeps
+    handling signals while it waits (a poll every POLL_SECONDS, which also notices a child that died
+    without answering). A context manager: on leaving, the child is told to end, or terminated and
+    reaped if the block raised. ``setup`` and ``serve`` must be module-level functions."""
+
+    def __init__(self, setup: Callable[..., Any], serve: Callable[[Any, Any], Any], *args: Any) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._process = ctx.Process(target=_serve, args=(child, os.getpid(), setup, serve, args))
+        self._process.start()
+        child.close()
+        self._pending = True  # the set-up's acknowledgement
+
+    def _receive(self) -> Any:
+        while not self._conn.poll(POLL_SECONDS):
+            if not self._process.is_alive() and not self._conn.poll(0):
+                self._pending = False
+                raise ServerError(f"the server process ended (exit status {self._process.exitcode}) without answering")
+        try:
+            ok, value = self._conn.recv()
+        except EOFError:
+            self._pending = False
+            raise ServerError(
+                f"the server process ended (exit status {self._process.exitcode}) without answering"
+            ) from None
+        self._pending = False
+        if not ok:
+            raise ServerError(f"the server process failed: {value}")
+        return value
+
+    def submit(self, message: Any) -> None:
+        """Send one request (the previous one's answer must have been taken)."""
+        if self._pending:
+            self._receive()  # the set-up's acknowledgement, or a failure of it
+        self._conn.send(message)
+        self._pending = True
+
+    def result(self) -> Any:
+        """The answer to the last request."""
+        return self._receive()
+
+    def close(self) -> None:
+        """Tell the child to end and reap it (terminated if it does not end within 5 s)."""
+        with contextlib.suppress(Exception):
+            if self._pending:
+                self._receive()
+            self._conn.send(None)
+        self._process.join(5)
+        self.terminate()
+
+    def terminate(self) -> None:
+        """Terminate and reap the child (killed if SIGTERM does not end it within 5 s)."""
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join(5)
+            if self._process.is_alive():
+                self._process.kill()
+                self._process.join(5)
+        with contextlib.suppress(Exception):
+            self._conn.close()
+
+    def __enter__(self) -> StatefulServer:
+        return self
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
+        if kind is None:
+            self.close()
+        else:
+            self.terminate()
 
 
 DASK_TIMEOUT = 5.0

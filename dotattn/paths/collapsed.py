@@ -30,6 +30,7 @@ NumPyro and JAX are imported on first use.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -62,6 +63,7 @@ __all__ = [
     "gaussian_evidence",
     "StopRule",
     "pooled_covariance",
+    "check_processes",
 ]
 
 MAX_COLLAPSED_N = 10**6
@@ -164,12 +166,18 @@ def check_collapsed(model: PathsModel, config: SamplerConfig) -> int:
     return int(N)
 
 
-def collapsed_memory_bytes(n_paths: int, P: int, config: SamplerConfig) -> int:
-    """Estimated peak memory: the packed kernels (n(n+1)/2 · P(P+1)/2 numbers), one dense pair block and a
-    few P × P work arrays per chain while packing and evaluating, and the kept draws of U
-    (chains × draws × n²). Dense kernels the caller passes in are already in memory and not counted."""
+def collapsed_memory_bytes(n_paths: int, P: int, config: SamplerConfig, processes: int = 1) -> int:
+    """Estimated peak memory: the packed kernels (n(n+1)/2 · P(P+1)/2 numbers) in each of ``processes``
+    processes plus one copy in transit to each other one, one dense pair block and a few P × P work arrays
+    per chain while packing and evaluating, the kept draws of U (chains × draws × n²), and 200 MB per
+    process (interpreter, JAX). Dense kernels the caller passes in are already in memory and not counted."""
     packed = 8 * (n_paths * (n_paths + 1) // 2) * (P * (P + 1) // 2)
-    return packed + 8 * (6 + 2 * config.chains) * P**2 + 8 * config.chains * config.draws * n_paths**2 * 3 + 200 * 2**20
+    return (
+        packed * (2 * processes - 1)
+        + 8 * (6 + 2 * config.chains) * P**2
+        + 8 * config.chains * config.draws * n_paths**2 * 3
+        + 200 * 2**20 * processes
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -438,6 +446,96 @@ def pooled_covariance(positions: np.ndarray) -> np.ndarray:
     return n / (n + 5.0) * cov + 1e-3 * 5.0 / (n + 5.0) * np.eye(pos.shape[-1])
 
 
+class _ChainGroup:
+    """Some of the chains (vectorised NUTS states) and the compiled block of DRAW_BLOCK iterations; held in
+    this process or, with ``processes`` > 1 in :func:`run_collapsed`, in a :class:`StatefulServer`'s child.
+    ``z0`` (c, dim) and ``keys`` (c, 2) are the chains' starting points and PRNG keys; ``num_warmup`` the
+    warm-up iterations of the first adaptation (all of the warm-up unless a pooled mass follows)."""
+
+    def __init__(
+        self,
+        packed: PackedKernels,
+        y: np.ndarray,
+        layout: Layout,
+        model: PathsModel,
+        config: SamplerConfig,
+        z0: np.ndarray,
+        keys: np.ndarray,
+        num_warmup: int,
+    ) -> None:
+        import jax
+        import jax.numpy as jnp
+        from numpyro.infer.hmc import hmc
+
+        jax.config.update("jax_enable_x64", True)
+        logdensity = _log_density(packed, y, layout, model)
+        self._init, sample_kernel = hmc(potential_fn=lambda z: -logdensity(z), algo="NUTS")
+        self._config = config
+        dense = layout.n_params <= DENSE_MASS_MAX_DIM
+        self._start(z0, keys, num_warmup, dense_mass=dense)
+        block = min(DRAW_BLOCK, config.warmup + config.draws)
+
+        @jax.jit
+        def run_block(state: Any) -> Any:
+            def body(s: Any, _: Any) -> Any:
+                s = jax.vmap(sample_kernel)(s)
+                return s, (s.z, s.diverging, s.num_steps)
+
+            return jax.lax.scan(body, state, None, length=block)
+
+        self._run_block = run_block
+        self._jnp = jnp
+
+    def _start(self, z0: Any, keys: Any, num_warmup: int, **kw: Any) -> None:
+        import jax
+        import jax.numpy as jnp
+
+        c = self._config
+        states = [
+            self._init(
+                jnp.asarray(z0[i]),
+                num_warmup,
+                target_accept_prob=c.target_accept,
+                max_tree_depth=c.max_tree_depth,
+                rng_key=jnp.asarray(keys[i]),
+                **kw,
+            )
+            for i in range(len(z0))
+        ]
+        self.state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
+
+    def block(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """DRAW_BLOCK iterations: positions (block, c, dim), divergences and leapfrog steps (block, c)."""
+        self.state, (z, dv, ns) = self._run_block(self.state)
+        return np.asarray(z), np.asarray(dv), np.asarray(ns)
+
+    def fix_mass(self, inverse_mass: np.ndarray, num_warmup: int, keys: np.ndarray) -> None:
+        """Restart the warm-up from the current positions with a fixed dense inverse mass matrix, the step
+        size adapted for ``num_warmup`` more iterations."""
+        self._start(
+            np.asarray(self.state.z),
+            keys,
+            num_warmup,
+            dense_mass=True,
+            inverse_mass_matrix=self._jnp.asarray(inverse_mass),
+            adapt_mass_matrix=False,
+        )
+
+    def step_sizes(self) -> np.ndarray:
+        return np.asarray(self.state.adapt_state.step_size, dtype=float).reshape(-1)
+
+
+def _serve_group(group: _ChainGroup, message: tuple[Any, ...]) -> Any:
+    """A :class:`StatefulServer` request to a chain group: ("block",), ("fix_mass", inverse mass, warm-up,
+    keys) or ("step_sizes",)."""
+    return getattr(group, message[0])(*message[1:])
+
+
+def check_processes(processes: int, chains: int) -> int:
+    """Processes that share the chains, an integer in [1, chains] (ParameterError naming it otherwise)."""
+    return check_int(f"processes (at most the {chains} chains)", processes, 1, chains)
+
+
 def run_collapsed(
     C: np.ndarray | FactoredKernels | PackedKernels,
     y: np.ndarray,
@@ -446,6 +544,7 @@ def run_collapsed(
     progress: Callable[[str], None] | None = None,
     stop: StopRule | None = None,
     pooled_mass: bool = False,
+    processes: int = 1,
 ) -> SampleResult:
     """NUTS on the collapsed posterior (float64; dense mass matrix up to DENSE_MASS_MAX_DIM coordinates,
     diagonal above; chains vectorised), draws kept in blocks of DRAW_BLOCK so that a SIGINT/SIGTERM (raised
@@ -459,9 +558,14 @@ def run_collapsed(
     mass matrix; the covariance of the positions of their second half, pooled over all chains
     (:func:`pooled_covariance`), is then the fixed dense inverse mass matrix of every chain, and the last
     quarter adapts the step size only. Chains too short for it (fewer than two blocks, or fewer pooled
-    positions than twice the dimension) keep the diagonal warm-up.
+    positions than twice the dimension) keep the diagonal warm-up. ``processes``: the chains are split into
+    this many contiguous groups, the first run here and each other one in its own spawned process
+    (:class:`~dotattn.core.runner.StatefulServer`, its own copy of the packed kernels), all groups one block
+    at a time in step; every chain has the same starting point and keys whatever the split, so its draws
+    are those of one process up to the rounding of the batched products.
     """
     N = check_collapsed(model, config)
+    processes = check_processes(processes, config.chains)
     n = model.n_paths
     shape = (C.n, C.n, C.P, C.P) if isinstance(C, PackedKernels) else tuple(C.shape)
     if model.outputs > 1:
@@ -478,22 +582,21 @@ def run_collapsed(
     if len(shape) != 4 or shape[:2] != (n, n) or shape[2] != shape[3] or shape[2] != len(y):
         raise ParameterError(f"path kernels must have shape ({n}, {n}, P, P) with P = len(y) = {len(y)}, got {shape}")
     check_memory(
-        collapsed_memory_bytes(n, len(y), config),
+        collapsed_memory_bytes(n, len(y), config, processes),
         f"collapsed sampling of {n} paths at P = {len(y)}",
-        "choose a smaller P or fewer draws",
+        "choose a smaller P, fewer draws or fewer processes",
     )
     import jax
     import jax.numpy as jnp
     from numpyro.diagnostics import split_gelman_rubin
-    from numpyro.infer.hmc import hmc
 
+    from dotattn.core.runner import StatefulServer
     from dotattn.paths.sampler import bulk_ess, ess_min_of
 
     jax.config.update("jax_enable_x64", True)
     t0 = time.perf_counter()
     layout = collapsed_layout(model.heads, N, model.outputs)
-    logdensity = _log_density(pack_kernels(C), np.asarray(y, dtype=float), layout, model)
-    init_kernel, sample_kernel = hmc(potential_fn=lambda z: -logdensity(z), algo="NUTS")
+    packed, y = pack_kernels(C), np.asarray(y, dtype=float)
     rng = np.random.default_rng(np.random.SeedSequence([config.seed, 29]))
     block = min(DRAW_BLOCK, config.warmup + config.draws)
     dense = layout.n_params <= DENSE_MASS_MAX_DIM
@@ -502,92 +605,76 @@ def run_collapsed(
     first = (3 * config.warmup // 4) // block * block if pooled_mass and not dense else 0
     if first < 2 * block or config.chains * (first // 2) < 2 * layout.n_params:
         first = 0
-
-    def start(z0: Any, num_warmup: int, key: Any, **kw: Any) -> Any:
-        return init_kernel(
-            z0,
-            num_warmup,
-            target_accept_prob=config.target_accept,
-            max_tree_depth=config.max_tree_depth,
-            rng_key=key,
-            **kw,
-        )
-
-    keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
-    z0 = [jnp.asarray(prior_draw(layout, rng)) for _ in range(config.chains)]
-    states = [start(z0[c], first or config.warmup, keys[c], dense_mass=dense) for c in range(config.chains)]
-    state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
-
-    @jax.jit
-    def run_block(state: Any) -> Any:
-        def body(s: Any, _: Any) -> Any:
-            s = jax.vmap(sample_kernel)(s)
-            return s, (s.z, s.diverging, s.num_steps)
-
-        return jax.lax.scan(body, state, None, length=block)
-
+    keys = np.asarray(jax.random.split(jax.random.PRNGKey(config.seed), config.chains))
+    z0 = np.stack([prior_draw(layout, rng) for _ in range(config.chains)])
+    groups = np.array_split(np.arange(config.chains), processes)
+    args = [(packed, y, layout, model, config, z0[g], keys[g], first or config.warmup) for g in groups]
     to_U = jax.jit(jax.vmap(jax.vmap(lambda z: order_parameters_fn(layout, model.sigma2)(z)[0])))
-    total, done = config.warmup + config.draws, 0
-    Us: list[np.ndarray] = []
-    divs: list[np.ndarray] = []
-    steps: list[np.ndarray] = []
-    warm: list[np.ndarray] = []
-    next_check = config.warmup + (stop.every if stop else 0)
-    while done < total:
-        if first and done == first:
-            inverse_mass = pooled_covariance(np.concatenate(warm[len(warm) // 2 :], axis=0))
-            keys = jax.random.split(jax.random.fold_in(jax.random.PRNGKey(config.seed), 1), config.chains)
-            states = [
-                start(
-                    state.z[c],
-                    config.warmup - first,
-                    keys[c],
-                    dense_mass=True,
-                    inverse_mass_matrix=jnp.asarray(inverse_mass),
-                    adapt_mass_matrix=False,
+    with contextlib.ExitStack() as stack:
+        servers = [stack.enter_context(StatefulServer(_ChainGroup, _serve_group, *a)) for a in args[1:]]
+        local = _ChainGroup(*args[0])
+
+        def each_group(method: str, arguments: Sequence[tuple[Any, ...]] | None = None) -> list[Any]:
+            """``method`` of every group (its arguments: one tuple per group), the others' while this one's runs."""
+            arguments = arguments or [()] * len(groups)
+            for server, a in zip(servers, arguments[1:], strict=True):
+                server.submit((method, *a))
+            here = getattr(local, method)(*arguments[0])
+            return [here, *(server.result() for server in servers)]
+
+        total, done = config.warmup + config.draws, 0
+        Us: list[np.ndarray] = []
+        divs: list[np.ndarray] = []
+        steps: list[np.ndarray] = []
+        warm: list[np.ndarray] = []
+        next_check = config.warmup + (stop.every if stop else 0)
+        while done < total:
+            if first and done == first:
+                inverse_mass = pooled_covariance(np.concatenate(warm[len(warm) // 2 :], axis=0))
+                mass_keys = np.asarray(
+                    jax.random.split(jax.random.fold_in(jax.random.PRNGKey(config.seed), 1), config.chains)
                 )
-                for c in range(config.chains)
-            ]
-            state = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *states)
+                each_group("fix_mass", [(inverse_mass, config.warmup - first, mass_keys[g]) for g in groups])
+                if progress:
+                    progress(
+                        f"collapsed N={N:g}: dense mass matrix from {config.chains} x {first - first // 2} pooled "
+                        f"warm-up positions; {config.warmup - first} more warm-up iterations adapt the step size"
+                    )
+            parts = each_group("block")
+            z, dv, ns = (np.concatenate([p[i] for p in parts], axis=1) for i in range(3))  # (block, chains, ...)
+            if done < first:
+                warm.append(z)
+            keep = slice(max(0, config.warmup - done), min(block, total - done))
+            if keep.start < keep.stop:
+                Us.append(np.asarray(to_U(jnp.asarray(np.swapaxes(z, 0, 1))), dtype=float)[:, keep])
+                divs.append(dv[keep])
+                steps.append(ns[keep])
+            done += block
+            met = False
+            if stop is not None and done >= next_check and done < total and Us:
+                U_so_far = np.concatenate(Us, axis=1)
+                r_max = float(np.nanmax(np.asarray(split_gelman_rubin(U_so_far), dtype=float)))
+                e_min = ess_min_of(bulk_ess(U_so_far))
+                met = stop.met(r_max, e_min)
+                next_check = done + stop.every
+                if progress:
+                    progress(
+                        f"collapsed N={N:g}: after {U_so_far.shape[1]} draws per chain max R-hat {r_max:.4f}, "
+                        f"min ESS {e_min:.0f}: {'stop' if met else 'continue'}"
+                    )
             if progress:
+                kept = max(0, min(done, total) - config.warmup)
                 progress(
-                    f"collapsed N={N:g}: dense mass matrix from {config.chains} x {first - first // 2} pooled "
-                    f"warm-up positions; {config.warmup - first} more warm-up iterations adapt the step size"
+                    f"collapsed N={N:g}: {min(done, config.warmup)}/{config.warmup} warm-up and {kept}/{config.draws} "
+                    f"draws per chain, {int(sum(d.sum() for d in divs))} divergences, "
+                    f"{time.perf_counter() - t0:.0f} s"
                 )
-        state, (z, dv, ns) = run_block(state)  # (block, chains, ...)
-        if done < first:
-            warm.append(np.asarray(z))
-        keep = slice(max(0, config.warmup - done), min(block, total - done))
-        if keep.start < keep.stop:
-            Us.append(np.asarray(to_U(jnp.asarray(np.swapaxes(np.asarray(z), 0, 1))), dtype=float)[:, keep])
-            divs.append(np.asarray(dv)[keep])
-            steps.append(np.asarray(ns)[keep])
-        done += block
-        met = False
-        if stop is not None and done >= next_check and done < total and Us:
-            U_so_far = np.concatenate(Us, axis=1)
-            r_max = float(np.nanmax(np.asarray(split_gelman_rubin(U_so_far), dtype=float)))
-            e_min = ess_min_of(bulk_ess(U_so_far))
-            met = stop.met(r_max, e_min)
-            next_check = done + stop.every
-            if progress:
-                progress(
-                    f"collapsed N={N:g}: after {U_so_far.shape[1]} draws per chain max R-hat {r_max:.4f}, "
-                    f"min ESS {e_min:.0f}: {'stop' if met else 'continue'}"
-                )
-        if progress:
-            kept = max(0, min(done, total) - config.warmup)
-            progress(
-                f"collapsed N={N:g}: {min(done, config.warmup)}/{config.warmup} warm-up and {kept}/{config.draws} "
-                f"draws per chain, {int(sum(d.sum() for d in divs))} divergences, "
-                f"{time.perf_counter() - t0:.0f} s"
-            )
-        if met:
-            break
+            if met:
+                break
+        step_size = np.concatenate(each_group("step_sizes"))
     U = np.concatenate(Us, axis=1)  # (chains, draws, n, n)
     rhat = np.asarray(split_gelman_rubin(U), dtype=float)
     ess = bulk_ess(U)
-    step_size = np.asarray(state.adapt_state.step_size, dtype=float).reshape(-1)
     return SampleResult(
         N=N,
         U=U,
