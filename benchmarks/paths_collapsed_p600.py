@@ -5,8 +5,8 @@ The network is a finished image study's (``--study``, default results/paths/omni
 the data settings its summary.json records); the training set is the study's P theory episodes, their path
 kernels factored from the trained queries and keys exactly as ``dotattn paths images`` builds them
 (``path_data_sets``; all P episodes, so P = the study's P), the temperature the one the study chose on
-validation at N = ``--N`` (N = 10: 𝒯 = 3; N = 100: 𝒯 = 1 for results/paths/omniglot); ``--N`` 0 is the study's
-smallest width, as its sampling check.
+validation at N = ``--N`` unless ``--temperature`` is given (N = 10: 𝒯 = 3; N = 100: 𝒯 = 1 for
+results/paths/omniglot); ``--N`` 0 is the study's smallest width, as its sampling check.
 
 1. Per-gradient time: the collapsed log density and its gradient for all chains at once (``--chains``
    points drawn from the prior) in this process, the median of ``--repeats`` calls after one compiling call.
@@ -19,7 +19,9 @@ smallest width, as its sampling check.
 4. Full run: ``run_collapsed`` with StopRule(``--ess``, ``--rhat``, ``--every``), at most ``--draws`` draws per
    chain, the chains shared by ``--processes`` processes (one per core: 2 on the 2-core machine); then the
    saddle point at the same N and temperature, the relative error of the saddle point against the posterior
-   mean ‖U* − E[U]‖_F / ‖E[U]‖_F, the largest |z| = |E[U] − U*| / MCSE over the entries, and the test
+   mean ‖U* − E[U]‖_F / ‖E[U]‖_F beside the size Monte-Carlo noise alone would give it,
+   √(Σ MCSE²) / ‖E[U]‖_F, the largest |z| = |E[U] − U*| / MCSE over the entries (the three matrices are
+   kept), and the test
    accuracy of the sampled posterior-mean predictor against the saddle point's (the study's sampling check,
    on the study's test episodes).
 
@@ -94,6 +96,9 @@ def main() -> None:
     ap.add_argument("--study", default="results/paths/omniglot")
     ap.add_argument("--omniglot", default="../shared/data/omniglot")
     ap.add_argument("--N", type=int, default=0, help="width (0: the study's smallest width, as its sampling check)")
+    ap.add_argument(
+        "--temperature", type=float, default=0.0, help="𝒯 (0: the one the study chose on validation at this N)"
+    )
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=500)
     ap.add_argument("--draws", type=int, default=2000, help="most draws per chain")
@@ -119,7 +124,8 @@ def main() -> None:
     rule = StopRule(ess_min=a.ess, rhat_max=a.rhat, every=a.every)
     config = SamplerConfig(chains=a.chains, warmup=a.warmup, draws=a.draws)
     t_load = time.perf_counter()
-    d, study, T, N = study_problem(Path(a.study), a.omniglot, a.N)
+    d, study, T_chosen, N = study_problem(Path(a.study), a.omniglot, a.N)
+    T = a.temperature or T_chosen
     heads = (study.gd.heads,) * study.gd.layers
     model = PathsModel(N=N, temperature=T, sigma2=study.sigma2, heads=heads)
     P = len(d.y_train)
@@ -129,6 +135,7 @@ def main() -> None:
         "paths": model.n_paths,
         "N0": int(d.C_train.xi_a.shape[2]),
         "temperature": T,
+        "temperature_chosen_on_validation": T_chosen,
         "chains": a.chains,
         "processes": a.processes,
         "coordinates": collapsed_layout(heads, N).n_params,
@@ -213,14 +220,19 @@ def main() -> None:
         th = minimise_action(d.C_train, d.y_train, model, tol=study.theory_tol)
         z = (res.U_mean - th.U) / res.U_mcse
         ev, acc_err, _ = sampled_evaluation(res, d, model)
+        norm = float(np.linalg.norm(res.U_mean))
         out["saddle"] = {
             "status": th.status,
-            "U_relative_error": float(np.linalg.norm(th.U - res.U_mean) / np.linalg.norm(res.U_mean)),
+            "U_relative_error": float(np.linalg.norm(th.U - res.U_mean)) / norm,
+            "U_relative_mcse": float(np.sqrt(np.sum(res.U_mcse**2))) / norm,
             "U_max_abs_z": float(np.nanmax(np.abs(z))),
             "accuracy_sampled": ev.accuracy,
             "accuracy_sampled_error": acc_err,
             "accuracy_saddle": _evaluate(th.U, d, model)["accuracy"],
             "test_episodes": len(d.y_test),
+            "U_mean": res.U_mean.tolist(),
+            "U_mcse": res.U_mcse.tolist(),
+            "U_saddle": np.asarray(th.U).tolist(),
         }
         print(json.dumps(out["saddle"]), flush=True)
     elif not a.full:
