@@ -55,6 +55,36 @@ def test_sigkill_of_the_main_process_leaves_no_worker(tmp_path):
             proc.wait(10)
 
 
+def test_sigterm_of_a_collapsed_run_in_two_processes_leaves_no_process(tmp_path):
+    """``paths sample --collapsed --processes 2``: the command, its isolated sampler process and that
+    process's chain server (a grandchild). SIGTERM to the command: exit 143, and the grandchild is gone
+    within seconds (terminated with its parent, never left computing)."""
+    pytest.importorskip("numpyro")
+    out = tmp_path / "s"
+    proc = subprocess.Popen(
+        [*dotattn_command(), "paths", "sample", "--P", "8", "--P-test", "8", "--T", "4", "--N", "3"]
+        + ["--collapsed", "--processes", "2", "--chains", "2", "--warmup", "50000", "--draws", "50000"]
+        + ["--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+    )
+    try:
+        grandchildren = _wait_for(
+            lambda: {g for c in _children(proc.pid) for g in _children(c)}, 120, "the chain server process"
+        )
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    _wait_for(lambda: not any(_alive(g) for g in grandchildren), 10, "the chain server to end")
+    assert not (out / "sample.json").exists()
+
+
 def test_watch_parent_ends_a_process_whose_parent_was_killed(tmp_path):
     """The watchdog alone (no death signal): a grandchild watching its parent exits after the parent
     is SIGKILLed."""

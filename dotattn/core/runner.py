@@ -307,7 +307,7 @@ class StatefulServer:
                 raise ServerError(f"the server process ended (exit status {self._process.exitcode}) without answering")
         try:
             ok, value = self._conn.recv()
-        except EOFError:
+        except (EOFError, OSError):  # a child killed mid-answer: end of file or a reset connection
             self._pending = False
             raise ServerError(
                 f"the server process ended (exit status {self._process.exitcode}) without answering"
@@ -321,7 +321,12 @@ class StatefulServer:
         """Send one request (the previous one's answer must have been taken)."""
         if self._pending:
             self._receive()  # the set-up's acknowledgement, or a failure of it
-        self._conn.send(message)
+        try:
+            self._conn.send(message)
+        except OSError:  # the child is gone: a broken pipe
+            raise ServerError(
+                f"the server process ended (exit status {self._process.exitcode}) before a request"
+            ) from None
         self._pending = True
 
     def result(self) -> Any:
