@@ -49,6 +49,13 @@ def load_average() -> list[float]:
     return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
 
 
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries the sampler's numbers depend on (the draws change with JAX and NumPyro)."""
+    from importlib.metadata import version
+
+    return {name: version(name) for name in ("numpy", "scipy", "jax", "jaxlib", "numpyro")}
+
+
 def study_problem(study: Path, omniglot: str, N: int = 0) -> tuple[Any, Any, float, int]:
     """(sample PathData on all P theory episodes, ImageStudyConfig, the temperature the study chose at width
     ``N``, that width; N = 0: the smallest width) of a finished image study."""
@@ -142,6 +149,7 @@ def main() -> None:
         "stop_rule": {"ess_min": rule.ess_min, "rhat_max": rule.rhat_max, "every": rule.every},
         "threads": {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")},
         "nice": os.nice(0),
+        "libraries": library_versions(),
         "load_seconds": time.perf_counter() - t_load,
     }
     print(f"N={N} P={P} T={T:g} heads={heads}; data and kernels {out['load_seconds']:.0f} s", flush=True)
@@ -234,7 +242,7 @@ def main() -> None:
             "U_mcse": res.U_mcse.tolist(),
             "U_saddle": np.asarray(th.U).tolist(),
         }
-        print(json.dumps(out["saddle"]), flush=True)
+        print(json.dumps({k: v for k, v in out["saddle"].items() if not isinstance(v, list)}), flush=True)
     elif not a.full:
         out.setdefault("full_run", "not requested (--full)")
     write_json(a.out, {"provenance": provenance(vars(a)), **out})

@@ -299,7 +299,8 @@ def read_idx_set(
     f = Path(folder)
     if not f.is_dir():
         raise ParameterError(
-            f"--fashion-mnist: {str(f)!r} is not a folder (expected the four IDX files {', '.join(IDX_FILES)})"
+            f"--fashion-mnist: {str(f)!r} is not a folder (expected the four IDX files {', '.join(IDX_FILES)}; "
+            "Debian: apt-get install dataset-fashion-mnist)"
         )
     paths = {stem: _idx_file(f, stem) for stem in IDX_FILES}
     X = _read_idx(paths["t10k-images-idx3-ubyte"])
