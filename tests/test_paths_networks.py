@@ -49,6 +49,11 @@ def _config(omni, fm, seed, widths=(1000.0, 10000.0)):
     )
 
 
+pytestmark = pytest.mark.xdist_group("test_paths_networks")
+"""Every test here runs on one xdist worker (``--dist loadgroup``), so the module-scoped ``study`` (three trained
+networks) is made once per run, not once per worker."""
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     """Three `paths images` folders (training seeds 0-2, everything else alike) under ROOT/w4/seed{s}/, made in this
