@@ -300,18 +300,19 @@ class StatefulServer:
         child.close()
         self._pending = True  # the set-up's acknowledgement
 
+    def _ended(self, when: str) -> ServerError:
+        """The error for a child that is gone (nothing is pending any more)."""
+        self._pending = False
+        return ServerError(f"the server process ended (exit status {self._process.exitcode}) {when}")
+
     def _receive(self) -> Any:
         while not self._conn.poll(POLL_SECONDS):
             if not self._process.is_alive() and not self._conn.poll(0):
-                self._pending = False
-                raise ServerError(f"the server process ended (exit status {self._process.exitcode}) without answering")
+                raise self._ended("without answering")
         try:
             ok, value = self._conn.recv()
         except (EOFError, OSError):  # a child killed mid-answer: end of file or a reset connection
-            self._pending = False
-            raise ServerError(
-                f"the server process ended (exit status {self._process.exitcode}) without answering"
-            ) from None
+            raise self._ended("without answering") from None
         self._pending = False
         if not ok:
             raise ServerError(f"the server process failed: {value}")
@@ -324,9 +325,7 @@ class StatefulServer:
         try:
             self._conn.send(message)
         except OSError:  # the child is gone: a broken pipe
-            raise ServerError(
-                f"the server process ended (exit status {self._process.exitcode}) before a request"
-            ) from None
+            raise self._ended("before a request") from None
         self._pending = True
 
     def result(self) -> Any:
